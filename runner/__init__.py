@@ -1,0 +1,7 @@
+"""mcp-run: run Model Context Protocol tool calls as a batch."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

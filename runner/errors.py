@@ -1,0 +1,229 @@
+"""The errors mcp-run raises, named by who caused the failure.
+
+Every error carries the exit code the CLI turns it into (see :mod:`runner.exitcodes`)::
+
+    McpRunError                       base of everything below
+    ├── UsageError                    (2) the command line was wrong
+    ├── WorkflowError                 (2) the workflow file is invalid: file, line, column, key path
+    ├── BusyError                     (6) another process holds the run
+    └── ServerError                   something went wrong talking to an MCP server
+        ├── TransportError            the connection failed; ``written`` says if the request went out
+        │   ├── ConnectFailed         (4) could not start, reach or initialize the server
+        │   ├── NotDelivered          (4) the request surely never reached the server: safe to retry
+        │   │   └── SessionExpired    (4) the server forgot our session (HTTP 404): re-initialize
+        │   ├── HTTPStatusError       (4/3) the server refused the request with an HTTP status
+        │   └── OutcomeUnknown        (5) the request was written but its result is lost: *in doubt*
+        │       └── CallTimeout       (5) no result in time; cancellation was sent
+        ├── ProtocolError             (3) the server broke the protocol or answered with an error
+        │   ├── JsonRpcError          (3) a JSON-RPC error response: ``code``, ``message``, ``data``
+        │   ├── MalformedMessage      (3) bytes that are not a valid JSON-RPC message
+        │   ├── FrameTooLarge         (3) a message over the size cap
+        │   └── UnsupportedProtocolVersion (3) the server chose a version we do not speak
+        └── ToolError                 (1) the tool ran and reported failure (``isError: true``)
+
+Errors are translated at the boundary where they happen, with the cause kept in ``__cause__``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from runner.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from runner.protocol import ToolResult
+
+__all__ = [
+    "BusyError",
+    "CallTimeout",
+    "ConnectFailed",
+    "FrameTooLarge",
+    "HTTPStatusError",
+    "JsonRpcError",
+    "MalformedMessage",
+    "McpRunError",
+    "NotDelivered",
+    "OutcomeUnknown",
+    "ProtocolError",
+    "ServerError",
+    "SessionExpired",
+    "ToolError",
+    "TransportError",
+    "UnsupportedProtocolVersion",
+    "UsageError",
+    "WorkflowError",
+]
+
+
+class McpRunError(Exception):
+    """Base of every error mcp-run raises on purpose."""
+
+    exit_code: ExitCode = ExitCode.FAILED
+
+
+class UsageError(McpRunError):
+    """The command line asked for something impossible."""
+
+    exit_code = ExitCode.USAGE
+
+
+class WorkflowError(McpRunError):
+    """An invalid workflow, located as precisely as the input allows.
+
+    ``str()`` renders ``file:line:col: path: message`` (parts that are unknown are left out), followed by
+    a suggestion on its own line when one is obvious.
+    """
+
+    exit_code = ExitCode.USAGE
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        path: str | None = None,
+        suggestion: str | None = None,
+    ) -> None:
+        self.message = message
+        self.file = file
+        self.line = line
+        self.column = column
+        self.path = path
+        self.suggestion = suggestion
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = ""
+        if self.file is not None:
+            where = self.file
+            if self.line is not None:
+                where += f":{self.line}"
+                if self.column is not None:
+                    where += f":{self.column}"
+            where += ": "
+        if self.path:
+            where += f"{self.path}: "
+        text = where + self.message
+        if self.suggestion:
+            text += f"\n  hint: {self.suggestion}"
+        return text
+
+
+class BusyError(McpRunError):
+    """Another process holds the run's lock."""
+
+    exit_code = ExitCode.BUSY
+
+    def __init__(self, message: str, *, pid: int | None = None) -> None:
+        super().__init__(message)
+        self.pid = pid
+
+
+class ServerError(McpRunError):
+    """Base of failures that happen while talking to an MCP server."""
+
+    server: str | None = None
+
+
+class TransportError(ServerError):
+    """The connection to the server failed.
+
+    ``written`` is False when the request surely never reached the server (safe to send again) and True
+    when it may have (its outcome is unknown). ``stderr`` holds the tail of a stdio server's stderr.
+    """
+
+    exit_code = ExitCode.UNREACHABLE
+    written: bool = False
+
+    def __init__(self, message: str, *, stderr: str | None = None) -> None:
+        super().__init__(message)
+        self.stderr = stderr
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if self.stderr:
+            tail = self.stderr.rstrip()
+            text += "\n  server stderr (last lines):\n    " + "\n    ".join(tail.splitlines()[-10:])
+        return text
+
+
+class ConnectFailed(TransportError):
+    """The server could not be started, reached or initialized."""
+
+
+class NotDelivered(TransportError):
+    """The request surely never reached the server; sending it again is safe."""
+
+
+class SessionExpired(NotDelivered):
+    """The server answered 404 to a request that carried our session id: the session is gone."""
+
+
+class HTTPStatusError(TransportError):
+    """The server refused a request with an HTTP status (kept: a 401 is not a 500)."""
+
+    def __init__(self, message: str, *, status_code: int, location: str | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.location = location
+
+
+class OutcomeUnknown(TransportError):
+    """The request was written, and its result is lost: the call may or may not have happened."""
+
+    exit_code = ExitCode.OUTCOME_UNKNOWN
+    written = True
+
+
+class CallTimeout(OutcomeUnknown):
+    """No result within the timeout; ``notifications/cancelled`` was sent. The server may have acted."""
+
+
+class ProtocolError(ServerError):
+    """The server broke the protocol or answered with a JSON-RPC error."""
+
+    exit_code = ExitCode.PROTOCOL
+
+
+class JsonRpcError(ProtocolError):
+    """The server answered a request with a JSON-RPC error object."""
+
+    def __init__(self, code: int, message: str, data: Any = None, *, method: str | None = None) -> None:
+        self.code = code
+        self.message = message
+        self.data = data
+        self.method = method
+        prefix = f"{method}: " if method else ""
+        super().__init__(f"{prefix}server error {code}: {message}")
+
+
+class MalformedMessage(ProtocolError):
+    """Bytes from the server that are not a valid JSON-RPC message."""
+
+
+class FrameTooLarge(ProtocolError):
+    """A single message exceeded the size cap; the connection is failed instead of growing memory."""
+
+
+class UnsupportedProtocolVersion(ProtocolError):
+    """The server chose a protocol version this client does not speak."""
+
+    def __init__(self, offered: str, chosen: str) -> None:
+        self.offered = offered
+        self.chosen = chosen
+        super().__init__(
+            f"server chose protocol version {chosen!r}, which mcp-run does not support "
+            f"(we offered {offered!r})"
+        )
+
+
+class ToolError(ServerError):
+    """The tool ran and reported failure (``isError: true``); ``result`` holds what it returned."""
+
+    exit_code = ExitCode.FAILED
+
+    def __init__(self, message: str, result: ToolResult) -> None:
+        super().__init__(message)
+        self.result = result
