@@ -1,0 +1,56 @@
+"""The one small interface every transport implements, and the events it hands to the session.
+
+A transport moves JSON-RPC messages; it knows nothing of MCP methods beyond what its wire needs (the
+Streamable HTTP transport reads the session id off the ``initialize`` response). It is opened as an async
+context manager that owns whatever tasks it needs (a stdout reader, one task per SSE stream) and yields an
+object with this interface::
+
+    async with open_stdio_transport(params) as transport:
+        await transport.send(Request(1, "ping"))
+        event = await transport.receive()
+
+Failures are reported in the error tree's terms:
+
+- ``send`` raises ``NotDelivered`` (or its subclass ``SessionExpired``) when the message surely never
+  reached the server, ``OutcomeUnknown`` when it may have, and ``HTTPStatusError`` when the server refused
+  it.
+- ``receive`` returns messages, ``InvalidMessage`` for bad input that is not fatal, and ``RequestLost`` when
+  the response to one request can no longer arrive (a stream that could not be resumed); it raises a
+  ``TransportError`` (or ``ProtocolError`` for an oversized frame) when the whole connection is gone. That
+  error is final: every later ``receive`` raises it again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, TypeAlias
+
+from runner.errors import TransportError
+from runner.jsonrpc import InvalidMessage, Message, RequestId
+
+__all__ = ["RequestLost", "Transport", "TransportEvent"]
+
+
+@dataclass(slots=True, frozen=True)
+class RequestLost:
+    """The response to ``request_id`` will not arrive on this transport; ``error`` says why."""
+
+    request_id: RequestId
+    error: TransportError
+
+
+TransportEvent: TypeAlias = Message | InvalidMessage | RequestLost
+
+
+class Transport(Protocol):
+    async def send(self, message: Message, /) -> None:
+        """Deliver one message to the server (safe to call from many tasks at once)."""
+
+    async def receive(self) -> TransportEvent:
+        """The next event from the server (one task at a time)."""
+
+    def set_protocol_version(self, version: str, /) -> None:
+        """Called once ``initialize`` has negotiated ``version`` (HTTP sends it as a header)."""
+
+    def describe(self) -> str:
+        """A short human name for the peer: ``stdio: python server.py`` or the URL."""

@@ -1,0 +1,96 @@
+"""An in-memory transport pair for tests: a client end that implements ``Transport`` and a server end a
+scripted fake drives.
+
+The server end can break the connection (``break_connection``), which makes the client's ``receive``
+raise and its ``send`` fail, so session tests can reproduce a dying server without processes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import trio
+
+from runner.errors import NotDelivered, TransportError
+from runner.jsonrpc import Message
+from runner.transports.base import TransportEvent
+
+__all__ = ["MemoryClientTransport", "MemoryServerEnd", "memory_transport_pair"]
+
+
+class MemoryClientTransport:
+    def __init__(
+        self,
+        outgoing: trio.MemorySendChannel[Message],
+        incoming: trio.MemoryReceiveChannel[TransportEvent],
+    ) -> None:
+        self._outgoing = outgoing
+        self._incoming = incoming
+        self.broken: TransportError | None = None
+        self.protocol_version: str | None = None
+        self.sent: list[Message] = []
+
+    async def send(self, message: Message, /) -> None:
+        if self.broken is not None:
+            raise NotDelivered(f"connection is closed: {self.broken}")
+        self.sent.append(message)
+        try:
+            await self._outgoing.send(message)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise NotDelivered("the fake server has gone away") from exc
+
+    async def receive(self) -> TransportEvent:
+        if self.broken is not None:
+            raise self.broken
+        try:
+            return await self._incoming.receive()
+        except trio.EndOfChannel:
+            self.broken = self.broken or TransportError("the fake server closed the connection")
+            raise self.broken from None
+
+    def set_protocol_version(self, version: str, /) -> None:
+        self.protocol_version = version
+
+    def describe(self) -> str:
+        return "memory"
+
+
+class MemoryServerEnd:
+    """What a scripted fake server holds: receive what the client sent, send events back."""
+
+    def __init__(
+        self,
+        incoming: trio.MemoryReceiveChannel[Message],
+        outgoing: trio.MemorySendChannel[TransportEvent],
+        client: MemoryClientTransport,
+    ) -> None:
+        self.incoming = incoming
+        self.outgoing = outgoing
+        self._client = client
+
+    async def receive(self) -> Message:
+        return await self.incoming.receive()
+
+    async def send(self, event: TransportEvent) -> None:
+        await self.outgoing.send(event)
+
+    def break_connection(self, error: TransportError | None = None) -> None:
+        """The connection dies: the client's ``receive`` raises ``error``."""
+        self._client.broken = error or TransportError("connection to the fake server broke")
+        self.outgoing.close()
+        self.incoming.close()
+
+
+@asynccontextmanager
+async def memory_transport_pair() -> AsyncIterator[tuple[MemoryClientTransport, MemoryServerEnd]]:
+    to_server_send, to_server_recv = trio.open_memory_channel[Message](math.inf)
+    to_client_send, to_client_recv = trio.open_memory_channel[TransportEvent](math.inf)
+    client = MemoryClientTransport(to_server_send, to_client_recv)
+    server = MemoryServerEnd(to_server_recv, to_client_send, client)
+    try:
+        yield client, server
+    finally:
+        to_server_send.close()
+        to_client_send.close()
