@@ -169,8 +169,8 @@ def decode_object(obj: Any) -> Message:
 def _salvage_id(obj: Any) -> RequestId | None:
     if type(obj) is dict and "method" not in obj:
         rid = obj.get("id")
-        if _is_id(rid):
-            return rid  # type: ignore[no-any-return]
+        if isinstance(rid, str | int) and not isinstance(rid, bool):
+            return rid
     return None
 
 
