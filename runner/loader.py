@@ -1,0 +1,431 @@
+"""YAML -> :class:`~runner.model.Workflow`, with the line and column of every key and value.
+
+Entry points::
+
+    load_workflow(path) -> LoadedWorkflow            YAML syntax and schema; no server contacted
+    parse_workflow(text, file=...) -> LoadedWorkflow the same from a string
+    validate(path_or_loaded, ...) -> Plan            everything: schema, templates, references, cycles,
+                                                     and (require_inputs=True) the run's inputs
+    load_inputs_file(path) -> dict                   an --inputs-file (YAML or JSON mapping)
+
+Every problem is a :class:`~runner.errors.WorkflowError` naming file, line, column and key path; when
+there are several, one :class:`~runner.model.WorkflowErrors` lists them all (``.errors``). No input
+makes these functions raise anything else.
+
+YAML dialect. The file is composed into nodes (libyaml when available, the pure-Python parser
+otherwise; a syntax error is always reported by the pure-Python parser, so messages do not depend on
+which is installed) and built by this module, which:
+
+* refuses duplicate keys (PyYAML would silently keep the last, losing a step);
+* keeps every mapping key a string as written (``on:``, ``yes:``, ``1:`` are the keys "on", "yes", "1");
+* reads only ``true``/``false`` as booleans (YAML 1.2): ``yes``, ``no``, ``on``, ``off`` stay strings;
+* keeps timestamps and sexagesimal numbers (``12:30``) as the strings they look like;
+* supports anchors, aliases and merge keys (``<<``), and refuses other tags (``!!binary``, ``!foo``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from runner.errors import WorkflowError
+from runner.model import (
+    Input,
+    Loc,
+    Positions,
+    Server,
+    Step,
+    Workflow,
+    describe,
+    format_path,
+    raise_errors,
+    resolve_inputs,
+    suggest_identifier,
+)
+from runner.plan import Plan, build_plan
+from runner.template import did_you_mean
+
+__all__ = [
+    "LoadedWorkflow",
+    "load_inputs_file",
+    "load_workflow",
+    "parse_workflow",
+    "parse_yaml",
+    "validate",
+]
+
+_FastLoader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_TAG = "tag:yaml.org,2002:"
+_MODELS: dict[str, type[BaseModel]] = {"servers": Server, "inputs": Input, "steps": Step}
+_YAML11_BOOLEANS = frozenset({"yes", "no", "on", "off", "y", "n"})
+
+
+@dataclass(frozen=True)
+class LoadedWorkflow:
+    """A workflow whose shape is valid, and where each of its parts sits in the file."""
+
+    workflow: Workflow
+    positions: Positions
+
+    @property
+    def file(self) -> str | None:
+        return self.positions.file
+
+
+# ---------------------------------------------------------------------------------------------------
+# YAML with positions
+
+
+def parse_yaml(text: str, *, file: str | None = "<string>", fast: bool = True) -> tuple[Any, Positions]:
+    """Parse one YAML document into JSON-like data and the :class:`Positions` of its keys and values.
+
+    ``fast=False`` forces the pure-Python parser (the result is the same either way).
+    """
+    node = _compose(text, file, fast=fast)
+    positions = Positions(file=file)
+    if node is None:
+        raise WorkflowError("the file is empty", file=file, line=1, column=1)
+    builder = _Builder(positions)
+    try:
+        data = builder.build(node, ())
+    except RecursionError:
+        raise WorkflowError("the document is nested too deeply", file=file) from None
+    raise_errors(builder.errors)
+    return data, positions
+
+
+def _compose(text: str, file: str | None, *, fast: bool) -> yaml.Node | None:
+    try:
+        try:
+            return yaml.compose(text, Loader=_FastLoader if fast else yaml.SafeLoader)
+        except yaml.YAMLError:
+            if not fast or _FastLoader is yaml.SafeLoader:
+                raise
+            # Report with the pure-Python parser, so messages never depend on libyaml being present.
+            return yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        message = f"invalid YAML: {problem}"
+        if exc.context and exc.problem:
+            message += f" ({exc.context})"
+        hint = "indent with spaces: YAML does not allow tabs" if "'\\t'" in problem else None
+        raise WorkflowError(
+            message,
+            file=file,
+            line=mark.line + 1 if mark else None,
+            column=mark.column + 1 if mark else None,
+            suggestion=hint,
+        ) from None
+    except yaml.YAMLError as exc:
+        raise WorkflowError(f"invalid YAML: {exc}", file=file) from None
+    except RecursionError:
+        raise WorkflowError("the document is nested too deeply", file=file) from None
+
+
+class _Builder:
+    """Nodes -> Python values, recording positions and refusing what the dialect does not allow."""
+
+    def __init__(self, positions: Positions) -> None:
+        self.positions = positions
+        self.errors: list[WorkflowError] = []
+        self.done: dict[int, Any] = {}  # id(node) -> value, so an alias is built once
+        self.active: set[int] = set()
+        self.scalars = yaml.constructor.SafeConstructor()
+
+    def error(self, message: str, node: yaml.Node, loc: Loc, suggestion: str | None = None) -> None:
+        mark = node.start_mark
+        self.errors.append(
+            WorkflowError(
+                message,
+                file=self.positions.file,
+                line=mark.line + 1,
+                column=mark.column + 1,
+                path=_path(loc),
+                suggestion=suggestion,
+            )
+        )
+
+    def build(self, node: yaml.Node, loc: Loc) -> Any:
+        if not loc:
+            self.positions.values[()] = _mark(node)
+        key = id(node)
+        if key in self.done:
+            return self.done[key]
+        if key in self.active:
+            self.error("a YAML alias refers to the node that contains it", node, loc)
+            return None
+        self.active.add(key)
+        try:
+            if isinstance(node, yaml.MappingNode):
+                value: Any = self.mapping(node, loc)
+            elif isinstance(node, yaml.SequenceNode):
+                value = self.sequence(node, loc)
+            else:
+                value = self.scalar(node, loc)
+        finally:
+            self.active.discard(key)
+        self.done[key] = value
+        return value
+
+    def mapping(self, node: yaml.MappingNode, loc: Loc) -> dict[str, Any]:
+        if node.tag != _TAG + "map":
+            self.error(f"unsupported YAML tag {node.tag}", node, loc)
+        result: dict[str, Any] = {}
+        merged: dict[str, Any] = {}
+        seen: dict[str, yaml.Node] = {}
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag == _TAG + "merge":
+                self.merge(value_node, loc, merged)
+                continue
+            if not isinstance(key_node, yaml.ScalarNode):
+                self.error("mapping keys must be strings, found a collection", key_node, loc)
+                continue
+            name = str(key_node.value)
+            where = (*loc, name)
+            if name in seen:
+                first = seen[name].start_mark
+                self.error(
+                    f"duplicate key {name!r} (first defined at line {first.line + 1})",
+                    key_node,
+                    where,
+                    suggestion="YAML keeps only one of them; rename or remove one",
+                )
+                continue
+            seen[name] = key_node
+            self.positions.keys[where] = _mark(key_node)
+            self.positions.values[where] = _mark(value_node)
+            result[name] = self.build(value_node, where)
+        if merged:
+            merged.update(result)
+            return merged
+        return result
+
+    def merge(self, node: yaml.Node, loc: Loc, into: dict[str, Any]) -> None:
+        sources = node.value if isinstance(node, yaml.SequenceNode) else [node]
+        for source in sources:
+            if not isinstance(source, yaml.MappingNode):
+                self.error("a merge key (<<) takes a mapping or a list of mappings", source, loc)
+                continue
+            value = self.build(source, loc)
+            if isinstance(value, dict):
+                for name, item in value.items():
+                    into.setdefault(name, item)
+
+    def sequence(self, node: yaml.SequenceNode, loc: Loc) -> list[Any]:
+        if node.tag != _TAG + "seq":
+            self.error(f"unsupported YAML tag {node.tag}", node, loc)
+        result = []
+        for n, item in enumerate(node.value):
+            where = (*loc, n)
+            self.positions.values[where] = _mark(item)
+            result.append(self.build(item, where))
+        return result
+
+    def scalar(self, node: yaml.Node, loc: Loc) -> Any:
+        tag = node.tag
+        text = str(node.value)
+        if tag == _TAG + "str" or tag == "!":
+            return text
+        if tag == _TAG + "null":
+            return None
+        if tag == _TAG + "bool":
+            lowered = text.lower()
+            return lowered == "true" if lowered in ("true", "false") else text
+        if tag in (_TAG + "int", _TAG + "float"):
+            if ":" in text:
+                return text
+            try:
+                return self.scalars.construct_object(node)
+            except (ValueError, yaml.YAMLError):
+                self.error(f"invalid number {text!r}", node, loc)
+                return None
+        if tag in (_TAG + "timestamp", _TAG + "merge", _TAG + "value"):
+            return text
+        self.error(f"unsupported YAML tag {tag}", node, loc)
+        return None
+
+
+def _mark(node: yaml.Node) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+def _path(loc: Loc) -> str | None:
+    return format_path(loc) or None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Workflow files
+
+
+def parse_workflow(text: str, *, file: str | None = "<string>") -> LoadedWorkflow:
+    """YAML text -> a shape-checked workflow with positions (see :func:`load_workflow`)."""
+    data, positions = parse_yaml(text, file=file)
+    if not isinstance(data, dict):
+        raise WorkflowError(
+            f"expected a mapping at the top of the file, found {describe(data)}", file=file, line=1, column=1
+        )
+    try:
+        workflow = Workflow.model_validate(data)
+    except ValidationError as exc:
+        raise_errors(_schema_errors(exc, data, positions))
+        raise AssertionError("unreachable: a ValidationError with no errors") from exc
+    return LoadedWorkflow(workflow, positions)
+
+
+def load_workflow(path: str | os.PathLike[str]) -> LoadedWorkflow:
+    """Read and shape-check the workflow at ``path``; a :class:`WorkflowError` for any problem."""
+    return parse_workflow(_read(path, "workflow"), file=os.fspath(path))
+
+
+def validate(
+    source: str | os.PathLike[str] | LoadedWorkflow,
+    *,
+    require_inputs: bool = False,
+    input_pairs: Sequence[str] = (),
+    inputs_file: Mapping[str, Any] | None = None,
+) -> Plan:
+    """Run every check and return the :class:`~runner.plan.Plan`.
+
+    Inputs given (``input_pairs`` as ``NAME=VALUE`` strings, ``inputs_file`` already parsed) are always
+    checked and resolved into ``plan.input_values``; a missing required input is an error only with
+    ``require_inputs=True`` (``mcp-run run``), not for ``mcp-run validate``/``plan``.
+    """
+    loaded = source if isinstance(source, LoadedWorkflow) else load_workflow(source)
+    plan = build_plan(loaded.workflow, loaded.positions)
+    values = resolve_inputs(
+        loaded.workflow.inputs,
+        input_pairs,
+        inputs_file,
+        require=require_inputs,
+        positions=loaded.positions,
+    )
+    return replace(plan, input_values=values)
+
+
+def load_inputs_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read an inputs file (YAML or JSON) that must hold a mapping of input names to values."""
+    file = os.fspath(path)
+    data, _positions = parse_yaml(_read(path, "inputs file"), file=file)
+    if not isinstance(data, dict):
+        raise WorkflowError(f"an inputs file holds a mapping of names to values, found {describe(data)}", file=file)
+    return data
+
+
+def _read(path: str | os.PathLike[str], what: str) -> str:
+    file = os.fspath(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise WorkflowError(f"cannot read the {what}: {exc.strerror or exc}", file=file) from exc
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise WorkflowError(f"the {what} is not UTF-8 text (byte {exc.start})", file=file) from exc
+
+
+# ---------------------------------------------------------------------------------------------------
+# Pydantic errors -> located WorkflowErrors
+
+_EXPECTED = {
+    "string_type": "a string",
+    "int_type": "an integer",
+    "float_type": "a number",
+    "bool_type": "a boolean (true or false)",
+    "list_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+}
+
+
+def _schema_errors(exc: ValidationError, data: Any, positions: Positions) -> list[WorkflowError]:
+    errors: list[WorkflowError] = []
+    for detail in exc.errors(include_url=False):
+        loc: Loc = tuple(detail["loc"])
+        kind = detail["type"]
+        found = detail.get("input")
+        ctx = detail.get("ctx") or {}
+        if loc and loc[-1] == "[key]":
+            errors.append(_key_error(loc[:-1], positions))
+            continue
+        if kind == "extra_forbidden":
+            name = str(loc[-1])
+            allowed = _allowed_keys(loc[:-1])
+            hint = did_you_mean(name, allowed) or (f"allowed keys: {', '.join(allowed)}" if allowed else None)
+            errors.append(positions.error(f"unknown key {name!r}", loc, suggestion=hint, at="key"))
+        elif kind == "missing":
+            name = str(loc[-1])
+            hint = "add `version: 1` at the top of the file" if loc == ("version",) else None
+            parent = loc[:-1]
+            line, column = positions.locate(parent, at="key") if parent else (1, 1)
+            errors.append(
+                WorkflowError(
+                    f"missing required key {name!r}",
+                    file=positions.file,
+                    line=line,
+                    column=column,
+                    path=_path(parent),
+                    suggestion=hint,
+                )
+            )
+        elif kind in _EXPECTED:
+            errors.append(positions.error(_expected(_EXPECTED[kind], found), loc, suggestion=_type_hint(kind, found)))
+        elif kind == "workflow":
+            errors.append(positions.error(str(ctx.get("message", detail["msg"])), loc))
+        elif kind == "greater_than_equal":
+            errors.append(positions.error(_expected(f"a value >= {ctx.get('ge')}", found), loc))
+        elif kind == "too_short":
+            errors.append(positions.error(f"expected at least {ctx.get('min_length')} item, found none", loc))
+        elif kind == "literal_error":
+            expected = str(ctx.get("expected", "")).replace("'", "")
+            hint = did_you_mean(str(found), [c.strip() for c in expected.replace(" or ", ",").split(",")])
+            errors.append(positions.error(f"expected one of {expected}, found {describe(found)}", loc, suggestion=hint))
+        else:
+            message = str(detail["msg"])
+            errors.append(positions.error(message[:1].lower() + message[1:] + f", found {describe(found)}", loc))
+    return errors
+
+
+def _expected(what: str, found: Any) -> str:
+    return f"expected {what}, found {describe(found)}"
+
+
+def _type_hint(kind: str, found: Any) -> str | None:
+    if kind == "string_type" and isinstance(found, int | float | bool):
+        return "quote the value to keep it a string"
+    if kind == "bool_type" and isinstance(found, str) and found.lower() in _YAML11_BOOLEANS:
+        return "write true or false (yes/no/on/off are strings here)"
+    if kind in ("int_type", "float_type") and isinstance(found, str):
+        return "write the number without quotes"
+    if kind == "list_type" and isinstance(found, str):
+        return "write a list: [a, b] or one '- item' per line"
+    return None
+
+
+def _key_error(loc: Loc, positions: Positions) -> WorkflowError:
+    name = str(loc[-1])
+    what = {"steps": "step id", "inputs": "input name"}.get(str(loc[0]), "name")
+    return positions.error(
+        f"invalid {what} {name!r}: expected an identifier (letters, digits and _, not starting with a digit)",
+        loc,
+        suggestion=f"did you mean {suggest_identifier(name)!r}?",
+        at="key",
+    )
+
+
+def _allowed_keys(loc: Loc) -> list[str]:
+    model: type[BaseModel] | None = None
+    if not loc:
+        model = Workflow
+    elif len(loc) == 2:
+        model = _MODELS.get(str(loc[0]))
+    if model is None:
+        return []
+    return [info.alias or name for name, info in model.model_fields.items()]

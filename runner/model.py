@@ -1,0 +1,556 @@
+"""The workflow file's shape, as pydantic models: the source of ``schemas/workflow.schema.json``.
+
+A workflow (YAML, ``version: 1``)::
+
+    version: 1
+    name: optional title
+    description: optional text
+    servers:                       # name -> one server
+      fs: {command: [npx, server-fs, /data], env: {KEY: "${{ env.KEY }}"}, cwd: /tmp}
+      md: {url: "https://example.com/mcp", headers: {Authorization: "Bearer ${{ env.TOKEN }}"}}
+    inputs:                        # name -> declaration; names are identifiers
+      dir: {type: string, default: docs, description: where to look}
+    steps:                         # id -> step; ids are identifiers
+      list: {server: fs, tool: list_directory, args: {path: "${{ inputs.dir }}"}}
+      convert:
+        server: md
+        tool: convert
+        for_each: "${{ steps.list.json }}"
+        args: {path: "${{ item }}"}
+    outputs:                       # name -> any JSON-like value, templates allowed
+      pages: "${{ steps.convert.results[*].text }}"
+
+These models check *shape* only (unknown keys are refused, types are strict: ``"5"`` is not an integer
+and ``yes`` is not a boolean). What needs the whole workflow (servers that exist, templates, references,
+cycles, one of ``command``/``url``) is checked by :mod:`runner.plan`; where a value sits in the file is
+recorded by :mod:`runner.loader` in a :class:`Positions`.
+
+Regenerate the JSON schema with ``python -m runner.model`` (writes ``schemas/workflow.schema.json``;
+``--check`` only compares). ``scripts/gen_schema.py`` does the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import json
+import math
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from runner.durations import parse_duration
+from runner.errors import WorkflowError
+
+__all__ = [
+    "IDENTIFIER",
+    "INPUT_TYPES",
+    "SCHEMA_PATH",
+    "Input",
+    "InputType",
+    "Loc",
+    "Positions",
+    "Server",
+    "Step",
+    "Workflow",
+    "WorkflowErrors",
+    "coerce_input",
+    "describe",
+    "format_path",
+    "json_schema",
+    "raise_errors",
+    "resolve_inputs",
+    "schema_text",
+    "suggest_identifier",
+    "value_has_type",
+]
+
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+INPUT_TYPES: tuple[str, ...] = ("string", "integer", "number", "boolean", "array", "object")
+InputType = Literal["string", "integer", "number", "boolean", "array", "object"]
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "workflow.schema.json"
+Loc = tuple[str | int, ...]
+
+_TEMPLATE_SCHEMA = r".*\$\{\{.*\}\}.*"
+
+
+def _duration(value: Any) -> Any:
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise PydanticCustomError("workflow", "{message}", {"message": str(exc)}) from None
+
+
+Identifier = Annotated[
+    str,
+    StringConstraints(pattern=IDENTIFIER.pattern),
+]
+Duration = Annotated[
+    float,
+    BeforeValidator(_duration),
+    WithJsonSchema(
+        {
+            "description": "Seconds (a number > 0) or a string with units: 90s, 10m, 1h, 500ms, 1h30m.",
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0},
+                {"type": "string", "pattern": r"^\s*((\d+(\.\d+)?|\.\d+)(h|m|s|ms))+\s*$"},
+            ],
+        }
+    ),
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True, frozen=True)
+
+
+class Server(_Model):
+    """One MCP server: stdio (``command``) or Streamable HTTP (``url``), never both."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"oneOf": [{"required": ["command"]}, {"required": ["url"]}]},
+    )
+
+    command: list[str] | None = Field(
+        None, min_length=1, description="stdio: the argv list that starts the server (no shell)."
+    )
+    env: dict[str, str] | None = Field(
+        None, description="stdio: extra environment variables; values may hold templates over env and inputs."
+    )
+    cwd: str | None = Field(None, description="stdio: the working directory of the server process.")
+    url: str | None = Field(
+        None, description="Streamable HTTP: the endpoint URL; may hold templates over env and inputs."
+    )
+    headers: dict[str, str] | None = Field(
+        None, description="Streamable HTTP: extra request headers; values may hold templates over env and inputs."
+    )
+    max_concurrency: int = Field(8, ge=1, description="At most this many calls in flight on this server.")
+    timeout: Duration | None = Field(None, description="Default hard cap for one call.")
+    idle_timeout: Duration | None = Field(None, description="Default cap on time without progress for one call.")
+    trust_annotations: bool = Field(
+        False, description="Believe the server's tool annotations (idempotentHint) when deciding on retries."
+    )
+
+
+class Input(_Model):
+    """One workflow input: its type, default, and whether it is a secret (masked in output)."""
+
+    type: InputType = Field("string", description="The input's JSON type.")
+    default: Any = Field(None, description="The value used when none is given; makes the input optional.")
+    description: str | None = Field(None, description="What the input is for (shown by `mcp-run plan`).")
+    secret: bool = Field(False, description="Mask the value in logs, journals and summaries.")
+    required: bool | None = Field(None, description="Must be given; defaults to true when there is no default.")
+
+    @property
+    def has_default(self) -> bool:
+        """True when the workflow gave a default (even ``null``)."""
+        return "default" in self.model_fields_set
+
+    @property
+    def is_required(self) -> bool:
+        """Whether a run must be given this input."""
+        return self.required if self.required is not None else not self.has_default
+
+    @field_validator("default")
+    @classmethod
+    def _default_has_type(cls, value: Any, info: Any) -> Any:
+        kind = info.data.get("type", "string")
+        if value is not None and not value_has_type(value, kind):
+            raise PydanticCustomError(
+                "workflow",
+                "{message}",
+                {"message": f"default does not match type {kind}: found {describe(value)}"},
+            )
+        return value
+
+
+class Step(_Model):
+    """One tool call, or a fan-out of calls (``for_each``)."""
+
+    server: str = Field(description="The name of a server under `servers`.")
+    tool: str = Field(description="The tool to call.")
+    args: dict[str, Any] = Field(
+        default_factory=dict, description="The tool's arguments; strings anywhere inside may hold templates."
+    )
+    needs: list[str] = Field(
+        default_factory=list, description="Steps that must finish first (in addition to those templates use)."
+    )
+    if_: Annotated[Any, WithJsonSchema({"type": ["string", "boolean"]})] = Field(
+        None, alias="if", description="Run the step only when this template is truthy: ${{ expr }}."
+    )
+    for_each: Annotated[Any, WithJsonSchema({"type": ["string", "array"]})] = Field(
+        None, description="Fan out: a template that evaluates to a list (or a literal list); one call per item."
+    )
+    key: str | None = Field(
+        None, description="Template rendered per item to its identity; default: SHA-256 of its canonical JSON."
+    )
+    concurrency: int | None = Field(None, ge=1, description="Fan-out: at most this many items in flight.")
+    timeout: Duration | None = Field(None, description="Hard cap for one call.")
+    idle_timeout: Duration | None = Field(None, description="Cap on time without progress for one call.")
+    idempotent: bool = Field(False, description="Safe to call again when an outcome is unknown.")
+    continue_on_error: bool = Field(False, description="A failure of this step does not fail the run.")
+
+    @field_validator("if_")
+    @classmethod
+    def _if_shape(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, str | bool):
+            raise PydanticCustomError(
+                "workflow",
+                "{message}",
+                {
+                    "message": "expected a template string like ${{ inputs.flag }} or a boolean, "
+                    f"found {describe(value)}"
+                },
+            )
+        return value
+
+    @field_validator("for_each")
+    @classmethod
+    def _for_each_shape(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, str | list):
+            raise PydanticCustomError(
+                "workflow",
+                "{message}",
+                {"message": f"expected a template like ${{{{ steps.list.json }}}} or a list, found {describe(value)}"},
+            )
+        return value
+
+    @property
+    def fan_out(self) -> bool:
+        """True when the step calls its tool once per item."""
+        return self.for_each is not None
+
+
+class Workflow(_Model):
+    """A whole workflow file."""
+
+    model_config = ConfigDict(
+        title="mcp-run workflow",
+        json_schema_extra={"$schema": "https://json-schema.org/draft/2020-12/schema"},
+    )
+
+    version: int = Field(description="The format version; must be 1.")
+    name: str | None = Field(None, description="A short title.")
+    description: str | None = Field(None, description="What the workflow does.")
+    servers: dict[str, Server] = Field(default_factory=dict, description="Named MCP servers.")
+    inputs: dict[Identifier, Input] = Field(
+        default_factory=dict, description="Named inputs, given with --input NAME=VALUE or an inputs file."
+    )
+    steps: dict[Identifier, Step] = Field(description="Named steps; ids are identifiers.")
+    outputs: dict[str, Any] = Field(
+        default_factory=dict, description="Named results, rendered from step results at the end."
+    )
+
+    @field_validator("version")
+    @classmethod
+    def _version_one(cls, value: int) -> int:
+        if value != 1:
+            raise PydanticCustomError("workflow", "{message}", {"message": f"unsupported version {value}: expected 1"})
+        return value
+
+
+# ---------------------------------------------------------------------------------------------------
+# Positions and errors
+
+
+@dataclass(frozen=True)
+class Positions:
+    """Where keys and values sit in the source file, by key path (1-based line and column).
+
+    ``keys[loc]`` is the start of the mapping key that leads to ``loc``, ``values[loc]`` the start of
+    its value (list items have only a value). A path with no entry (inside a YAML alias, say) is located
+    at its nearest recorded ancestor.
+    """
+
+    file: str | None = None
+    keys: dict[Loc, tuple[int, int]] = field(default_factory=dict)
+    values: dict[Loc, tuple[int, int]] = field(default_factory=dict)
+
+    def locate(self, loc: Loc, *, at: Literal["key", "value"] = "value") -> tuple[int | None, int | None]:
+        """The ``(line, column)`` of ``loc``, falling back to its nearest ancestor; ``(None, None)`` if none."""
+        table = self.keys if at == "key" else self.values
+        if loc in table:
+            return table[loc]
+        for end in range(len(loc), -1, -1):
+            prefix = loc[:end]
+            if prefix in self.values:
+                return self.values[prefix]
+            if prefix in self.keys:
+                return self.keys[prefix]
+        return None, None
+
+    def error(
+        self,
+        message: str,
+        loc: Loc,
+        *,
+        suggestion: str | None = None,
+        at: Literal["key", "value"] = "value",
+    ) -> WorkflowError:
+        """A :class:`WorkflowError` located at ``loc``."""
+        line, column = self.locate(loc, at=at)
+        return WorkflowError(
+            message, file=self.file, line=line, column=column, path=format_path(loc) or None, suggestion=suggestion
+        )
+
+
+class WorkflowErrors(WorkflowError):
+    """Several problems found in one pass; ``errors`` lists each (sorted by position), ``str()`` shows all.
+
+    The location attributes (``file``, ``line``, ...) are those of the first error.
+    """
+
+    def __init__(self, errors: Sequence[WorkflowError]) -> None:
+        self.errors = list(errors)
+        first = self.errors[0]
+        super().__init__(
+            f"{len(self.errors)} problems",
+            file=first.file,
+            line=first.line,
+            column=first.column,
+            path=first.path,
+            suggestion=first.suggestion,
+        )
+
+    def __str__(self) -> str:
+        return "\n".join(str(error) for error in self.errors)
+
+
+def raise_errors(errors: Iterable[WorkflowError]) -> None:
+    """Raise nothing for no errors, the error itself for one, :class:`WorkflowErrors` for several."""
+    unique: dict[str, WorkflowError] = {}
+    for error in errors:
+        unique.setdefault(str(error), error)
+    found = sorted(unique.values(), key=lambda e: (e.line or 0, e.column or 0))
+    if len(found) == 1:
+        raise found[0]
+    if found:
+        raise WorkflowErrors(found)
+
+
+def format_path(loc: Loc) -> str:
+    """``("steps", "a", "needs", 1)`` -> ``steps.a.needs[1]``."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else part
+    return text
+
+
+def suggest_identifier(name: str) -> str:
+    """The identifier closest to ``name``: ``convert-files`` -> ``convert_files``, ``1st`` -> ``_1st``."""
+    fixed = re.sub(r"[^A-Za-z0-9_]", "_", name) or "_"
+    return fixed if not fixed[0].isdigit() else "_" + fixed
+
+
+def describe(value: Any) -> str:
+    """A short description of a found value: ``a string ('x')``, ``an integer (5)``, ``a list``, ``null``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, int):
+        return f"an integer ({value})"
+    if isinstance(value, float):
+        return f"a number ({value})"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"a string ({shown!r})"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return f"a {type(value).__name__}"
+
+
+def value_has_type(value: Any, kind: str) -> bool:
+    """Whether ``value`` is of the input type ``kind`` (an integer counts as a number; a bool as neither)."""
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "array":
+        return isinstance(value, list)
+    if kind == "object":
+        return isinstance(value, dict)
+    return False
+
+
+# ---------------------------------------------------------------------------------------------------
+# Inputs for a run
+
+_TRUE = frozenset({"true", "yes", "1"})
+_FALSE = frozenset({"false", "no", "0"})
+
+
+def resolve_inputs(
+    declared: Mapping[str, Input],
+    pairs: Sequence[str] = (),
+    file_values: Mapping[str, Any] | None = None,
+    *,
+    require: bool = True,
+    positions: Positions | None = None,
+) -> dict[str, Any]:
+    """The value of every declared input: ``--input`` pairs, over the inputs file, over defaults.
+
+    ``pairs`` are ``NAME=VALUE`` strings, coerced to the input's type: integer and number parse,
+    boolean takes true/false/yes/no/1/0, array and object parse JSON. ``file_values`` (an inputs file,
+    already parsed) must hold values of the right type; a string there is coerced like a pair. An input
+    neither given nor defaulted is null, or, when ``require`` and it is required, an error naming it and
+    the flag that sets it. Unknown names are errors; a secret input's value never appears in a message.
+    """
+    where = positions or Positions()
+    errors: list[WorkflowError] = []
+    given: dict[str, Any] = {}
+    names = list(declared)
+    for name, value in (file_values or {}).items():
+        if name not in declared:
+            errors.append(_unknown_input(str(name), names, "in the inputs file"))
+            continue
+        try:
+            given[name] = coerce_input(name, declared[name], value)
+        except WorkflowError as exc:
+            errors.append(exc)
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            errors.append(WorkflowError(f"expected --input NAME=VALUE, found {pair!r}"))
+            continue
+        if name not in declared:
+            errors.append(_unknown_input(name, names, "in --input"))
+            continue
+        try:
+            given[name] = coerce_input(name, declared[name], text)
+        except WorkflowError as exc:
+            errors.append(exc)
+    values: dict[str, Any] = {}
+    for name, spec in declared.items():
+        if name in given:
+            values[name] = given[name]
+        elif spec.has_default:
+            values[name] = spec.default
+        elif require and spec.is_required:
+            line, column = where.locate(("inputs", name), at="key")
+            errors.append(
+                WorkflowError(
+                    f"missing required input {name!r}",
+                    file=where.file,
+                    line=line,
+                    column=column,
+                    path=f"inputs.{name}",
+                    suggestion=f"set it with --input {name}=VALUE or in an inputs file",
+                )
+            )
+        else:
+            values[name] = None
+    raise_errors(errors)
+    return values
+
+
+def coerce_input(name: str, spec: Input, value: Any) -> Any:
+    """``value`` as the input's type; a string is parsed (see :func:`resolve_inputs`)."""
+    kind = spec.type
+    if value_has_type(value, kind):
+        return value
+    if isinstance(value, str):
+        parsed = _parse_text(kind, value.strip())
+        if parsed is not _NOT_PARSED and value_has_type(parsed, kind):
+            return parsed
+    shown = "a value (hidden: the input is secret)" if spec.secret else describe(value)
+    expected = {
+        "string": "a string",
+        "integer": "an integer",
+        "number": "a number",
+        "boolean": "a boolean (true/false/yes/no/1/0)",
+        "array": "a JSON array",
+        "object": "a JSON object",
+    }[kind]
+    raise WorkflowError(f"input {name!r}: expected {expected}, found {shown}", path=f"inputs.{name}")
+
+
+_NOT_PARSED: Any = object()
+
+
+def _parse_text(kind: str, text: str) -> Any:
+    parsed = _NOT_PARSED
+    if kind == "integer":
+        with contextlib.suppress(ValueError):
+            parsed = int(text)
+    elif kind == "number":
+        with contextlib.suppress(ValueError):
+            parsed = float(text) if any(c in text.lower() for c in ".en") else int(text)
+        if isinstance(parsed, float) and not math.isfinite(parsed):
+            parsed = _NOT_PARSED
+    elif kind == "boolean":
+        parsed = True if text.lower() in _TRUE else False if text.lower() in _FALSE else _NOT_PARSED
+    elif kind in ("array", "object"):
+        with contextlib.suppress(ValueError, RecursionError):
+            parsed = json.loads(text)
+    return parsed
+
+
+def _unknown_input(name: str, names: list[str], where: str) -> WorkflowError:
+    matches = difflib.get_close_matches(name, names, n=1)
+    hint = f"did you mean {matches[0]!r}?" if matches else None
+    known = ", ".join(names) or "none declared"
+    return WorkflowError(f"unknown input {name!r} {where} (inputs: {known})", suggestion=hint)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The JSON schema
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON schema of a workflow file, generated from :class:`Workflow`."""
+    schema = Workflow.model_json_schema(by_alias=True)
+    ordered: dict[str, Any] = {"$schema": schema.pop("$schema")}
+    ordered.update(schema)
+    for name in ("inputs", "steps"):
+        ordered["properties"][name]["additionalProperties"] = False
+    return ordered
+
+
+def schema_text() -> str:
+    """The exact text of ``schemas/workflow.schema.json``."""
+    return json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+def _main(argv: Sequence[str]) -> int:
+    text = schema_text()
+    if "--check" in argv:
+        current = SCHEMA_PATH.read_text(encoding="utf-8") if SCHEMA_PATH.exists() else ""
+        if current != text:
+            sys.stderr.write(f"{SCHEMA_PATH} is stale; regenerate it with: python -m runner.model\n")
+            return 1
+        return 0
+    SCHEMA_PATH.parent.mkdir(parents=True, exist_ok=True)
+    SCHEMA_PATH.write_text(text, encoding="utf-8")
+    sys.stdout.write(f"wrote {SCHEMA_PATH}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main(sys.argv[1:]))

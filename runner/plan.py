@@ -1,0 +1,558 @@
+"""The plan: a checked workflow, its templates compiled, its steps in dependency order.
+
+:func:`build_plan` takes a :class:`~runner.model.Workflow` (shape already checked) and checks everything
+that needs the whole file, collecting every problem before it raises (one
+:class:`~runner.errors.WorkflowError`, or :class:`~runner.model.WorkflowErrors` listing several):
+
+* a server has exactly one of ``command`` (stdio) and ``url`` (HTTP); ``env``/``cwd`` only with a
+  command, ``headers`` only with a url; server templates read only ``inputs`` and ``env``;
+* a step's ``server`` names a server, ``needs`` name steps, ``key``/``concurrency`` only with
+  ``for_each``, ``if`` and ``for_each`` are single templates;
+* every template compiles, and reads only what exists: ``inputs.<declared>``, ``steps.<id>.<field>``
+  with a field the step exposes (``result structured text json status`` for a plain step,
+  ``items results status`` for a fan-out), ``item``/``index`` only in a fan-out step's args and key;
+* no step refers to itself, and there is no dependency cycle (each one is named in order).
+
+A step's dependencies are its ``needs`` plus every step its templates (args, key, if, for_each) read.
+Layer n holds the steps whose dependencies all sit in earlier layers; ``order`` is the layers in turn,
+each layer in declaration order. Everything here is linear in the size of the workflow, and iterative
+(a 10,000-step chain does not reach the recursion limit).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from runner.durations import format_duration
+from runner.errors import WorkflowError
+from runner.model import Loc, Positions, Server, Step, Workflow, describe, raise_errors
+from runner.template import (
+    Compiled,
+    Occurrence,
+    TemplateError,
+    TemplateSyntaxError,
+    compile_value,
+    did_you_mean,
+    is_truthy,
+    item_key,
+    render_text,
+)
+
+__all__ = [
+    "FANOUT_FIELDS",
+    "STEP_FIELDS",
+    "Plan",
+    "PlannedServer",
+    "PlannedStep",
+    "build_plan",
+    "render_plan_text",
+]
+
+STEP_FIELDS: tuple[str, ...] = ("result", "structured", "text", "json", "status")
+FANOUT_FIELDS: tuple[str, ...] = ("items", "results", "status")
+
+_Where = Literal["args", "key", "if", "for_each", "outputs", "server"]
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedServer:
+    """A server with its templates compiled (``url``, ``headers`` and ``env`` over inputs and env)."""
+
+    name: str
+    server: Server
+    transport: Literal["stdio", "http"]
+    url: Compiled | None
+    headers: Compiled | None
+    env: Compiled | None
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedStep:
+    """One step, ready for the scheduler.
+
+    ``timeout`` and ``idle_timeout`` are the effective ones (the step's, else its server's, else None).
+    ``referenced`` is True when some template (any step's, or an output) reads this step's results:
+    only then must the scheduler keep them in memory.
+    """
+
+    id: str
+    step: Step
+    server: str
+    tool: str
+    args: Compiled
+    condition: Compiled | None
+    for_each: Compiled | None
+    key: Compiled | None
+    fan_out: bool
+    concurrency: int | None
+    timeout: float | None
+    idle_timeout: float | None
+    idempotent: bool
+    continue_on_error: bool
+    layer: int
+    dependencies: tuple[str, ...]
+    dependents: tuple[str, ...]
+    referenced: bool
+
+    def render_args(self, context: Mapping[str, Any]) -> Any:
+        """The tool arguments for ``context`` (per item, for a fan-out step)."""
+        return self.args.render(context)
+
+    def should_run(self, context: Mapping[str, Any]) -> bool:
+        """Whether ``if`` holds (JMESPath truthiness); always True without ``if``."""
+        return self.condition is None or is_truthy(self.condition.render(context))
+
+    def render_items(self, context: Mapping[str, Any]) -> list[Any]:
+        """The items of a fan-out step; :class:`TemplateError` when ``for_each`` gives no list."""
+        if self.for_each is None:
+            raise TemplateError(f"step {self.id!r} is not a fan-out step")
+        items = self.for_each.render(context)
+        if not isinstance(items, list):
+            raise TemplateError(
+                f"for_each of step {self.id!r} must give a list, found {describe(items)}",
+                expression=_first_expression(self.for_each),
+            )
+        return items
+
+    def render_key(self, context: Mapping[str, Any]) -> str:
+        """The identity of ``context["item"]``: the ``key`` template as text, else :func:`item_key`."""
+        if self.key is None:
+            return item_key(context["item"])
+        value = self.key.render(context)
+        if value is None or value == "":
+            raise TemplateError(
+                f"key of step {self.id!r} rendered to {describe(value)} for item {context.get('index')}",
+                expression=_first_expression(self.key),
+            )
+        return render_text(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A valid workflow, ready to run. ``steps`` is in ``order`` (a topological order)."""
+
+    workflow: Workflow
+    steps: Mapping[str, PlannedStep]
+    order: tuple[str, ...]
+    layers: tuple[tuple[str, ...], ...]
+    servers: Mapping[str, PlannedServer]
+    outputs: Compiled
+    env_names: frozenset[str]
+    file: str | None = None
+    input_values: Mapping[str, Any] | None = None
+
+    def render_outputs(self, context: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``outputs`` mapping rendered in ``context`` (after the run)."""
+        result: dict[str, Any] = self.outputs.render(context)
+        return result
+
+
+def _first_expression(compiled: Compiled) -> str | None:
+    expressions = compiled.expressions
+    return expressions[0] if expressions else None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Building
+
+
+class _Builder:
+    def __init__(self, workflow: Workflow, positions: Positions) -> None:
+        self.workflow = workflow
+        self.pos = positions
+        self.errors: list[WorkflowError] = []
+        self.env_names: set[str] = set()
+        self.referenced: set[str] = set()
+        # step id -> {dependency id: loc of the first place that creates the edge}
+        self.edges: dict[str, dict[str, Loc]] = {}
+        self.step_ids = list(workflow.steps)
+        self.index = {step_id: n for n, step_id in enumerate(self.step_ids)}
+
+    def error(self, message: str, loc: Loc, *, suggestion: str | None = None, at: str = "value") -> None:
+        self.errors.append(self.pos.error(message, loc, suggestion=suggestion, at="key" if at == "key" else "value"))
+
+    def compile(self, value: Any, loc: Loc) -> Compiled | None:
+        try:
+            return compile_value(value, loc=loc)
+        except TemplateSyntaxError as exc:
+            self.error(exc.message, exc.loc, suggestion=exc.suggestion)
+            return None
+
+    # -- servers ----------------------------------------------------------------------------------
+
+    def server(self, name: str, server: Server) -> PlannedServer | None:
+        loc: Loc = ("servers", name)
+        if server.command is not None and server.url is not None:
+            self.error(
+                "a server has either command (stdio) or url (HTTP), found both",
+                loc,
+                at="key",
+                suggestion="keep command to start a local process, or url to reach a running server",
+            )
+            return None
+        if server.command is None and server.url is None:
+            self.error(
+                "a server needs command (stdio) or url (HTTP), found neither",
+                loc,
+                at="key",
+                suggestion="add command: [program, arg, ...] or url: https://host/mcp",
+            )
+            return None
+        stdio = server.command is not None
+        for key, for_stdio in (("env", True), ("cwd", True), ("headers", False)):
+            if getattr(server, key) is not None and for_stdio != stdio:
+                kind = "stdio servers (command)" if for_stdio else "HTTP servers (url)"
+                self.error(f"{key} applies only to {kind}", (*loc, key), at="key")
+        for n, arg in enumerate(server.command or ()):
+            if "${{" in arg:
+                self.error("templates are not allowed in command", (*loc, "command", n))
+        if server.cwd is not None and "${{" in server.cwd:
+            self.error("templates are not allowed in cwd", (*loc, "cwd"))
+        url = self.compile(server.url, (*loc, "url")) if server.url is not None else None
+        if (
+            url is not None
+            and url.is_constant
+            and server.url is not None
+            and not server.url.startswith(("http://", "https://"))
+        ):
+            self.error(f"expected an http:// or https:// URL, found {server.url!r}", (*loc, "url"))
+        headers = self.compile(server.headers, (*loc, "headers")) if server.headers is not None else None
+        env = self.compile(server.env, (*loc, "env")) if server.env is not None else None
+        for compiled in (url, headers, env):
+            if compiled is not None:
+                self.check_references(compiled, owner=None, where="server", fan_out=False)
+        return PlannedServer(name, server, "stdio" if stdio else "http", url, headers, env)
+
+    # -- steps ------------------------------------------------------------------------------------
+
+    def step(self, step_id: str, step: Step) -> dict[str, Compiled | None]:
+        loc: Loc = ("steps", step_id)
+        deps = self.edges.setdefault(step_id, {})
+        if step.server not in self.workflow.servers:
+            known = ", ".join(self.workflow.servers) or "none declared"
+            self.error(
+                f"undefined server {step.server!r} (servers: {known})",
+                (*loc, "server"),
+                suggestion=did_you_mean(step.server, self.workflow.servers),
+            )
+        for n, need in enumerate(step.needs):
+            if need == step_id:
+                self.error(f"step {step_id!r} needs itself", (*loc, "needs", n))
+            elif need not in self.workflow.steps:
+                self.error(
+                    f"unknown step {need!r} in needs",
+                    (*loc, "needs", n),
+                    suggestion=did_you_mean(need, self.workflow.steps),
+                )
+            else:
+                deps.setdefault(need, (*loc, "needs", n))
+        if not step.fan_out:
+            for name in ("key", "concurrency"):
+                if getattr(step, name) is not None:
+                    self.error(f"{name} applies only to fan-out steps (with for_each)", (*loc, name), at="key")
+        args = self.compile(step.args, (*loc, "args"))
+        key = self.compile(step.key, (*loc, "key")) if step.key is not None else None
+        condition = self.single(step.if_, (*loc, "if"), "if") if step.if_ is not None else None
+        for_each: Compiled | None = None
+        if isinstance(step.for_each, str):
+            for_each = self.single(step.for_each, (*loc, "for_each"), "for_each")
+        elif isinstance(step.for_each, list):
+            for_each = self.compile(step.for_each, (*loc, "for_each"))
+        parts: tuple[tuple[_Where, Compiled | None], ...] = (
+            ("args", args),
+            ("key", key),
+            ("if", condition),
+            ("for_each", for_each),
+        )
+        for where, value in parts:
+            if value is not None:
+                self.check_references(value, owner=step_id, where=where, fan_out=step.fan_out)
+        return dict(parts)
+
+    def single(self, value: str | bool, loc: Loc, name: str) -> Compiled | None:
+        """``if``/``for_each``: a boolean (if only) or exactly one template."""
+        compiled = self.compile(value, loc)
+        if compiled is None or isinstance(value, bool):
+            return compiled
+        if compiled.single_expression is None:
+            example = "${{ inputs.enabled }}" if name == "if" else "${{ steps.list.json }}"
+            self.error(
+                f"{name} must be a single template like {example}, found {describe(value)}",
+                loc,
+            )
+            return None
+        return compiled
+
+    # -- references -------------------------------------------------------------------------------
+
+    def check_references(self, compiled: Compiled, *, owner: str | None, where: _Where, fan_out: bool) -> None:
+        for occurrence in compiled.occurrences:
+            self.reference(occurrence, owner=owner, where=where, fan_out=fan_out)
+
+    def reference(self, occ: Occurrence, *, owner: str | None, where: _Where, fan_out: bool) -> None:
+        root, name, field = occ.reference
+        shown = f"${{{{ {occ.expression} }}}}"
+        if root == "env":
+            if name is not None:
+                self.env_names.add(name)
+            return
+        if root == "inputs":
+            if name is not None and name not in self.workflow.inputs:
+                known = ", ".join(self.workflow.inputs) or "none declared"
+                self.error(
+                    f"unknown input {name!r} in {shown} (inputs: {known})",
+                    occ.loc,
+                    suggestion=did_you_mean(name, self.workflow.inputs),
+                )
+            return
+        if where == "server":
+            self.error(f"server settings may read only inputs and env, found {root} in {shown}", occ.loc)
+            return
+        if root in ("item", "index"):
+            if not (fan_out and where in ("args", "key")):
+                self.error(f"{root} is not defined here: {shown}", occ.loc, suggestion=_item_hint(where, fan_out))
+            return
+        # root == "steps"; name is never None here (the template compiler refuses that).
+        assert name is not None
+        if name == owner:
+            self.error(f"step {owner!r} refers to itself in {shown}", occ.loc)
+            return
+        target = self.workflow.steps.get(name)
+        if target is None:
+            self.error(f"unknown step {name!r} in {shown}", occ.loc, suggestion=did_you_mean(name, self.workflow.steps))
+            return
+        if field is not None:
+            fields = FANOUT_FIELDS if target.fan_out else STEP_FIELDS
+            if field not in fields:
+                kind = "a fan-out step" if target.fan_out else "a step"
+                self.error(
+                    f"unknown field {field!r} in {shown}: {kind} has {', '.join(fields)}",
+                    occ.loc,
+                    suggestion=_field_hint(name, field, fields, target.fan_out),
+                )
+                return
+        self.referenced.add(name)
+        if owner is not None:
+            self.edges[owner].setdefault(name, occ.loc)
+
+    # -- the graph --------------------------------------------------------------------------------
+
+    def layers(self) -> list[list[str]]:
+        """Kahn's algorithm, one layer at a time; steps left over sit on or behind a cycle."""
+        waiting = {step_id: len(self.edges.get(step_id, {})) for step_id in self.step_ids}
+        dependents: dict[str, list[str]] = {step_id: [] for step_id in self.step_ids}
+        for step_id, deps in self.edges.items():
+            for dep in deps:
+                dependents[dep].append(step_id)
+        layers: list[list[str]] = []
+        current = [step_id for step_id in self.step_ids if waiting[step_id] == 0]
+        while current:
+            layers.append(current)
+            following: list[str] = []
+            for step_id in current:
+                for dependent in dependents[step_id]:
+                    waiting[dependent] -= 1
+                    if waiting[dependent] == 0:
+                        following.append(dependent)
+            following.sort(key=self.index.__getitem__)
+            current = following
+        placed = sum(len(layer) for layer in layers)
+        if placed != len(self.step_ids):
+            self.cycles({step_id for step_id, count in waiting.items() if count > 0})
+        return layers
+
+    def cycles(self, remaining: set[str]) -> None:
+        """Report each cycle among ``remaining`` once, as ``a -> b -> c -> a`` (each needs the next)."""
+        state: dict[str, int] = {}  # 1: on the current path, 2: done
+        reported: set[str] = set()
+        for start in sorted(remaining, key=self.index.__getitem__):
+            if start in state:
+                continue
+            path: list[str] = [start]
+            state[start] = 1
+            stack = [iter(sorted((d for d in self.edges[start] if d in remaining), key=self.index.__getitem__))]
+            while stack:
+                nxt = next(stack[-1], None)
+                if nxt is None:
+                    stack.pop()
+                    state[path.pop()] = 2
+                    continue
+                if state.get(nxt) == 1:
+                    cycle = path[path.index(nxt) :]
+                    if not reported.intersection(cycle):
+                        reported.update(cycle)
+                        self.report_cycle(cycle)
+                elif nxt not in state:
+                    state[nxt] = 1
+                    path.append(nxt)
+                    deps = (d for d in self.edges[nxt] if d in remaining)
+                    stack.append(iter(sorted(deps, key=self.index.__getitem__)))
+
+    def report_cycle(self, cycle: list[str]) -> None:
+        first = min(range(len(cycle)), key=lambda n: self.index[cycle[n]])
+        ordered = cycle[first:] + cycle[:first]
+        text = " -> ".join([*ordered, ordered[0]])
+        self.error(
+            f"dependency cycle: {text}",
+            ("steps", ordered[0]),
+            at="key",
+            suggestion="each step needs the next one; remove one of these dependencies",
+        )
+
+
+def _item_hint(where: _Where, fan_out: bool) -> str:
+    if where in ("if", "for_each"):
+        return f"{where} is evaluated once for the whole step; item and index exist only in its args and key"
+    if where == "outputs":
+        return "outputs are rendered after the run; read items through steps.<id>.items or .results"
+    return "item and index exist only in the args and key of a step with for_each"
+
+
+def _field_hint(name: str, field: str, fields: tuple[str, ...], fan_out: bool) -> str | None:
+    if fan_out and field in STEP_FIELDS:
+        return f"{name} is a fan-out step: use steps.{name}.results[*].{field}"
+    if not fan_out and field in FANOUT_FIELDS:
+        return f"{name} has no for_each: use steps.{name}.{STEP_FIELDS[2]} or .json"
+    return did_you_mean(field, fields)
+
+
+def build_plan(workflow: Workflow, positions: Positions | None = None) -> Plan:
+    """Check ``workflow`` as a whole and plan it; raise a WorkflowError listing every problem found.
+
+    ``positions`` (from :mod:`runner.loader`) locates errors in the file; without it errors carry only
+    the key path.
+    """
+    builder = _Builder(workflow, positions or Positions())
+    servers: dict[str, PlannedServer] = {}
+    for name, server in workflow.servers.items():
+        planned = builder.server(name, server)
+        if planned is not None:
+            servers[name] = planned
+    compiled_steps: dict[str, dict[str, Compiled | None]] = {}
+    for step_id, step in workflow.steps.items():
+        compiled_steps[step_id] = builder.step(step_id, step)
+    outputs = builder.compile(workflow.outputs, ("outputs",))
+    if outputs is not None:
+        builder.check_references(outputs, owner=None, where="outputs", fan_out=False)
+    layers = builder.layers()
+    raise_errors(builder.errors)
+    assert outputs is not None
+
+    layer_of = {step_id: n for n, layer in enumerate(layers) for step_id in layer}
+    order = [step_id for layer in layers for step_id in layer]
+    position = {step_id: n for n, step_id in enumerate(order)}
+    dependents: dict[str, list[str]] = {step_id: [] for step_id in order}
+    for step_id in order:
+        for dep in builder.edges[step_id]:
+            dependents[dep].append(step_id)
+    planned_steps: dict[str, PlannedStep] = {}
+    for step_id in order:
+        step = workflow.steps[step_id]
+        parts = compiled_steps[step_id]
+        server = workflow.servers[step.server]
+        args = parts["args"]
+        assert args is not None
+        planned_steps[step_id] = PlannedStep(
+            id=step_id,
+            step=step,
+            server=step.server,
+            tool=step.tool,
+            args=args,
+            condition=parts["if"],
+            for_each=parts["for_each"],
+            key=parts["key"],
+            fan_out=step.fan_out,
+            concurrency=step.concurrency,
+            timeout=step.timeout if step.timeout is not None else server.timeout,
+            idle_timeout=step.idle_timeout if step.idle_timeout is not None else server.idle_timeout,
+            idempotent=step.idempotent,
+            continue_on_error=step.continue_on_error,
+            layer=layer_of[step_id],
+            dependencies=tuple(sorted(builder.edges[step_id], key=position.__getitem__)),
+            dependents=tuple(dependents[step_id]),
+            referenced=step_id in builder.referenced,
+        )
+    return Plan(
+        workflow=workflow,
+        steps=planned_steps,
+        order=tuple(order),
+        layers=tuple(tuple(layer) for layer in layers),
+        servers=servers,
+        outputs=outputs,
+        env_names=frozenset(builder.env_names),
+        file=positions.file if positions is not None else None,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Showing a plan
+
+
+def render_plan_text(plan: Plan) -> str:
+    """The text ``mcp-run plan FILE`` prints: servers, then each layer's steps, then outputs."""
+    title = plan.workflow.name or plan.file or "workflow"
+    count = len(plan.order)
+    lines = [
+        f"{title}: {count} step{'s' if count != 1 else ''} in {len(plan.layers)} "
+        f"layer{'s' if len(plan.layers) != 1 else ''}"
+    ]
+    if plan.servers:
+        lines.append("servers:")
+        for name, planned in plan.servers.items():
+            server = planned.server
+            where = shlex.join(server.command) if server.command is not None else f"{server.url}"
+            extra = f"max_concurrency {server.max_concurrency}"
+            if server.trust_annotations:
+                extra += ", trusts tool annotations"
+            lines.append(f"  {name}: {planned.transport} {where} ({extra})")
+    if plan.workflow.inputs:
+        lines.append("inputs:")
+        for name, declared in plan.workflow.inputs.items():
+            detail = declared.type + (", required" if declared.is_required else "")
+            if declared.secret:
+                detail += ", secret"
+            elif declared.has_default:
+                detail += f", default {render_text(declared.default) or 'null'}"
+            lines.append(f"  {name} ({detail})")
+    width = max((len(step_id) for step_id in plan.order), default=0)
+    for n, layer in enumerate(plan.layers, start=1):
+        lines.append(f"layer {n}:")
+        for step_id in layer:
+            lines.extend(_step_lines(plan, plan.steps[step_id], width))
+    if plan.workflow.outputs:
+        lines.append("outputs: " + ", ".join(plan.workflow.outputs))
+    if plan.env_names:
+        lines.append("environment read: " + ", ".join(sorted(plan.env_names)))
+    return "\n".join(lines) + "\n"
+
+
+def _step_lines(plan: Plan, step: PlannedStep, width: int) -> list[str]:
+    head = f"  {step.id:<{width}}  {step.server}/{step.tool}"
+    details: list[str] = []
+    if step.for_each is not None:
+        source = step.step.for_each
+        shown = source if isinstance(source, str) else f"{len(source)} listed items"
+        fan = f"fan-out over {shown}"
+        if step.concurrency is not None:
+            fan += f", concurrency {step.concurrency}"
+        details.append(fan)
+    if step.dependencies:
+        details.append("needs " + ", ".join(step.dependencies))
+    if step.condition is not None:
+        details.append(f"if {step.step.if_}")
+    for label, value in (("timeout", step.timeout), ("idle timeout", step.idle_timeout)):
+        if value is not None:
+            details.append(f"{label} {format_duration(value)}")
+    if step.idempotent:
+        details.append("idempotent: retried when the outcome is unknown")
+    elif plan.servers.get(step.server) is not None and plan.servers[step.server].server.trust_annotations:
+        details.append("not marked idempotent: retried only if the server's annotations say so")
+    else:
+        details.append("not idempotent: never re-sent when the outcome is unknown")
+    if step.continue_on_error:
+        details.append("continues on error")
+    pad = " " * (width + 4)
+    return [head, *(pad + detail for detail in details)]

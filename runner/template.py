@@ -1,0 +1,598 @@
+"""``${{ expr }}`` templates over JMESPath: compiled once, rendered many times.
+
+Syntax
+    A template is ``${{ expr }}`` where ``expr`` is a JMESPath expression (the ``jmespath`` package;
+    https://jmespath.org). Whitespace inside the braces is ignored.
+
+    * A string that is exactly one template (``"${{ steps.list.json }}"``) renders to the value itself,
+      keeping its type: a list stays a list, a number a number, null stays null.
+    * A template inside a longer string is interpolated as text: strings as they are, ``null`` as the
+      empty string, everything else as compact JSON (``true``, ``3``, ``[1,2]``, ``{"a":1}``).
+    * Any JSON-like value may hold templates in its strings, at any depth (:func:`compile_value`).
+      Mapping *keys* are never templates.
+    * There is no escape sequence; to write a literal ``${{``, use a JMESPath raw string:
+      ``${{ '${{' }}``.
+
+Context (the contract with the scheduler)
+    Expressions are evaluated against one mapping with these roots (:data:`ROOTS`)::
+
+        inputs   the resolved workflow inputs, by name
+        env      the environment variables the workflow refers to (env.NAME), and only those
+        steps    steps.<id>: a plain step's view is step_view(result) -> {result, structured, text, json,
+                 status}; a fan-out step's view is fanout_view(items, entries) -> {items, results, status}
+                 with each entry built by item_entry(...)
+        item     the current item, in a for_each step's args and key only
+        index    the current item's position (0-based), likewise
+
+    :func:`make_context` builds it. A name outside these roots is a compile-time error, and so is a
+    reference to ``steps`` or ``env`` that does not name a step or variable statically
+    (``steps.*``, ``steps[0]``, ``env``): the planner must see every dependency.
+
+Truthiness (``if``) follows JMESPath: false, null, "", [] and {} are false; everything else, 0
+included, is true (:func:`is_truthy`).
+
+Errors
+    :class:`TemplateSyntaxError` (a :class:`~runner.errors.WorkflowError`) at compile time, with ``loc``
+    the position inside the compiled value; :class:`TemplateError` (exit code 1) at render time: a
+    rendering failure is a step failure, not an invalid workflow.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal, NamedTuple
+
+from jmespath import exceptions as jp_exceptions
+from jmespath.functions import Functions
+from jmespath.parser import ParsedResult, Parser
+from jmespath.visitor import TreeInterpreter
+
+from runner.errors import McpRunError, WorkflowError
+from runner.exitcodes import ExitCode
+
+__all__ = [
+    "ROOTS",
+    "Compiled",
+    "Loc",
+    "Occurrence",
+    "Reference",
+    "StepStatus",
+    "TemplateError",
+    "TemplateSyntaxError",
+    "canonical_json",
+    "compile_value",
+    "fanout_view",
+    "is_truthy",
+    "item_entry",
+    "item_key",
+    "make_context",
+    "render_text",
+    "step_view",
+]
+
+ROOTS: tuple[str, ...] = ("inputs", "env", "steps", "item", "index")
+Loc = tuple[str | int, ...]
+StepStatus = Literal["succeeded", "failed", "skipped"]
+
+_OPEN = "${{"
+_CLOSE = "}}"
+_MAX_CLOSE_CANDIDATES = 64
+_FUNCTIONS: dict[str, Any] = dict(Functions().FUNCTION_TABLE)
+_INTERPRETER = TreeInterpreter()
+# Nodes whose first child is evaluated against the same value as the node itself, and whose other
+# children against something derived from it (so they cannot reach the context roots).
+_CHAIN = frozenset(
+    {"subexpression", "index_expression", "projection", "value_projection", "filter_projection", "flatten"}
+)
+# Nodes all of whose children are evaluated against the same value as the node itself.
+_SAME_SCOPE = frozenset(
+    {
+        "or_expression",
+        "and_expression",
+        "not_expression",
+        "comparator",
+        "multi_select_list",
+        "multi_select_dict",
+        "key_val_pair",
+        "function_expression",
+    }
+)
+
+
+class TemplateSyntaxError(WorkflowError):
+    """A template that cannot be compiled; ``loc`` is where it sits inside the compiled value."""
+
+    def __init__(self, message: str, *, loc: Loc = (), suggestion: str | None = None) -> None:
+        super().__init__(message, suggestion=suggestion)
+        self.loc = loc
+
+
+class TemplateError(McpRunError):
+    """A template failed while rendering (a function given the wrong type, a for_each that is no list).
+
+    Raised at run time; the step (or item) that rendered it fails.
+    """
+
+    exit_code = ExitCode.FAILED
+
+    def __init__(self, message: str, *, expression: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.expression = expression
+
+
+class Reference(NamedTuple):
+    """What an expression reads from the context: ``steps.convert.text`` is ``("steps", "convert", "text")``.
+
+    ``name`` and ``field`` are None when the expression stops earlier (``inputs``, ``item``) or reads on
+    with something that is not a plain field (``steps.a.*``).
+    """
+
+    root: str
+    name: str | None
+    field: str | None
+
+
+class Occurrence(NamedTuple):
+    """One reference at one place: ``loc`` inside the compiled value, in the expression ``expression``."""
+
+    reference: Reference
+    loc: Loc
+    expression: str
+
+
+# ---------------------------------------------------------------------------------------------------
+# Compiled values
+
+
+class Compiled:
+    """A JSON-like value with its templates compiled. Render it with :meth:`render`.
+
+    ``references`` is the set of :class:`Reference` its templates make, ``occurrences`` the same with
+    their locations, ``is_constant`` is True when there is no template at all (then :meth:`render`
+    returns the source value itself, not a copy: do not mutate what it returns).
+    """
+
+    __slots__ = ("is_constant", "occurrences", "references", "source")
+
+    source: Any
+    occurrences: tuple[Occurrence, ...]
+    references: frozenset[Reference]
+    is_constant: bool
+
+    def __init__(self, source: Any, occurrences: tuple[Occurrence, ...]) -> None:
+        self.source = source
+        self.occurrences = occurrences
+        self.references = frozenset(o.reference for o in occurrences)
+        self.is_constant = not occurrences
+
+    def render(self, context: Mapping[str, Any]) -> Any:
+        """The value with every template replaced by its result in ``context``."""
+        return self.source
+
+    @property
+    def single_expression(self) -> str | None:
+        """The expression text when the value is exactly one template (``"${{ x }}"``), else None."""
+        return None
+
+    @property
+    def expressions(self) -> tuple[str, ...]:
+        """The expression texts in this value, in order (each once)."""
+        return tuple(dict.fromkeys(o.expression for o in self.occurrences))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.source!r})"
+
+
+class _Expression:
+    """One compiled JMESPath expression."""
+
+    __slots__ = ("_ast", "text")
+
+    def __init__(self, text: str, parsed: ParsedResult) -> None:
+        self.text = text
+        self._ast = parsed.parsed
+
+    def evaluate(self, context: Mapping[str, Any]) -> Any:
+        try:
+            return _INTERPRETER.visit(self._ast, context)
+        except (jp_exceptions.JMESPathError, TypeError, ValueError, RecursionError) as exc:
+            raise TemplateError(
+                f"${{{{ {self.text} }}}}: {_lower_first(str(exc).splitlines()[0])}", expression=self.text
+            ) from exc
+
+
+class _Whole(Compiled):
+    __slots__ = ("_expression",)
+
+    def __init__(self, source: str, expression: _Expression, occurrences: tuple[Occurrence, ...]) -> None:
+        super().__init__(source, occurrences)
+        self._expression = expression
+        self.is_constant = False
+
+    def render(self, context: Mapping[str, Any]) -> Any:
+        return self._expression.evaluate(context)
+
+    @property
+    def single_expression(self) -> str | None:
+        return self._expression.text
+
+
+class _Interpolated(Compiled):
+    __slots__ = ("_expressions", "_literals")
+
+    def __init__(
+        self,
+        source: str,
+        literals: tuple[str, ...],
+        expressions: tuple[_Expression, ...],
+        occurrences: tuple[Occurrence, ...],
+    ) -> None:
+        super().__init__(source, occurrences)
+        self._literals = literals  # one more than expressions
+        self._expressions = expressions
+        self.is_constant = False
+
+    def render(self, context: Mapping[str, Any]) -> Any:
+        parts = [self._literals[0]]
+        for expression, literal in zip(self._expressions, self._literals[1:], strict=True):
+            parts.append(render_text(expression.evaluate(context)))
+            parts.append(literal)
+        return "".join(parts)
+
+
+class _Dict(Compiled):
+    __slots__ = ("_dynamic",)
+
+    def __init__(
+        self, source: dict[str, Any], dynamic: tuple[tuple[str, Compiled], ...], occurrences: tuple[Occurrence, ...]
+    ) -> None:
+        super().__init__(source, occurrences)
+        self._dynamic = dynamic
+        self.is_constant = not dynamic
+
+    def render(self, context: Mapping[str, Any]) -> Any:
+        out = dict(self.source)
+        for key, compiled in self._dynamic:
+            out[key] = compiled.render(context)
+        return out
+
+
+class _List(Compiled):
+    __slots__ = ("_dynamic",)
+
+    def __init__(
+        self, source: list[Any], dynamic: tuple[tuple[int, Compiled], ...], occurrences: tuple[Occurrence, ...]
+    ) -> None:
+        super().__init__(source, occurrences)
+        self._dynamic = dynamic
+        self.is_constant = not dynamic
+
+    def render(self, context: Mapping[str, Any]) -> Any:
+        out = list(self.source)
+        for index, compiled in self._dynamic:
+            out[index] = compiled.render(context)
+        return out
+
+
+def compile_value(value: Any, *, loc: Loc = ()) -> Compiled:
+    """Compile every template in ``value`` (a JSON-like value: dicts, lists, strings, scalars).
+
+    Raises :class:`TemplateSyntaxError` for the first template that is not valid; its ``loc`` is ``loc``
+    followed by the keys and indexes leading to the bad string.
+    """
+    if isinstance(value, str):
+        return _compile_string(value, loc)
+    if isinstance(value, dict):
+        dynamic_d: list[tuple[str, Compiled]] = []
+        occurrences: list[Occurrence] = []
+        for key, item in value.items():
+            compiled = compile_value(item, loc=(*loc, key))
+            if not compiled.is_constant:
+                dynamic_d.append((key, compiled))
+                occurrences.extend(compiled.occurrences)
+        return _Dict(value, tuple(dynamic_d), tuple(occurrences))
+    if isinstance(value, list):
+        dynamic_l: list[tuple[int, Compiled]] = []
+        occurrences = []
+        for index, item in enumerate(value):
+            compiled = compile_value(item, loc=(*loc, index))
+            if not compiled.is_constant:
+                dynamic_l.append((index, compiled))
+                occurrences.extend(compiled.occurrences)
+        return _List(value, tuple(dynamic_l), tuple(occurrences))
+    return Compiled(value, ())
+
+
+def _compile_string(text: str, loc: Loc) -> Compiled:
+    if _OPEN not in text:
+        return Compiled(text, ())
+    literals: list[str] = []
+    expressions: list[_Expression] = []
+    pos = 0
+    for start, end, expression in _split(text, loc):
+        literals.append(text[pos:start])
+        expressions.append(expression)
+        pos = end
+    literals.append(text[pos:])
+    occurrences = tuple(
+        Occurrence(reference, loc, expression.text)
+        for expression in expressions
+        for reference in _references(expression, loc)
+    )
+    if len(expressions) == 1 and literals == ["", ""]:
+        return _Whole(text, expressions[0], occurrences)
+    return _Interpolated(text, tuple(literals), tuple(expressions), occurrences)
+
+
+def _split(text: str, loc: Loc) -> Iterator[tuple[int, int, _Expression]]:
+    """Yield ``(start, end, expression)`` for each ``${{ ... }}`` in ``text``.
+
+    An expression may itself contain ``}}`` (``{a: {b: c}}``, ``'}}'``), so each ``}}`` after the opening
+    is tried in turn and the first that closes a valid expression wins.
+    """
+    pos = 0
+    while (start := text.find(_OPEN, pos)) >= 0:
+        first_error: TemplateSyntaxError | None = None
+        end = text.find(_CLOSE, start + len(_OPEN))
+        tries = 0
+        found: _Expression | None = None
+        while end >= 0 and tries < _MAX_CLOSE_CANDIDATES:
+            tries += 1
+            source = text[start + len(_OPEN) : end]
+            try:
+                found = _parse(source.strip(), loc)
+            except TemplateSyntaxError as exc:
+                first_error = first_error or exc
+                end = text.find(_CLOSE, end + 1)
+                continue
+            break
+        if found is None:
+            if first_error is not None:
+                raise first_error
+            raise TemplateSyntaxError(
+                f"unclosed template in {_shorten(text)!r}: ${{{{ without a matching }}}}", loc=loc
+            )
+        end += len(_CLOSE)
+        yield start, end, found
+        pos = end
+
+
+def _parse(source: str, loc: Loc) -> _Expression:
+    if not source:
+        raise TemplateSyntaxError(
+            "empty template ${{ }}", loc=loc, suggestion="write an expression, like ${{ inputs.name }}"
+        )
+    try:
+        parsed = Parser().parse(source)
+    except jp_exceptions.LexerError as exc:
+        raise TemplateSyntaxError(
+            f"invalid expression ${{{{ {source} }}}}: {_lower_first(exc.message)} at column {exc.lexer_position + 1}",
+            loc=loc,
+        ) from exc
+    except jp_exceptions.IncompleteExpressionError as exc:
+        raise TemplateSyntaxError(f"invalid expression ${{{{ {source} }}}}: incomplete expression", loc=loc) from exc
+    except jp_exceptions.ParseError as exc:
+        detail = _lower_first(exc.msg.replace("Expecting:", "expected").replace("got:", "found"))
+        raise TemplateSyntaxError(
+            f"invalid expression ${{{{ {source} }}}}: {detail} at column {exc.lex_position + 1}", loc=loc
+        ) from exc
+    except (jp_exceptions.JMESPathError, ValueError, TypeError, KeyError, IndexError, RecursionError) as exc:
+        # The parser raises a few plain exceptions for odd input; each is still a bad expression.
+        raise TemplateSyntaxError(f"invalid expression ${{{{ {source} }}}}", loc=loc) from exc
+    expression = _Expression(source, parsed)
+    _check_functions(parsed.parsed, source, loc)
+    return expression
+
+
+def _check_functions(node: Any, source: str, loc: Loc) -> None:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if not isinstance(current, dict):
+            continue
+        if current.get("type") == "function_expression":
+            name = current["value"]
+            spec = _FUNCTIONS.get(name)
+            if spec is None:
+                raise TemplateSyntaxError(
+                    f"unknown function {name}() in ${{{{ {source} }}}}",
+                    loc=loc,
+                    suggestion=did_you_mean(name, _FUNCTIONS),
+                )
+            signature = spec["signature"]
+            count = len(current["children"])
+            if signature and signature[-1].get("variadic"):
+                if count < len(signature):
+                    raise TemplateSyntaxError(
+                        f"{name}() takes at least {len(signature)} arguments, found {count} in ${{{{ {source} }}}}",
+                        loc=loc,
+                    )
+            elif count != len(signature):
+                plural = "" if len(signature) == 1 else "s"
+                raise TemplateSyntaxError(
+                    f"{name}() takes {len(signature)} argument{plural}, found {count} in ${{{{ {source} }}}}",
+                    loc=loc,
+                )
+        stack.extend(current.get("children", ()))
+
+
+def _references(expression: _Expression, loc: Loc) -> list[Reference]:
+    """The context roots ``expression`` reads, found by walking the nodes evaluated against the context."""
+    found: list[Reference] = []
+    stack: list[Any] = [expression._ast]
+    while stack:
+        node = stack.pop()
+        kind = node["type"]
+        if kind == "field" or kind in _CHAIN:
+            names = _leading_fields(node)
+            if names:
+                found.append(_reference(names, expression.text, loc))
+            elif node["children"]:
+                stack.append(node["children"][0])
+        elif kind in _SAME_SCOPE:
+            stack.extend(node["children"])
+        elif kind == "pipe":
+            stack.append(node["children"][0])
+        elif kind in ("current", "identity"):
+            raise TemplateSyntaxError(
+                f"${{{{ {expression.text} }}}} reads the whole context; start from one of {', '.join(ROOTS)}",
+                loc=loc,
+                suggestion="name what you use, like inputs.<name> or steps.<id>.text",
+            )
+        # literal, index, slice, expref: nothing read from the context
+    found.reverse()
+    return found
+
+
+def _leading_fields(node: Any) -> list[str]:
+    """The plain field names an access path starts with: ``steps.a.json[0]`` gives ``[steps, a, json]``."""
+    names, _complete = _leading(node)
+    return names
+
+
+def _leading(node: Any) -> tuple[list[str], bool]:
+    kind = node["type"]
+    if kind == "field":
+        return [node["value"]], True
+    if kind == "subexpression":
+        names: list[str] = []
+        complete = True
+        for child in node["children"]:
+            more, complete = _leading(child)
+            names.extend(more)
+            if not complete:
+                break
+        return names, complete
+    if kind in _CHAIN:
+        return _leading(node["children"][0])[0], False
+    return [], False
+
+
+def _reference(names: list[str], text: str, loc: Loc) -> Reference:
+    root = names[0]
+    name = names[1] if len(names) > 1 else None
+    field = names[2] if len(names) > 2 else None
+    if root not in ROOTS:
+        raise TemplateSyntaxError(
+            f"unknown name {root!r} in ${{{{ {text} }}}}: expressions start from one of {', '.join(ROOTS)}",
+            loc=loc,
+            suggestion=did_you_mean(root, ROOTS),
+        )
+    if root == "steps" and name is None:
+        raise TemplateSyntaxError(
+            f"${{{{ {text} }}}}: references to steps must name a step, like steps.<id>.text", loc=loc
+        )
+    if root == "env" and name is None:
+        raise TemplateSyntaxError(f"${{{{ {text} }}}}: references to env must name a variable, like env.HOME", loc=loc)
+    return Reference(root, name, field)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The context contract
+
+
+def make_context(
+    *,
+    inputs: Mapping[str, Any],
+    env: Mapping[str, str],
+    steps: Mapping[str, Any],
+    item: Any = None,
+    index: int | None = None,
+) -> dict[str, Any]:
+    """The mapping templates are evaluated against (see the module docstring)."""
+    return {"inputs": inputs, "env": env, "steps": steps, "item": item, "index": index}
+
+
+def step_view(result: Mapping[str, Any] | None, *, status: StepStatus | None = None) -> dict[str, Any]:
+    """What ``steps.<id>`` shows for a plain step (or one item of a fan-out) given its MCP result.
+
+    ``result`` is the ``tools/call`` result object (``content``, ``structuredContent``, ``isError``).
+    ``text`` joins its text content blocks with ``\\n``; ``json`` is that text parsed as JSON (null when
+    it is not JSON); ``status`` defaults to ``failed`` when ``isError`` is true, else ``succeeded``.
+    With ``result`` None (a step that was skipped, or failed without a result) every field but
+    ``status`` is null.
+    """
+    if result is None:
+        return {"result": None, "structured": None, "text": None, "json": None, "status": status or "failed"}
+    content = result.get("content")
+    blocks = content if isinstance(content, list) else []
+    text = "\n".join(
+        block["text"]
+        for block in blocks
+        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)
+    )
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):
+        parsed = None
+    if status is None:
+        status = "failed" if result.get("isError") else "succeeded"
+    return {
+        "result": dict(result),
+        "structured": result.get("structuredContent"),
+        "text": text,
+        "json": parsed,
+        "status": status,
+    }
+
+
+def item_entry(status: StepStatus, error: str | None = None, result: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One entry of a fan-out step's ``results``: :func:`step_view` plus ``error`` (null on success)."""
+    entry = step_view(result, status=status)
+    entry["error"] = error
+    return entry
+
+
+def fanout_view(items: list[Any], results: list[dict[str, Any]], status: StepStatus) -> dict[str, Any]:
+    """What ``steps.<id>`` shows for a fan-out step: ``items``, ``results`` (aligned) and ``status``."""
+    return {"items": items, "results": results, "status": status}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Small helpers shared with the planner and the scheduler
+
+
+def render_text(value: Any) -> str:
+    """How a value reads inside a longer string: str as is, null as "", anything else compact JSON."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    return canonical_json(value, sort_keys=False)
+
+
+def canonical_json(value: Any, *, sort_keys: bool = True) -> str:
+    """Compact JSON text, UTF-8 kept (``ensure_ascii=False``), keys sorted unless asked otherwise."""
+    return json.dumps(value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False)
+
+
+def item_key(item: Any) -> str:
+    """The default identity of a fan-out item: SHA-256 hex of its canonical JSON."""
+    return hashlib.sha256(canonical_json(item).encode("utf-8")).hexdigest()
+
+
+def is_truthy(value: Any) -> bool:
+    """JMESPath truthiness: false, null, "", [] and {} are false; everything else (0 too) is true."""
+    if value is None or value is False:
+        return False
+    if isinstance(value, str | list | dict):
+        return len(value) > 0
+    return True
+
+
+def did_you_mean(word: str, choices: Any) -> str | None:
+    """``did you mean 'x'?`` for the closest of ``choices``, or None when nothing is close."""
+    matches = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"did you mean {matches[0]!r}?" if matches else None
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+def _shorten(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
