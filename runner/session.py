@@ -36,6 +36,7 @@ from typing import Any, Final
 import trio
 
 from runner import __version__
+from runner._trio import single_error
 from runner.errors import (
     CallTimeout,
     ConnectFailed,
@@ -464,12 +465,13 @@ def check_log_level(level: str) -> str:
 async def open_session(transport: Transport, options: SessionOptions | None = None) -> AsyncIterator[Session]:
     """Run the handshake on ``transport`` and yield the session; on exit, stop reading. Closing the
     transport itself is its owner's job."""
-    async with trio.open_nursery() as nursery:
-        session = Session(transport, options or SessionOptions(), nursery)
-        nursery.start_soon(session._read_loop)
-        try:
-            await session.initialize()
-            yield session
-        finally:
-            session.close()
-            nursery.cancel_scope.cancel()
+    with single_error():
+        async with trio.open_nursery() as nursery:
+            session = Session(transport, options or SessionOptions(), nursery)
+            nursery.start_soon(session._read_loop)
+            try:
+                await session.initialize()
+                yield session
+            finally:
+                session.close()
+                nursery.cancel_scope.cancel()

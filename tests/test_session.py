@@ -1,0 +1,459 @@
+"""The session against scripted fake servers over memory transports, on trio's virtual clock."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+import trio
+import trio.lowlevel
+
+from runner._trio import single_error
+from runner.errors import (
+    CallTimeout,
+    ConnectFailed,
+    JsonRpcError,
+    MalformedMessage,
+    NotDelivered,
+    OutcomeUnknown,
+    SessionExpired,
+    TransportError,
+    UnsupportedProtocolVersion,
+)
+from runner.jsonrpc import ErrorResponse, InvalidMessage, Notification, Request, Response
+from runner.protocol import LogMessage, Progress
+from runner.session import Session, SessionOptions, open_session
+from runner.transports.base import RequestLost
+from runner.transports.memory import MemoryClientTransport, memory_transport_pair
+from tests.fake_server import FakeCall, FakeServer, text_result
+
+
+@asynccontextmanager
+async def connected(
+    setup: Callable[[FakeServer], None] | None = None, **options: Any
+) -> AsyncIterator[tuple[Session, FakeServer, MemoryClientTransport]]:
+    with single_error():
+        async with memory_transport_pair() as (client, end), trio.open_nursery() as nursery:
+            server = FakeServer(end)
+            if setup is not None:
+                setup(server)
+            nursery.start_soon(server.serve)
+            async with open_session(client, SessionOptions(**options)) as session:
+                yield session, server, client
+            nursery.cancel_scope.cancel()
+
+
+async def echo(call: FakeCall) -> dict[str, Any]:
+    return text_result(str(call.arguments.get("text")))
+
+
+async def test_handshake_records_server_and_sends_initialized() -> None:
+    async with connected() as (session, server, client):
+        assert session.protocol_version == "2025-11-25"
+        assert session.server_info == {"name": "fake", "version": "1"}
+        assert session.instructions == "be nice"
+        assert client.protocol_version == "2025-11-25"
+        init = server.received[0]
+        assert isinstance(init, Request) and init.method == "initialize"
+        assert init.params is not None and init.params["protocolVersion"] == "2025-11-25"
+        assert init.params["capabilities"] == {}
+        await trio.testing.wait_all_tasks_blocked()
+        assert any(isinstance(m, Notification) and m.method == "notifications/initialized" for m in server.received)
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"])
+async def test_accepts_every_supported_version(version: str) -> None:
+    def setup(s: FakeServer) -> None:
+        s.protocol_version = version
+
+    async with connected(setup) as (session, _, _):
+        assert session.protocol_version == version
+
+
+async def test_unsupported_version_names_both() -> None:
+    def setup(s: FakeServer) -> None:
+        s.protocol_version = "2099-01-01"
+
+    with pytest.raises(UnsupportedProtocolVersion) as info:
+        async with connected(setup):
+            pass
+    assert "2099-01-01" in str(info.value) and "2025-11-25" in str(info.value)
+
+
+async def test_missing_tools_capability_is_a_warning() -> None:
+    warnings: list[str] = []
+
+    def setup(s: FakeServer) -> None:
+        s.capabilities = {}
+
+    async with connected(setup, on_warning=warnings.append) as (session, _, _):
+        assert session.capabilities == {}
+    assert any("'tools' capability" in w for w in warnings)
+
+
+async def test_set_level_sent_only_when_logging_declared() -> None:
+    def setup(s: FakeServer) -> None:
+        s.capabilities = {"tools": {}, "logging": {}}
+
+    async with connected(setup, server_log_level="warning") as (_, server, _):
+        levels = [m.params for m in server.received if isinstance(m, Request) and m.method == "logging/setLevel"]
+        assert levels == [{"level": "warning"}]
+    async with connected() as (_, server, _):
+        assert not [m for m in server.received if isinstance(m, Request) and m.method == "logging/setLevel"]
+
+
+async def test_list_tools_pages_and_caches() -> None:
+    def setup(s: FakeServer) -> None:
+        s.page_size = 2
+        for i in range(5):
+            s.tools[f"t{i}"] = echo
+
+    async with connected(setup) as (session, server, _client):
+        tools = await session.list_tools()
+        assert [t.name for t in tools] == ["t0", "t1", "t2", "t3", "t4"]
+        lists = [m for m in server.received if isinstance(m, Request) and m.method == "tools/list"]
+        assert len(lists) == 3
+        await session.list_tools()
+        assert len([m for m in server.received if isinstance(m, Request) and m.method == "tools/list"]) == 3
+        # list_changed drops the cache
+        await server.end.send(Notification("notifications/tools/list_changed"))
+        await trio.testing.wait_all_tasks_blocked()
+        await session.list_tools()
+        assert len([m for m in server.received if isinstance(m, Request) and m.method == "tools/list"]) == 6
+
+
+async def test_list_tools_stops_on_repeated_cursor() -> None:
+    async with memory_transport_pair() as (client, end), trio.open_nursery() as nursery:
+        server = FakeServer(end)
+
+        async def serve() -> None:
+            while True:
+                msg = await end.receive()
+                if isinstance(msg, Request):
+                    if msg.method == "initialize":
+                        await end.send(Response(msg.id, {"protocolVersion": "2025-11-25", "capabilities": {}}))
+                    elif msg.method == "tools/list":
+                        await end.send(Response(msg.id, {"tools": [], "nextCursor": "same"}))
+
+        del server
+        nursery.start_soon(serve)
+        async with open_session(client) as session:
+            with pytest.raises(MalformedMessage, match="repeated cursor"):
+                await session.list_tools()
+        nursery.cancel_scope.cancel()
+
+
+async def test_many_concurrent_calls_matched_by_id(autojump_clock: trio.abc.Clock) -> None:
+    async def slow_echo(call: FakeCall) -> dict[str, Any]:
+        # answer in reverse-ish order
+        await trio.sleep(1000 - int(call.arguments["text"]))
+        return text_result(str(call.arguments["text"]))
+
+    def setup(s: FakeServer) -> None:
+        s.tools["echo"] = slow_echo
+
+    results: dict[int, str] = {}
+    async with connected(setup) as (session, server, _):
+
+        async def one(i: int) -> None:
+            r = await session.call_tool("echo", {"text": i})
+            results[i] = r.text
+
+        async with trio.open_nursery() as nursery:
+            for i in range(100):
+                nursery.start_soon(one, i)
+        ids = [c.id for c in server.calls]
+        assert len(set(ids)) == 100
+    assert results == {i: str(i) for i in range(100)}
+
+
+async def test_progress_routed_to_the_owning_call(autojump_clock: trio.abc.Clock) -> None:
+    async def work(call: FakeCall) -> dict[str, Any]:
+        n = int(call.arguments["n"])
+        for i in range(n):
+            await call.progress(i + 1, n, f"{call.arguments['name']} {i + 1}")
+            await trio.sleep(1)
+        return text_result("ok")
+
+    def setup(s: FakeServer) -> None:
+        s.tools["work"] = work
+
+    seen: dict[str, list[Progress]] = {"a": [], "b": []}
+    async with connected(setup) as (session, server, _), trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: session.call_tool("work", {"n": 3, "name": "a"}, on_progress=seen["a"].append))
+        nursery.start_soon(lambda: session.call_tool("work", {"n": 5, "name": "b"}, on_progress=seen["b"].append))
+    assert [p.message for p in seen["a"]] == ["a 1", "a 2", "a 3"]
+    assert [p.message for p in seen["b"]] == [f"b {i}" for i in range(1, 6)]
+    assert seen["b"][-1].total == 5
+    tokens = [c.params["_meta"]["progressToken"] for c in server.calls if c.params]
+    assert len(set(tokens)) == 2
+
+
+async def test_log_notifications_reach_the_session_handler() -> None:
+    logs: list[tuple[LogMessage, Any]] = []
+
+    async def chatty(call: FakeCall) -> dict[str, Any]:
+        await call.log("warning", {"msg": "careful"})
+        return text_result("ok")
+
+    def setup(s: FakeServer) -> None:
+        s.tools["chatty"] = chatty
+
+    async with connected(setup, on_log=lambda m, rid: logs.append((m, rid))) as (session, _, _):
+        await session.call_tool("chatty", {})
+    assert logs[0][0].level == "warning" and logs[0][0].data == {"msg": "careful"}
+
+
+async def test_tool_error_and_protocol_error_are_kept_apart() -> None:
+    async def broken(call: FakeCall) -> dict[str, Any]:
+        return text_result("it broke", is_error=True)
+
+    def setup(s: FakeServer) -> None:
+        s.tools["broken"] = broken
+
+    async with connected(setup) as (session, _, _):
+        result = await session.call_tool("broken", {})
+        assert result.is_error and result.text == "it broke"
+        with pytest.raises(JsonRpcError) as info:
+            await session.call_tool("missing", {})
+        assert info.value.code == -32602 and "unknown tool" in info.value.message
+
+
+async def test_idle_timeout_reset_by_progress_then_hard_cap(autojump_clock: trio.abc.Clock) -> None:
+    async def forever(call: FakeCall) -> None:
+        i = 0
+        while True:
+            i += 1
+            await call.progress(i)
+            await trio.sleep(4)
+
+    def setup(s: FakeServer) -> None:
+        s.tools["forever"] = forever
+
+    async with connected(setup) as (session, server, _):
+        start = trio.current_time()
+        with pytest.raises(CallTimeout, match="30 s timeout"):
+            await session.call_tool("forever", {}, timeout=30, idle_timeout=5)
+        assert trio.current_time() - start == pytest.approx(30)
+        await trio.testing.wait_all_tasks_blocked()
+        assert server.cancelled == [server.calls[0].id]
+
+
+async def test_idle_timeout_without_progress(autojump_clock: trio.abc.Clock) -> None:
+    async def silent(call: FakeCall) -> None:
+        await trio.sleep_forever()
+
+    def setup(s: FakeServer) -> None:
+        s.tools["silent"] = silent
+
+    async with connected(setup) as (session, server, _):
+        start = trio.current_time()
+        with pytest.raises(CallTimeout, match="no progress for 7 s") as info:
+            await session.call_tool("silent", {}, timeout=100, idle_timeout=7)
+        assert isinstance(info.value, OutcomeUnknown)
+        assert trio.current_time() - start == pytest.approx(7)
+        await trio.testing.wait_all_tasks_blocked()
+        assert server.cancelled == [server.calls[0].id]
+
+
+async def test_late_response_after_timeout_is_ignored(autojump_clock: trio.abc.Clock) -> None:
+    async def late(call: FakeCall) -> dict[str, Any]:
+        await trio.sleep(10)
+        return text_result("late")
+
+    def setup(s: FakeServer) -> None:
+        s.tools["late"] = late
+        s.tools["echo"] = echo
+
+    async with connected(setup) as (session, _, _):
+        with pytest.raises(CallTimeout):
+            await session.call_tool("late", {}, timeout=1)
+        await trio.sleep(20)
+        assert session.late_responses == 1
+        assert (await session.call_tool("echo", {"text": "still fine"})).text == "still fine"
+
+
+async def test_trio_cancellation_sends_cancelled(autojump_clock: trio.abc.Clock) -> None:
+    async def silent(call: FakeCall) -> None:
+        await trio.sleep_forever()
+
+    def setup(s: FakeServer) -> None:
+        s.tools["silent"] = silent
+
+    async with connected(setup) as (session, server, _):
+        with trio.move_on_after(3):
+            await session.call_tool("silent", {})
+        await trio.testing.wait_all_tasks_blocked()
+        assert server.cancelled == [server.calls[0].id]
+
+
+async def test_transport_death_fails_every_pending_call_as_outcome_unknown() -> None:
+    async def silent(call: FakeCall) -> None:
+        await trio.sleep_forever()
+
+    def setup(s: FakeServer) -> None:
+        s.tools["silent"] = silent
+
+    errors: list[BaseException] = []
+    async with connected(setup) as (session, server, _):
+
+        async def one() -> None:
+            try:
+                await session.call_tool("silent", {})
+            except TransportError as exc:
+                errors.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(10):
+                nursery.start_soon(one)
+            await trio.testing.wait_all_tasks_blocked()
+            server.end.break_connection(TransportError("server exited with code 1", stderr="Traceback: boom"))
+        assert len(errors) == 10
+        assert all(isinstance(e, OutcomeUnknown) and e.written for e in errors)
+        assert "boom" in str(errors[0])
+        with pytest.raises(NotDelivered):
+            await session.call_tool("silent", {})
+
+
+async def test_request_lost_fails_only_that_call() -> None:
+    async def lost(call: FakeCall) -> None:
+        await call.server.end.send(RequestLost(call.request.id, OutcomeUnknown("stream could not be resumed")))
+
+    def setup(s: FakeServer) -> None:
+        s.tools["lost"] = lost
+        s.tools["echo"] = echo
+
+    async with connected(setup) as (session, _, _):
+        with pytest.raises(OutcomeUnknown, match="resumed"):
+            await session.call_tool("lost", {})
+        assert (await session.call_tool("echo", {"text": "x"})).text == "x"
+
+
+async def test_invalid_response_with_id_fails_that_call() -> None:
+    async def garbage(call: FakeCall) -> None:
+        await call.server.end.send(InvalidMessage(b'{"id":2,"jsonrpc":"2.0"}', "no result", call.request.id))
+
+    def setup(s: FakeServer) -> None:
+        s.tools["garbage"] = garbage
+
+    warnings: list[str] = []
+    async with connected(setup, on_warning=warnings.append) as (session, server, _):
+        with pytest.raises(MalformedMessage, match="no result"):
+            await session.call_tool("garbage", {})
+        await server.end.send(InvalidMessage(b"hello", "not JSON"))
+        await trio.testing.wait_all_tasks_blocked()
+        assert session.invalid_messages == 2
+        assert any("hello" in w for w in warnings)
+
+
+async def test_malformed_result_is_a_protocol_error() -> None:
+    async def bad(call: FakeCall) -> dict[str, Any]:
+        return {"content": "not a list"}
+
+    def setup(s: FakeServer) -> None:
+        s.tools["bad"] = bad
+
+    async with connected(setup) as (session, _, _):
+        with pytest.raises(MalformedMessage, match="content"):
+            await session.call_tool("bad", {})
+
+
+async def test_server_requests_answered() -> None:
+    async with connected() as (_session, server, _):
+        await server.end.send(Request("p1", "ping"))
+        await server.end.send(Request(7, "sampling/createMessage", {}))
+        await server.end.send(Request(8, "roots/list"))
+        await trio.testing.wait_all_tasks_blocked()
+        replies = [m for m in server.received if isinstance(m, Response | ErrorResponse)]
+        assert Response("p1", {}) in replies
+        codes = {m.id: m.code for m in replies if isinstance(m, ErrorResponse)}
+        assert codes == {7: -32601, 8: -32601}
+
+
+async def test_string_and_int_ids_are_distinct() -> None:
+    async def silent(call: FakeCall) -> None:
+        await trio.sleep_forever()
+
+    def setup(s: FakeServer) -> None:
+        s.tools["silent"] = silent
+
+    async with connected(setup) as (session, server, _), trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: session.call_tool("silent", {}))
+        await trio.testing.wait_all_tasks_blocked()
+        rid = server.calls[0].id
+        assert isinstance(rid, int)
+        await server.end.send(Response(str(rid), {"content": []}))  # the string form is not our id
+        await trio.testing.wait_all_tasks_blocked()
+        assert session.late_responses == 1
+        await server.end.send(Response(rid, {"content": []}))
+
+
+async def test_server_dies_during_initialize_is_connect_failed() -> None:
+    async with memory_transport_pair() as (client, end), trio.open_nursery() as nursery:
+
+        async def die() -> None:
+            await end.receive()
+            end.break_connection(TransportError("server exited with code 3", stderr="ImportError: nope"))
+
+        nursery.start_soon(die)
+        with pytest.raises(ConnectFailed) as info:
+            async with open_session(client):
+                pass
+        assert "ImportError: nope" in str(info.value)
+
+
+async def test_server_never_answers_initialize(autojump_clock: trio.abc.Clock) -> None:
+    async with memory_transport_pair() as (client, end):
+        with pytest.raises(ConnectFailed, match="could not initialize"):
+            async with open_session(client, SessionOptions(initialize_timeout=10)):
+                pass
+        # initialize is never cancelled
+        sent = [m for m in client.sent if isinstance(m, Notification)]
+        assert sent == []
+        del end
+
+
+async def test_session_expiry_reinitializes_and_resends() -> None:
+    async with memory_transport_pair() as (client, end), trio.open_nursery() as nursery:
+        server = FakeServer(end)
+        server.tools["echo"] = echo
+        nursery.start_soon(server.serve)
+        async with open_session(client) as session:
+            original_send = client.send
+            expired = [True]
+
+            async def send_once_expired(message: Any) -> None:
+                if isinstance(message, Request) and message.method == "tools/call" and expired:
+                    expired.clear()
+                    raise SessionExpired("404 on POST")
+                await original_send(message)
+
+            client.send = send_once_expired  # type: ignore[method-assign]
+            result = await session.call_tool("echo", {"text": "again"})
+            assert result.text == "again"
+            inits = [m for m in server.received if isinstance(m, Request) and m.method == "initialize"]
+            assert len(inits) == 2
+            assert len(server.calls) == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_before_send_runs_before_the_request_is_written() -> None:
+    order: list[str] = []
+
+    async def record(call: FakeCall) -> dict[str, Any]:
+        order.append(f"server saw {call.request.id}")
+        return text_result("ok")
+
+    def setup(s: FakeServer) -> None:
+        s.tools["record"] = record
+
+    async def before_send(rid: Any, token: Any) -> None:
+        order.append(f"journal {rid} token {token}")
+        await trio.lowlevel.checkpoint()
+
+    async with connected(setup) as (session, server, _):
+        await session.call_tool("record", {}, before_send=before_send)
+    rid = server.calls[0].id
+    assert order == [f"journal {rid} token {rid}", f"server saw {rid}"]
