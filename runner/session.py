@@ -164,12 +164,10 @@ class Session:
             "clientInfo": {"name": self._options.client_name, "version": self._options.client_version},
         }
         try:
-            result = await self._request("initialize", params, timeout=self._options.initialize_timeout)
-        except (NotDelivered, OutcomeUnknown) as exc:
-            err = ConnectFailed(f"{self.name}: could not initialize: {_first_line(exc)}", stderr=exc.stderr)
-            raise err from exc
+            result = await self.request("initialize", params, timeout=self._options.initialize_timeout)
         except TransportError as exc:
-            raise ConnectFailed(f"{self.name}: could not initialize: {exc}", stderr=exc.stderr) from exc
+            reason = _first_line(exc.__cause__ if isinstance(exc.__cause__, TransportError) else exc)
+            raise ConnectFailed(f"{self.name}: could not initialize: {reason}", stderr=exc.stderr) from exc
         version = result.get("protocolVersion")
         if version not in SUPPORTED_PROTOCOL_VERSIONS:
             raise UnsupportedProtocolVersion(LATEST_PROTOCOL_VERSION, str(version))
@@ -191,7 +189,7 @@ class Session:
         level = self._options.server_log_level
         if level is not None and "logging" in capabilities:
             try:
-                await self._request("logging/setLevel", {"level": level}, timeout=30)
+                await self.request("logging/setLevel", {"level": level}, timeout=30)
             except ProtocolError as exc:
                 self._warn(f"{self.name}: logging/setLevel {level} refused: {exc}")
 
@@ -215,7 +213,7 @@ class Session:
             seen: set[str] = set()
             for _page in range(MAX_TOOL_PAGES):
                 params = {"cursor": cursor} if cursor is not None else None
-                result = await self._request("tools/list", params)
+                result = await self.request("tools/list", params)
                 raw_tools = result.get("tools")
                 if not isinstance(raw_tools, list):
                     raise MalformedMessage(f"{self.name}: tools/list result has no 'tools' list")
@@ -248,7 +246,7 @@ class Session:
         """Call a tool once. Returns its result (``is_error`` for a tool failure); raises as the module
         docstring says. Never re-sends a request that may have reached the server."""
         params: dict[str, Any] = {"name": name, "arguments": dict(arguments) if arguments is not None else {}}
-        result = await self._request(
+        result = await self.request(
             "tools/call",
             params,
             timeout=timeout,
@@ -264,7 +262,7 @@ class Session:
 
     # -- requests ------------------------------------------------------------------------------------
 
-    async def _request(
+    async def request(
         self,
         method: str,
         params: dict[str, Any] | None,
@@ -275,6 +273,9 @@ class Session:
         before_send: BeforeSend | None = None,
         progress: bool = False,
     ) -> dict[str, Any]:
+        """Send one request and return its result (the raw result object). Raises ``JsonRpcError`` for
+        an error response and the transport errors of the module docstring. ``progress`` adds a progress
+        token (the request id) to ``_meta``."""
         for _attempt in range(MAX_REINITIALIZE + 1):
             if self._broken is not None:
                 raise NotDelivered(f"{self.name}: connection is closed: {_first_line(self._broken)}")

@@ -1,0 +1,105 @@
+"""The ``mcp-run`` command line: argument parsing, the error funnel and exit codes.
+
+``main(argv) -> int`` is the only place that prints and exits. Library code raises errors from
+:mod:`runner.errors`; the funnel here turns them into one message on stderr and the exit code of the table
+in :mod:`runner.exitcodes`. Imports of trio, httpx and the rest are deferred to the command that needs
+them, so ``mcp-run --version`` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from runner import __version__
+from runner.errors import McpRunError, UsageError
+from runner.exitcodes import EXIT_CODE_HELP, ExitCode
+
+__all__ = ["main"]
+
+COMMANDS = ("run", "validate", "plan", "resume", "tools", "call", "runs", "show", "logs")
+
+DESCRIPTION = """\
+Run Model Context Protocol tool calls as a batch.
+
+  mcp-run WORKFLOW.yaml [OPTIONS]          run a workflow (same as `mcp-run run WORKFLOW.yaml`)
+  mcp-run tools -- CMD ARGS...             list the tools of a stdio server
+  mcp-run tools URL                        list the tools of a Streamable HTTP server
+  mcp-run call --tool NAME --args JSON -- CMD ARGS...
+                                           call one tool and print its result
+
+Run `mcp-run COMMAND --help` for the options of one command.
+"""
+
+EXAMPLES = """\
+examples:
+  mcp-run tools -- python -m runner.demo
+  mcp-run call --tool echo --args '{"text": "hi"}' -- python -m runner.demo
+  mcp-run call --tool echo --args '{"text": "hi"}' --header 'Authorization: Bearer $TOKEN' \\
+      https://example.com/mcp
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so usage errors go through the funnel with exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{message}\n(see `{self.prog} --help`)")
+
+
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the hand-made layout of descriptions and epilogs; wide enough for the examples."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=32, width=100)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="mcp-run",
+        description=DESCRIPTION,
+        epilog=EXAMPLES + "\n" + EXIT_CODE_HELP,
+        formatter_class=Formatter,
+    )
+    parser.add_argument("--version", action="version", version=f"mcp-run {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    from runner.cli import servers
+
+    servers.add_commands(sub, Formatter, EXIT_CODE_HELP)
+    return parser
+
+
+def _split_server_argv(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Options before ``--``; the server's argv after it."""
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1 :]
+    return argv, []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list and not args_list[0].startswith("-") and args_list[0] not in COMMANDS:
+        args_list.insert(0, "run")  # `mcp-run FILE` means `mcp-run run FILE`
+    options, server_argv = _split_server_argv(args_list)
+    try:
+        parser = build_parser()
+        if not options:
+            parser.print_help(sys.stderr)
+            return ExitCode.USAGE
+        args = parser.parse_args(options)
+        args.server_argv = server_argv
+        handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
+        if handler is None:
+            raise UsageError(f"command {args.command!r} is not available yet")
+        return handler(args)
+    except McpRunError as exc:
+        print(f"mcp-run: error: {exc}", file=sys.stderr)
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        print("mcp-run: interrupted", file=sys.stderr)
+        return ExitCode.SIGINT
+    except BrokenPipeError:
+        # stdout closed early (`mcp-run ... | head`): not an error of ours.
+        return ExitCode.OK

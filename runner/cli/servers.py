@@ -1,0 +1,306 @@
+"""``mcp-run tools`` and ``mcp-run call``: talk to one server directly, for humans and for testing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from typing import TYPE_CHECKING, Any
+
+from runner.errors import UsageError
+from runner.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from runner.connect import Target
+    from runner.protocol import LogMessage, Progress, Tool, ToolResult
+    from runner.session import SessionOptions
+
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+SERVER_HELP = """\
+The server is either a Streamable HTTP URL (http:// or https://) given as the last argument, or a
+stdio command given after `--` (everything after `--` is the server's argv, run without a shell).
+"""
+
+
+def add_commands(
+    sub: Any,
+    formatter: type[argparse.HelpFormatter],
+    exit_help: str,
+) -> None:
+    tools = sub.add_parser(
+        "tools",
+        help="list a server's tools",
+        description="List the tools of one MCP server: name, title, annotations and arguments.\n\n" + SERVER_HELP,
+        epilog="examples:\n  mcp-run tools -- python -m runner.demo\n  mcp-run tools --json "
+        "http://127.0.0.1:8000/mcp\n\n" + exit_help,
+        formatter_class=formatter,
+    )
+    _server_options(tools)
+    tools.add_argument("--json", action="store_true", help="print the raw tool list as JSON")
+    tools.set_defaults(handler=run_tools)
+
+    call = sub.add_parser(
+        "call",
+        help="call one tool and print its result",
+        description="Call one tool once. Progress and log notifications go to stderr, the result to stdout.\n\n"
+        + SERVER_HELP,
+        epilog='examples:\n  mcp-run call --tool echo --args \'{"text": "hi"}\' -- python -m runner.demo\n'
+        "  mcp-run call --tool convert_markdown --args @args.json --json http://127.0.0.1:8000/mcp\n\n" + exit_help,
+        formatter_class=formatter,
+    )
+    _server_options(call)
+    call.add_argument("--tool", required=True, metavar="NAME", help="the tool to call")
+    call.add_argument(
+        "--args",
+        default="{}",
+        metavar="JSON",
+        help="the arguments as a JSON object, or @FILE to read them from a file (default: {})",
+    )
+    call.add_argument("--json", action="store_true", help="print the whole MCP result as JSON")
+    call.add_argument("--timeout", type=_seconds, metavar="S", help="give up after S seconds in all")
+    call.add_argument("--idle-timeout", type=_seconds, metavar="S", help="give up after S seconds without progress")
+    call.set_defaults(handler=run_call)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def _server_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("url", nargs="?", metavar="URL", help="a Streamable HTTP endpoint (else a command after --)")
+    parser.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="an HTTP header; repeatable. VALUE may be $VAR to take it from the environment. Never printed.",
+    )
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="NAME=VALUE", help="set a variable for a stdio server"
+    )
+    parser.add_argument("--cwd", metavar="DIR", help="working directory of a stdio server")
+    parser.add_argument(
+        "--log-level",
+        default="warning",
+        choices=LOG_LEVELS,
+        help="show server log messages at or above this level (default: warning)",
+    )
+    parser.add_argument(
+        "--server-log-level",
+        default="info",
+        choices=LOG_LEVELS,
+        help="level asked of servers that support logging/setLevel (default: info)",
+    )
+    parser.add_argument(
+        "--max-message-size",
+        type=int,
+        default=16 * 1024 * 1024,
+        metavar="BYTES",
+        help="largest message accepted from a server (default: 16 MiB)",
+    )
+
+
+def _target(args: argparse.Namespace) -> Target:
+    from runner.connect import HttpTarget, StdioTarget
+
+    url: str | None = args.url
+    if url is not None and args.server_argv:
+        raise UsageError("give either a URL or a command after --, not both")
+    if url is not None:
+        if not url.startswith(("http://", "https://")):
+            raise UsageError(f"{url!r} is not an http:// or https:// URL; to run a command, put it after --")
+        return HttpTarget(url=url, headers=_headers(args.header), max_message_size=args.max_message_size)
+    if not args.server_argv:
+        raise UsageError("no server given: add a URL, or `-- CMD ARGS...` to start a stdio server")
+    if args.header:
+        raise UsageError("--header applies to HTTP servers only")
+    env: dict[str, str] = {}
+    for pair in args.env:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--env expects NAME=VALUE, got {pair!r}")
+        env[name] = value
+    return StdioTarget(command=list(args.server_argv), cwd=args.cwd, env=env, max_message_size=args.max_message_size)
+
+
+def _headers(pairs: list[str]) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition(":")
+        name, value = name.strip(), value.strip()
+        if not sep or not name:
+            raise UsageError(f"--header expects 'Name: value', got {pair.split(':')[0]!r}...")
+        headers[name] = _expand_env(name, value)
+    return headers
+
+
+_ENV_REF = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def _expand_env(header: str, value: str) -> str:
+    """``$VAR`` and ``${VAR}`` in a header value come from the environment (so tokens stay off argv)."""
+
+    def sub(match: re.Match[str]) -> str:
+        var = match.group(1) or match.group(2)
+        if var not in os.environ:
+            raise UsageError(f"--header {header}: environment variable {var} is not set")
+        return os.environ[var]
+
+    return _ENV_REF.sub(sub, value)
+
+
+def _session_options(args: argparse.Namespace) -> SessionOptions:
+    from runner.session import SessionOptions
+
+    threshold = LOG_LEVELS.index(args.log_level)
+
+    def on_log(message: LogMessage, related: object) -> None:
+        if message.severity >= threshold:
+            logger = f" {message.logger}" if message.logger else ""
+            data = message.data if isinstance(message.data, str) else json.dumps(message.data)
+            print(f"[{message.level}{logger}] {data}", file=sys.stderr)
+
+    def on_warning(text: str) -> None:
+        print(f"mcp-run: warning: {text}", file=sys.stderr)
+
+    return SessionOptions(name="server", server_log_level=args.server_log_level, on_log=on_log, on_warning=on_warning)
+
+
+def run_tools(args: argparse.Namespace) -> int:
+    import trio
+
+    from runner._trio import single_error
+    from runner.connect import open_target
+
+    target = _target(args)
+
+    async def go() -> list[Tool]:
+        with single_error():
+            async with open_target(target, _session_options(args)) as session:
+                return await session.list_tools()
+
+    tools = trio.run(go)
+    if args.json:
+        print(json.dumps([t.raw for t in tools], indent=2, ensure_ascii=False))
+    else:
+        print(render_tools(tools))
+    return ExitCode.OK
+
+
+def render_tools(tools: list[Tool]) -> str:
+    if not tools:
+        return "(the server has no tools)"
+    lines = []
+    for tool in tools:
+        a = tool.annotations
+        flags = [
+            flag
+            for flag, on in (
+                ("read-only", a.read_only),
+                ("idempotent", a.idempotent),
+                ("destructive", a.destructive and not a.read_only),
+            )
+            if on
+        ]
+        title = f" -- {tool.title or a.title}" if (tool.title or a.title) else ""
+        lines.append(f"{tool.name}{title}" + (f"  [{', '.join(flags)}] (hints, unverified)" if flags else ""))
+        lines.append(f"    args: {schema_summary(tool.input_schema)}")
+        if tool.description:
+            lines.append(f"    {tool.description.strip().splitlines()[0][:100]}")
+    return "\n".join(lines)
+
+
+def schema_summary(schema: dict[str, Any]) -> str:
+    props = schema.get("properties")
+    if not isinstance(props, dict) or not props:
+        return "(none)"
+    required = set(schema.get("required") or [])
+    parts = []
+    for name, spec in props.items():
+        kind = spec.get("type", "any") if isinstance(spec, dict) else "any"
+        if isinstance(kind, list):
+            kind = "|".join(str(k) for k in kind)
+        parts.append(f"{name}: {kind}" + ("" if name in required else "?"))
+    return ", ".join(parts)
+
+
+def _arguments(text: str) -> dict[str, Any]:
+    if text.startswith("@"):
+        try:
+            with open(text[1:], encoding="utf-8") as f:
+                text = f.read()
+        except OSError as exc:
+            raise UsageError(f"--args: cannot read {text[1:]}: {exc.strerror}") from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--args is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"--args must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def run_call(args: argparse.Namespace) -> int:
+    import trio
+
+    from runner._trio import single_error
+    from runner.connect import open_target
+
+    target = _target(args)
+    arguments = _arguments(args.args)
+
+    def on_progress(p: Progress) -> None:
+        total = f"/{p.total:g}" if p.total is not None else ""
+        message = f" {p.message}" if p.message else ""
+        print(f"progress {p.progress:g}{total}{message}", file=sys.stderr)
+
+    async def go() -> ToolResult:
+        with single_error():
+            async with open_target(target, _session_options(args)) as session:
+                return await session.call_tool(
+                    args.tool,
+                    arguments,
+                    timeout=args.timeout,
+                    idle_timeout=args.idle_timeout,
+                    on_progress=on_progress,
+                )
+
+    result = trio.run(go)
+    if args.json:
+        print(json.dumps(result.raw, indent=2, ensure_ascii=False))
+    else:
+        print(render_result(result))
+    if result.is_error:
+        print(f"mcp-run: error: tool {args.tool!r} reported an error", file=sys.stderr)
+        return ExitCode.FAILED
+    return ExitCode.OK
+
+
+def render_result(result: ToolResult) -> str:
+    parts: list[str] = []
+    for block in result.content:
+        if block.text is not None:
+            parts.append(block.text)
+        elif block.type in ("image", "audio"):
+            size = len(str(block.raw.get("data", ""))) * 3 // 4
+            parts.append(f"[{block.type} {block.raw.get('mimeType', '?')}, about {size} bytes]")
+        elif block.type == "resource_link":
+            parts.append(f"[resource link {block.raw.get('uri', '?')}]")
+        elif block.type == "resource":
+            resource = block.raw.get("resource") or {}
+            text = resource.get("text") if isinstance(resource, dict) else None
+            parts.append(text if isinstance(text, str) else f"[resource {resource.get('uri', '?')}]")
+        else:
+            parts.append(f"[{block.type} block]")
+    if result.structured_content is not None and not parts:
+        parts.append(json.dumps(result.structured_content, indent=2, ensure_ascii=False))
+    return "\n".join(parts)

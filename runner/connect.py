@@ -1,0 +1,64 @@
+"""Wiring: from a description of a server (argv or URL) to an open MCP session.
+
+This is the one place that knows the concrete transports. The workflow scheduler never imports it: it is
+handed a function that opens sessions (see :mod:`runner.scheduler`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from runner.framing import DEFAULT_MAX_MESSAGE_SIZE
+from runner.session import Session, SessionOptions, open_session
+
+__all__ = ["HttpTarget", "StdioTarget", "Target", "open_target"]
+
+
+@dataclass(frozen=True)
+class StdioTarget:
+    command: Sequence[str]
+    cwd: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+
+
+@dataclass(frozen=True, repr=False)
+class HttpTarget:
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    max_concurrency: int = 8
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+
+    def __repr__(self) -> str:  # header values are credentials: never print them
+        return f"HttpTarget(url={self.url!r}, headers={sorted(self.headers)!r})"
+
+
+Target = StdioTarget | HttpTarget
+
+
+@asynccontextmanager
+async def open_target(target: Target, options: SessionOptions) -> AsyncIterator[Session]:
+    """Start or reach the server, run the handshake, yield the session; close everything on exit."""
+    if isinstance(target, StdioTarget):
+        from runner.transports.stdio import StdioParams, open_stdio_transport
+
+        params = StdioParams(
+            command=list(target.command),
+            cwd=target.cwd,
+            env=dict(target.env),
+            max_message_size=target.max_message_size,
+        )
+        async with open_stdio_transport(params) as transport, open_session(transport, options) as session:
+            yield session
+    else:
+        from runner.transports.http import HttpParams, open_http_transport
+
+        http_params = HttpParams(
+            url=target.url,
+            headers=dict(target.headers),
+            max_connections=target.max_concurrency + 2,
+        )
+        async with open_http_transport(http_params) as http, open_session(http, options) as session:
+            yield session
