@@ -1,0 +1,366 @@
+"""The stdio transport: the server is a child process; one JSON-RPC message per line on its stdin/stdout.
+
+::
+
+    async with open_stdio_transport(StdioParams(["python", "server.py"])) as transport:
+        await transport.send(Request(1, "ping"))
+        event = await transport.receive()
+
+**Spawning.** ``command`` is an argv list, never a shell. The child gets its own session (so its own process
+group, and no SIGINT from the terminal: we stop it ourselves) and an allow-listed environment, not the
+runner's: ``ALLOWED_ENV_VARS`` (HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG, LC_ALL, TMPDIR; values that
+look like exported shell functions are skipped) plus ``StdioParams.env``, which wins. Secrets the runner
+holds reach a server only when the workflow passes them. A command that cannot be started (not found, not
+executable, missing working directory) raises ``ConnectFailed`` from the ``OSError``.
+
+**Reading.** stdout is split into lines (``LineDecoder``, capped at ``max_message_size``) and decoded; a line
+that is not JSON-RPC comes out of ``receive`` as ``InvalidMessage`` and is counted in ``stray_lines``. An
+oversized line fails the connection with ``FrameTooLarge``. When stdout ends (an unterminated last line is
+still delivered), ``receive`` raises ``TransportError("server exited with code N")`` once the messages before
+it are consumed. If the server exits while another process (a grandchild) holds its stdout open, the
+connection is declared closed ``EXIT_GRACE`` seconds later. stderr is the server's log, never an error: its
+last ``stderr_tail_bytes`` bytes are kept (``stderr_tail()``) and attached to every connection error.
+Connection errors are final: every later ``receive`` raises the same error and ``send`` raises
+``NotDelivered``.
+
+**Writing.** ``send`` may be called from many tasks; lines are written whole, one at a time. A send cancelled
+half-way through a line leaves the rest to go out first with the next send, so the stream never carries a
+torn line (the cancelled message may therefore still reach the server). A failed write raises
+``NotDelivered``.
+
+**Shutdown** (leaving the ``async with``, also when cancelled; each wait is ``shutdown_timeout``):
+
+1. close the server's stdin (the polite request to exit) and wait for it to exit;
+2. SIGTERM to its process group, wait for the server and the group's other processes;
+3. SIGKILL to the group, wait again.
+
+A step runs only while something in the group still runs, so a server that exits on EOF and leaves no
+children costs one wait; grandchildren a server leaves behind are stopped too (unless they left the group
+with ``setsid``). The server is reaped, then the reader tasks are cancelled.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Final
+
+import trio
+
+from runner.errors import ConnectFailed, FrameTooLarge, NotDelivered, ServerError, TransportError
+from runner.framing import DEFAULT_MAX_MESSAGE_SIZE, LineDecoder
+from runner.jsonrpc import InvalidMessage, Message, decode, encode
+from runner.transports.base import TransportEvent
+
+__all__ = [
+    "ALLOWED_ENV_VARS",
+    "EXIT_GRACE",
+    "StdioParams",
+    "StdioTransport",
+    "default_environment",
+    "open_stdio_transport",
+]
+
+ALLOWED_ENV_VARS: Final = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TMPDIR")
+EXIT_GRACE: Final = 1.0  # seconds between the server's exit and giving up on EOF (and on its exit code)
+_READ_SIZE: Final = 65536
+_EVENT_BUFFER: Final = 64  # events read ahead of ``receive``; beyond it, the server waits on a full pipe
+_POLL: Final = 0.02  # processes we did not spawn cannot be waited for, only polled
+
+
+@dataclass(frozen=True)
+class StdioParams:
+    command: Sequence[str]
+    cwd: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    shutdown_timeout: float = 2.0
+    stderr_tail_bytes: int = 8192
+
+    def __post_init__(self) -> None:
+        if isinstance(self.command, str):
+            raise TypeError("command must be an argv list, not a string (it is never run by a shell)")
+        if not self.command:
+            raise ValueError("command must not be empty")
+        if self.shutdown_timeout < 0 or self.stderr_tail_bytes < 0:
+            raise ValueError("shutdown_timeout and stderr_tail_bytes must not be negative")
+        object.__setattr__(self, "command", tuple(self.command))
+        object.__setattr__(self, "env", dict(self.env))
+
+
+def default_environment() -> dict[str, str]:
+    """The part of the runner's environment every server inherits."""
+    env = {}
+    for key in ALLOWED_ENV_VARS:
+        value = os.environ.get(key)
+        if value is not None and not value.startswith("()"):
+            env[key] = value
+    return env
+
+
+class StdioTransport:
+    """One running server. Made by ``open_stdio_transport``; implements ``runner.transports.base.Transport``."""
+
+    def __init__(self, process: trio.Process, params: StdioParams) -> None:
+        assert isinstance(process.stdin, trio.lowlevel.FdStream)
+        assert isinstance(process.stdout, trio.lowlevel.FdStream)
+        assert isinstance(process.stderr, trio.lowlevel.FdStream)
+        self._process = process
+        self._params = params
+        self._stdin = process.stdin
+        self._stdout = process.stdout
+        self._stderr = process.stderr
+        self._send_lock = trio.Lock()
+        self._unsent = b""  # the rest of a line whose send was cancelled half-way
+        self._events_send, self._events = trio.open_memory_channel[TransportEvent](_EVENT_BUFFER)
+        self._error: ServerError | None = None
+        self._stdout_scope = trio.CancelScope()
+        self._stderr_tail = bytearray()
+        self._stderr_closed = trio.Event()
+        self.stray_lines = 0
+        """Invalid messages read from stdout so far (mostly log lines printed to the wrong stream)."""
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """The server's exit status once it has exited (negative: killed by that signal)."""
+        return self._process.returncode
+
+    async def send(self, message: Message, /) -> None:
+        data = encode(message) + b"\n"
+        async with self._send_lock:
+            if self._error is not None:
+                error = self._error
+                raise NotDelivered(f"connection is closed: {_text(error)}", stderr=self.stderr_tail()) from error
+            await self._write(data)
+
+    async def _write(self, data: bytes) -> None:
+        # os.write rather than send_all: send_all cannot say how much of a cancelled write went out.
+        carried = len(self._unsent)
+        if carried:
+            data = self._unsent + data
+        view = memoryview(data)
+        try:
+            while view:
+                try:
+                    view = view[os.write(self._stdin.fileno(), view) :]  # fileno() is -1 once closed
+                except BlockingIOError:
+                    await trio.lowlevel.wait_writable(self._stdin.fileno())
+        except (OSError, trio.ClosedResourceError) as exc:
+            reason = self._exit_status() or getattr(exc, "strerror", None) or "its stdin is closed"
+            raise NotDelivered(f"cannot write to the server: {reason}", stderr=self.stderr_tail()) from exc
+        finally:
+            written = len(data) - len(view)
+            if written < carried:  # not even the carried rest went out: this message was not started
+                self._unsent = data[written:carried]
+            else:
+                self._unsent = data[written:] if written > carried else b""
+
+    async def receive(self) -> TransportEvent:
+        try:
+            return await self._events.receive()
+        except trio.EndOfChannel:
+            assert self._error is not None
+            raise self._error from None
+
+    def set_protocol_version(self, version: str, /) -> None:
+        pass
+
+    def describe(self) -> str:
+        text = shlex.join(self._params.command)
+        return "stdio: " + (text if len(text) <= 80 else text[:79] + "…")
+
+    def stderr_tail(self) -> str:
+        """The last ``stderr_tail_bytes`` bytes the server wrote to stderr."""
+        return self._stderr_tail.decode(errors="replace")
+
+    def _fail(self, error: ServerError) -> None:
+        if self._error is None:
+            self._error = error
+        self._events_send.close()
+
+    def _exit_status(self) -> str | None:
+        code = self._process.returncode
+        if code is None:
+            return None
+        if code < 0:
+            try:
+                return f"server exited with code {code} (killed by {signal.Signals(-code).name})"
+            except ValueError:
+                pass
+        return f"server exited with code {code}"
+
+    async def _read_stdout(self) -> None:
+        stdout = self._stdout
+        decoder = LineDecoder(self._params.max_message_size)
+        delivering = True  # after a failure, or once nobody receives, stdout is drained so the server never blocks
+        with self._stdout_scope:
+            try:
+                while chunk := await stdout.receive_some(_READ_SIZE):
+                    if delivering:
+                        try:
+                            for line in decoder.feed(chunk):
+                                await self._deliver(line)
+                        except FrameTooLarge as exc:
+                            self._fail(exc)
+                            delivering = False
+                        except trio.BrokenResourceError:  # the transport is closing
+                            delivering = False
+                if delivering and (last := decoder.close()) is not None:
+                    await self._deliver(last)
+            except trio.BrokenResourceError:  # a failed read is an end of stream, or the transport is closing
+                pass
+        if self._error is None:
+            held_open = self._stdout_scope.cancelled_caught  # the server has exited (see _watch_exit)
+            if not held_open:
+                with trio.move_on_after(EXIT_GRACE):  # the exit code and the last of stderr follow shortly
+                    await self._process.wait()
+                    await self._stderr_closed.wait()
+            status = self._exit_status() or "server closed its stdout"
+            if held_open:
+                status += " (its stdout is still held open, probably by a child process)"
+            self._fail(TransportError(status, stderr=self.stderr_tail()))
+
+    async def _deliver(self, line: bytes) -> None:
+        for event in decode(line):
+            if type(event) is InvalidMessage:
+                self.stray_lines += 1
+            try:
+                self._events_send.send_nowait(event)
+            except trio.WouldBlock:
+                # Shielded: what was read must not be lost to the exit deadline on reads. Shutdown closes the
+                # receiving end before cancelling us, which ends this wait.
+                with trio.CancelScope(shield=True):
+                    await self._events_send.send(event)
+
+    async def _read_stderr(self) -> None:
+        tail = self._stderr_tail
+        keep = self._params.stderr_tail_bytes
+        try:
+            while chunk := await self._stderr.receive_some(_READ_SIZE):
+                tail += chunk
+                if len(tail) > keep:
+                    del tail[: len(tail) - keep]
+        except trio.BrokenResourceError:
+            pass
+        finally:
+            self._stderr_closed.set()
+
+    async def _watch_exit(self) -> None:
+        await self._process.wait()
+        self._stdout_scope.deadline = trio.current_time() + EXIT_GRACE
+
+    async def _shutdown(self) -> None:
+        self._events.close()
+        await self._stdin.aclose()
+        timeout = self._params.shutdown_timeout
+        with trio.move_on_after(timeout):
+            await self._process.wait()
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if not self._signal_group(sig):
+                break
+            with trio.move_on_after(timeout):
+                await self._process.wait()
+                while _group_alive(self._process.pid):  # noqa: ASYNC110 - nothing can notify us
+                    await trio.sleep(_POLL)
+
+    def _close_pipes(self) -> None:
+        self._stdin.close()
+        self._stdout.close()
+        self._stderr.close()
+
+    def _signal_group(self, sig: signal.Signals) -> bool:
+        """Send ``sig`` to the server's process group; False when nothing in it runs any more."""
+        pgid = self._process.pid  # a session leader's pid is its group id
+        if self._process.returncode is not None and not _group_alive(pgid):
+            return False
+        try:
+            os.killpg(pgid, sig)
+        except OSError:
+            return False
+        return True
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs. Zombies do not count: a container's init may never reap
+    the grandchildren it inherits."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for entry in entries:
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            state, _ppid, pgrp = stat[stat.rfind(b")") + 2 :].split(maxsplit=3)[:3]
+            if int(pgrp) == pgid and state not in (b"Z", b"X"):
+                return True
+    return False
+
+
+def _text(error: BaseException) -> str:
+    return str(error.args[0]) if error.args else type(error).__name__
+
+
+@asynccontextmanager
+async def open_stdio_transport(params: StdioParams) -> AsyncIterator[StdioTransport]:
+    """Start the server, yield its transport, and stop it (see the module docstring) on the way out."""
+    try:
+        process = await trio.lowlevel.open_process(
+            list(params.command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=params.cwd,
+            env=default_environment() | dict(params.env),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        what = f"working directory {params.cwd!r}" if params.cwd and exc.filename == params.cwd else None
+        reason = exc.strerror or str(exc)
+        raise ConnectFailed(
+            f"cannot start server {shlex.join(params.command)!r}: " + (f"{what}: {reason}" if what else reason)
+        ) from exc
+    transport = StdioTransport(process, params)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(transport._read_stdout)
+            nursery.start_soon(transport._read_stderr)
+            nursery.start_soon(transport._watch_exit)
+            try:
+                yield transport
+            finally:
+                with trio.CancelScope(shield=True):
+                    await transport._shutdown()
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # Our tasks do not raise: the group wraps what the body raised. Re-raise that, so callers can catch it.
+        errors = [e for e in group.exceptions if not isinstance(e, trio.Cancelled)]
+        if len(errors) > 1:
+            raise
+        inner = (errors or group.exceptions)[0]
+        context = inner.__context__
+        try:
+            raise inner
+        finally:
+            inner.__context__ = context
+            del inner
+    finally:
+        transport._close_pipes()  # only once the tasks are done: closing a stream a task reads makes it raise

@@ -1,0 +1,303 @@
+"""The stdio transport against real child processes (the fakes in tests/fakes/).
+
+These wait on real pipes, so they run on the real clock, each under ``trio.fail_after``; no test sleeps to wait
+for a server: fakes say ``ready`` on stdout when a test must wait for them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from runner.errors import ConnectFailed, FrameTooLarge, NotDelivered, TransportError
+from runner.jsonrpc import InvalidMessage, Notification, Request, Response
+from runner.transports.base import Transport
+from runner.transports.stdio import StdioParams, StdioTransport, open_stdio_transport
+from tests.fakes import fake_command
+
+LIMIT = 10  # seconds: a guard against hangs, far above what any test needs
+
+
+def params(name: str, *args: str, **kwargs: object) -> StdioParams:
+    return StdioParams(fake_command(name, *args), **kwargs)  # type: ignore[arg-type]
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie nobody reaped is dead)."""
+    try:
+        data = Path(f"/proc/{pid}/stat").read_bytes()
+    except FileNotFoundError:
+        return False
+    return data[data.rfind(b")") + 2 :][:1] not in (b"Z", b"X")
+
+
+async def test_round_trip_of_many_concurrent_requests() -> None:
+    received: list[int | str] = []
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(params("stdio_echo")) as transport:
+            checked: Transport = transport  # it implements the interface
+
+            async def sender(first: int) -> None:
+                for i in range(first, 200, 20):
+                    await checked.send(Request(i, "echo", {"n": i}))
+
+            async with trio.open_nursery() as nursery:
+                for first in range(20):
+                    nursery.start_soon(sender, first)
+                for _ in range(200):
+                    event = await transport.receive()
+                    assert isinstance(event, Response)
+                    assert event.result == {"params": {"n": event.id}}
+                    received.append(event.id)
+    assert sorted(received) == list(range(200))  # type: ignore[type-var]
+
+
+async def test_a_message_larger_than_the_pipe_goes_both_ways() -> None:
+    big = "x" * (1024 * 1024)
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(params("stdio_echo")) as transport:
+            await transport.send(Request(1, "echo", {"big": big}))
+            await transport.send(Request(2, "echo"))
+            assert await transport.receive() == Response(1, {"params": {"big": big}})
+            assert await transport.receive() == Response(2, {"params": None})
+
+
+async def test_messages_cut_anywhere_are_reassembled() -> None:
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(params("stdio_chunked")) as transport:
+            assert await transport.receive() == Notification("a")
+            await transport.send(Notification("next"))
+            assert await transport.receive() == Notification("b")
+            await transport.send(Notification("next"))
+            assert await transport.receive() == Response(1, {"text": "café"})
+            assert await transport.receive() == Notification("c")
+            assert await transport.receive() == Notification("d")
+            await transport.send(Notification("next"))
+            assert await transport.receive() == Response("two", {})
+            with pytest.raises(TransportError, match="server exited with code 0"):
+                await transport.receive()
+            assert transport.stray_lines == 0
+
+
+async def test_a_line_that_is_not_json_is_reported_and_counted() -> None:
+    out = 'Server starting on stdio...\n{"jsonrpc":"2.0","method":"hello"}\n'
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(params("stdio_scripted", "--stdout", out, "--wait")) as transport:
+            event = await transport.receive()
+            assert isinstance(event, InvalidMessage)
+            assert event.raw == b"Server starting on stdio..."
+            assert "not JSON" in event.error
+            assert transport.stray_lines == 1
+            assert await transport.receive() == Notification("hello")
+
+
+async def test_an_unterminated_last_line_is_delivered_before_the_exit() -> None:
+    out = '{"jsonrpc":"2.0","method":"bye"}'
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(params("stdio_scripted", "--stdout", out, "--code", "0")) as transport:
+            assert await transport.receive() == Notification("bye")
+            with pytest.raises(TransportError, match="exited with code 0"):
+                await transport.receive()
+
+
+async def test_an_oversized_line_fails_the_connection() -> None:
+    out = "x" * 5000 + '\n{"jsonrpc":"2.0","method":"after"}\n'
+    p = params("stdio_scripted", "--stdout", out, "--wait", max_message_size=1000)
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(p) as transport:
+            with pytest.raises(FrameTooLarge, match="1,000-byte cap") as first:
+                await transport.receive()
+            with pytest.raises(FrameTooLarge) as again:
+                await transport.receive()
+            assert again.value is first.value
+            with pytest.raises(NotDelivered, match="connection is closed: a message from the server exceeded"):
+                await transport.send(Notification("more"))
+        assert transport.returncode == 0  # the server, still reading, exited when its stdin closed
+
+
+async def test_a_server_that_exits_reports_its_code_and_stderr() -> None:
+    p = params("stdio_scripted", "--stderr", "error: MISSING_API_KEY is not set", "--code", "3")
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(p) as transport:
+            with pytest.raises(TransportError, match="server exited with code 3") as exc_info:
+                await transport.receive()
+            error = exc_info.value
+            assert type(error) is TransportError
+            assert error.stderr == "error: MISSING_API_KEY is not set 0\n"
+            assert "MISSING_API_KEY is not set" in str(error)
+            with pytest.raises(TransportError) as again:
+                await transport.receive()
+            assert again.value is error
+            with pytest.raises(NotDelivered, match="connection is closed: server exited with code 3") as sent:
+                await transport.send(Request(1, "ping"))
+            assert sent.value.stderr == error.stderr
+            assert sent.value.__cause__ is error
+
+
+async def test_a_server_killed_by_a_signal_says_so() -> None:
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(params("stdio_stubborn", "--silent")) as transport:
+            assert await transport.receive() == Notification("ready")
+            os.kill(transport.pid, signal.SIGKILL)
+            with pytest.raises(TransportError, match=r"exited with code -9 \(killed by SIGKILL\)"):
+                await transport.receive()
+
+
+async def test_a_failed_write_is_not_delivered() -> None:
+    # A server that closed its stdin but still runs: the write itself fails (EPIPE).
+    script = 'import os, sys, time\nos.close(0)\nprint(\'{"jsonrpc":"2.0","method":"ready"}\', flush=True)\n'
+    script += "time.sleep(60)\n"
+    p = StdioParams([*fake_command("stdio_echo")[:1], "-c", script], shutdown_timeout=0.5)
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(p) as transport:
+            assert await transport.receive() == Notification("ready")
+            with pytest.raises(NotDelivered, match="cannot write to the server: Broken pipe") as exc_info:
+                await transport.send(Request(1, "ping"))
+            assert isinstance(exc_info.value.__cause__, BrokenPipeError)
+            assert exc_info.value.stderr is not None
+
+
+async def test_a_send_cancelled_half_way_never_tears_a_line() -> None:
+    big = "y" * (512 * 1024)  # far more than a pipe holds: the write blocks part-way
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(params("stdio_echo", "--hold")) as transport:
+            assert await transport.receive() == Notification("ready")
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(transport.send, Request(1, "echo", {"big": big}))
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.cancel_scope.cancel()  # cancelled with part of the line written
+            os.kill(transport.pid, signal.SIGUSR1)  # the server starts reading
+            await transport.send(Request(2, "echo"))
+            # the cancelled line was finished first: the server read two whole lines
+            assert await transport.receive() == Response(1, {"params": {"big": big}})
+            assert await transport.receive() == Response(2, {"params": None})
+
+
+async def test_a_command_that_does_not_exist_fails_to_connect() -> None:
+    with pytest.raises(ConnectFailed, match="cannot start server 'no-such-mcp-server --flag': No such file") as e:
+        async with open_stdio_transport(StdioParams(["no-such-mcp-server", "--flag"])):
+            pass  # pragma: no cover
+    assert isinstance(e.value.__cause__, FileNotFoundError)
+
+
+async def test_a_command_that_is_not_executable_fails_to_connect(tmp_path: Path) -> None:
+    script = tmp_path / "server.sh"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    with pytest.raises(ConnectFailed, match="Permission denied"):
+        async with open_stdio_transport(StdioParams([str(script)])):
+            pass  # pragma: no cover
+
+
+async def test_a_missing_working_directory_fails_to_connect(tmp_path: Path) -> None:
+    missing = str(tmp_path / "missing")
+    with pytest.raises(ConnectFailed, match=f"working directory '{missing}': No such file or directory"):
+        async with open_stdio_transport(params("stdio_echo", cwd=missing)):
+            pass  # pragma: no cover
+
+
+async def test_the_environment_is_allow_listed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("MCP_RUN_TEST_SECRET", "hunter2")
+    monkeypatch.setenv("HOME", "/home/runner")
+    p = params("stdio_echo", env={"MCP_RUN_CONFIGURED": "yes", "HOME": "/srv/override"}, cwd=str(tmp_path))
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(p) as transport:
+            await transport.send(Request(1, "env"))
+            event = await transport.receive()
+    assert isinstance(event, Response)
+    env = event.result["env"]
+    assert "MCP_RUN_TEST_SECRET" not in env
+    assert env["MCP_RUN_CONFIGURED"] == "yes"
+    assert env["HOME"] == "/srv/override"  # configured variables win
+    assert env["PATH"] == os.environ["PATH"]
+    assert event.result["cwd"] == str(await trio.Path(tmp_path).resolve())
+
+
+async def test_a_grandchild_is_killed_on_shutdown(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(params("stdio_spawner", str(pidfile))) as transport:
+            ready = await transport.receive()
+            assert isinstance(ready, Notification)
+            child = int(pidfile.read_text())
+            assert ready.params == {"pid": child}
+            assert running(child)
+    assert transport.returncode == 0
+    assert not running(child)
+
+
+async def test_a_grandchild_holding_stdout_does_not_keep_the_connection_open(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(params("stdio_spawner", str(pidfile), "--exit")) as transport:
+            assert isinstance(await transport.receive(), Notification)
+            with pytest.raises(TransportError, match=r"exited with code 0 \(its stdout is still held open"):
+                await transport.receive()
+            assert running(int(pidfile.read_text()))
+    assert not running(int(pidfile.read_text()))
+
+
+async def test_a_server_that_ignores_sigterm_is_killed() -> None:
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(params("stdio_stubborn", shutdown_timeout=0.2)) as transport:
+            assert await transport.receive() == Notification("ready")  # SIGTERM is ignored from now on
+    assert transport.returncode == -signal.SIGKILL
+
+
+async def test_a_server_that_never_answers_is_stopped_on_exit() -> None:
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(params("stdio_stubborn", "--silent", shutdown_timeout=0.2)) as transport:
+            assert await transport.receive() == Notification("ready")
+            await transport.send(Request(1, "tools/list"))
+    assert transport.returncode == -signal.SIGTERM
+
+
+async def test_cancellation_still_stops_the_server() -> None:
+    transport: StdioTransport | None = None
+    with trio.fail_after(LIMIT), trio.CancelScope() as scope:
+        async with open_stdio_transport(params("stdio_echo")) as transport:
+            scope.cancel()
+            await trio.sleep_forever()
+    assert scope.cancelled_caught
+    assert transport is not None
+    assert transport.returncode == 0  # it exited on the end of its stdin, and was reaped
+
+
+async def test_an_error_in_the_body_comes_out_unwrapped() -> None:
+    with trio.fail_after(LIMIT), pytest.raises(KeyError, match="boom"):
+        async with open_stdio_transport(params("stdio_echo")):
+            raise KeyError("boom")
+
+
+async def test_the_stderr_tail_is_bounded() -> None:
+    p = params("stdio_scripted", "--stderr", "log line", "--count", "1000", "--code", "1", stderr_tail_bytes=100)
+    everything = "".join(f"log line {i}\n" for i in range(1000))
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(p) as transport:
+            with pytest.raises(TransportError, match="exited with code 1") as exc_info:
+                await transport.receive()
+            assert exc_info.value.stderr == everything[-100:]
+            assert transport.stderr_tail() == everything[-100:]
+
+
+async def test_describe_names_the_command() -> None:
+    command = ["sh", "-c", "exec cat >/dev/null", "my server"]
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(StdioParams(command)) as transport:
+            assert transport.describe() == "stdio: sh -c 'exec cat >/dev/null' 'my server'"
+        async with open_stdio_transport(StdioParams([*command, "x" * 200])) as transport:
+            assert transport.describe() == "stdio: sh -c 'exec cat >/dev/null' 'my server' " + "x" * 39 + "…"
+
+
+def test_params_want_an_argv_list() -> None:
+    with pytest.raises(TypeError, match="argv list"):
+        StdioParams("python server.py")
+    with pytest.raises(ValueError, match="empty"):
+        StdioParams([])
+    assert StdioParams(["a", "b"]).command == ("a", "b")
