@@ -25,6 +25,7 @@ which is installed) and built by this module, which:
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -114,7 +115,11 @@ def _compose(text: str, file: str | None, *, fast: bool) -> yaml.Node | None:
         problem = exc.problem or exc.context or "invalid YAML"
         message = f"invalid YAML: {problem}"
         if exc.context and exc.problem:
-            message += f" ({exc.context})"
+            started = exc.context_mark
+            if started is not None and mark is not None and started.line != mark.line:
+                message += f" ({exc.context} started at line {started.line + 1})"
+            else:
+                message += f" ({exc.context})"
         hint = "indent with spaces: YAML does not allow tabs" if "'\\t'" in problem else None
         raise WorkflowError(
             message,
@@ -274,7 +279,7 @@ def parse_workflow(text: str, *, file: str | None = "<string>") -> LoadedWorkflo
     try:
         workflow = Workflow.model_validate(data)
     except ValidationError as exc:
-        raise_errors(_schema_errors(exc, data, positions))
+        raise_errors(_schema_errors(exc, positions))
         raise AssertionError("unreachable: a ValidationError with no errors") from exc
     return LoadedWorkflow(workflow, positions)
 
@@ -345,9 +350,17 @@ _EXPECTED = {
 }
 
 
-def _schema_errors(exc: ValidationError, data: Any, positions: Positions) -> list[WorkflowError]:
+def _schema_errors(exc: ValidationError, positions: Positions) -> list[WorkflowError]:
     errors: list[WorkflowError] = []
-    for detail in exc.errors(include_url=False):
+    details = exc.errors(include_url=False)
+    # A misspelt required key shows up twice (unknown `tol`, missing `tool`): report the typo only.
+    misspelt = {
+        (*d["loc"][:-1], match)
+        for d in details
+        if d["type"] == "extra_forbidden"
+        for match in difflib.get_close_matches(str(d["loc"][-1]), _allowed_keys(tuple(d["loc"][:-1])), n=1)
+    }
+    for detail in details:
         loc: Loc = tuple(detail["loc"])
         kind = detail["type"]
         found = detail.get("input")
@@ -360,6 +373,8 @@ def _schema_errors(exc: ValidationError, data: Any, positions: Positions) -> lis
             allowed = _allowed_keys(loc[:-1])
             hint = did_you_mean(name, allowed) or (f"allowed keys: {', '.join(allowed)}" if allowed else None)
             errors.append(positions.error(f"unknown key {name!r}", loc, suggestion=hint, at="key"))
+        elif kind == "missing" and loc in misspelt:
+            continue
         elif kind == "missing":
             name = str(loc[-1])
             hint = "add `version: 1` at the top of the file" if loc == ("version",) else None

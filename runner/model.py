@@ -77,6 +77,7 @@ __all__ = [
     "schema_text",
     "suggest_identifier",
     "value_has_type",
+    "write_schema",
 ]
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -538,17 +539,23 @@ def schema_text() -> str:
     return json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
 
 
-def _main(argv: Sequence[str]) -> int:
+def write_schema(path: Path = SCHEMA_PATH, *, check: bool = False) -> bool:
+    """Write the schema to ``path``; with ``check``, only compare. True when the file is (now) fresh."""
     text = schema_text()
-    if "--check" in argv:
-        current = SCHEMA_PATH.read_text(encoding="utf-8") if SCHEMA_PATH.exists() else ""
-        if current != text:
-            sys.stderr.write(f"{SCHEMA_PATH} is stale; regenerate it with: python -m runner.model\n")
-            return 1
-        return 0
-    SCHEMA_PATH.parent.mkdir(parents=True, exist_ok=True)
-    SCHEMA_PATH.write_text(text, encoding="utf-8")
-    sys.stdout.write(f"wrote {SCHEMA_PATH}\n")
+    current = path.read_text(encoding="utf-8") if path.exists() else None
+    if check or current == text:
+        return current == text
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return True
+
+
+def _main(argv: Sequence[str]) -> int:
+    check = "--check" in argv
+    if not write_schema(check=check):
+        sys.stderr.write(f"{SCHEMA_PATH} is stale; regenerate it with: python -m runner.model\n")
+        return 1
+    sys.stdout.write(f"{SCHEMA_PATH} is up to date\n" if check else f"wrote {SCHEMA_PATH}\n")
     return 0
 
 

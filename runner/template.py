@@ -294,7 +294,7 @@ def compile_value(value: Any, *, loc: Loc = ()) -> Compiled:
             if not compiled.is_constant:
                 dynamic_d.append((key, compiled))
                 occurrences.extend(compiled.occurrences)
-        return _Dict(value, tuple(dynamic_d), tuple(occurrences))
+        return _Dict(value, tuple(dynamic_d), tuple(occurrences)) if dynamic_d else Compiled(value, ())
     if isinstance(value, list):
         dynamic_l: list[tuple[int, Compiled]] = []
         occurrences = []
@@ -303,7 +303,7 @@ def compile_value(value: Any, *, loc: Loc = ()) -> Compiled:
             if not compiled.is_constant:
                 dynamic_l.append((index, compiled))
                 occurrences.extend(compiled.occurrences)
-        return _List(value, tuple(dynamic_l), tuple(occurrences))
+        return _List(value, tuple(dynamic_l), tuple(occurrences)) if dynamic_l else Compiled(value, ())
     return Compiled(value, ())
 
 
@@ -376,7 +376,7 @@ def _parse(source: str, loc: Loc) -> _Expression:
     except jp_exceptions.IncompleteExpressionError as exc:
         raise TemplateSyntaxError(f"invalid expression ${{{{ {source} }}}}: incomplete expression", loc=loc) from exc
     except jp_exceptions.ParseError as exc:
-        detail = _lower_first(exc.msg.replace("Expecting:", "expected").replace("got:", "found"))
+        detail = _parse_detail(exc)
         raise TemplateSyntaxError(
             f"invalid expression ${{{{ {source} }}}}: {detail} at column {exc.lex_position + 1}", loc=loc
         ) from exc
@@ -384,16 +384,33 @@ def _parse(source: str, loc: Loc) -> _Expression:
         # The parser raises a few plain exceptions for odd input; each is still a bad expression.
         raise TemplateSyntaxError(f"invalid expression ${{{{ {source} }}}}", loc=loc) from exc
     expression = _Expression(source, parsed)
-    _check_functions(parsed.parsed, source, loc)
+    _check_nodes(parsed.parsed, source, loc)
     return expression
 
 
-def _check_functions(node: Any, source: str, loc: Loc) -> None:
+def _parse_detail(exc: jp_exceptions.ParseError) -> str:
+    message = str(exc.msg)
+    if message.startswith("Expecting:"):
+        return message.replace("Expecting:", "expected").replace("got:", "found")
+    if message.startswith("Unexpected token") or message in ("invalid token", "syntax error"):
+        return f"unexpected '{exc.token_value}'"
+    return _lower_first(message)
+
+
+def _check_nodes(node: Any, source: str, loc: Loc) -> None:
+    """Refuse unknown functions, wrong argument counts, and ``!a.b`` (which JMESPath reads as ``(!a).b``)."""
     stack = [node]
     while stack:
         current = stack.pop()
         if not isinstance(current, dict):
             continue
+        children = current.get("children") or ()
+        if current.get("type") in _CHAIN and children and children[0].get("type") == "not_expression":
+            raise TemplateSyntaxError(
+                f"${{{{ {source} }}}}: ! applies only to the name right after it (JMESPath reads !a.b as (!a).b)",
+                loc=loc,
+                suggestion="put the path in parentheses: !(a.b)",
+            )
         if current.get("type") == "function_expression":
             name = current["value"]
             spec = _FUNCTIONS.get(name)

@@ -1,0 +1,256 @@
+"""Templates: compile once, render many times; references found statically; errors at the right time."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from runner.errors import WorkflowError
+from runner.exitcodes import ExitCode
+from runner.template import (
+    Reference,
+    TemplateError,
+    TemplateSyntaxError,
+    compile_value,
+    fanout_view,
+    is_truthy,
+    item_entry,
+    item_key,
+    make_context,
+    render_text,
+    step_view,
+)
+
+RESULT = {"content": [{"type": "text", "text": '{"files": ["a.md", "b.md"]}'}], "isError": False}
+CONTEXT = make_context(
+    inputs={"dir": "docs", "n": 3, "flag": False, "none": None},
+    env={"HOME": "/home/me"},
+    steps={"list": step_view(RESULT)},
+    item={"name": "a.md"},
+    index=0,
+)
+
+
+def render(value: Any, context: dict[str, Any] = CONTEXT) -> Any:
+    return compile_value(value).render(context)
+
+
+class TestRendering:
+    def test_a_whole_template_keeps_the_type(self) -> None:
+        assert render("${{ steps.list.json.files }}") == ["a.md", "b.md"]
+        assert render("${{inputs.n}}") == 3
+        assert render("${{   inputs.none   }}") is None
+        assert render("${{ inputs.flag }}") is False
+
+    def test_interpolation_is_text(self) -> None:
+        assert render("dir=${{ inputs.dir }} n=${{ inputs.n }}") == "dir=docs n=3"
+        assert render("[${{ inputs.none }}]") == "[]"
+        assert render("${{ steps.list.json.files }}!") == '["a.md","b.md"]!'
+        assert render('${{ inputs.flag }} ${{ `{"b": 1, "a": 2}` }}') == 'false {"b":1,"a":2}'
+        assert render(" ${{ inputs.n }}") == " 3"
+
+    def test_nested_values(self) -> None:
+        value = {"path": "${{ inputs.dir }}/${{ item.name }}", "opts": [1, "${{ index }}", {"k": "v"}]}
+        assert render(value) == {"path": "docs/a.md", "opts": [1, 0, {"k": "v"}]}
+        assert value["opts"] == [1, "${{ index }}", {"k": "v"}]  # the source is never changed
+
+    def test_a_constant_renders_to_itself(self) -> None:
+        value = {"a": [1, 2, {"b": "plain"}], "c": None}
+        compiled = compile_value(value)
+        assert compiled.is_constant and compiled.references == frozenset()
+        assert compiled.render(CONTEXT) is value
+
+    def test_constant_parts_are_shared_not_copied(self) -> None:
+        big = list(range(1000))
+        compiled = compile_value({"big": big, "i": "${{ index }}"})
+        out = compiled.render(CONTEXT)
+        assert out["big"] is big and out["i"] == 0
+
+    def test_closing_braces_inside_an_expression(self) -> None:
+        assert render("${{ {a: {b: inputs.n}} }}") == {"a": {"b": 3}}
+        assert render("${{ '}}' }}") == "}}"
+        assert render("x${{ '${{' }}y") == "x${{y"  # the way to write a literal ${{
+
+    def test_filters_and_functions(self) -> None:
+        assert render("${{ length(steps.list.json.files) }}") == 2
+        assert render("${{ steps.list.json.files[?ends_with(@, 'b.md')] | [0] }}") == "b.md"
+        assert render("${{ join(',', steps.list.json.files) }}") == "a.md,b.md"
+
+    def test_render_failure_is_a_template_error(self) -> None:
+        compiled = compile_value("${{ length(inputs.n) }}")
+        with pytest.raises(TemplateError) as info:
+            compiled.render(CONTEXT)
+        assert info.value.exit_code == ExitCode.FAILED
+        assert info.value.expression == "length(inputs.n)"
+        assert str(info.value).startswith("${{ length(inputs.n) }}: ")
+        assert not isinstance(info.value, WorkflowError)
+
+
+class TestReferences:
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("${{ steps.a.text }}", {Reference("steps", "a", "text")}),
+            ("${{ steps.a }}", {Reference("steps", "a", None)}),
+            ("${{ steps.a.json[0].name }}", {Reference("steps", "a", "json")}),
+            ("${{ steps.a.results[*].text }}", {Reference("steps", "a", "results")}),
+            ("${{ steps.a[0] }}", {Reference("steps", "a", None)}),
+            ('${{ steps."a".text }}', {Reference("steps", "a", "text")}),
+            ("${{ inputs.x || env.Y }}", {Reference("inputs", "x", None), Reference("env", "Y", None)}),
+            ("${{ length(steps.a.items) }}", {Reference("steps", "a", "items")}),
+            ("${{ {k: item.x, i: index} }}", {Reference("item", "x", None), Reference("index", None, None)}),
+            ("${{ inputs }}", {Reference("inputs", None, None)}),
+            ("${{ `[1, 2]` }}", set()),
+            # Inside a filter or after a pipe, names are relative to the element, not the context.
+            ("${{ steps.a.json[?name == steps] }}", {Reference("steps", "a", "json")}),
+            ("${{ steps.a.json | steps }}", {Reference("steps", "a", "json")}),
+            ("${{ sort_by(steps.a.json, &inputs) }}", {Reference("steps", "a", "json")}),
+            (
+                "${{ (steps.a.json || steps.b.json).x }}",
+                {Reference("steps", "a", "json"), Reference("steps", "b", "json")},
+            ),
+            (
+                "${{ !(inputs.flag) && steps.b.status == 'failed' }}",
+                {Reference("inputs", "flag", None), Reference("steps", "b", "status")},
+            ),
+        ],
+    )
+    def test_found(self, text: str, expected: set[Reference]) -> None:
+        assert compile_value(text).references == expected
+
+    def test_locations(self) -> None:
+        compiled = compile_value({"a": ["x", "${{ inputs.q }}"]}, loc=("steps", "s", "args"))
+        [occurrence] = compiled.occurrences
+        assert occurrence.loc == ("steps", "s", "args", "a", 1)
+        assert occurrence.expression == "inputs.q"
+
+
+class TestCompileErrors:
+    @pytest.mark.parametrize(
+        ("text", "message"),
+        [
+            ("${{ steps.* }}", "${{ steps.* }}: references to steps must name a step, like steps.<id>.text"),
+            ("${{ steps[0] }}", "${{ steps[0] }}: references to steps must name a step, like steps.<id>.text"),
+            ("${{ steps }}", "${{ steps }}: references to steps must name a step, like steps.<id>.text"),
+            ("${{ env }}", "${{ env }}: references to env must name a variable, like env.HOME"),
+            (
+                "${{ input.x }}",
+                "unknown name 'input' in ${{ input.x }}: expressions start from one of inputs, env, steps, item, index",
+            ),
+            ("${{ @ }}", "${{ @ }} reads the whole context; start from one of inputs, env, steps, item, index"),
+            ("${{ a[ }}", "invalid expression ${{ a[ }}: incomplete expression"),
+            ("${{ a ! b }}", "invalid expression ${{ a ! b }}: unexpected '!' at column 3"),
+            ("${{ a b }}", "invalid expression ${{ a b }}: unexpected 'b' at column 3"),
+            ("${{ steps.a.[0 }}", "invalid expression ${{ steps.a.[0 }}: unexpected '0' at column 10"),
+            (
+                "${{ !inputs.flag }}",
+                "${{ !inputs.flag }}: ! applies only to the name right after it (JMESPath reads !a.b as (!a).b)",
+            ),
+            ("${{ $x }}", "invalid expression ${{ $x }}: unknown token $ at column 1"),
+            ("${{ }}", "empty template ${{ }}"),
+            ("ab ${{ inputs.x", "unclosed template in 'ab ${{ inputs.x': ${{ without a matching }}"),
+            ("${{ lenght(inputs.x) }}", "unknown function lenght() in ${{ lenght(inputs.x) }}"),
+            (
+                "${{ length(inputs.x, inputs.y) }}",
+                "length() takes 1 argument, found 2 in ${{ length(inputs.x, inputs.y) }}",
+            ),
+            ("${{ not_null() }}", "not_null() takes at least 1 arguments, found 0 in ${{ not_null() }}"),
+        ],
+    )
+    def test_message(self, text: str, message: str) -> None:
+        with pytest.raises(TemplateSyntaxError) as info:
+            compile_value({"k": [text]}, loc=("args",))
+        assert info.value.message == message
+        assert info.value.loc == ("args", "k", 0)
+        assert isinstance(info.value, WorkflowError)
+
+    def test_suggestions(self) -> None:
+        with pytest.raises(TemplateSyntaxError) as info:
+            compile_value("${{ lenght(inputs.x) }}")
+        assert info.value.suggestion == "did you mean 'length'?"
+        with pytest.raises(TemplateSyntaxError) as info:
+            compile_value("${{ step.a.text }}")
+        assert info.value.suggestion == "did you mean 'steps'?"
+
+    @given(st.text(alphabet=st.sampled_from(list("${}[]().|&!?@*`'\"=<>,: abin0_")), max_size=40))
+    def test_any_string_compiles_or_raises_a_syntax_error(self, text: str) -> None:
+        try:
+            compiled = compile_value(text)
+        except TemplateSyntaxError:
+            return
+        assert compiled.source == text
+
+    @given(st.text(max_size=30))
+    def test_any_expression_compiles_or_raises_a_syntax_error(self, expr: str) -> None:
+        with contextlib.suppress(TemplateSyntaxError):
+            compile_value("${{ " + expr + " }}")
+
+
+class TestViews:
+    def test_step_view(self) -> None:
+        result = {
+            "content": [
+                {"type": "text", "text": "[1,"},
+                {"type": "image", "data": "..."},
+                {"type": "text", "text": "2]"},
+            ],
+            "structuredContent": {"n": 2},
+            "isError": False,
+        }
+        view = step_view(result)
+        assert view == {
+            "result": result,
+            "structured": {"n": 2},
+            "text": "[1,\n2]",
+            "json": [1, 2],
+            "status": "succeeded",
+        }
+
+    def test_step_view_of_text_that_is_not_json_and_of_an_error(self) -> None:
+        view = step_view({"content": [{"type": "text", "text": "hello"}], "isError": True})
+        assert view["json"] is None and view["text"] == "hello" and view["status"] == "failed"
+        assert view["structured"] is None
+
+    def test_entries_and_fanout(self) -> None:
+        skipped = item_entry("skipped", "condition was false")
+        assert skipped == {
+            "result": None,
+            "structured": None,
+            "text": None,
+            "json": None,
+            "status": "skipped",
+            "error": "condition was false",
+        }
+        ok = item_entry("succeeded", None, RESULT)
+        assert ok["json"] == {"files": ["a.md", "b.md"]} and ok["error"] is None
+        view = fanout_view(["a"], [ok], "succeeded")
+        ctx = make_context(inputs={}, env={}, steps={"c": view})
+        assert compile_value("${{ steps.c.results[*].json.files[0] }}").render(ctx) == ["a.md"]
+        assert compile_value("${{ steps.c.results[?status == 'succeeded'] | length(@) }}").render(ctx) == 1
+
+
+def test_item_key_is_sha256_of_canonical_json() -> None:
+    item = {"b": 1, "a": "é"}
+    canonical = '{"a":"é","b":1}'
+    assert item_key(item) == hashlib.sha256(canonical.encode()).hexdigest()
+    assert item_key({"a": "é", "b": 1}) == item_key(item)
+
+
+def test_truthiness_and_text() -> None:
+    assert [is_truthy(v) for v in (None, False, "", [], {}, 0, "x", [0], True)] == [
+        False,
+        False,
+        False,
+        False,
+        False,
+        True,
+        True,
+        True,
+        True,
+    ]
+    assert [render_text(v) for v in ("s", None, 1.5, True, [1, "a"])] == ["s", "", "1.5", "true", '[1,"a"]']
