@@ -1,0 +1,150 @@
+"""What a failed or refused MCP POST means, in one table; and the retry timings that go with it.
+
+Pure functions, no I/O: the transport asks ``classify_exception`` or ``classify_status`` and acts on the
+``Verdict``. The table, row by row (tested the same way)::
+
+    what happened to the POST                     meaning           action
+    ------------------------------------------    ----------------  ---------------------------------------
+    ConnectError, ConnectTimeout, PoolTimeout     not delivered     retry with backoff and jitter, bounded;
+                                                                    NotDelivered when exhausted
+    UnsupportedProtocol, LocalProtocolError,      never sent        ConnectFailed (our configuration is
+      InvalidURL (other errors before writing)                        wrong; retrying cannot help)
+    404, the POST carried a session id            not processed     clear the session id, fail the streams
+                                                                    of that session as outcome unknown,
+                                                                    raise SessionExpired: the session
+                                                                    re-initializes and resends
+    3xx                                           rejected          HTTPStatusError naming the Location;
+                                                                    redirects are never followed
+    429                                           rejected          retry after Retry-After (seconds or an
+                                                                    HTTP date), bounded; then HTTPStatusError
+    other 4xx (400, 401, 403, 404 without a       rejected          HTTPStatusError with the status, no retry
+      session id, 405, 413, ...)
+    5xx                                           may have been     a request: OutcomeUnknown (no event id
+                                                  processed           yet to resume from); ``initialize``
+                                                                    (no side effects) and notifications or
+                                                                    responses: HTTPStatusError
+    WriteError, WriteTimeout, ReadError,          may have been     a request: OutcomeUnknown (before the
+      ReadTimeout, RemoteProtocolError,           delivered           response headers there is no event id);
+      any other transport error                                       others: OutcomeUnknown as well
+    2xx, then the SSE stream ends or drops        may have been     resume by GET with Last-Event-ID if an
+      before the response                         delivered           event id was seen; else RequestLost
+                                                                      (OutcomeUnknown)
+
+A request that may have reached the server is never POSTed again: a new POST would run the tool twice.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+import httpx
+
+__all__ = [
+    "Action",
+    "Verdict",
+    "backoff_delay",
+    "classify_exception",
+    "classify_status",
+    "parse_retry_after",
+]
+
+
+class Action(enum.Enum):
+    """What the transport does about a POST."""
+
+    OK = "ok"
+    """2xx: hand the body (JSON or SSE) to a reader."""
+    RETRY = "retry"
+    """Surely not delivered: send again after a backoff (bounded), else ``NotDelivered``."""
+    RETRY_AFTER = "retry-after"
+    """Rate limited (429): send again after ``Retry-After`` (bounded), else ``HTTPStatusError``."""
+    SESSION_EXPIRED = "session-expired"
+    """404 on a POST that carried our session id: raise ``SessionExpired``."""
+    REJECTED = "rejected"
+    """The server refused it (3xx, 4xx): raise ``HTTPStatusError``; not retried."""
+    MISCONFIGURED = "misconfigured"
+    """httpx refused to send it at all: raise ``ConnectFailed``."""
+    IN_DOUBT = "in-doubt"
+    """It may have been processed: ``OutcomeUnknown`` for a request (never a retry)."""
+
+
+@dataclass(slots=True, frozen=True)
+class Verdict:
+    action: Action
+    meaning: str
+
+
+_NOT_DELIVERED = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+_NEVER_SENT = (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.InvalidURL)
+
+
+def classify_exception(exc: BaseException) -> Verdict:
+    """The verdict for an exception raised while a POST was being sent or its headers awaited."""
+    if isinstance(exc, _NOT_DELIVERED):
+        return Verdict(Action.RETRY, "not delivered")
+    if isinstance(exc, _NEVER_SENT):
+        return Verdict(Action.MISCONFIGURED, "never sent")
+    return Verdict(Action.IN_DOUBT, "may have been delivered")
+
+
+def classify_status(status: int, *, carried_session: bool) -> Verdict:
+    """The verdict for the HTTP status of a POST's response."""
+    if 200 <= status < 300:
+        return Verdict(Action.OK, "accepted")
+    if status == 404 and carried_session:
+        return Verdict(Action.SESSION_EXPIRED, "not processed: the session is gone")
+    if status == 429:
+        return Verdict(Action.RETRY_AFTER, "rejected: rate limited")
+    if 300 <= status < 500:
+        return Verdict(Action.REJECTED, "rejected")
+    return Verdict(Action.IN_DOUBT, "may have been processed")
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: delay-seconds or an HTTP date; ``None`` when
+    absent or unreadable. A date in the past gives 0.
+
+    >>> parse_retry_after("3")
+    3.0
+    >>> parse_retry_after("Wed, 21 Oct 2015 07:28:05 GMT", now=datetime(2015, 10, 21, 7, 28, tzinfo=UTC))
+    5.0
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    if not value:
+        return None
+    if value.isascii() and value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    current = now if now is not None else datetime.now(UTC)
+    seconds = (when - current).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def backoff_delay(
+    attempt: int,
+    *,
+    initial: float,
+    maximum: float,
+    jitter: float,
+    rng: Callable[[float, float], float] = random.uniform,
+) -> float:
+    """Exponential backoff: ``initial * 2.0**attempt`` capped at ``maximum``, plus up to ``jitter`` seconds.
+
+    ``attempt`` counts from 0 (the wait after the first failure)."""
+    delay = min(initial * 2.0**attempt, maximum)
+    if jitter > 0:
+        delay += rng(0.0, jitter)
+    return delay
