@@ -1,0 +1,246 @@
+"""The planner: dependencies, layers, references, cycles, the rendering helpers and the plan text."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from runner.errors import WorkflowError
+from runner.model import Workflow, WorkflowErrors
+from runner.plan import Plan, build_plan, render_plan_text
+from runner.template import TemplateError, fanout_view, item_entry, item_key, make_context, step_view
+
+SERVERS = {"fs": {"command": ["server-fs"], "timeout": "30s"}, "web": {"url": "http://localhost/mcp"}}
+
+
+def plan(steps: dict[str, Any], **extra: Any) -> Plan:
+    data = {"version": 1, "servers": SERVERS, "steps": steps, **extra}
+    return build_plan(Workflow.model_validate(data))
+
+
+def call(**fields: Any) -> dict[str, Any]:
+    return {"server": "fs", "tool": "t", **fields}
+
+
+def problems(steps: dict[str, Any], **extra: Any) -> list[str]:
+    with pytest.raises(WorkflowError) as info:
+        plan(steps, **extra)
+    errors = info.value.errors if isinstance(info.value, WorkflowErrors) else [info.value]
+    return [str(error) for error in errors]
+
+
+class TestGraph:
+    def test_dependencies_from_needs_and_templates(self) -> None:
+        p = plan(
+            {
+                "c": call(args={"x": "${{ steps.a.text }}"}, needs=["b"]),
+                "a": call(),
+                "b": call(**{"if": "${{ steps.a.status == 'succeeded' }}"}),
+                "d": call(for_each="${{ steps.c.json }}", key="${{ steps.a.text }}-${{ item }}"),
+                "e": call(),
+            }
+        )
+        assert p.layers == (("a", "e"), ("b",), ("c",), ("d",))
+        assert p.order == ("a", "e", "b", "c", "d")
+        assert list(p.steps) == list(p.order)
+        assert p.steps["c"].dependencies == ("a", "b")
+        assert p.steps["a"].dependents == ("b", "c", "d")
+        assert p.steps["d"].dependencies == ("a", "c")
+        assert [p.steps[s].layer for s in p.order] == [0, 0, 1, 2, 3]
+
+    def test_referenced_only_when_a_template_reads_results(self) -> None:
+        p = plan(
+            {"a": call(), "b": call(needs=["a"]), "c": call(), "d": call()},
+            outputs={"x": {"deep": ["${{ steps.c.status }}"]}},
+        )
+        assert {s.id: s.referenced for s in p.steps.values()} == {"a": False, "b": False, "c": True, "d": False}
+
+    def test_env_names_from_everywhere(self) -> None:
+        servers = {
+            "fs": {"command": ["x"], "env": {"K": "${{ env.FS_KEY }}"}},
+            "web": {"url": "${{ env.URL }}", "headers": {"A": "Bearer ${{ env.TOKEN }}"}},
+        }
+        data = {
+            "version": 1,
+            "servers": servers,
+            "steps": {"a": call(args={"p": "${{ env.HOME }}"})},
+            "outputs": {"o": "${{ env.USER }}"},
+        }
+        p = build_plan(Workflow.model_validate(data))
+        assert p.env_names == {"FS_KEY", "URL", "TOKEN", "HOME", "USER"}
+        assert p.servers["web"].transport == "http" and p.servers["fs"].transport == "stdio"
+
+    def test_effective_timeouts(self) -> None:
+        p = plan({"a": call(), "b": call(timeout=5), "c": {"server": "web", "tool": "t"}})
+        assert (p.steps["a"].timeout, p.steps["b"].timeout, p.steps["c"].timeout) == (30.0, 5.0, None)
+
+    def test_a_ten_thousand_step_chain(self) -> None:
+        n = 10_000
+        steps = {"s0": call()}
+        for i in range(1, n):
+            steps[f"s{i}"] = call(args={"prev": f"${{{{ steps.s{i - 1}.text }}}}"})
+        p = plan(steps)
+        assert len(p.layers) == n
+        assert p.order == tuple(f"s{i}" for i in range(n))
+        assert p.steps["s9999"].dependencies == ("s9998",)
+
+    def test_a_ten_thousand_step_chain_with_a_cycle_at_the_end(self) -> None:
+        n = 10_000
+        steps = {f"s{i}": call(needs=[f"s{i + 1}"]) for i in range(n - 1)}
+        steps[f"s{n - 1}"] = call(needs=["s0"])
+        [message] = problems(steps)
+        assert message.startswith("steps.s0: dependency cycle: s0 -> s1 -> s2 -> ")
+        assert message.split("\n")[0].endswith(f"s{n - 1} -> s0")
+
+    def test_a_wide_dag(self) -> None:
+        width = 5_000
+        steps: dict[str, Any] = {"root": call()}
+        steps.update({f"w{i}": call(args={"r": "${{ steps.root.json }}"}) for i in range(width)})
+        steps["join"] = call(needs=[f"w{i}" for i in range(width)])
+        p = plan(steps)
+        assert [len(layer) for layer in p.layers] == [1, width, 1]
+        assert len(p.steps["root"].dependents) == width
+        assert len(p.steps["join"].dependencies) == width
+
+    @given(st.integers(min_value=1, max_value=40), st.randoms(use_true_random=False))
+    def test_random_dags_respect_every_dependency(self, n: int, rng: random.Random) -> None:
+        steps: dict[str, Any] = {}
+        for i in range(n):
+            deps = rng.sample(range(i), k=min(i, rng.randint(0, 3)))
+            names = [f"s{d}" for d in deps]
+            rng.shuffle(names)
+            steps[f"s{i}"] = call(needs=names[:1], args={"x": [f"${{{{ steps.{d}.json }}}}" for d in names[1:]]})
+        shuffled = list(steps.items())
+        rng.shuffle(shuffled)
+        p = plan(dict(shuffled))
+        position = {step_id: k for k, step_id in enumerate(p.order)}
+        assert sorted(p.order) == sorted(steps)
+        for step in p.steps.values():
+            for dep in step.dependencies:
+                assert position[dep] < position[step.id]
+                assert p.steps[dep].layer < step.layer
+                assert step.id in p.steps[dep].dependents
+            assert step.layer == (max((p.steps[d].layer for d in step.dependencies), default=-1) + 1)
+
+
+class TestProblems:
+    def test_every_cycle_is_named(self) -> None:
+        found = problems({
+            "a": call(needs=["b"]), "b": call(needs=["a"]),
+            "c": call(args={"x": "${{ steps.d.text }}"}), "d": call(needs=["c"]), "e": call(needs=["d"]),
+        })  # fmt: skip
+        assert [m.split("\n")[0] for m in found] == [
+            "steps.a: dependency cycle: a -> b -> a",
+            "steps.c: dependency cycle: c -> d -> c",
+        ]
+
+    def test_self_references(self) -> None:
+        assert problems({"a": call(needs=["a"])}) == ["steps.a.needs[0]: step 'a' needs itself"]
+        assert problems({"a": call(key="${{ item }}", for_each="${{ steps.a.items }}")}) == [
+            "steps.a.for_each: step 'a' refers to itself in ${{ steps.a.items }}",
+        ]
+
+    @pytest.mark.parametrize(
+        ("steps", "message"),
+        [
+            ({"a": call(), "b": call(args={"x": "${{ steps.a.items }}"})},
+             "unknown field 'items' in ${{ steps.a.items }}: a step has result, structured, text, json, status"),
+            ({"a": call(**{"if": "maybe"})}, "if must be a single template like ${{ inputs.enabled }}, found a string"),
+            ({"a": call(**{"if": "${{ inputs.x }} and ${{ inputs.y }}"})}, "if must be a single template"),
+            ({"a": call(concurrency=2)}, "concurrency applies only to fan-out steps (with for_each)"),
+            ({"a": call(needs=["zz"])}, "unknown step 'zz' in needs"),
+            ({"a": call(args={"i": "${{ index }}"})}, "index is not defined here: ${{ index }}"),
+            ({"a": call(for_each=[1], **{"if": "${{ item }}"})}, "item is not defined here: ${{ item }}"),
+        ],
+    )  # fmt: skip
+    def test_step_problems(self, steps: dict[str, Any], message: str) -> None:
+        [found] = problems(steps)
+        assert message in found
+
+    def test_outputs_cannot_read_items(self) -> None:
+        [found] = problems({"a": call()}, outputs={"o": "${{ item }}"})
+        assert found.startswith("outputs.o: item is not defined here")
+
+    @pytest.mark.parametrize(
+        ("server", "message"),
+        [
+            ({"command": ["x"], "url": "http://h"}, "a server has either command (stdio) or url (HTTP), found both"),
+            ({"max_concurrency": 2}, "a server needs command (stdio) or url (HTTP), found neither"),
+            ({"url": "http://h", "env": {"A": "b"}}, "servers.s.env: env applies only to stdio servers (command)"),
+            ({"url": "http://h", "cwd": "/"}, "servers.s.cwd: cwd applies only to stdio servers (command)"),
+            ({"command": ["x"], "headers": {"A": "b"}}, "headers applies only to HTTP servers (url)"),
+            ({"url": "ftp://h"}, "expected an http:// or https:// URL, found 'ftp://h'"),
+            ({"command": ["${{ env.X }}"]}, "servers.s.command[0]: templates are not allowed in command"),
+            ({"url": "http://h/${{ item }}"}, "server settings may read only inputs and env, found item"),
+            ({"url": "http://h/${{ inputs.nope }}"}, "unknown input 'nope'"),
+        ],
+    )  # fmt: skip
+    def test_server_problems(self, server: dict[str, Any], message: str) -> None:
+        data = {"version": 1, "servers": {"s": server}, "steps": {}}
+        with pytest.raises(WorkflowError) as info:
+            build_plan(Workflow.model_validate(data))
+        assert message in str(info.value)
+
+
+class TestRendering:
+    def test_fan_out_helpers(self) -> None:
+        p = plan(
+            {
+                "ls": call(),
+                "conv": call(
+                    for_each="${{ steps.ls.json }}",
+                    key="${{ item.name }}",
+                    args={"path": "${{ item.name }}", "n": "${{ index }}"},
+                    **{"if": "${{ steps.ls.status == 'succeeded' }}"},
+                ),
+                "plain": call(for_each=["x", {"y": 1}]),
+            }
+        )
+        ls = step_view({"content": [{"type": "text", "text": '[{"name": "a.md"}, {"name": "b.md"}]'}]})
+        context = make_context(inputs={}, env={}, steps={"ls": ls})
+        conv = p.steps["conv"]
+        assert conv.fan_out and conv.should_run(context)
+        items = conv.render_items(context)
+        assert items == [{"name": "a.md"}, {"name": "b.md"}]
+        per_item = make_context(inputs={}, env={}, steps={"ls": ls}, item=items[1], index=1)
+        assert conv.render_args(per_item) == {"path": "b.md", "n": 1}
+        assert conv.render_key(per_item) == "b.md"
+        plain = p.steps["plain"]
+        assert plain.render_items(context) == ["x", {"y": 1}]
+        assert plain.render_key({**context, "item": {"y": 1}}) == item_key({"y": 1})
+
+    def test_render_failures_are_template_errors(self) -> None:
+        p = plan({"ls": call(), "conv": call(for_each="${{ steps.ls.text }}", key="${{ item.k }}")})
+        ls = step_view({"content": [{"type": "text", "text": "not a list"}]})
+        context = make_context(inputs={}, env={}, steps={"ls": ls})
+        with pytest.raises(TemplateError, match="for_each of step 'conv' must give a list, found a string"):
+            p.steps["conv"].render_items(context)
+        with pytest.raises(TemplateError, match="key of step 'conv' rendered to null for item 0"):
+            p.steps["conv"].render_key({**context, "item": {}, "index": 0})
+
+    def test_outputs(self) -> None:
+        p = plan({"c": call(for_each=["a"])}, outputs={"n": "${{ length(steps.c.items) }}", "fixed": [1]})
+        view = fanout_view(["a"], [item_entry("failed", "boom")], "failed")
+        assert p.render_outputs(make_context(inputs={}, env={}, steps={"c": view})) == {"n": 1, "fixed": [1]}
+
+    def test_plan_text(self) -> None:
+        p = plan(
+            {
+                "ls": call(idempotent=True),
+                "conv": {"server": "web", "tool": "convert", "for_each": "${{ steps.ls.json }}", "concurrency": 4},
+            },
+            name="demo",
+            outputs={"o": "${{ steps.conv.status }}"},
+        )
+        text = render_plan_text(p)
+        assert text.splitlines()[0] == "demo: 2 steps in 2 layers"
+        assert "layer 1:\n  ls    fs/t\n" in text
+        assert "fan-out over ${{ steps.ls.json }}, concurrency 4" in text
+        assert "needs ls" in text
+        assert "idempotent: retried when the outcome is unknown" in text
+        assert "not idempotent" in text
+        assert "outputs: o" in text
