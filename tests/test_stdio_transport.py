@@ -17,6 +17,7 @@ import trio.testing
 
 from runner.errors import ConnectFailed, FrameTooLarge, NotDelivered, TransportError
 from runner.jsonrpc import InvalidMessage, Notification, Request, Response
+from runner.transports import stdio
 from runner.transports.base import Transport
 from runner.transports.stdio import StdioParams, StdioTransport, open_stdio_transport
 from tests.fakes import fake_command
@@ -106,6 +107,21 @@ async def test_an_unterminated_last_line_is_delivered_before_the_exit() -> None:
                 await transport.receive()
 
 
+async def test_a_slow_consumer_loses_nothing_when_the_server_exits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stdio, "EXIT_GRACE", 0.05)
+    out = "".join(f'{{"jsonrpc":"2.0","method":"n{i}"}}\n' for i in range(500))  # more than the event buffer
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(params("stdio_scripted", "--stdout", out)) as transport:
+            while transport.returncode is None:  # noqa: ASYNC110 - the exit is what this test is about
+                await trio.sleep(0.01)
+            await trio.sleep(0.2)  # a consumer slower than EXIT_GRACE: most messages are still in the pipe
+            for i in range(500):
+                assert await transport.receive() == Notification(f"n{i}")
+            with pytest.raises(TransportError) as exc_info:
+                await transport.receive()
+            assert str(exc_info.value) == "server exited with code 0"
+
+
 async def test_an_oversized_line_fails_the_connection() -> None:
     out = "x" * 5000 + '\n{"jsonrpc":"2.0","method":"after"}\n'
     p = params("stdio_scripted", "--stdout", out, "--wait", max_message_size=1000)
@@ -147,6 +163,16 @@ async def test_a_server_killed_by_a_signal_says_so() -> None:
             os.kill(transport.pid, signal.SIGKILL)
             with pytest.raises(TransportError, match=r"exited with code -9 \(killed by SIGKILL\)"):
                 await transport.receive()
+
+
+async def test_a_server_that_closes_stdout_but_runs_is_disconnected(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stdio, "EXIT_GRACE", 0.05)
+    command = [*fake_command("stdio_echo")[:1], "-c", "import os, time\nos.close(1)\ntime.sleep(60)\n"]
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(StdioParams(command, shutdown_timeout=0.2)) as transport:
+            with pytest.raises(TransportError, match=r"^server closed its stdout$"):
+                await transport.receive()
+    assert transport.returncode == -signal.SIGTERM
 
 
 async def test_a_failed_write_is_not_delivered() -> None:

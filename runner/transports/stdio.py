@@ -6,41 +6,39 @@
         await transport.send(Request(1, "ping"))
         event = await transport.receive()
 
-**Spawning.** ``command`` is an argv list, never a shell. The child gets its own session (so its own process
-group, and no SIGINT from the terminal: we stop it ourselves) and an allow-listed environment, not the
-runner's: ``ALLOWED_ENV_VARS`` (HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG, LC_ALL, TMPDIR; values that
-look like exported shell functions are skipped) plus ``StdioParams.env``, which wins. Secrets the runner
-holds reach a server only when the workflow passes them. A command that cannot be started (not found, not
-executable, missing working directory) raises ``ConnectFailed`` from the ``OSError``.
+**Spawning.** ``command`` is an argv list, never run by a shell. The child gets its own session (its own
+process group; no SIGINT from the terminal: we stop it ourselves) and an allow-listed environment, not the
+runner's: ``ALLOWED_ENV_VARS`` (HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG, LC_ALL, TMPDIR; values that look
+like exported shell functions are skipped) plus ``StdioParams.env``, which wins. A command that cannot be
+started (not found, not executable, missing working directory) raises ``ConnectFailed``.
 
-**Reading.** stdout is split into lines (``LineDecoder``, capped at ``max_message_size``) and decoded; a line
-that is not JSON-RPC comes out of ``receive`` as ``InvalidMessage`` and is counted in ``stray_lines``. An
-oversized line fails the connection with ``FrameTooLarge``. When stdout ends (an unterminated last line is
-still delivered), ``receive`` raises ``TransportError("server exited with code N")`` once the messages before
-it are consumed. If the server exits while another process (a grandchild) holds its stdout open, the
-connection is declared closed ``EXIT_GRACE`` seconds later. stderr is the server's log, never an error: its
-last ``stderr_tail_bytes`` bytes are kept (``stderr_tail()``) and attached to every connection error.
-Connection errors are final: every later ``receive`` raises the same error and ``send`` raises
+**Reading.** stdout is split into lines capped at ``max_message_size`` and decoded. A line that is not
+JSON-RPC comes out of ``receive`` as ``InvalidMessage`` (counted in ``stray_lines``); an oversized line fails
+the connection with ``FrameTooLarge``. At the end of stdout (an unterminated last line is still delivered),
+``receive`` raises ``TransportError("server exited with code N")`` after the messages before it. Once the server
+has exited, its stdout may stay silent ``EXIT_GRACE`` seconds at most (a grandchild may hold it open). stderr
+is the server's log, never an error: its last ``stderr_tail_bytes`` bytes (``stderr_tail()``) go with every
+connection error. Connection errors are final: ``receive`` raises the same one again, ``send`` raises
 ``NotDelivered``.
 
-**Writing.** ``send`` may be called from many tasks; lines are written whole, one at a time. A send cancelled
-half-way through a line leaves the rest to go out first with the next send, so the stream never carries a
-torn line (the cancelled message may therefore still reach the server). A failed write raises
-``NotDelivered``.
+**Writing.** ``send`` may be called from many tasks; lines go out whole, one at a time. When a send is
+cancelled half-way through a line, the rest goes out first with the next send, so the server never sees a torn
+line (the cancelled message may therefore still reach it). A failed write raises ``NotDelivered``.
 
-**Shutdown** (leaving the ``async with``, also when cancelled; each wait is ``shutdown_timeout``):
+**Shutdown** (leaving the ``async with``, also when cancelled; each wait lasts ``shutdown_timeout`` at most):
 
 1. close the server's stdin (the polite request to exit) and wait for it to exit;
-2. SIGTERM to its process group, wait for the server and the group's other processes;
-3. SIGKILL to the group, wait again.
+2. SIGTERM to its process group; wait for the server and the rest of the group;
+3. SIGKILL to the group; wait again.
 
-A step runs only while something in the group still runs, so a server that exits on EOF and leaves no
-children costs one wait; grandchildren a server leaves behind are stopped too (unless they left the group
-with ``setsid``). The server is reaped, then the reader tasks are cancelled.
+A step runs only while something in the group still runs: a server that exits on EOF and leaves no children
+costs one wait. Children a server leaves behind are stopped too, unless they left the group (``setsid``). The
+server is reaped, then the reader tasks are cancelled and the pipes closed.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import signal
@@ -119,7 +117,8 @@ class StdioTransport:
         self._unsent = b""  # the rest of a line whose send was cancelled half-way
         self._events_send, self._events = trio.open_memory_channel[TransportEvent](_EVENT_BUFFER)
         self._error: ServerError | None = None
-        self._stdout_scope = trio.CancelScope()
+        self._exited = False
+        self._read_scope = trio.CancelScope()  # of the stdout read in progress
         self._stderr_tail = bytearray()
         self._stderr_closed = trio.Event()
         self.stray_lines = 0
@@ -202,24 +201,33 @@ class StdioTransport:
         stdout = self._stdout
         decoder = LineDecoder(self._params.max_message_size)
         delivering = True  # after a failure, or once nobody receives, stdout is drained so the server never blocks
-        with self._stdout_scope:
-            try:
-                while chunk := await stdout.receive_some(_READ_SIZE):
-                    if delivering:
-                        try:
-                            for line in decoder.feed(chunk):
-                                await self._deliver(line)
-                        except FrameTooLarge as exc:
-                            self._fail(exc)
-                            delivering = False
-                        except trio.BrokenResourceError:  # the transport is closing
-                            delivering = False
-                if delivering and (last := decoder.close()) is not None:
-                    await self._deliver(last)
-            except trio.BrokenResourceError:  # a failed read is an end of stream, or the transport is closing
-                pass
+        held_open = False
+        try:
+            while True:
+                # Once the server has exited, a read waits EXIT_GRACE at most: a child may hold the pipe open.
+                # _watch_exit shortens the read in progress when the exit happens.
+                deadline = trio.current_time() + EXIT_GRACE if self._exited else math.inf
+                with trio.CancelScope(deadline=deadline) as self._read_scope:
+                    chunk = await stdout.receive_some(_READ_SIZE)
+                if self._read_scope.cancelled_caught:
+                    held_open = True
+                    break
+                if not chunk:
+                    if delivering and (last := decoder.close()) is not None:
+                        await self._deliver(last)
+                    break
+                if delivering:
+                    try:
+                        for line in decoder.feed(chunk):
+                            await self._deliver(line)
+                    except FrameTooLarge as exc:
+                        self._fail(exc)
+                        delivering = False
+                    except trio.BrokenResourceError:  # the transport is closing
+                        delivering = False
+        except trio.BrokenResourceError:  # a failed read is an end of stream, or the transport is closing
+            pass
         if self._error is None:
-            held_open = self._stdout_scope.cancelled_caught  # the server has exited (see _watch_exit)
             if not held_open:
                 with trio.move_on_after(EXIT_GRACE):  # the exit code and the last of stderr follow shortly
                     await self._process.wait()
@@ -256,7 +264,8 @@ class StdioTransport:
 
     async def _watch_exit(self) -> None:
         await self._process.wait()
-        self._stdout_scope.deadline = trio.current_time() + EXIT_GRACE
+        self._exited = True
+        self._read_scope.deadline = trio.current_time() + EXIT_GRACE
 
     async def _shutdown(self) -> None:
         self._events.close()
