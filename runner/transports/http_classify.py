@@ -1,6 +1,6 @@
 """What a failed or refused MCP POST means, in one table; and the retry timings that go with it.
 
-Pure functions, no I/O: the transport asks ``classify_exception`` or ``classify_status`` and acts on the
+No I/O: the transport asks ``classify_exception`` or ``classify_status`` and acts on the
 ``Verdict``. The table, row by row (tested the same way)::
 
     what happened to the POST                     meaning           action
@@ -31,6 +31,10 @@ Pure functions, no I/O: the transport asks ``classify_exception`` or ``classify_
                                                                       (OutcomeUnknown)
 
 A request that may have reached the server is never POSTed again: a new POST would run the tool twice.
+
+``ResumeBudget`` is the policy for reconnecting a dropped stream: the first reconnect waits exactly the
+server's ``retry`` interval (no jitter), later ones back off exponentially with jitter, and the whole
+outage is bounded in attempts and in time (trio's clock, so tests run on a virtual one).
 """
 
 from __future__ import annotations
@@ -44,9 +48,11 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 import httpx
+import trio
 
 __all__ = [
     "Action",
+    "ResumeBudget",
     "Verdict",
     "backoff_delay",
     "classify_exception",
@@ -148,3 +154,66 @@ def backoff_delay(
     if jitter > 0:
         delay += rng(0.0, jitter)
     return delay
+
+
+class ResumeBudget:
+    """How long to wait before each reconnect of one dropped stream, and when to give up.
+
+    An *outage* starts when a stream ends or drops before its response. Reconnect ``n`` (from 0) waits
+    ``base * 2**n`` seconds, capped at ``max_delay``, where ``base`` is the server's last ``retry:``
+    (or ``default_retry_ms``); reconnect 0 waits exactly ``base``, later ones add up to ``jitter``
+    seconds at random. The outage is over budget after ``attempts`` reconnects, or when the next wait
+    would end past ``timeout`` seconds after the outage began. ``progress()`` (a reconnect that brought
+    new events) starts a fresh outage: a server that closes its connections on purpose every so often
+    (SEP-1699 polling) can keep a long call alive indefinitely, as long as each reconnect gets somewhere.
+    """
+
+    __slots__ = ("_attempt", "_deadline", "attempts", "default_retry_ms", "jitter", "max_delay", "rng", "timeout")
+
+    def __init__(
+        self,
+        *,
+        attempts: int,
+        timeout: float,
+        default_retry_ms: int,
+        max_delay: float,
+        jitter: float,
+        rng: Callable[[float, float], float] = random.uniform,
+    ) -> None:
+        self.attempts = attempts
+        self.timeout = timeout
+        self.default_retry_ms = default_retry_ms
+        self.max_delay = max_delay
+        self.jitter = jitter
+        self.rng = rng
+        self._attempt = 0
+        self._deadline = trio.current_time() + timeout
+
+    @property
+    def attempt(self) -> int:
+        """Reconnects made in the current outage."""
+        return self._attempt
+
+    def progress(self) -> None:
+        """The last reconnect delivered new events: the next drop starts a fresh outage."""
+        self._attempt = 0
+        self._deadline = trio.current_time() + self.timeout
+
+    def next_delay(self, retry_ms: int | None) -> float | None:
+        """Seconds to wait before the next reconnect, or ``None`` when the budget is spent.
+
+        Counts the reconnect: call it once per GET about to be made."""
+        if self._attempt >= self.attempts:
+            return None
+        base = (retry_ms if retry_ms is not None else self.default_retry_ms) / 1000
+        delay = min(base * 2.0**self._attempt, max(self.max_delay, base))
+        if self._attempt > 0 and self.jitter > 0:
+            delay += self.rng(0.0, self.jitter)
+        if trio.current_time() + delay > self._deadline:
+            return None
+        self._attempt += 1
+        return delay
+
+    def remaining(self) -> float:
+        """Seconds left in the current outage (never negative)."""
+        return max(0.0, self._deadline - trio.current_time())

@@ -1,39 +1,61 @@
-"""Server-sent events for the Streamable HTTP transport: a sans-IO parser and the resumption budget.
+"""The server-to-client half of the Streamable HTTP transport: SSE parsing and the streams it reads.
 
-``SSEParser`` is fed bytes as they arrive and hands back complete events, whatever the chunking (a
-property test feeds it one byte at a time). It follows the WHATWG event-stream rules with two
+``SSEParser`` is sans-IO: fed bytes as they arrive, it hands back complete events whatever the chunking
+(a property test feeds it one byte at a time). It follows the WHATWG event-stream rules with two
 differences that matter to MCP:
 
 - Every block that carried a field is returned, even one with empty ``data``: an MCP *priming event*
   (an ``id`` and an empty ``data``) must move our resumption cursor although it holds no message.
-- ``SSEEvent.id`` is the ``id`` field *of this event* (``None`` when it had none), not the
-  inherited last-event-id of the WHATWG model, so events can be deduplicated by id exactly. The
-  stream's cursor is kept by the caller.
+- ``SSEEvent.id`` is the ``id`` field *of this event* (``None`` when it had none), not the inherited
+  last-event-id of the WHATWG model, so events are deduplicated by id exactly. The cursor is kept by
+  the stream.
 
 Buffers are capped: an event (or an unterminated line) over ``max_event_bytes`` raises
-``FrameTooLarge`` instead of growing memory. An event cut by the end of the stream (no blank line) is
-discarded, as the standard says: a partial JSON message is never handed on.
+``FrameTooLarge``. An event cut by the end of the stream (no blank line) is discarded, as the standard
+says: a partial JSON message is never handed on.
 
-``ResumeBudget`` is the policy for reconnecting a dropped stream: the first reconnect waits exactly
-the server's ``retry`` interval (no jitter), later ones back off exponentially with jitter, and the
-whole outage is bounded in attempts and in time (trio's clock, so tests run on a virtual one).
+``StreamHub`` holds what the transport's streams share: the session's identity (``Mcp-Session-Id``,
+``MCP-Protocol-Version``), the requests awaiting their response, the event ids seen, and the tasks that
+read response bodies (JSON or SSE), resume dropped streams by GET with ``Last-Event-ID``, and keep the
+standalone GET stream open. Everything they read comes out of one channel as ``TransportEvent``\\ s.
 """
 
 from __future__ import annotations
 
-import random
+import logging
+import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Final
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Final
 
+import httpx
 import trio
 
-from runner.errors import FrameTooLarge
+from runner.errors import ConnectFailed, FrameTooLarge, OutcomeUnknown, TransportError
+from runner.jsonrpc import ErrorResponse, InvalidMessage, Message, Notification, RequestId, Response, decode
+from runner.transports.base import RequestLost, TransportEvent
+from runner.transports.http_classify import ResumeBudget
 
-__all__ = ["DEFAULT_MAX_EVENT_BYTES", "ResumeBudget", "SSEEvent", "SSEParser"]
+if TYPE_CHECKING:
+    from runner.transports.http import HttpParams
+
+__all__ = [
+    "ACCEPT_SSE",
+    "DEFAULT_MAX_EVENT_BYTES",
+    "SSEEvent",
+    "SSEParser",
+    "Stream",
+    "StreamHub",
+    "aclose_response",
+    "content_type",
+    "pump_body",
+]
+
+log = logging.getLogger("runner.transports.http")
 
 DEFAULT_MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
+ACCEPT_SSE: Final = "text/event-stream"
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _BOM: Final = b"\xef\xbb\xbf"
@@ -148,64 +170,381 @@ class SSEParser:
         self._has_field = True
 
 
-class ResumeBudget:
-    """How long to wait before each reconnect of one dropped stream, and when to give up.
+# -- reading response bodies --------------------------------------------------------------------------
 
-    An *outage* starts when a stream ends or drops before its response. Reconnect ``n`` (from 0) waits
-    ``base * 2**n`` seconds, capped at ``max_delay``, where ``base`` is the server's last ``retry:``
-    (or ``default_retry_ms``); reconnect 0 waits exactly ``base``, later ones add up to ``jitter``
-    seconds at random. The outage is over budget after ``attempts`` reconnects, or when the next wait
-    would end past ``timeout`` seconds after the outage began. ``progress()`` (a reconnect that brought
-    new events) starts a fresh outage: a server that closes its connections on purpose every so often
-    (SEP-1699 polling) can keep a long call alive indefinitely, as long as each reconnect gets somewhere.
+
+def content_type(response: httpx.Response) -> str:
+    """The media type of ``response``, lower case, without parameters."""
+    value: str = response.headers.get("content-type", "")
+    return value.partition(";")[0].strip().lower()
+
+
+async def pump_body(response: httpx.Response, on_chunk: Callable[[bytes], bool]) -> None:
+    """Feed the body of ``response`` to ``on_chunk`` until it ends or ``on_chunk`` returns True.
+
+    httpx's body iterators are async generators, and one abandoned mid-way is only finalized by the
+    garbage collector (trio warns). So reading is stopped by cancelling it at its next checkpoint, which
+    lets every generator in the chain finish, never by breaking out of the loop. An exception raised by
+    ``on_chunk`` is re-raised once the generators are done.
     """
+    error: Exception | None = None
+    with trio.CancelScope() as scope:
+        async for chunk in response.aiter_bytes():
+            if scope.cancel_called:
+                continue
+            try:
+                if on_chunk(chunk):
+                    scope.cancel()
+            except Exception as exc:  # re-raised below
+                error = exc
+                scope.cancel()
+    if error is not None:
+        raise error
 
-    __slots__ = ("_attempt", "_deadline", "attempts", "default_retry_ms", "jitter", "max_delay", "rng", "timeout")
 
-    def __init__(
-        self,
-        *,
-        attempts: int,
-        timeout: float,
-        default_retry_ms: int,
-        max_delay: float,
-        jitter: float,
-        rng: Callable[[float, float], float] = random.uniform,
-    ) -> None:
-        self.attempts = attempts
-        self.timeout = timeout
-        self.default_retry_ms = default_retry_ms
-        self.max_delay = max_delay
-        self.jitter = jitter
-        self.rng = rng
-        self._attempt = 0
-        self._deadline = trio.current_time() + timeout
+async def aclose_response(response: httpx.Response, timeout: float) -> None:
+    """Close ``response`` even while being cancelled, bounded in time."""
+    with trio.move_on_after(timeout, shield=True):
+        await response.aclose()
 
-    @property
-    def attempt(self) -> int:
-        """Reconnects made in the current outage."""
-        return self._attempt
 
-    def progress(self) -> None:
-        """The last reconnect delivered new events: the next drop starts a fresh outage."""
-        self._attempt = 0
-        self._deadline = trio.current_time() + self.timeout
+@dataclass(slots=True, eq=False)
+class Stream:
+    """One stream we read: a request's (``request_id`` set) or the standalone GET's (``None``)."""
 
-    def next_delay(self, retry_ms: int | None) -> float | None:
-        """Seconds to wait before the next reconnect, or ``None`` when the budget is spent.
+    request_id: RequestId | None
+    session_id: str | None = None
+    last_event_id: str | None = None
+    retry_ms: int | None = None
+    finished: bool = False
+    # A reader owns it: send() has returned, so only a RequestLost can report its failure now.
+    open: bool = False
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
 
-        Counts the reconnect: call it once per GET about to be made."""
-        if self._attempt >= self.attempts:
-            return None
-        base = (retry_ms if retry_ms is not None else self.default_retry_ms) / 1000
-        delay = min(base * 2.0**self._attempt, max(self.max_delay, base))
-        if self._attempt > 0 and self.jitter > 0:
-            delay += self.rng(0.0, self.jitter)
-        if trio.current_time() + delay > self._deadline:
-            return None
-        self._attempt += 1
-        return delay
 
-    def remaining(self) -> float:
-        """Seconds left in the current outage (never negative)."""
-        return max(0.0, self._deadline - trio.current_time())
+class _Lost(Exception):
+    """This stream's response can no longer arrive."""
+
+    def __init__(self, error: TransportError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _valid_session_id(value: str) -> bool:
+    return bool(value) and all(0x21 <= ord(c) <= 0x7E for c in value)
+
+
+class StreamHub:
+    """The streams of one Streamable HTTP connection and the state they share (see the module doc)."""
+
+    def __init__(self, params: HttpParams, client: httpx.AsyncClient, nursery: trio.Nursery, name: str) -> None:
+        self._params = params
+        self._client = client
+        self._nursery = nursery
+        self._name = name
+        self._url = httpx.URL(params.url)
+        self.timeout = httpx.Timeout(connect=params.connect_timeout, read=None, write=params.write_timeout, pool=None)
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
+        self._pending: dict[RequestId, Stream] = {}
+        self._seen_event_ids: set[str] = set()
+        self._get_scope: trio.CancelScope | None = None
+        self._get_session: str | None = None
+        self.events_send, self.events_recv = trio.open_memory_channel[TransportEvent](math.inf)
+
+    def headers(self, accept: str, *, initialize: bool = False, last_event_id: str | None = None) -> dict[str, str]:
+        """The headers of one HTTP request: the configured ones, ``Accept``, and the session's."""
+        headers = dict(self._params.headers)
+        headers["Accept"] = accept
+        if not initialize:
+            if self.session_id is not None:
+                headers["Mcp-Session-Id"] = self.session_id
+            if self.protocol_version is not None:
+                headers["MCP-Protocol-Version"] = self.protocol_version
+        if last_event_id is not None:
+            headers["Last-Event-ID"] = last_event_id
+        return headers
+
+    # -- requests in flight --------------------------------------------------------------------------
+
+    def register(self, request_id: RequestId) -> Stream:
+        """A request is about to be POSTed: its response is now awaited."""
+        if request_id in self._pending:
+            raise ValueError(f"request id {request_id!r} is already in flight")
+        stream = Stream(request_id)
+        self._pending[request_id] = stream
+        return stream
+
+    def forget(self, stream: Stream) -> None:
+        """``stream`` is over (answered, lost, or reported by ``send`` raising)."""
+        stream.finished = True
+        if stream.request_id is not None and self._pending.get(stream.request_id) is stream:
+            del self._pending[stream.request_id]
+
+    def read_sse(self, response: httpx.Response, stream: Stream) -> None:
+        """Hand ``response`` (an event stream) to a background reader, which owns it from now on."""
+        stream.open = True
+        self._nursery.start_soon(self._run_request_stream, response, stream)
+
+    def read_json(self, response: httpx.Response, stream: Stream) -> None:
+        """Hand ``response`` (a JSON body) to a background reader, which owns it from now on."""
+        stream.open = True
+        self._nursery.start_soon(self._run_json_body, response, stream)
+
+    # -- the session ---------------------------------------------------------------------------------
+
+    def capture_session(self, response: httpx.Response) -> None:
+        """Take the ``Mcp-Session-Id`` of the response to ``initialize``, if it has one."""
+        session_id = response.headers.get("mcp-session-id")
+        if session_id is None:
+            return
+        if not _valid_session_id(session_id):
+            raise ConnectFailed(f"{self._name}: the server sent an invalid Mcp-Session-Id (not visible ASCII)")
+        if session_id != self.session_id:
+            self.session_id = session_id
+            self._seen_event_ids.clear()
+
+    def expire_session(self, session_id: str) -> None:
+        """The server forgot ``session_id``: clear it, and fail every call still streaming in it."""
+        if self.session_id == session_id:
+            self.session_id = None
+            self._seen_event_ids.clear()
+            if self._get_scope is not None:
+                self._get_scope.cancel()
+                self._get_scope = None
+        for stream in list(self._pending.values()):
+            # A stream whose POST still awaits its status is left alone: that POST's own 404 (or success)
+            # decides, and send() reports it.
+            if stream.open and stream.session_id == session_id:
+                self._lose(stream, OutcomeUnknown(f"session {session_id!r} expired while the call was in flight"))
+
+    # -- delivering events ---------------------------------------------------------------------------
+
+    def _emit(self, event: TransportEvent) -> None:
+        try:
+            self.events_send.send_nowait(event)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            log.debug("%s: dropping a %s after close", self._name, type(event).__name__)
+
+    def _lose(self, stream: Stream, error: TransportError, cause: BaseException | None = None) -> None:
+        if stream.finished or stream.request_id is None:
+            return
+        if cause is not None:
+            error.__cause__ = cause
+        self.forget(stream)
+        stream.scope.cancel()
+        self._emit(RequestLost(stream.request_id, error))
+
+    def _answered(self, request_id: RequestId, current: Stream) -> bool:
+        """``request_id`` got its response: stop its reader unless it is the one reading. False when that
+        request is not in flight (a replay, or a response already delivered)."""
+        stream = self._pending.get(request_id)
+        if stream is None:
+            return False
+        self.forget(stream)
+        if stream is not current:
+            stream.scope.cancel()
+        return True
+
+    def _dispatch(self, item: Message | InvalidMessage, stream: Stream) -> None:
+        if isinstance(item, Response | ErrorResponse):
+            if item.id is None or self._answered(item.id, stream):
+                self._emit(item)
+            else:
+                log.debug("%s: dropping a response to %r, which is not in flight (replayed?)", self._name, item.id)
+        elif isinstance(item, Notification):
+            self._emit(replace(item, related_request_id=stream.request_id))
+        else:
+            if isinstance(item, InvalidMessage) and item.request_id is not None:
+                self._answered(item.request_id, stream)  # the call fails at once, as a protocol error
+            self._emit(item)
+
+    def _on_event(self, event: SSEEvent, stream: Stream) -> bool:
+        """Handle one SSE event; True when it carried an event id not seen before."""
+        if event.retry is not None:
+            stream.retry_ms = event.retry
+        new = False
+        if event.id:
+            if event.id in self._seen_event_ids:
+                return False  # a replay of an event already delivered
+            self._seen_event_ids.add(event.id)
+            stream.last_event_id = event.id
+            new = True
+        if event.event != "message" or not event.data.strip():
+            return new  # a priming event (an id, empty data), or an event type MCP does not use
+        for item in decode(event.data):
+            self._dispatch(item, stream)
+        return new
+
+    # -- readers -------------------------------------------------------------------------------------
+
+    async def _run_json_body(self, response: httpx.Response, stream: Stream) -> None:
+        chunks: list[bytes] = []
+        size = 0
+
+        def on_chunk(chunk: bytes) -> bool:
+            nonlocal size
+            size += len(chunk)
+            if size > self._params.max_event_bytes:
+                raise FrameTooLarge(f"JSON response over {self._params.max_event_bytes} bytes")
+            chunks.append(chunk)
+            return False
+
+        rid = stream.request_id
+        try:
+            with stream.scope:
+                try:
+                    await pump_body(response, on_chunk)
+                except (httpx.HTTPError, FrameTooLarge) as exc:
+                    self._lose(stream, OutcomeUnknown(f"the JSON response to {rid!r} broke off"), exc)
+                    return
+                for item in decode(b"".join(chunks)):
+                    self._dispatch(item, stream)
+                self._lose(stream, OutcomeUnknown(f"the JSON body held no response to {rid!r}"))
+        finally:
+            await aclose_response(response, self._params.close_timeout)
+
+    async def _consume(self, response: httpx.Response, stream: Stream) -> bool:
+        """Read one SSE response until it ends, drops, or carries this stream's response. True when it
+        brought at least one new event id. ``FrameTooLarge`` propagates."""
+        parser = SSEParser(self._params.max_event_bytes)
+        progressed = False
+
+        def on_chunk(chunk: bytes) -> bool:
+            nonlocal progressed
+            for event in parser.feed(chunk):
+                progressed |= self._on_event(event, stream)
+                if stream.finished:
+                    return True  # the response is in: stop reading (a resumed GET may stay open)
+            return False
+
+        try:
+            await pump_body(response, on_chunk)
+            if not stream.finished:
+                for event in parser.close():
+                    progressed |= self._on_event(event, stream)
+        except (httpx.TransportError, httpx.StreamError) as exc:
+            log.debug("%s: the stream of %r dropped: %r", self._name, stream.request_id, exc)
+        finally:
+            await aclose_response(response, self._params.close_timeout)
+        return progressed
+
+    def _budget(self, attempts: int, timeout: float) -> ResumeBudget:
+        p = self._params
+        return ResumeBudget(
+            attempts=attempts,
+            timeout=timeout,
+            default_retry_ms=p.default_retry_ms,
+            max_delay=p.backoff_max,
+            jitter=p.jitter,
+        )
+
+    async def _run_request_stream(self, response: httpx.Response, stream: Stream) -> None:
+        rid = stream.request_id
+        try:
+            with stream.scope:
+                await self._consume(response, stream)
+                budget = self._budget(self._params.resume_attempts, self._params.resume_timeout)
+                while not stream.finished:
+                    if stream.last_event_id is None:
+                        raise _Lost(OutcomeUnknown(f"the stream of {rid!r} ended before the response with no event id"))
+                    delay = budget.next_delay(stream.retry_ms)
+                    if delay is None:
+                        raise _Lost(
+                            OutcomeUnknown(
+                                f"could not resume the stream of {rid!r}: gave up after {budget.attempt} reconnects"
+                            )
+                        )
+                    await trio.sleep(delay)
+                    if stream.session_id != self.session_id:
+                        raise _Lost(OutcomeUnknown(f"the session changed while the stream of {rid!r} was down"))
+                    if await self._resume(stream, budget):
+                        budget.progress()
+        except _Lost as exc:
+            self._lose(stream, exc.error)
+        except FrameTooLarge as exc:
+            self._lose(stream, OutcomeUnknown(f"an event on the stream of {rid!r} was too large"), exc)
+        finally:
+            await aclose_response(response, self._params.close_timeout)
+
+    async def _resume(self, stream: Stream, budget: ResumeBudget) -> bool:
+        """One GET with ``Last-Event-ID``. True when it brought new events; raises ``_Lost`` when refused."""
+        headers = self.headers(ACCEPT_SSE, last_event_id=stream.last_event_id)
+        request = self._client.build_request("GET", self._url, headers=headers, timeout=self.timeout)
+        what = f"GET {self._name} (resuming {stream.request_id!r} after event {stream.last_event_id!r})"
+        response: httpx.Response | None = None
+        # No side effects: safe to abandon if the headers take longer than the budget.
+        with trio.move_on_after(max(budget.remaining(), self._params.connect_timeout)):
+            try:
+                response = await self._client.send(request, stream=True, follow_redirects=False)
+            except httpx.TransportError as exc:
+                log.debug("%s: %r", what, exc)
+        if response is None:
+            return False
+        status = response.status_code
+        if status == 200 and content_type(response) == ACCEPT_SSE:
+            return await self._consume(response, stream)
+        await aclose_response(response, self._params.close_timeout)
+        if status == 404 and "Mcp-Session-Id" in headers:
+            self.expire_session(headers["Mcp-Session-Id"])
+            raise _Lost(OutcomeUnknown(f"{what}: the session expired (404)"))
+        if status == 429 or status >= 500:
+            log.debug("%s: server answered %d", what, status)
+            return False
+        raise _Lost(
+            OutcomeUnknown(f"{what}: server answered {status} {response.reason_phrase}: the stream cannot be resumed")
+        )
+
+    # -- the standalone GET stream -------------------------------------------------------------------
+
+    def start_get_stream(self) -> None:
+        """Open the GET stream for server messages unrelated to a request, in the background (once per
+        session; ``405`` means the server has none)."""
+        if self._get_scope is not None:
+            if self._get_session == self.session_id:
+                return
+            self._get_scope.cancel()  # it belongs to a session that is gone
+        scope = trio.CancelScope()
+        self._get_scope = scope
+        self._get_session = self.session_id
+        self._nursery.start_soon(self._run_get_stream, scope, self.session_id)
+
+    async def _run_get_stream(self, scope: trio.CancelScope, session_id: str | None) -> None:
+        stream = Stream(None, session_id)
+        budget = self._budget(self._params.get_stream_attempts, math.inf)
+        what = f"GET {self._name} (server messages)"
+        with scope:
+            try:
+                while self.session_id == session_id:
+                    headers = self.headers(ACCEPT_SSE, last_event_id=stream.last_event_id)
+                    request = self._client.build_request("GET", self._url, headers=headers, timeout=self.timeout)
+                    progressed = False
+                    try:
+                        response = await self._client.send(request, stream=True, follow_redirects=False)
+                    except httpx.TransportError as exc:
+                        log.debug("%s: %r", what, exc)
+                    else:
+                        status = response.status_code
+                        if status == 200 and content_type(response) == ACCEPT_SSE:
+                            progressed = await self._consume(response, stream)
+                        else:
+                            await aclose_response(response, self._params.close_timeout)
+                            if status == 405:
+                                log.debug("%s: the server offers no GET stream (405)", what)
+                                return
+                            if status == 404 and session_id is not None:
+                                self.expire_session(session_id)
+                                return
+                            log.info("%s: server answered %d", what, status)
+                    if progressed:
+                        budget.progress()
+                    delay = budget.next_delay(stream.retry_ms)
+                    if delay is None:
+                        log.warning("%s: giving up after %d reconnects", what, budget.attempt)
+                        return
+                    await trio.sleep(delay)
+            except FrameTooLarge as exc:
+                log.warning("%s: %s; the GET stream is closed", what, exc)
+            finally:
+                if self._get_scope is scope:
+                    self._get_scope = None
