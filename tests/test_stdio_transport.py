@@ -7,6 +7,7 @@ for a server: fakes say ``ready`` on stdout when a test must wait for them.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import stat
 from pathlib import Path
@@ -205,11 +206,36 @@ async def test_a_send_cancelled_half_way_never_tears_a_line() -> None:
             assert await transport.receive() == Response(2, {"params": None})
 
 
+async def test_a_send_blocked_on_a_full_pipe_fails_when_the_transport_closes() -> None:
+    errors: list[NotDelivered] = []
+
+    async def send_big(transport: StdioTransport) -> None:
+        with pytest.raises(NotDelivered) as exc_info:
+            await transport.send(Request(1, "echo", {"big": "z" * (512 * 1024)}))
+        errors.append(exc_info.value)
+
+    p = params("stdio_echo", "--hold", shutdown_timeout=0.2)
+    with trio.fail_after(LIMIT):
+        async with trio.open_nursery() as nursery, open_stdio_transport(p) as transport:
+            assert await transport.receive() == Notification("ready")
+            nursery.start_soon(send_big, transport)
+            await trio.testing.wait_all_tasks_blocked()
+    assert [str(e) for e in errors] == ["cannot write to the server: the transport is closed"]
+
+
 async def test_a_command_that_does_not_exist_fails_to_connect() -> None:
-    with pytest.raises(ConnectFailed, match="cannot start server 'no-such-mcp-server --flag': No such file") as e:
+    with pytest.raises(
+        ConnectFailed, match=r"^cannot start server 'no-such-mcp-server': No such file or directory$"
+    ) as e:
         async with open_stdio_transport(StdioParams(["no-such-mcp-server", "--flag"])):
             pass  # pragma: no cover
     assert isinstance(e.value.__cause__, FileNotFoundError)
+
+
+async def test_a_nul_byte_in_the_command_fails_to_connect() -> None:
+    with pytest.raises(ConnectFailed, match=re.escape("cannot start server 'server\\x00': embedded null byte")):
+        async with open_stdio_transport(StdioParams(["server\0"])):
+            pass  # pragma: no cover
 
 
 async def test_a_command_that_is_not_executable_fails_to_connect(tmp_path: Path) -> None:

@@ -73,6 +73,8 @@ _POLL: Final = 0.02  # processes we did not spawn cannot be waited for, only pol
 
 @dataclass(frozen=True)
 class StdioParams:
+    """How to start a server: argv, working directory, extra environment, limits (see the module docstring)."""
+
     command: Sequence[str]
     cwd: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
@@ -154,7 +156,8 @@ class StdioTransport:
                 except BlockingIOError:
                     await trio.lowlevel.wait_writable(self._stdin.fileno())
         except (OSError, trio.ClosedResourceError) as exc:
-            reason = self._exit_status() or getattr(exc, "strerror", None) or "its stdin is closed"
+            closed = self._stdin.fileno() < 0
+            reason = self._exit_status() or ("the transport is closed" if closed else getattr(exc, "strerror", None))
             raise NotDelivered(f"cannot write to the server: {reason}", stderr=self.stderr_tail()) from exc
         finally:
             written = len(data) - len(view)
@@ -288,7 +291,9 @@ class StdioTransport:
 
     def _signal_group(self, sig: signal.Signals) -> bool:
         """Send ``sig`` to the server's process group; False when nothing in it runs any more."""
-        pgid = self._process.pid  # a session leader's pid is its group id
+        # A session leader's pid is its group id, and stays allocated while the group has members, even once
+        # the leader is reaped: signalling the group cannot hit an unrelated process.
+        pgid = self._process.pid
         if self._process.returncode is not None and not _group_alive(pgid):
             return False
         try:
@@ -341,11 +346,12 @@ async def open_stdio_transport(params: StdioParams) -> AsyncIterator[StdioTransp
             env=default_environment() | dict(params.env),
             start_new_session=True,
         )
-    except OSError as exc:
-        what = f"working directory {params.cwd!r}" if params.cwd and exc.filename == params.cwd else None
-        reason = exc.strerror or str(exc)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument
+        filename = getattr(exc, "filename", None)
+        what = f"working directory {params.cwd!r}" if params.cwd and filename == params.cwd else None
+        reason = getattr(exc, "strerror", None) or str(exc)
         raise ConnectFailed(
-            f"cannot start server {shlex.join(params.command)!r}: " + (f"{what}: {reason}" if what else reason)
+            f"cannot start server {params.command[0]!r}: " + (f"{what}: {reason}" if what else reason)
         ) from exc
     transport = StdioTransport(process, params)
     try:
