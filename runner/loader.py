@@ -114,7 +114,9 @@ def _compose(text: str, file: str | None, *, fast: bool) -> yaml.Node | None:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"
         message = f"invalid YAML: {problem}"
-        if exc.context and exc.problem:
+        if exc.context and problem.startswith("but "):
+            message = f"invalid YAML: {exc.context}, {problem}"
+        elif exc.context and exc.problem:
             started = exc.context_mark
             if started is not None and mark is not None and started.line != mark.line:
                 message += f" ({exc.context} started at line {started.line + 1})"
@@ -205,7 +207,8 @@ class _Builder:
                 continue
             seen[name] = key_node
             self.positions.keys[where] = _mark(key_node)
-            self.positions.values[where] = _mark(value_node)
+            # An alias is the anchored node itself, whose mark is the anchor's: locate it by its key.
+            self.positions.values[where] = _mark(key_node if id(value_node) in self.done else value_node)
             result[name] = self.build(value_node, where)
         if merged:
             merged.update(result)
@@ -229,7 +232,8 @@ class _Builder:
         result = []
         for n, item in enumerate(node.value):
             where = (*loc, n)
-            self.positions.values[where] = _mark(item)
+            if id(item) not in self.done:
+                self.positions.values[where] = _mark(item)
             result.append(self.build(item, where))
         return result
 
