@@ -64,6 +64,7 @@ __all__ = [
     "TemplateSyntaxError",
     "canonical_json",
     "compile_value",
+    "did_you_mean",
     "fanout_view",
     "is_truthy",
     "item_entry",

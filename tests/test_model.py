@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -199,3 +202,31 @@ class TestResolveInputs:
         with pytest.raises(WorkflowErrors) as info:
             resolve_inputs(DECLARED, ["count=x", "flag=x"])
         assert len(info.value.errors) == 3  # count, flag, and the missing name
+
+
+class TestModuleSurface:
+    MODULES = ("runner.durations", "runner.model", "runner.template", "runner.plan", "runner.loader")
+
+    @pytest.mark.parametrize("name", MODULES)
+    def test_all_lists_every_public_definition(self, name: str) -> None:
+        module = importlib.import_module(name)
+        defined = {
+            attr
+            for attr, value in vars(module).items()
+            if not attr.startswith("_") and getattr(value, "__module__", name) == name and callable(value)
+        }
+        assert defined <= set(module.__all__)
+        assert all(hasattr(module, attr) for attr in module.__all__)
+
+    @pytest.mark.parametrize("name", ["runner.durations", "runner.model", "runner.template", "runner.plan"])
+    def test_the_pure_core_imports_no_io_library(self, name: str) -> None:
+        source = Path(importlib.import_module(name).__file__ or "").read_text(encoding="utf-8")
+        imported = {
+            (node.module or "").split(".")[0] if isinstance(node, ast.ImportFrom) else alias.name.split(".")[0]
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for alias in node.names
+        }
+        assert imported <= {"__future__", "collections", "contextlib", "dataclasses", "difflib", "hashlib", "json",
+                             "math", "pathlib", "re", "shlex", "sys", "typing", "pydantic", "pydantic_core",
+                             "jmespath", "runner"}  # fmt: skip
