@@ -50,6 +50,7 @@ from typing import Final
 
 import trio
 
+from runner._trio import single_error
 from runner.errors import ConnectFailed, FrameTooLarge, NotDelivered, ServerError, TransportError
 from runner.framing import DEFAULT_MAX_MESSAGE_SIZE, LineDecoder
 from runner.jsonrpc import InvalidMessage, Message, decode, encode
@@ -355,27 +356,16 @@ async def open_stdio_transport(params: StdioParams) -> AsyncIterator[StdioTransp
         ) from exc
     transport = StdioTransport(process, params)
     try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(transport._read_stdout)
-            nursery.start_soon(transport._read_stderr)
-            nursery.start_soon(transport._watch_exit)
-            try:
-                yield transport
-            finally:
-                with trio.CancelScope(shield=True):
-                    await transport._shutdown()
-                nursery.cancel_scope.cancel()
-    except BaseExceptionGroup as group:
-        # Our tasks do not raise: the group wraps what the body raised. Re-raise that, so callers can catch it.
-        errors = [e for e in group.exceptions if not isinstance(e, trio.Cancelled)]
-        if len(errors) > 1:
-            raise
-        inner = (errors or group.exceptions)[0]
-        context = inner.__context__
-        try:
-            raise inner
-        finally:
-            inner.__context__ = context
-            del inner
+        with single_error():  # our tasks do not raise: let what the body raised out of the nursery's group
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(transport._read_stdout)
+                nursery.start_soon(transport._read_stderr)
+                nursery.start_soon(transport._watch_exit)
+                try:
+                    yield transport
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await transport._shutdown()
+                    nursery.cancel_scope.cancel()
     finally:
         transport._close_pipes()  # only once the tasks are done: closing a stream a task reads makes it raise
