@@ -367,6 +367,7 @@ def _parse(source: str, loc: Loc) -> _Expression:
         raise TemplateSyntaxError(
             "empty template ${{ }}", loc=loc, suggestion="write an expression, like ${{ inputs.name }}"
         )
+    _check_literals(source, loc)
     try:
         parsed = Parser().parse(source)
     except jp_exceptions.LexerError as exc:
@@ -387,6 +388,49 @@ def _parse(source: str, loc: Loc) -> _Expression:
     expression = _Expression(source, parsed)
     _check_nodes(parsed.parsed, source, loc)
     return expression
+
+
+def _check_literals(source: str, loc: Loc) -> None:
+    """Refuse a backtick literal that is not JSON.
+
+    JMESPath still reads `` `foo` `` as the string "foo" (deprecated, with a warning); we ask for
+    ``'foo'`` instead, so a typo in a JSON literal is not silently turned into a string.
+    """
+    pos = 0
+    while pos < len(source):
+        char = source[pos]
+        if char in "'\"":
+            pos = _skip_quoted(source, pos, char)
+        elif char == "`":
+            end = _skip_quoted(source, pos, "`")
+            if end > len(source):
+                return  # unclosed: the parser says so
+            lexeme = source[pos + 1 : end - 1].replace("\\`", "`")
+            try:
+                json.loads(lexeme)
+            except (ValueError, RecursionError):
+                raise TemplateSyntaxError(
+                    f"invalid expression ${{{{ {source} }}}}: `{_shorten(lexeme, 30)}` is not a JSON literal "
+                    f"at column {pos + 1}",
+                    loc=loc,
+                    suggestion="write strings as 'text' (or `\"text\"`)",
+                ) from None
+            pos = end
+        else:
+            pos += 1
+
+
+def _skip_quoted(source: str, start: int, quote: str) -> int:
+    """The index just past the closing ``quote`` (or the end: the parser reports the unclosed quote)."""
+    pos = start + 1
+    while pos < len(source):
+        if source[pos] == "\\":
+            pos += 2
+            continue
+        if source[pos] == quote:
+            return pos + 1
+        pos += 1
+    return len(source) + 1
 
 
 def _parse_detail(exc: jp_exceptions.ParseError) -> str:
