@@ -1080,3 +1080,21 @@ def test_parser_result_does_not_depend_on_chunking(
     chunks = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
     assert parse(*chunks) == parse(raw) == expected
     assert parse(*(raw[i : i + 1] for i in range(len(raw)))) == expected  # one byte at a time
+
+
+async def test_get_stream_without_event_ids_keeps_reconnecting_while_it_delivers(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    async def handler(req: Seen) -> httpx.Response:
+        n = len(server.of("GET"))
+        if n <= 10:
+            return sse(event({"jsonrpc": "2.0", "method": "notifications/message", "params": {"n": n}}))
+        return httpx.Response(503)
+
+    async with connect(handler, open_get_stream=True, get_stream_attempts=2) as (t, server):
+        t.set_protocol_version("2025-11-25")
+        got = await receive_all(t, 10)
+        await nothing_more(t, 100)
+    assert [e.params for e in got if isinstance(e, Notification)] == [{"n": n} for n in range(1, 11)]
+    assert len(server.of("GET")) == 12  # ten that delivered, then two fruitless ones
+    assert all("last-event-id" not in g.headers for g in server.of("GET"))

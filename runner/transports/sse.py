@@ -217,6 +217,7 @@ class Stream:
     last_event_id: str | None = None
     retry_ms: int | None = None
     finished: bool = False
+    delivered: int = 0  # messages handed on from it
     # A reader owns it: send() has returned, so only a RequestLost can report its failure now.
     open: bool = False
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
@@ -347,6 +348,7 @@ class StreamHub:
         return True
 
     def _dispatch(self, item: Message | InvalidMessage, stream: Stream) -> None:
+        stream.delivered += 1
         if isinstance(item, Response | ErrorResponse):
             if item.id is None or self._answered(item.id, stream):
                 self._emit(item)
@@ -519,6 +521,7 @@ class StreamHub:
                     headers = self.headers(ACCEPT_SSE, last_event_id=stream.last_event_id)
                     request = self._client.build_request("GET", self._url, headers=headers, timeout=self.timeout)
                     progressed = False
+                    delivered = stream.delivered
                     try:
                         response = await self._client.send(request, stream=True, follow_redirects=False)
                     except httpx.TransportError as exc:
@@ -526,7 +529,8 @@ class StreamHub:
                     else:
                         status = response.status_code
                         if status == 200 and content_type(response) == ACCEPT_SSE:
-                            progressed = await self._consume(response, stream)
+                            # Progress: a new event id (a polling server moves our cursor), or any message.
+                            progressed = await self._consume(response, stream) or stream.delivered > delivered
                         else:
                             await aclose_response(response, self._params.close_timeout)
                             if status == 405:
