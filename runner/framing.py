@@ -24,7 +24,7 @@ class LineDecoder:
     ([b'{"a":1}'], [b'{"b":2}'])
     """
 
-    __slots__ = ("_chunks", "_max_size", "_pending")
+    __slots__ = ("_chunks", "_max_size", "_oversized", "_pending")
 
     def __init__(self, max_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
         if max_size < 1:
@@ -34,6 +34,7 @@ class LineDecoder:
         # message trickling in small reads costs linear time, not quadratic.
         self._chunks: list[bytes] = []
         self._pending = 0
+        self._oversized = 0
 
     @property
     def pending(self) -> int:
@@ -42,6 +43,8 @@ class LineDecoder:
 
     def feed(self, data: bytes) -> list[bytes]:
         """Add ``data``; return every line it completed (without the newline)."""
+        if self._oversized:
+            self._too_large(self._oversized)
         if b"\n" not in data:
             if data:
                 self._pending += len(data)
@@ -61,13 +64,19 @@ class LineDecoder:
         max_size = self._max_size
         if self._pending > max_size:
             self._too_large(self._pending)
-        lines = []
+        lines: list[bytes] = []
         for part in parts:
             if part[-1:] == b"\r":
                 part = part[:-1]
             if not part:
                 continue
             if len(part) > max_size:
+                if lines:
+                    # Hand back the good lines read before it; the next feed raises.
+                    self._oversized = len(part)
+                    self._chunks.clear()
+                    self._pending = 0
+                    return lines
                 self._too_large(len(part))
             lines.append(part)
         return lines
@@ -80,6 +89,7 @@ class LineDecoder:
         return rest or None
 
     def _too_large(self, size: int) -> None:
+        self._oversized = 0
         self._chunks.clear()
         self._pending = 0
         raise FrameTooLarge(

@@ -65,3 +65,10 @@ def test_cap_on_complete_line() -> None:
 def test_exactly_at_cap_is_fine() -> None:
     decoder = LineDecoder(max_size=10)
     assert decoder.feed(b"1234567890\n") == [b"1234567890"]
+
+
+def test_good_lines_before_an_oversized_one_are_delivered() -> None:
+    decoder = LineDecoder(max_size=10)
+    assert decoder.feed(b"ok\n" + b"x" * 20 + b"\n") == [b"ok"]
+    with pytest.raises(FrameTooLarge):
+        decoder.feed(b"")
