@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 import trio
+import trio.testing
 from hypothesis import given
 from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
@@ -1098,3 +1099,25 @@ async def test_get_stream_without_event_ids_keeps_reconnecting_while_it_delivers
     assert [e.params for e in got if isinstance(e, Notification)] == [{"n": n} for n in range(1, 11)]
     assert len(server.of("GET")) == 12  # ten that delivered, then two fruitless ones
     assert all("last-event-id" not in g.headers for g in server.of("GET"))
+
+
+async def test_cancelling_a_call_closes_its_stream_quietly(autojump_clock: trio.abc.Clock) -> None:
+    streams: list[ScriptedStream] = []
+
+    async def handler(req: Seen) -> httpx.Response:
+        if req.rpc_method == "notifications/cancelled":
+            return httpx.Response(202)
+        response = sse(event("", id=f"p{req.rpc_id}"), Hang())
+        assert isinstance(response.stream, ScriptedStream)
+        streams.append(response.stream)
+        return response
+
+    async with connect(handler) as (t, server):
+        await t.send(Request(1, "tools/call"))
+        await t.send(Request(2, "tools/call"))
+        await trio.sleep(30)  # the session's call timeout
+        await t.send(Notification("notifications/cancelled", {"requestId": 1, "reason": "timeout"}))
+        await trio.testing.wait_all_tasks_blocked()
+        assert streams[0].closed and not streams[1].closed
+        await nothing_more(t)  # no RequestLost: the session already failed the call
+    assert server.of("GET") == []

@@ -57,7 +57,7 @@ from runner.errors import (
     SessionExpired,
     TransportError,
 )
-from runner.jsonrpc import ErrorResponse, Message, Request, decode, encode
+from runner.jsonrpc import ErrorResponse, Message, Notification, Request, decode, encode
 from runner.transports.base import TransportEvent
 from runner.transports.http_classify import (
     Action,
@@ -237,6 +237,12 @@ class HttpTransport:
         finally:
             if stream is not None and not handed_off:
                 self._hub.forget(stream)
+            elif type(message) is Notification and message.method == "notifications/cancelled" and message.params:
+                # A disconnect is not a cancellation (2025-11-25), so the stream can be closed now that the
+                # cancellation went out (or could not): its connection goes back to the pool.
+                cancelled = message.params.get("requestId")
+                if isinstance(cancelled, str | int):
+                    self._hub.abandon(cancelled)
 
     # -- POST ----------------------------------------------------------------------------------------
 

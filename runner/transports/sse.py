@@ -282,6 +282,14 @@ class StreamHub:
         if stream.request_id is not None and self._pending.get(stream.request_id) is stream:
             del self._pending[stream.request_id]
 
+    def abandon(self, request_id: RequestId) -> None:
+        """The session gave up on ``request_id`` (it sent ``notifications/cancelled``): stop reading its
+        stream and free the connection, reporting nothing; a late response would be dropped anyway."""
+        stream = self._pending.get(request_id)
+        if stream is not None and stream.open:
+            self.forget(stream)
+            stream.scope.cancel()
+
     def read_sse(self, response: httpx.Response, stream: Stream) -> None:
         """Hand ``response`` (an event stream) to a background reader, which owns it from now on."""
         stream.open = True
