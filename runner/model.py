@@ -129,34 +129,37 @@ class Server(_Model):
     )
 
     command: list[str] | None = Field(
-        None, min_length=1, description="stdio: the argv list that starts the server (no shell)."
+        default=None, min_length=1, description="stdio: the argv list that starts the server (no shell)."
     )
     env: dict[str, str] | None = Field(
-        None, description="stdio: extra environment variables; values may hold templates over env and inputs."
+        default=None, description="stdio: extra environment variables; values may hold templates over env and inputs."
     )
-    cwd: str | None = Field(None, description="stdio: the working directory of the server process.")
+    cwd: str | None = Field(default=None, description="stdio: the working directory of the server process.")
     url: str | None = Field(
-        None, description="Streamable HTTP: the endpoint URL; may hold templates over env and inputs."
+        default=None, description="Streamable HTTP: the endpoint URL; may hold templates over env and inputs."
     )
     headers: dict[str, str] | None = Field(
-        None, description="Streamable HTTP: extra request headers; values may hold templates over env and inputs."
+        default=None,
+        description="Streamable HTTP: extra request headers; values may hold templates over env and inputs.",
     )
-    max_concurrency: int = Field(8, ge=1, description="At most this many calls in flight on this server.")
-    timeout: Duration | None = Field(None, description="Default hard cap for one call.")
-    idle_timeout: Duration | None = Field(None, description="Default cap on time without progress for one call.")
+    max_concurrency: int = Field(default=8, ge=1, description="At most this many calls in flight on this server.")
+    timeout: Duration | None = Field(default=None, description="Default hard cap for one call.")
+    idle_timeout: Duration | None = Field(
+        default=None, description="Default cap on time without progress for one call."
+    )
     trust_annotations: bool = Field(
-        False, description="Believe the server's tool annotations (idempotentHint) when deciding on retries."
+        default=False, description="Believe the server's tool annotations (idempotentHint) when deciding on retries."
     )
 
 
 class Input(_Model):
     """One workflow input: its type, default, and whether it is a secret (masked in output)."""
 
-    type: InputType = Field("string", description="The input's JSON type.")
-    default: Any = Field(None, description="The value used when none is given; makes the input optional.")
-    description: str | None = Field(None, description="What the input is for (shown by `mcp-run plan`).")
-    secret: bool = Field(False, description="Mask the value in logs, journals and summaries.")
-    required: bool | None = Field(None, description="Must be given; defaults to true when there is no default.")
+    type: InputType = Field(default="string", description="The input's JSON type.")
+    default: Any = Field(default=None, description="The value used when none is given; makes the input optional.")
+    description: str | None = Field(default=None, description="What the input is for (shown by `mcp-run plan`).")
+    secret: bool = Field(default=False, description="Mask the value in logs, journals and summaries.")
+    required: bool | None = Field(default=None, description="Must be given; defaults to true when there is no default.")
 
     @property
     def has_default(self) -> bool:
@@ -193,19 +196,19 @@ class Step(_Model):
         default_factory=list, description="Steps that must finish first (in addition to those templates use)."
     )
     if_: Annotated[Any, WithJsonSchema({"type": ["string", "boolean"]})] = Field(
-        None, alias="if", description="Run the step only when this template is truthy: ${{ expr }}."
+        default=None, alias="if", description="Run the step only when this template is truthy: ${{ expr }}."
     )
     for_each: Annotated[Any, WithJsonSchema({"type": ["string", "array"]})] = Field(
-        None, description="Fan out: a template that evaluates to a list (or a literal list); one call per item."
+        default=None, description="Fan out: a template that evaluates to a list (or a literal list); one call per item."
     )
     key: str | None = Field(
-        None, description="Template rendered per item to its identity; default: SHA-256 of its canonical JSON."
+        default=None, description="Template rendered per item to its identity; default: SHA-256 of its canonical JSON."
     )
-    concurrency: int | None = Field(None, ge=1, description="Fan-out: at most this many items in flight.")
-    timeout: Duration | None = Field(None, description="Hard cap for one call.")
-    idle_timeout: Duration | None = Field(None, description="Cap on time without progress for one call.")
-    idempotent: bool = Field(False, description="Safe to call again when an outcome is unknown.")
-    continue_on_error: bool = Field(False, description="A failure of this step does not fail the run.")
+    concurrency: int | None = Field(default=None, ge=1, description="Fan-out: at most this many items in flight.")
+    timeout: Duration | None = Field(default=None, description="Hard cap for one call.")
+    idle_timeout: Duration | None = Field(default=None, description="Cap on time without progress for one call.")
+    idempotent: bool = Field(default=False, description="Safe to call again when an outcome is unknown.")
+    continue_on_error: bool = Field(default=False, description="A failure of this step does not fail the run.")
 
     @field_validator("if_")
     @classmethod
@@ -247,8 +250,8 @@ class Workflow(_Model):
     )
 
     version: int = Field(description="The format version; must be 1.")
-    name: str | None = Field(None, description="A short title.")
-    description: str | None = Field(None, description="What the workflow does.")
+    name: str | None = Field(default=None, description="A short title.")
+    description: str | None = Field(default=None, description="What the workflow does.")
     servers: dict[str, Server] = Field(default_factory=dict, description="Named MCP servers.")
     inputs: dict[Identifier, Input] = Field(
         default_factory=dict, description="Named inputs, given with --input NAME=VALUE or an inputs file."

@@ -54,25 +54,10 @@ from runner.errors import McpRunError, WorkflowError
 from runner.exitcodes import ExitCode
 
 __all__ = [
-    "ROOTS",
-    "Compiled",
-    "Loc",
-    "Occurrence",
-    "Reference",
-    "StepStatus",
-    "TemplateError",
-    "TemplateSyntaxError",
-    "canonical_json",
-    "compile_value",
-    "did_you_mean",
-    "fanout_view",
-    "is_truthy",
-    "item_entry",
-    "item_key",
-    "make_context",
-    "render_text",
-    "step_view",
-]
+    "ROOTS", "Compiled", "Loc", "Occurrence", "Reference", "StepStatus", "TemplateError", "TemplateSyntaxError",
+    "canonical_json", "compile_value", "did_you_mean", "fanout_view", "is_truthy", "item_entry", "item_key",
+    "make_context", "render_text", "step_view",
+]  # fmt: skip
 
 ROOTS: tuple[str, ...] = ("inputs", "env", "steps", "item", "index")
 Loc = tuple[str | int, ...]
@@ -89,18 +74,10 @@ _CHAIN = frozenset(
     {"subexpression", "index_expression", "projection", "value_projection", "filter_projection", "flatten"}
 )
 # Nodes all of whose children are evaluated against the same value as the node itself.
-_SAME_SCOPE = frozenset(
-    {
-        "or_expression",
-        "and_expression",
-        "not_expression",
-        "comparator",
-        "multi_select_list",
-        "multi_select_dict",
-        "key_val_pair",
-        "function_expression",
-    }
-)
+_SAME_SCOPE = frozenset({
+    "or_expression", "and_expression", "not_expression", "comparator", "multi_select_list", "multi_select_dict",
+    "key_val_pair", "function_expression",
+})  # fmt: skip
 
 
 class TemplateSyntaxError(WorkflowError):
@@ -490,7 +467,7 @@ def _references(expression: _Expression, loc: Loc) -> list[Reference]:
         node = stack.pop()
         kind = node["type"]
         if kind == "field" or kind in _CHAIN:
-            names = _leading_fields(node)
+            names, _ = _leading(node)
             if names:
                 found.append(_reference(names, expression.text, loc))
             elif node["children"]:
@@ -510,13 +487,9 @@ def _references(expression: _Expression, loc: Loc) -> list[Reference]:
     return found
 
 
-def _leading_fields(node: Any) -> list[str]:
-    """The plain field names an access path starts with: ``steps.a.json[0]`` gives ``[steps, a, json]``."""
-    names, _complete = _leading(node)
-    return names
-
-
 def _leading(node: Any) -> tuple[list[str], bool]:
+    """The plain field names an access path starts with (``steps.a.json[0]``: steps, a, json), and
+    whether the node is nothing but those names."""
     kind = node["type"]
     if kind == "field":
         return [node["value"]], True

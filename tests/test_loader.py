@@ -128,7 +128,7 @@ class TestDialect:
     def test_the_fast_and_the_pure_parser_agree(self) -> None:
         for path in [VALID, *INVALID]:
             text = path.read_text(encoding="utf-8")
-            outcomes = []
+            outcomes: list[Any] = []
             for fast in (True, False):
                 try:
                     data, positions = parse_yaml(text, file="f", fast=fast)

@@ -119,7 +119,8 @@ class TestPositionsAndErrors:
         assert suggest_identifier("") == "_"
 
     def test_describe(self) -> None:
-        assert [describe(v) for v in (None, True, 3, 1.5, "x", [], {})] == [
+        values: list[Any] = [None, True, 3, 1.5, "x", [], {}]
+        assert [describe(v) for v in values] == [
             "null", "a boolean (true)", "an integer (3)", "a number (1.5)", "a string ('x')", "a list", "a mapping"
         ]  # fmt: skip
 

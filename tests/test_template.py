@@ -250,7 +250,8 @@ def test_item_key_is_sha256_of_canonical_json() -> None:
 
 
 def test_truthiness_and_text() -> None:
-    assert [is_truthy(v) for v in (None, False, "", [], {}, 0, "x", [0], True)] == [
+    values: list[Any] = [None, False, "", [], {}, 0, "x", [0], True]
+    assert [is_truthy(v) for v in values] == [
         False,
         False,
         False,
