@@ -1121,3 +1121,22 @@ async def test_cancelling_a_call_closes_its_stream_quietly(autojump_clock: trio.
         assert streams[0].closed and not streams[1].closed
         await nothing_more(t)  # no RequestLost: the session already failed the call
     assert server.of("GET") == []
+
+
+async def test_errors_do_not_show_the_session_id(autojump_clock: trio.abc.Clock) -> None:
+    async def handler(req: Seen) -> httpx.Response:
+        if req.rpc_method == "initialize":
+            return json_response(result(0), headers={"mcp-session-id": "secret-session"})
+        if req.rpc_id == 1:
+            return sse(event("", id="a"), Hang())
+        return httpx.Response(404)
+
+    async with connect(handler) as (t, _):
+        await t.send(INIT)
+        await t.receive()
+        await t.send(Request(1, "tools/call"))
+        with pytest.raises(SessionExpired) as info:
+            await t.send(Request(2, "tools/call"))
+        lost = await t.receive()
+    assert isinstance(lost, RequestLost)
+    assert "secret-session" not in str(info.value) and "secret-session" not in str(lost.error)

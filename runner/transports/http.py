@@ -33,7 +33,9 @@ How it speaks HTTP:
 - Notifications from a request's stream come out with ``related_request_id`` set to that request;
   from the GET stream with ``None``.
 - Redirects are never followed (a 3xx is an ``HTTPStatusError`` naming the ``Location``), credentials in
-  the URL are refused (put them in a header), and header values are masked in ``repr(params)``.
+  the URL are refused (put them in a header), header values are masked in ``repr(params)``, and neither
+  they nor the session id appear in errors or logs (``describe()`` drops the URL's query too).
+- Once ``notifications/cancelled`` for a call has been sent, that call's stream is closed quietly.
 """
 
 from __future__ import annotations
@@ -308,7 +310,7 @@ class HttpTransport:
             if stream is not None:
                 self._hub.forget(stream)  # reported by SessionExpired, not by RequestLost
             self._hub.expire_session(sent_session)
-            raise SessionExpired(f"{what}: the server no longer knows session {sent_session!r} (404)") from error
+            raise SessionExpired(f"{what}: the server no longer knows our session (404)") from error
         if verdict.action is Action.RETRY_AFTER:
             raise _Retry(error, parse_retry_after(response.headers.get("retry-after")))
         if verdict.action is Action.IN_DOUBT and stream is not None and not initialize:

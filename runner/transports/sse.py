@@ -325,7 +325,7 @@ class StreamHub:
             # A stream whose POST still awaits its status is left alone: that POST's own 404 (or success)
             # decides, and send() reports it.
             if stream.open and stream.session_id == session_id:
-                self._lose(stream, OutcomeUnknown(f"session {session_id!r} expired while the call was in flight"))
+                self._lose(stream, OutcomeUnknown("the session expired while the call was in flight"))
 
     # -- delivering events ---------------------------------------------------------------------------
 
