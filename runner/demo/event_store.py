@@ -40,7 +40,10 @@ class InMemoryEventStore(EventStore):
         self._events: OrderedDict[EventId, _StoredEvent] = OrderedDict()
         self._sequence = itertools.count(1)
 
-    def __len__(self) -> int:
+    # No __len__: the SDK tests the store's truthiness (``if not self._event_store``), and an empty
+    # store with a __len__ would read as "no event store" and silently disable resumability.
+    @property
+    def event_count(self) -> int:
         return len(self._events)
 
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:

@@ -1,0 +1,1 @@
+"""Real MCP servers the integration tests start (official SDK test peer)."""
