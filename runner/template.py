@@ -533,7 +533,7 @@ def _reference(names: list[str], text: str, loc: Loc) -> Reference:
 def make_context(
     *,
     inputs: Mapping[str, Any],
-    env: Mapping[str, str],
+    env: Mapping[str, str | None],
     steps: Mapping[str, Any],
     item: Any = None,
     index: int | None = None,

@@ -1,0 +1,546 @@
+"""``mcp-run run``/``resume``/``validate``/``plan``: from a workflow file to a finished (or resumable) run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from runner.errors import UsageError
+from runner.exitcodes import ExitCode, combine
+
+if TYPE_CHECKING:
+    from runner.plan import Plan
+    from runner.rundir import RunDir, RunLock
+    from runner.scheduler import Outcome, Prior, Scheduler
+
+SUMMARY_VERSION = 1
+
+RUN_HELP = """\
+Run a workflow: every step a tool call, wired together by ${{ }} templates, journaled so that an
+interrupted run can be resumed without calling anything twice.
+
+A second run of the same workflow while an earlier one is unfinished is refused: add --resume to finish
+it (or to start a new run when none is unfinished, so a cron line can always carry --resume), or
+--new-run to start over.
+"""
+
+RUN_EXAMPLES = """\
+examples:
+  mcp-run workflows/convert_docs.yaml
+  mcp-run workflows/convert_docs.yaml --input docs=./notes --json
+  mcp-run workflows/convert_docs.yaml --resume          # in cron: finish an interrupted run, or start one
+  mcp-run resume 20261129T213512.123Z-3f9a1c --skip-in-doubt
+"""
+
+
+def _add_workflow_inputs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--input",
+        "-i",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set an input (repeatable); typed by the workflow's inputs section",
+    )
+    parser.add_argument("--inputs-file", metavar="FILE", help="a YAML or JSON mapping of input values")
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-dir", metavar="DIR", help="where runs are kept (default: .mcp-run beside the workflow)"
+    )
+    parser.add_argument("--no-journal", action="store_true", help="do not journal (a throwaway run; cannot resume)")
+    parser.add_argument(
+        "--concurrency", type=int, default=16, metavar="N", help="at most N calls in flight in all (default: 16)"
+    )
+    parser.add_argument(
+        "--rerun-in-doubt", action="store_true", help="on resume, call again items whose outcome is unknown"
+    )
+    parser.add_argument(
+        "--skip-in-doubt", action="store_true", help="on resume, mark items whose outcome is unknown as failed"
+    )
+    parser.add_argument(
+        "--allow-changed",
+        action="store_true",
+        help="resume even though the workflow or inputs changed: changed steps (and what follows) run afresh",
+    )
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="on the first Ctrl-C/SIGTERM, let calls in flight finish for up to S seconds (default: 10)",
+    )
+    parser.add_argument("--retry-attempts", type=int, default=5, metavar="N", help="attempts for undelivered calls")
+    parser.add_argument(
+        "--retry-max-time", type=float, default=120.0, metavar="S", help="time bound for those retries (default 120)"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON summary on stdout at the end")
+    parser.add_argument("--output", metavar="FILE", help="write the workflow's outputs as JSON to FILE")
+    parser.add_argument("--quiet", "-q", action="store_true", help="print only errors and the final outputs")
+    parser.add_argument("--no-progress", action="store_true", help="no live progress display")
+    parser.add_argument(
+        "--log-level",
+        default="warning",
+        choices=("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"),
+        help="show server log messages at or above this level (default: warning)",
+    )
+    parser.add_argument(
+        "--server-log-level",
+        default="info",
+        choices=("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"),
+        help="level asked of servers that support logging (default: info); the journal keeps what arrives",
+    )
+
+
+def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: str) -> None:
+    run = sub.add_parser(
+        "run",
+        help="run a workflow (the default command)",
+        description=RUN_HELP,
+        epilog=RUN_EXAMPLES + "\n" + exit_help,
+        formatter_class=formatter,
+    )
+    run.add_argument("file", metavar="WORKFLOW", help="the workflow file (YAML)")
+    _add_workflow_inputs(run)
+    _add_run_options(run)
+    run.add_argument("--resume", action="store_true", help="resume the newest unfinished run, else start one")
+    run.add_argument("--new-run", action="store_true", help="start a new run even if one is unfinished")
+    run.set_defaults(handler=run_command)
+
+    resume = sub.add_parser(
+        "resume",
+        help="resume a run by id",
+        description="Resume a run from its journal: finished items are not called again.",
+        epilog=exit_help,
+        formatter_class=formatter,
+    )
+    resume.add_argument("run_id", metavar="RUN_ID")
+    _add_workflow_inputs(resume)
+    _add_run_options(resume)
+    resume.set_defaults(handler=resume_command)
+
+    validate = sub.add_parser(
+        "validate",
+        help="check a workflow without running it",
+        description="Check a workflow without contacting any server: YAML, schema, servers, templates, "
+        "references, cycles. Exit code 2 with file:line:column for each problem.",
+        epilog=exit_help,
+        formatter_class=formatter,
+    )
+    validate.add_argument("file", metavar="WORKFLOW")
+    _add_workflow_inputs(validate)
+    validate.set_defaults(handler=validate_command)
+
+    plan = sub.add_parser(
+        "plan",
+        help="show the steps in order",
+        description="Print the DAG: layers, server, tool, fan-out, concurrency and retry safety. With --check, "
+        "also connect, list tools, and check that every tool exists and its arguments fit its schema.",
+        epilog=exit_help,
+        formatter_class=formatter,
+    )
+    plan.add_argument("file", metavar="WORKFLOW")
+    _add_workflow_inputs(plan)
+    plan.add_argument("--check", action="store_true", help="connect to the servers and check tools and arguments")
+    plan.set_defaults(handler=plan_command)
+
+
+def _load_plan(args: argparse.Namespace, *, require_inputs: bool, file: str | None = None) -> Plan:
+    from runner.loader import load_inputs_file, validate
+
+    path = file or args.file
+    inputs_file = load_inputs_file(args.inputs_file) if getattr(args, "inputs_file", None) else None
+    return validate(path, require_inputs=require_inputs, input_pairs=args.input, inputs_file=inputs_file)
+
+
+def validate_command(args: argparse.Namespace) -> int:
+    plan = _load_plan(args, require_inputs=False)
+    fan_outs = sum(1 for s in plan.steps.values() if s.fan_out)
+    print(
+        f"{args.file}: valid: {len(plan.steps)} steps in {len(plan.layers)} layers, "
+        f"{len(plan.servers)} servers, {fan_outs} fan-outs"
+    )
+    return ExitCode.OK
+
+
+def plan_command(args: argparse.Namespace) -> int:
+    from runner.plan import render_plan_text
+
+    plan = _load_plan(args, require_inputs=False)
+    print(render_plan_text(plan))
+    if args.check:
+        from runner.cli.plancheck import check_plan
+
+        problems = check_plan(plan)
+        for line in problems:
+            print(line, file=sys.stderr)
+        return ExitCode.USAGE if any(p.startswith("error") for p in problems) else ExitCode.OK
+    return ExitCode.OK
+
+
+def run_command(args: argparse.Namespace) -> int:
+    if args.resume and args.new_run:
+        raise UsageError("--resume and --new-run contradict each other")
+    return _execute(args, Path(args.file), run_id=None)
+
+
+def resume_command(args: argparse.Namespace) -> int:
+    from runner.rundir import find_run, resolve_state_dir
+
+    state_dir = resolve_state_dir(args.state_dir, None)
+    run_dir = find_run(state_dir, args.run_id)
+    state = run_dir.read()
+    if not state.workflow:
+        raise UsageError(f"run {args.run_id} has no run_started record; it cannot be resumed")
+    args.resume = True
+    args.new_run = False
+    args.state_dir = str(state_dir)
+    return _execute(args, Path(state.workflow), run_id=args.run_id)
+
+
+def _execute(args: argparse.Namespace, path: Path, *, run_id: str | None) -> int:
+    if args.rerun_in_doubt and args.skip_in_doubt:
+        raise UsageError("--rerun-in-doubt and --skip-in-doubt contradict each other")
+    if args.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    from runner.eventlog import Masker
+    from runner.runctl import collect_secrets, env_context, fingerprints, unfinished_runs, workflow_hash
+    from runner.rundir import RunDir, find_run, resolve_state_dir
+
+    plan = _load_plan(args, require_inputs=True, file=str(path))
+    inputs = dict(plan.input_values or {})
+    env = env_context(plan)
+    masker = Masker(collect_secrets(plan, inputs, env))
+    fps = fingerprints(plan, inputs)
+    wf_hash = workflow_hash(path)
+    state_dir = resolve_state_dir(args.state_dir, path)
+    console = _console(args, masker)
+
+    if args.no_journal:
+        if args.resume:
+            raise UsageError("--no-journal cannot resume: there is no journal")
+        return _run(args, plan, inputs, env, masker, console, run_dir=None, lock=None, prior=None)
+
+    run_dir: RunDir | None = None
+    if run_id is not None:
+        run_dir = find_run(state_dir, run_id)
+    else:
+        unfinished = unfinished_runs(state_dir, path)
+        if unfinished and not args.new_run:
+            newest = unfinished[-1]
+            if not args.resume:
+                console.error(
+                    f"run {newest.run_dir.run_id} of this workflow is unfinished ({newest.status}). "
+                    f"Finish it with:\n  mcp-run {_quote(str(path))} --resume\n"
+                    f"or start over with --new-run."
+                )
+                return ExitCode.USAGE
+            run_dir = newest.run_dir
+    if run_dir is None:
+        run_dir = RunDir.create(state_dir)
+        lock = run_dir.lock()
+        console.info(f"run {run_dir.run_id} (journal: {run_dir.journal})")
+        return _run(
+            args,
+            plan,
+            inputs,
+            env,
+            masker,
+            console,
+            run_dir=run_dir,
+            lock=lock,
+            prior=None,
+            start={"fps": fps, "hash": wf_hash, "path": path},
+        )
+    lock = run_dir.lock()
+    try:
+        prior = _prepare_resume(args, run_dir, plan, inputs, fps, wf_hash, console)
+    except BaseException:
+        lock.release()
+        raise
+    if prior is None:
+        lock.release()
+        return ExitCode.USAGE
+    console.info(f"resuming run {run_dir.run_id} (journal: {run_dir.journal})")
+    return _run(
+        args,
+        plan,
+        inputs,
+        env,
+        masker,
+        console,
+        run_dir=run_dir,
+        lock=lock,
+        prior=prior,
+        start={"fps": fps, "hash": wf_hash, "path": path},
+    )
+
+
+def _prepare_resume(
+    args: argparse.Namespace,
+    run_dir: RunDir,
+    plan: Plan,
+    inputs: dict[str, Any],
+    fps: dict[str, str],
+    wf_hash: str,
+    console: Console,
+) -> Prior | None:
+    from runner.journal import fold, parse_journal
+    from runner.runctl import changed_steps, describe_changes
+    from runner.scheduler import Prior
+
+    data = run_dir.journal.read_bytes()
+    events, _ = parse_journal(data, source=str(run_dir.journal))
+    state = fold(events, keep_results={sid for sid, s in plan.steps.items() if s.referenced})
+    if state.finished:
+        console.error(f"run {run_dir.run_id} already finished ({state.status}); nothing to resume")
+        return None
+    public_inputs = {k: v for k, v in inputs.items() if not plan.workflow.inputs[k].secret}
+    changes = describe_changes(state, wf_hash, fps, public_inputs)
+    fresh: set[str] = set()
+    if changes:
+        if not args.allow_changed:
+            console.error(
+                f"run {run_dir.run_id} cannot be resumed as is:\n  - "
+                + "\n  - ".join(changes)
+                + "\nRun with --allow-changed to re-run the changed steps (and what depends on them), "
+                "or with --new-run to start over."
+            )
+            return None
+        fresh = changed_steps(state.fingerprints, fps)
+    mode = "rerun" if args.rerun_in_doubt else "skip" if args.skip_in_doubt else "ask"
+    return Prior(state=state, in_doubt=mode, fresh_steps=fresh)
+
+
+def _quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+class Console:
+    """What the run prints on stderr (progress, warnings, errors); masked, filtered by --quiet."""
+
+    def __init__(self, quiet: bool, masker: Any) -> None:
+        self.quiet = quiet
+        self._masker = masker
+
+    def info(self, text: str) -> None:
+        if not self.quiet:
+            print(self._masker.mask(text), file=sys.stderr, flush=True)
+
+    def warn(self, text: str) -> None:
+        if not self.quiet:
+            print("mcp-run: warning: " + self._masker.mask(text), file=sys.stderr, flush=True)
+
+    def error(self, text: str) -> None:
+        print("mcp-run: " + self._masker.mask(text), file=sys.stderr, flush=True)
+
+
+def _console(args: argparse.Namespace, masker: Any) -> Console:
+    return Console(args.quiet, masker)
+
+
+def _run(
+    args: argparse.Namespace,
+    plan: Plan,
+    inputs: dict[str, Any],
+    env: dict[str, Any],
+    masker: Any,
+    console: Console,
+    *,
+    run_dir: RunDir | None,
+    lock: RunLock | None,
+    prior: Prior | None,
+    start: dict[str, Any] | None = None,
+) -> int:
+    import trio
+
+    from runner.eventlog import EventLog
+    from runner.retry import RetryPolicy
+    from runner.runctl import make_opener
+    from runner.scheduler import Scheduler, SchedulerOptions
+    from runner.view import make_view
+
+    retry = RetryPolicy(attempts=max(1, args.retry_attempts), total=args.retry_max_time)
+    fd: int | None = None
+    if run_dir is not None:
+        if prior is not None:
+            fd, _state, _events = run_dir.open_for_append()
+        else:
+            fd = os.open(run_dir.journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    log = EventLog(fd, masker=masker, start_seq=prior.state.last_seq if prior is not None else 0)
+    view = make_view(args, plan, sys.stderr, masker)
+    log.subscribe(view.observe)
+    scheduler = Scheduler(
+        plan,
+        inputs=inputs,
+        env=env,
+        opener=make_opener(plan, inputs, env, retry),
+        log=log,
+        options=SchedulerOptions(concurrency=args.concurrency, retry=retry, server_log_level=args.server_log_level),
+        prior=prior,
+        on_warning=console.warn,
+    )
+    signals: list[int] = []
+    started = time.monotonic()
+    public_inputs = inputs
+    workflow_path = str(Path(start["path"]).resolve()) if start else None
+
+    async def main() -> Outcome:
+        async with trio.open_nursery() as outer:
+            await outer.start(log.run)
+            if prior is None:
+                assert start is not None or run_dir is None
+                await log.commit(
+                    "run_started",
+                    run_id=run_dir.run_id if run_dir else None,
+                    workflow=workflow_path,
+                    workflow_hash=start["hash"] if start else None,
+                    inputs=public_inputs,
+                    fingerprints=start["fps"] if start else {},
+                    pid=os.getpid(),
+                )
+            else:
+                await log.commit(
+                    "run_resumed",
+                    pid=os.getpid(),
+                    fingerprints=start["fps"] if start else {},
+                    allow_changed=bool(args.allow_changed),
+                )
+            outer.start_soon(_watch_signals, scheduler, args.grace, signals, console)
+            async with trio.open_nursery() as inner:
+                inner.start_soon(view.run)
+                outcome = await scheduler.run()
+                view.close()
+            code = outcome.exit_code
+            if signals:
+                code = combine([code, ExitCode.SIGINT if signals[0] == signal.SIGINT else ExitCode.SIGTERM])
+                outcome.exit_code = code
+            if not outcome.blocked:
+                log.record(
+                    "run_finished" if outcome.status != "interrupted" else "run_interrupted",
+                    status=outcome.status,
+                    exit_code=int(code),
+                    outputs=outcome.outputs,
+                )
+            log.close()
+            outer.cancel_scope.cancel()
+        return outcome
+
+    try:
+        from runner._trio import single_error
+
+        with single_error():
+            outcome = trio.run(main)
+    finally:
+        if fd is not None:
+            os.close(fd)
+        if lock is not None:
+            lock.release()
+    return _report(args, plan, outcome, run_dir, time.monotonic() - started, console, masker)
+
+
+async def _watch_signals(scheduler: Scheduler, grace: float, signals: list[int], console: Console) -> None:
+    import trio
+
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as receiver:
+        async for signum in receiver:
+            signals.append(signum)
+            if len(signals) == 1:
+                console.error(
+                    f"interrupted: dispatching nothing new; calls in flight have {grace:g} s to finish "
+                    "(interrupt again to cancel them now)"
+                )
+                scheduler.drain()
+
+                async def after_grace() -> None:
+                    await trio.sleep(grace)
+                    scheduler.cancel()
+
+                trio.lowlevel.spawn_system_task(after_grace)
+            elif len(signals) == 2:
+                console.error("interrupted again: cancelling calls in flight")
+                scheduler.cancel()
+            else:
+                os._exit(130 if signals[0] == signal.SIGINT else 143)
+
+
+def _report(
+    args: argparse.Namespace,
+    plan: Plan,
+    outcome: Outcome,
+    run_dir: RunDir | None,
+    duration: float,
+    console: Console,
+    masker: Any,
+) -> int:
+    summary = build_summary(plan, outcome, run_dir, duration)
+    if args.output:
+        Path(args.output).write_text(masker.mask(json.dumps(outcome.outputs, indent=2, ensure_ascii=False)) + "\n")
+    if args.json:
+        print(masker.mask(json.dumps(summary, indent=2, ensure_ascii=False)))
+    else:
+        if not args.quiet:
+            console.info(render_summary(summary))
+        if outcome.outputs:
+            print(masker.mask(json.dumps(outcome.outputs, indent=2, ensure_ascii=False)))
+    if outcome.blocked or outcome.in_doubt:
+        rows = "\n".join(
+            f"  {d['step']}  item {str(d['item'])[:24] or '-'}  "
+            f"({d.get('kind')}; dispatched {d.get('dispatched_at') or '?'})"
+            for d in outcome.in_doubt[:50]
+        )
+        more = f"\n  ... and {len(outcome.in_doubt) - 50} more" if len(outcome.in_doubt) > 50 else ""
+        console.error(
+            f"{len(outcome.in_doubt)} call(s) may or may not have happened:\n{rows}{more}\n"
+            "Check them on the server, then resume with --rerun-in-doubt (call them again) or --skip-in-doubt "
+            "(mark them failed)."
+        )
+    if outcome.status == "interrupted" and run_dir is not None:
+        console.error(f"run interrupted; resume it with:\n  mcp-run resume {run_dir.run_id}")
+    return int(outcome.exit_code)
+
+
+def build_summary(plan: Plan, outcome: Outcome, run_dir: RunDir | None, duration: float) -> dict[str, Any]:
+    return {
+        "version": SUMMARY_VERSION,
+        "run_id": run_dir.run_id if run_dir else None,
+        "workflow": plan.file,
+        "status": outcome.status,
+        "exit_code": int(outcome.exit_code),
+        "duration_s": round(duration, 3),
+        "steps": {
+            sid: {"status": r.status, **({"reason": r.reason} if r.reason else {}), **r.counts()}
+            for sid, r in outcome.steps.items()
+        },
+        "outputs": outcome.outputs,
+        "failed": outcome.failures,
+        "in_doubt": outcome.in_doubt,
+    }
+
+
+def render_summary(summary: dict[str, Any]) -> str:
+    steps = summary["steps"]
+    by_status: dict[str, int] = {}
+    for s in steps.values():
+        by_status[s["status"]] = by_status.get(s["status"], 0) + 1
+    items = sum(s["total"] for s in steps.values())
+    done = sum(s["succeeded"] for s in steps.values())
+    parts = ", ".join(f"{n} {status}" for status, n in sorted(by_status.items()))
+    lines = [
+        f"{summary['status']}: {len(steps)} steps ({parts}); {done}/{items} calls done in {summary['duration_s']:.1f}s"
+    ]
+    for failure in summary["failed"][:20]:
+        where = failure["step"] + (f"[{str(failure['item'])[:16]}]" if failure.get("item") else "")
+        lines.append(f"  failed {where}: {failure['kind']}: {str(failure['error']).splitlines()[0][:200]}")
+    if len(summary["failed"]) > 20:
+        lines.append(f"  ... and {len(summary['failed']) - 20} more failures (mcp-run show {summary['run_id']})")
+    return "\n".join(lines)

@@ -1,0 +1,228 @@
+"""Where a run's events go: numbered, timestamped, masked, shown to observers and appended to the journal.
+
+Three levels of durability, so that durability does not serialize the scheduler:
+
+- ``await commit(...)`` (write-ahead records: ``item_dispatched``): returns once the line is written *and
+  fsynced*. One writer task does group commit: every record waiting when it wakes goes out in one write
+  and one fsync, in a worker thread.
+- ``record(...)`` (state changes: results, failures, step and run events): queued and written at the
+  writer's next wake, which is immediate; fsynced with the next group.
+- ``note(...)`` (progress and log notifications): batched on a short timer (``flush_interval``).
+
+Secrets never reach the file or an observer in clear: every serialized line passes through the
+:class:`Masker`, which replaces each secret value by its named placeholder (``***env.API_TOKEN***``).
+
+Without a journal (``--no-journal``) the same object still numbers events and feeds observers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import trio
+
+from runner.errors import McpRunError
+
+__all__ = ["EventLog", "JournalWriteError", "Masker", "Observer"]
+
+Observer = Callable[[dict[str, Any]], None]
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+
+
+class JournalWriteError(McpRunError):
+    """The journal could not be written (disk full, permissions): the run stops rather than go on blind."""
+
+
+class Masker:
+    """Replaces secret values by named placeholders in serialized text, and back."""
+
+    def __init__(self, secrets: Mapping[str, str] | None = None) -> None:
+        # placeholder name -> value; values shorter than 3 characters would mask half the journal
+        self._pairs: list[tuple[str, str]] = []
+        for name, value in (secrets or {}).items():
+            self.add(name, value)
+
+    def add(self, name: str, value: str) -> None:
+        if len(value) < 3:
+            return
+        placeholder = f"***{name}***"
+        self._pairs.append((value, placeholder))
+        escaped = json.dumps(value, ensure_ascii=False)[1:-1]
+        if escaped != value:
+            self._pairs.append((escaped, placeholder))
+        self._pairs.sort(key=lambda p: -len(p[0]))  # longest first: a secret inside another stays hidden
+
+    def __bool__(self) -> bool:
+        return bool(self._pairs)
+
+    def mask(self, text: str) -> str:
+        for value, placeholder in self._pairs:
+            if value in text:
+                text = text.replace(value, placeholder)
+        return text
+
+    def unmask(self, text: str) -> str:
+        """Re-expand placeholders (values are JSON-escaped, so this is safe on serialized lines)."""
+        for value, placeholder in reversed(self._pairs):
+            if placeholder in text:
+                text = text.replace(placeholder, json.dumps(value, ensure_ascii=False)[1:-1])
+        return text
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class EventLog:
+    """Numbered events for observers and, when ``fd`` is given, for the journal file."""
+
+    def __init__(
+        self,
+        fd: int | None,
+        *,
+        masker: Masker | None = None,
+        start_seq: int = 0,
+        flush_interval: float = 0.2,
+        fsync: bool = True,
+    ) -> None:
+        self._fd = fd
+        self._masker = masker or Masker()
+        self._seq = start_seq
+        self._flush_interval = flush_interval
+        self._fsync = fsync
+        self._observers: list[Observer] = []
+        self._buffer: list[str] = []
+        self._waiters: list[trio.Event] = []
+        self._wake = trio.Event()
+        self._scope: trio.CancelScope | None = None
+        self._lazy_pending = False
+        self._unsynced = False
+        self._closing = False
+        self._failed: JournalWriteError | None = None
+        self.lines_written = 0
+        self.fsyncs = 0
+
+    @property
+    def journaling(self) -> bool:
+        return self._fd is not None
+
+    @property
+    def seq(self) -> int:
+        return self._seq
+
+    @property
+    def masker(self) -> Masker:
+        return self._masker
+
+    def subscribe(self, observer: Observer) -> None:
+        self._observers.append(observer)
+
+    # -- producing events ----------------------------------------------------------------------------
+
+    def _emit(self, event_type: str, fields: dict[str, Any]) -> str | None:
+        if self._failed is not None:
+            raise self._failed
+        self._seq += 1
+        event = {"seq": self._seq, "ts": _now(), "type": event_type, **fields}
+        line: str | None = None
+        if self._fd is not None or self._masker:
+            line = _dumps(event)
+            if self._masker:
+                masked = self._masker.mask(line)
+                if masked is not line:
+                    line = masked
+                    event = json.loads(line)
+        for observer in self._observers:
+            observer(event)
+        return line
+
+    async def commit(self, event_type: str, /, **fields: Any) -> None:
+        """Emit and wait until the line is durable (written and fsynced)."""
+        line = self._emit(event_type, fields)
+        if self._fd is None or line is None:
+            return
+        done = trio.Event()
+        self._buffer.append(line + "\n")
+        self._waiters.append(done)
+        self._wake.set()
+        await done.wait()
+        if self._failed is not None:
+            raise self._failed
+
+    def record(self, event_type: str, /, **fields: Any) -> None:
+        """Emit; the line is written at the writer's next wake (now)."""
+        line = self._emit(event_type, fields)
+        if self._fd is not None and line is not None:
+            self._buffer.append(line + "\n")
+            self._unsynced = True
+            self._wake.set()
+
+    def note(self, event_type: str, /, **fields: Any) -> None:
+        """Emit a high-volume event (progress, log); written within ``flush_interval``."""
+        line = self._emit(event_type, fields)
+        if self._fd is not None and line is not None:
+            self._buffer.append(line + "\n")
+            if not self._lazy_pending:
+                self._lazy_pending = True
+                if self._scope is not None:
+                    self._scope.deadline = min(self._scope.deadline, trio.current_time() + self._flush_interval)
+
+    # -- the writer task -----------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The single writer task. Runs until :meth:`close`; writes whatever is left before it returns."""
+        task_status.started()
+        if self._fd is None:
+            return
+        while True:
+            with trio.CancelScope(deadline=math.inf) as scope:
+                self._scope = scope
+                if self._lazy_pending:
+                    scope.deadline = trio.current_time() + self._flush_interval
+                if not self._closing:
+                    await self._wake.wait()
+            self._scope = None
+            self._wake = trio.Event()
+            batch, self._buffer = self._buffer, []
+            waiters, self._waiters = self._waiters, []
+            self._lazy_pending = False
+            sync = self._fsync and (bool(waiters) or (self._closing and self._unsynced))
+            if sync:
+                self._unsynced = False
+            if batch or sync:
+                try:
+                    await trio.to_thread.run_sync(self._write, "".join(batch).encode(), sync)
+                except OSError as exc:
+                    self._failed = JournalWriteError(f"cannot write the journal: {exc.strerror or exc}")
+                    for waiter in waiters:
+                        waiter.set()
+                    raise self._failed from exc
+                self.lines_written += len(batch)
+            for waiter in waiters:
+                waiter.set()
+            if self._closing and not self._buffer:
+                return
+
+    def _write(self, data: bytes, sync: bool) -> None:
+        assert self._fd is not None
+        view = memoryview(data)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+        if sync:
+            os.fsync(self._fd)
+            self.fsyncs += 1
+
+    def close(self) -> None:
+        """Ask the writer to flush everything, fsync and return."""
+        self._closing = True
+        self._unsynced = True
+        self._wake.set()
+        if self._scope is not None:
+            self._scope.deadline = -math.inf

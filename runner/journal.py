@@ -1,0 +1,257 @@
+"""The JSONL journal, sans-IO: the events a run writes, and folding them back into the state of a run.
+
+One JSON object per line. Every line has ``seq`` (1, 2, 3, ... over the life of the run, resumes
+included), ``ts`` (UTC, ISO 8601) and ``type``; most name the ``step`` and, in a fan-out, the ``item`` (its
+key) and ``index`` they concern. The types, in the order a run writes them:
+
+==================  ==========================================================================================
+``run_started``     ``run_id``, ``workflow`` (absolute path), ``workflow_hash``, ``inputs`` (secrets masked),
+                    ``fingerprints`` (step -> hash of its definition and its upstream steps), ``pid``
+``run_resumed``     ``pid``, ``fingerprints``, ``allow_changed``
+``session_opened``  ``server``, ``protocol_version``, ``server_info``
+``session_failed``  ``server``, ``error``, ``kind``
+``step_started``    ``step``, ``items`` (fan-out size) when it fans out
+``step_skipped``    ``step``, ``reason``
+``item_dispatched`` ``step``, ``item``, ``index``, ``server``, ``tool``, ``request_id``, ``progress_token``,
+                    ``attempt``; written and fsynced *before* the request goes out
+``progress``        ``step``, ``item``, ``progress``, ``total``, ``message``
+``log``             ``server``, ``level``, ``logger``, ``data``, and ``step``/``item`` when known
+``stream_resumed``  ``step``, ``item``, ``last_event_id``
+``item_succeeded``  ``step``, ``item``, ``index``, ``result`` (the MCP result)
+``item_failed``     ``step``, ``item``, ``index``, ``kind`` (see ``FAILURE_KINDS``), ``error``, ``result``
+``step_finished``   ``step``, ``status``, ``counts``
+``run_finished``    ``status``, ``exit_code``, ``outputs``
+==================  ==========================================================================================
+
+Folding never trusts what it cannot see: an item is *succeeded* only with its ``item_succeeded`` line; an
+item whose last record is ``item_dispatched`` (or ``item_failed`` of kind ``cancelled``, ``timeout`` or
+``outcome-unknown``) is **in doubt**: the server may or may not have run it.
+
+A torn last line (the process died mid-write: no final newline) is ignored on read; any other line that is
+not a JSON object is an error naming its line number.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from runner.errors import McpRunError
+from runner.exitcodes import ExitCode
+
+__all__ = [
+    "EVENT_TYPES",
+    "FAILURE_KINDS",
+    "IN_DOUBT_KINDS",
+    "ItemState",
+    "JournalCorrupt",
+    "RunState",
+    "StepState",
+    "fold",
+    "parse_journal",
+]
+
+EVENT_TYPES: Final = (
+    "run_started",
+    "run_resumed",
+    "session_opened",
+    "session_failed",
+    "step_started",
+    "step_skipped",
+    "item_dispatched",
+    "progress",
+    "log",
+    "stream_resumed",
+    "item_succeeded",
+    "item_failed",
+    "step_finished",
+    "run_finished",
+)
+
+FailureKind = Literal[
+    "connection-before-send",
+    "outcome-unknown",
+    "protocol-error",
+    "tool-error",
+    "timeout",
+    "cancelled",
+    "skipped-in-doubt",
+    "template-error",
+]
+FAILURE_KINDS: Final = (
+    "connection-before-send",
+    "outcome-unknown",
+    "protocol-error",
+    "tool-error",
+    "timeout",
+    "cancelled",
+    "skipped-in-doubt",
+    "template-error",
+)
+# Failures after which the server may have done the work.
+IN_DOUBT_KINDS: Final = frozenset({"outcome-unknown", "timeout", "cancelled"})
+
+ItemStatus = Literal["dispatched", "succeeded", "failed", "in-doubt"]
+
+
+class JournalCorrupt(McpRunError):
+    """A journal line that is neither valid JSON nor the torn last line of a crash."""
+
+    exit_code = ExitCode.USAGE
+
+
+@dataclass(slots=True)
+class ItemState:
+    key: str
+    index: int | None = None
+    status: ItemStatus = "dispatched"
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    kind: str | None = None
+    dispatched_at: str | None = None
+    request_id: Any = None
+    attempts: int = 0
+
+    @property
+    def in_doubt(self) -> bool:
+        return self.status == "in-doubt"
+
+
+@dataclass(slots=True)
+class StepState:
+    status: str = "pending"
+    items: dict[str, ItemState] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class RunState:
+    """What a journal says about a run."""
+
+    run_id: str | None = None
+    workflow: str | None = None
+    workflow_hash: str | None = None
+    inputs: dict[str, Any] = field(default_factory=dict)
+    fingerprints: dict[str, str] = field(default_factory=dict)
+    steps: dict[str, StepState] = field(default_factory=dict)
+    started_at: str | None = None
+    finished_at: str | None = None
+    status: str | None = None
+    exit_code: int | None = None
+    outputs: Any = None
+    last_seq: int = 0
+    events: int = 0
+    logs: list[dict[str, Any]] = field(default_factory=list)
+    pids: list[int] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return self.status is not None
+
+    def in_doubt(self) -> list[tuple[str, ItemState]]:
+        """Every (step, item) whose outcome is unknown, in journal order of dispatch."""
+        return [(sid, item) for sid, step in self.steps.items() for item in step.items.values() if item.in_doubt]
+
+    def item(self, step: str, key: str) -> ItemState | None:
+        state = self.steps.get(step)
+        return state.items.get(key) if state is not None else None
+
+
+def parse_journal(data: bytes, *, source: str = "journal.jsonl") -> tuple[list[dict[str, Any]], int]:
+    """Parse journal bytes into events. Returns the events and the length of the valid prefix (up to and
+    including the last complete line), which is where a resume appends after cutting a torn tail."""
+    events: list[dict[str, Any]] = []
+    end = data.rfind(b"\n") + 1  # a torn tail after the last newline is ignored
+    line_no = 0
+    for line in data[:end].split(b"\n")[:-1]:
+        line_no += 1
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError as exc:
+            raise JournalCorrupt(f"{source}:{line_no}: corrupt journal line ({exc})") from None
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            raise JournalCorrupt(f"{source}:{line_no}: journal line is not an event object")
+        events.append(event)
+    return events, end
+
+
+def fold(events: Iterable[dict[str, Any]], *, keep_results: set[str] | None = None) -> RunState:
+    """Replay events into a :class:`RunState`. ``keep_results`` limits which steps' results are kept in
+    memory (None keeps all): a 100,000-item fan-out nobody refers to needs only its statuses."""
+    state = RunState()
+    for event in events:
+        state.events += 1
+        seq = event.get("seq")
+        if isinstance(seq, int):
+            state.last_seq = max(state.last_seq, seq)
+        kind = event["type"]
+        step_id = event.get("step")
+        if kind in ("item_dispatched", "item_succeeded", "item_failed"):
+            step = state.steps.setdefault(str(step_id), StepState())
+            key = str(event.get("item", ""))
+            item = step.items.get(key)
+            if item is None:
+                item = step.items[key] = ItemState(key)
+            if event.get("index") is not None:
+                item.index = event["index"]
+            if kind == "item_dispatched":
+                item.status = "in-doubt"
+                item.dispatched_at = event.get("ts")
+                item.request_id = event.get("request_id")
+                item.attempts += 1
+                item.result = None
+                item.error = None
+                item.kind = None
+            elif kind == "item_succeeded":
+                item.status = "succeeded"
+                item.result = event.get("result") if keep_results is None or step_id in keep_results else None
+                item.error = None
+                item.kind = None
+            else:
+                failure = event.get("kind")
+                item.kind = failure
+                item.error = event.get("error")
+                item.status = "in-doubt" if failure in IN_DOUBT_KINDS else "failed"
+                if failure == "tool-error" and (keep_results is None or step_id in keep_results):
+                    item.result = event.get("result")
+        elif kind == "progress" or kind == "stream_resumed":
+            continue
+        elif kind == "log":
+            state.logs.append(event)
+        elif kind == "step_started":
+            state.steps.setdefault(str(step_id), StepState()).status = "running"
+        elif kind == "step_skipped":
+            state.steps.setdefault(str(step_id), StepState()).status = "skipped"
+        elif kind == "step_finished":
+            step = state.steps.setdefault(str(step_id), StepState())
+            step.status = str(event.get("status"))
+            counts = event.get("counts")
+            step.counts = counts if isinstance(counts, dict) else {}
+        elif kind == "run_started":
+            state.run_id = event.get("run_id")
+            state.workflow = event.get("workflow")
+            state.workflow_hash = event.get("workflow_hash")
+            state.inputs = event.get("inputs") or {}
+            state.fingerprints = event.get("fingerprints") or {}
+            state.started_at = event.get("ts")
+            if isinstance(event.get("pid"), int):
+                state.pids.append(event["pid"])
+        elif kind == "run_resumed":
+            # A resume reopens the run; whatever finished before stays as recorded per item.
+            state.status = None
+            state.exit_code = None
+            state.finished_at = None
+            if isinstance(event.get("fingerprints"), dict):
+                state.fingerprints = event["fingerprints"]
+            if isinstance(event.get("pid"), int):
+                state.pids.append(event["pid"])
+        elif kind == "run_finished":
+            state.status = event.get("status")
+            state.exit_code = event.get("exit_code")
+            state.outputs = event.get("outputs")
+            state.finished_at = event.get("ts")
+    return state

@@ -1,0 +1,119 @@
+"""When a call may be made again, and how long to wait before it.
+
+The one rule (the README repeats it): **a request that may have reached the server is never sent again**
+unless the tool is safe to repeat. Safe means the step says ``idempotent: true``, or the server is trusted
+(``trust_annotations: true``) and the tool is annotated read-only or idempotent.
+
+==============================================  ===================  ================================
+what happened                                   failure kind         again?
+==============================================  ===================  ================================
+``NotDelivered`` (surely not sent)              connection-before-   yes, with backoff and jitter,
+                                                send                 bounded by attempts and time
+``OutcomeUnknown`` (sent, result lost)          outcome-unknown      only when safe
+``CallTimeout`` (no result in time)             timeout              only when safe
+``ProtocolError`` / ``JsonRpcError``            protocol-error       never
+``isError: true``                               tool-error           never
+trio cancellation (interrupt)                   cancelled            never (in doubt on resume)
+==============================================  ===================  ================================
+
+Backoff uses tenacity with ``trio.sleep`` (so tests run on trio's virtual clock), retries only the error
+types named here (never ``trio.Cancelled``), and bounds total time with a trio deadline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import tenacity
+import trio
+
+from runner.errors import (
+    CallTimeout,
+    ConnectFailed,
+    HTTPStatusError,
+    McpRunError,
+    NotDelivered,
+    OutcomeUnknown,
+    ProtocolError,
+    ToolError,
+)
+
+__all__ = ["RetryPolicy", "failure_kind", "is_safe_to_repeat", "retry_not_delivered"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Bounds for retrying what surely was not delivered (and connection set-up)."""
+
+    attempts: int = 5
+    initial: float = 0.5
+    maximum: float = 30.0
+    jitter: float = 0.5
+    total: float = 120.0
+
+    def wait(self) -> tenacity.wait.wait_base:
+        return tenacity.wait_exponential_jitter(initial=self.initial, max=self.maximum, jitter=self.jitter)
+
+
+def failure_kind(exc: BaseException) -> str:
+    """The journal's name for how a call failed (``runner.journal.FAILURE_KINDS``)."""
+    if isinstance(exc, trio.Cancelled):
+        return "cancelled"
+    if isinstance(exc, CallTimeout):
+        return "timeout"
+    if isinstance(exc, OutcomeUnknown):
+        return "outcome-unknown"
+    if isinstance(exc, NotDelivered | ConnectFailed | HTTPStatusError):
+        return "connection-before-send"
+    if isinstance(exc, ProtocolError):
+        return "protocol-error"
+    if isinstance(exc, ToolError):
+        return "tool-error"
+    return "template-error"
+
+
+def is_safe_to_repeat(*, idempotent_step: bool, trusted: bool, read_only: bool, idempotent_tool: bool) -> bool:
+    """May a call whose outcome is unknown be made again?"""
+    return idempotent_step or (trusted and (read_only or idempotent_tool))
+
+
+async def retry_not_delivered(
+    policy: RetryPolicy,
+    attempt: Callable[[], Awaitable[T]],
+    *,
+    retry_on: tuple[type[McpRunError], ...] = (NotDelivered,),
+    before_sleep: Callable[[int, BaseException, float], None] | None = None,
+) -> T:
+    """Run ``attempt`` until it succeeds, retrying only ``retry_on`` errors (by default, requests that
+    surely never reached the server), within ``policy``'s attempts and total time."""
+
+    def hook(state: tenacity.RetryCallState) -> None:
+        if before_sleep is not None and state.outcome is not None:
+            exc = state.outcome.exception()
+            delay = state.next_action.sleep if state.next_action is not None else 0.0
+            if exc is not None:
+                before_sleep(state.attempt_number, exc, delay)
+
+    deadline = trio.current_time() + policy.total
+
+    class _OutOfTime(tenacity.stop.stop_base):
+        # trio's clock, not the wall clock: virtual in tests, and never cuts an attempt in flight.
+        def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+            return trio.current_time() >= deadline
+
+    retrying = tenacity.AsyncRetrying(
+        stop=tenacity.stop_after_attempt(policy.attempts) | _OutOfTime(),
+        wait=policy.wait(),
+        retry=tenacity.retry_if_exception_type(retry_on),
+        sleep=trio.sleep,
+        reraise=True,
+        before_sleep=hook,
+    )
+    async for try_ in retrying:
+        with try_:
+            return await attempt()
+    raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover

@@ -1,0 +1,192 @@
+"""Run control: everything between a valid plan and the scheduler.
+
+- what must never be written in clear (:func:`collect_secrets`);
+- step fingerprints and the workflow hash, so a resume can tell what changed;
+- how to open each server's session (:func:`make_opener`), with connection set-up retried when that is
+  safe (an HTTP server that refused or was briefly unavailable; a stdio spawn is never retried);
+- which runs of a workflow are unfinished, and what a resume must do about items in doubt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from runner.connect import HttpTarget, StdioTarget, Target, open_target
+from runner.errors import ConnectFailed, HTTPStatusError, McpRunError, NotDelivered
+from runner.journal import RunState
+from runner.plan import Plan
+from runner.retry import RetryPolicy, retry_not_delivered
+from runner.rundir import RunSummary, list_runs
+from runner.scheduler import SessionOpener
+from runner.session import Session, SessionOptions
+from runner.template import canonical_json, make_context
+
+__all__ = [
+    "collect_secrets",
+    "env_context",
+    "fingerprints",
+    "make_opener",
+    "unfinished_runs",
+    "workflow_hash",
+]
+
+RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
+
+
+def env_context(plan: Plan) -> dict[str, str | None]:
+    """Only the environment variables the workflow refers to (None when unset)."""
+    return {name: os.environ.get(name) for name in sorted(plan.env_names)}
+
+
+def collect_secrets(plan: Plan, inputs: Mapping[str, Any], env: Mapping[str, Any]) -> dict[str, str]:
+    """Placeholder name -> value of everything never to be written: header values, referenced environment
+    variables, and inputs marked ``secret: true``."""
+    secrets: dict[str, str] = {}
+    for name, value in env.items():
+        if value:
+            secrets[f"env.{name}"] = value
+    for name, spec in plan.workflow.inputs.items():
+        value = inputs.get(name)
+        if spec.secret and value is not None:
+            secrets[f"inputs.{name}"] = value if isinstance(value, str) else canonical_json(value)
+    context = make_context(inputs=inputs, env=env, steps={})
+    for server_name, ps in plan.servers.items():
+        if ps.headers is not None:
+            rendered = ps.headers.render(context) or {}
+            for header, value in rendered.items():
+                if value:
+                    secrets[f"servers.{server_name}.headers.{header}"] = str(value)
+    return secrets
+
+
+def workflow_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def fingerprints(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, str]:
+    """step -> hash of its definition, its server's definition, the non-secret inputs and its upstream
+    steps' fingerprints (so a change flows downstream)."""
+    public_inputs = {name: value for name, value in inputs.items() if not plan.workflow.inputs[name].secret}
+    inputs_text = canonical_json(public_inputs)
+    out: dict[str, str] = {}
+    for sid in plan.order:
+        ps = plan.steps[sid]
+        server = plan.servers[ps.server].server
+        h = hashlib.sha256()
+        h.update(canonical_json(ps.step.model_dump(mode="json", by_alias=True)).encode())
+        h.update(canonical_json(server.model_dump(mode="json", exclude={"max_concurrency"})).encode())
+        h.update(inputs_text.encode())
+        for dep in ps.dependencies:
+            h.update(out[dep].encode())
+        out[sid] = h.hexdigest()[:16]
+    return out
+
+
+def render_target(plan: Plan, name: str, inputs: Mapping[str, Any], env: Mapping[str, Any]) -> Target:
+    ps = plan.servers[name]
+    server = ps.server
+    context = make_context(inputs=inputs, env=env, steps={})
+    if ps.transport == "http":
+        assert ps.url is not None
+        headers = ps.headers.render(context) if ps.headers is not None else {}
+        return HttpTarget(
+            url=str(ps.url.render(context)),
+            headers={k: str(v) for k, v in (headers or {}).items()},
+            max_concurrency=server.max_concurrency,
+        )
+    env_values = ps.env.render(context) if ps.env is not None else {}
+    return StdioTarget(
+        command=list(server.command or []),
+        cwd=_resolve_cwd(server.cwd, plan.file),
+        env={k: "" if v is None else str(v) for k, v in (env_values or {}).items()},
+    )
+
+
+def _resolve_cwd(cwd: str | None, workflow_file: str | None) -> str | None:
+    """A relative ``cwd`` is relative to the workflow file, so a workflow runs the same from anywhere."""
+    if cwd is None or workflow_file is None or os.path.isabs(cwd):
+        return cwd
+    return str(Path(workflow_file).resolve().parent / cwd)
+
+
+def make_opener(plan: Plan, inputs: Mapping[str, Any], env: Mapping[str, Any], retry: RetryPolicy) -> SessionOpener:
+    """Open a server's session; connection set-up to an HTTP server is retried with backoff."""
+
+    @asynccontextmanager
+    async def opener(name: str, options: SessionOptions) -> AsyncIterator[Session]:
+        target = render_target(plan, name, inputs, env)
+        if isinstance(target, StdioTarget):
+            async with open_target(target, options) as session:
+                yield session
+            return
+        stack_holder: list[Any] = []
+
+        async def attempt() -> Session:
+            manager = open_target(target, options)
+            try:
+                session = await manager.__aenter__()
+            except ConnectFailed as exc:
+                cause = exc.__cause__
+                if isinstance(cause, HTTPStatusError) and cause.status_code not in RETRYABLE_STATUS:
+                    raise
+                raise _RetryableConnect(str(exc)) from exc
+            stack_holder.append(manager)
+            return session
+
+        try:
+            session = await retry_not_delivered(retry, attempt, retry_on=(_RetryableConnect,))
+        except _RetryableConnect as exc:
+            raise ConnectFailed(str(exc)) from exc.__cause__
+        manager = stack_holder[-1]
+        try:
+            yield session
+        except BaseException as exc:
+            if not await manager.__aexit__(type(exc), exc, exc.__traceback__):
+                raise
+        else:
+            await manager.__aexit__(None, None, None)
+
+    return opener
+
+
+class _RetryableConnect(NotDelivered):
+    """Connection set-up failed in a way worth another try."""
+
+
+def unfinished_runs(state_dir: Path, workflow: Path) -> list[RunSummary]:
+    """Unfinished runs of this workflow file (matched by absolute path), newest last."""
+    target = str(workflow.resolve())
+    return [s for s in list_runs(state_dir) if s.state.workflow == target and not s.state.finished]
+
+
+def changed_steps(old: Mapping[str, str], new: Mapping[str, str]) -> set[str]:
+    return {sid for sid, fp in new.items() if old.get(sid) != fp}
+
+
+def describe_changes(
+    state: RunState, new_hash: str, new_fps: Mapping[str, str], inputs: Mapping[str, Any]
+) -> list[str]:
+    changes = []
+    if state.workflow_hash != new_hash:
+        changes.append("the workflow file changed since the run started")
+    changed = changed_steps(state.fingerprints, new_fps)
+    if changed:
+        changes.append("steps whose definition or inputs changed: " + ", ".join(sorted(changed)))
+    old_inputs = state.inputs or {}
+    for name in sorted(set(old_inputs) | set(inputs)):
+        old, new = old_inputs.get(name), inputs.get(name)
+        if isinstance(old, str) and old.startswith("***") and old.endswith("***"):
+            continue  # a secret: compared through the fingerprints of non-secret inputs only
+        if json.dumps(old, sort_keys=True) != json.dumps(new, sort_keys=True):
+            changes.append(f"input {name!r} was {json.dumps(old)}, now {json.dumps(new)}")
+    return changes
+
+
+def first_error(exc: McpRunError) -> str:
+    return str(exc).split("\n", 1)[0]

@@ -1,0 +1,207 @@
+"""Run directories under the state directory: ids that sort by time, locks, and finding runs again.
+
+Layout::
+
+    <state-dir>/runs/<run-id>/journal.jsonl     the journal (0600)
+    <state-dir>/runs/<run-id>/lock              flock'ed by the process running the run; holds its pid
+
+The state directory is ``--state-dir``, else ``$MCP_RUN_STATE_DIR``, else ``.mcp-run/`` beside the workflow
+file (for commands that take no workflow: ``./.mcp-run``). Directories are 0700, files 0600.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from runner.errors import BusyError, McpRunError, UsageError
+from runner.journal import RunState, fold, parse_journal
+
+__all__ = ["RunDir", "RunLock", "RunSummary", "list_runs", "new_run_id", "resolve_state_dir"]
+
+JOURNAL = "journal.jsonl"
+LOCK = "lock"
+
+
+def resolve_state_dir(flag: str | None, workflow: Path | None) -> Path:
+    if flag:
+        return Path(flag)
+    env = os.environ.get("MCP_RUN_STATE_DIR")
+    if env:
+        return Path(env)
+    if workflow is not None:
+        return workflow.resolve().parent / ".mcp-run"
+    return Path(".mcp-run")
+
+
+def new_run_id() -> str:
+    """``20261129T213512.123Z-3f9a1c``: sorts by start time, unique across processes."""
+    now = datetime.now(UTC)
+    return now.strftime("%Y%m%dT%H%M%S.") + f"{now.microsecond // 1000:03d}Z-" + secrets.token_hex(3)
+
+
+class RunLock:
+    """An exclusive ``flock`` on a run directory's lock file, holding the owner's pid."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = _read_pid(fd)
+            os.close(fd)
+            who = f"process {pid}" if pid else "another process"
+            raise BusyError(f"run {self.path.parent.name} is in use by {who}", pid=pid) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+
+def _read_pid(fd: int) -> int | None:
+    try:
+        text = os.pread(fd, 32, 0).decode().strip()
+        return int(text) if text else None
+    except (OSError, ValueError):
+        return None
+
+
+def is_locked(run_dir: Path) -> int | None:
+    """The pid holding the run, or None when no process does (finished or crashed)."""
+    path = run_dir / LOCK
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _read_pid(fd) or -1
+    finally:
+        os.close(fd)
+    return None
+
+
+@dataclass
+class RunDir:
+    path: Path
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @property
+    def journal(self) -> Path:
+        return self.path / JOURNAL
+
+    @classmethod
+    def create(cls, state_dir: Path) -> RunDir:
+        runs = state_dir / "runs"
+        runs.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for folder in (state_dir, runs):
+            os.chmod(folder, 0o700)
+        while True:
+            path = runs / new_run_id()
+            try:
+                path.mkdir(mode=0o700)
+            except FileExistsError:
+                continue
+            return cls(path)
+
+    def lock(self) -> RunLock:
+        lock = RunLock(self.path / LOCK)
+        lock.acquire()
+        return lock
+
+    def open_for_append(self) -> tuple[int, RunState, list[dict[str, Any]]]:
+        """Open the journal for appending after cutting a torn tail (call under the lock)."""
+        fd = os.open(self.journal, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        data = _read_all(fd)
+        events, valid = parse_journal(data, source=str(self.journal))
+        if valid != len(data):
+            os.ftruncate(fd, valid)
+            os.fsync(fd)
+        return fd, fold(events), events
+
+    def read(self) -> RunState:
+        events, _ = parse_journal(self.journal.read_bytes(), source=str(self.journal))
+        return fold(events)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    offset = 0
+    while True:
+        chunk = os.pread(fd, 1 << 20, offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
+
+
+@dataclass
+class RunSummary:
+    run_dir: RunDir
+    state: RunState
+    running_pid: int | None
+
+    @property
+    def status(self) -> str:
+        if self.running_pid is not None:
+            return "running"
+        if self.state.status is None:
+            return "interrupted"
+        return self.state.status
+
+
+def iter_run_dirs(state_dir: Path) -> Iterator[RunDir]:
+    runs = state_dir / "runs"
+    if not runs.is_dir():
+        return
+    for path in sorted(runs.iterdir()):
+        if (path / JOURNAL).is_file():
+            yield RunDir(path)
+
+
+def list_runs(state_dir: Path) -> list[RunSummary]:
+    out = []
+    for run_dir in iter_run_dirs(state_dir):
+        try:
+            state = run_dir.read()
+        except McpRunError:  # a corrupt journal is shown as such, not a crash of `runs`
+            state = RunState(run_id=run_dir.run_id, status="corrupt")
+        out.append(RunSummary(run_dir, state, is_locked(run_dir.path)))
+    return out
+
+
+def find_run(state_dir: Path, run_id: str) -> RunDir:
+    path = state_dir / "runs" / run_id
+    if not (path / JOURNAL).is_file():
+        known = [r.run_id for r in iter_run_dirs(state_dir)]
+        hint = f"; known runs: {', '.join(known[-5:])}" if known else ""
+        raise UsageError(f"no run {run_id!r} in {state_dir}{hint}")
+    return RunDir(path)
+
+
+def prune(state_dir: Path, keep: int) -> list[str]:
+    """Remove all but the newest ``keep`` finished runs; never a running or unfinished one."""
+    finished = [s for s in list_runs(state_dir) if s.running_pid is None and s.state.finished]
+    doomed = finished[: max(0, len(finished) - keep)]
+    for summary in doomed:
+        shutil.rmtree(summary.run_dir.path)
+    return [s.run_dir.run_id for s in doomed]

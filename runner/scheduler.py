@@ -1,0 +1,620 @@
+"""The trio engine that runs a plan: steps as their dependencies finish, fan-outs through bounded worker
+pools, one shared session per server, every state change journaled.
+
+The scheduler does not know transports: it is handed an ``opener`` that turns a server name (and the
+session options the scheduler wants, with its log routing) into an open session.
+
+Rules it keeps (the README states them for users):
+
+- A step runs when every dependency succeeded (a ``continue_on_error`` step counts as succeeded); ``if``
+  false skips it; a failed or skipped dependency skips it.
+- A failed fan-out item does not stop its siblings; the step fails at the end if any item failed. Once a
+  step has failed (without ``continue_on_error``), no new step starts; fan-outs already running go on.
+  Calls already dispatched are never cancelled because something else failed.
+- Concurrency is bounded globally, per server (``max_concurrency``) and per step (``concurrency``); a
+  fan-out of 100,000 items runs through that many workers, not 100,000 tasks, and keeps results in memory
+  only when some template or output reads them.
+- Each call's dispatch is journaled durably *before* the request is written; its result after it arrives.
+  Requests that surely never left are retried with backoff; a call whose outcome is unknown is retried
+  only when safe (see :mod:`runner.retry`), otherwise it is reported *in doubt*.
+- ``drain()`` (first interrupt) stops dispatching; ``cancel()`` (second, or after the grace period)
+  cancels calls in flight, which send ``notifications/cancelled`` and are journaled as cancelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from runner.errors import McpRunError, NotDelivered, OutcomeUnknown, ProtocolError
+from runner.eventlog import EventLog
+from runner.exitcodes import ExitCode, combine
+from runner.journal import IN_DOUBT_KINDS, RunState
+from runner.plan import Plan, PlannedStep
+from runner.protocol import LogMessage, Progress, Tool, ToolResult
+from runner.retry import RetryPolicy, failure_kind, is_safe_to_repeat, retry_not_delivered
+from runner.session import Session, SessionOptions
+from runner.template import TemplateError, fanout_view, item_entry, make_context, step_view
+
+__all__ = ["Outcome", "Prior", "Scheduler", "SchedulerOptions", "SessionOpener"]
+
+SessionOpener = Callable[[str, SessionOptions], AbstractAsyncContextManager[Session]]
+
+KIND_EXIT: dict[str, ExitCode] = {
+    "tool-error": ExitCode.FAILED,
+    "template-error": ExitCode.FAILED,
+    "skipped-in-doubt": ExitCode.FAILED,
+    "protocol-error": ExitCode.PROTOCOL,
+    "connection-before-send": ExitCode.UNREACHABLE,
+    "outcome-unknown": ExitCode.OUTCOME_UNKNOWN,
+    "timeout": ExitCode.OUTCOME_UNKNOWN,
+    "cancelled": ExitCode.OUTCOME_UNKNOWN,
+}
+
+
+@dataclass(frozen=True)
+class SchedulerOptions:
+    concurrency: int = 16
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    server_log_level: str | None = "info"
+
+
+@dataclass
+class Prior:
+    """What a resumed run brings from its journal."""
+
+    state: RunState
+    in_doubt: str = "ask"  # what to do with unsafe in-doubt items: "ask" (stop), "rerun" or "skip"
+    fresh_steps: set[str] = field(default_factory=set)  # changed steps: their history is ignored
+    skip: set[tuple[str, str]] = field(default_factory=set)  # filled by the scheduler
+
+
+@dataclass
+class StepReport:
+    status: str = "pending"
+    reason: str | None = None
+    total: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    in_doubt: int = 0
+    skipped: int = 0
+    reused: int = 0
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "total": self.total,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+            "in_doubt": self.in_doubt,
+            "skipped": self.skipped,
+            "reused": self.reused,
+        }
+
+
+@dataclass
+class Outcome:
+    status: str
+    exit_code: ExitCode
+    steps: dict[str, StepReport]
+    outputs: dict[str, Any]
+    failures: list[dict[str, Any]]
+    in_doubt: list[dict[str, Any]]
+    blocked: bool = False  # stopped before running: in-doubt items need a decision
+
+
+class _Slot:
+    def __init__(self) -> None:
+        self.ready = trio.Event()
+        self.session: Session | None = None
+        self.error: McpRunError | None = None
+        self.tools: dict[str, Tool] | None = None
+
+
+class Scheduler:
+    def __init__(
+        self,
+        plan: Plan,
+        *,
+        inputs: Mapping[str, Any],
+        env: Mapping[str, Any],
+        opener: SessionOpener,
+        log: EventLog,
+        options: SchedulerOptions | None = None,
+        prior: Prior | None = None,
+        on_warning: Callable[[str], None] | None = None,
+    ) -> None:
+        self._plan = plan
+        self._inputs = inputs
+        self._env = env
+        self._opener = opener
+        self._log = log
+        self._options = options or SchedulerOptions()
+        self._prior = prior
+        self._on_warning = on_warning
+        self._views: dict[str, Any] = {}
+        self._reports: dict[str, StepReport] = {sid: StepReport() for sid in plan.order}
+        self._done: dict[str, trio.Event] = {sid: trio.Event() for sid in plan.order}
+        self._codes: set[ExitCode] = set()
+        self._failures: list[dict[str, Any]] = []
+        self._in_doubt: list[dict[str, Any]] = []
+        self._stop_new: str | None = None
+        self._draining = False
+        self._work_scope: trio.CancelScope | None = None
+        self._slots: dict[str, _Slot] = {}
+        self._closing = trio.Event()
+        self._sessions_nursery: trio.Nursery | None = None
+        self._inflight: dict[tuple[str, Any], tuple[str, str]] = {}
+        self._global = trio.CapacityLimiter(self._options.concurrency)
+        self._server_limits = {
+            name: trio.CapacityLimiter(ps.server.max_concurrency) for name, ps in plan.servers.items()
+        }
+
+    # -- control -------------------------------------------------------------------------------------
+
+    def drain(self) -> None:
+        """Dispatch nothing new; let calls in flight finish."""
+        self._draining = True
+
+    def cancel(self) -> None:
+        """Cancel calls in flight now (they are journaled as cancelled: in doubt on resume)."""
+        self._draining = True
+        if self._work_scope is not None:
+            self._work_scope.cancel()
+
+    @property
+    def interrupted(self) -> bool:
+        return self._draining
+
+    # -- the run ---------------------------------------------------------------------------------------
+
+    async def run(self) -> Outcome:
+        async with trio.open_nursery() as sessions:
+            self._sessions_nursery = sessions
+            try:
+                with trio.CancelScope() as scope:
+                    self._work_scope = scope
+                    blocked = await self._resolve_in_doubt()
+                    if blocked:
+                        return self._blocked_outcome(blocked)
+                    async with trio.open_nursery() as steps:
+                        for sid in self._plan.order:
+                            steps.start_soon(self._step_task, sid)
+            finally:
+                self._closing.set()
+        return self._finish()
+
+    async def _resolve_in_doubt(self) -> list[dict[str, Any]]:
+        """Decide, before anything runs, what happens to items a previous run left in doubt. Returns the
+        ones that block the run (unsafe, and neither --rerun-in-doubt nor --skip-in-doubt given)."""
+        prior = self._prior
+        if prior is None:
+            return []
+        blocked: list[dict[str, Any]] = []
+        for sid, item in prior.state.in_doubt():
+            if sid not in self._plan.steps or sid in prior.fresh_steps:
+                continue
+            ps = self._plan.steps[sid]
+            try:
+                safe = await self._safe_to_repeat(ps, connect=True)
+            except McpRunError:
+                safe = False
+            if safe or prior.in_doubt == "rerun":
+                continue
+            if prior.in_doubt == "skip":
+                prior.skip.add((sid, item.key))
+                continue
+            blocked.append(
+                {
+                    "step": sid,
+                    "item": item.key,
+                    "index": item.index,
+                    "dispatched_at": item.dispatched_at,
+                    "kind": item.kind or "outcome-unknown",
+                    "error": item.error or "dispatched; no result recorded",
+                }
+            )
+        return blocked
+
+    def _blocked_outcome(self, blocked: list[dict[str, Any]]) -> Outcome:
+        for sid in self._plan.order:
+            self._reports[sid].status = "not-run"
+        return Outcome(
+            status="in-doubt",
+            exit_code=ExitCode.OUTCOME_UNKNOWN,
+            steps=self._reports,
+            outputs={},
+            failures=[],
+            in_doubt=blocked,
+            blocked=True,
+        )
+
+    def _finish(self) -> Outcome:
+        for report in self._reports.values():
+            if report.status in ("pending", "running"):
+                report.status = "not-run"
+        outputs: dict[str, Any] = {}
+        if not self._draining:
+            try:
+                outputs = self._plan.render_outputs(self._context())
+            except TemplateError as exc:
+                self._warn(f"outputs: {exc}")
+                self._codes.add(ExitCode.FAILED)
+        if self._draining:
+            status = "interrupted"
+        elif self._in_doubt:
+            status = "in-doubt"
+        elif any(c != ExitCode.OK for c in self._codes):
+            status = "failed"
+        else:
+            status = "succeeded"
+        return Outcome(
+            status=status,
+            exit_code=combine(self._codes),
+            steps=self._reports,
+            outputs=outputs,
+            failures=self._failures,
+            in_doubt=self._in_doubt,
+        )
+
+    def _context(self, item: Any = None, index: int | None = None) -> dict[str, Any]:
+        return make_context(inputs=self._inputs, env=self._env, steps=self._views, item=item, index=index)
+
+    def _warn(self, text: str) -> None:
+        if self._on_warning is not None:
+            self._on_warning(text)
+
+    # -- steps -----------------------------------------------------------------------------------------
+
+    async def _step_task(self, sid: str) -> None:
+        ps = self._plan.steps[sid]
+        report = self._reports[sid]
+        try:
+            for dep in ps.dependencies:
+                await self._done[dep].wait()
+            blocked = self._blocked_by(ps)
+            if blocked is not None:
+                self._skip(ps, blocked)
+                return
+            try:
+                if not ps.should_run(self._context()):
+                    self._skip(ps, "its `if` condition is false")
+                    return
+            except TemplateError as exc:
+                self._fail_step(ps, f"if: {exc}", "template-error")
+                return
+            report.status = "running"
+            await self._run_step(ps, report)
+        finally:
+            self._done[sid].set()
+
+    def _blocked_by(self, ps: PlannedStep) -> str | None:
+        for dep in ps.dependencies:
+            status = self._reports[dep].status
+            if status == "failed" and not self._plan.steps[dep].continue_on_error:
+                return f"dependency {dep!r} failed"
+            if status not in ("succeeded", "failed"):
+                return f"dependency {dep!r} was {status}"
+        if self._draining:
+            return "the run was interrupted"
+        if self._stop_new is not None:
+            return f"step {self._stop_new!r} failed"
+        return None
+
+    def _skip(self, ps: PlannedStep, reason: str) -> None:
+        report = self._reports[ps.id]
+        report.status = "skipped"
+        report.reason = reason
+        self._views[ps.id] = {"status": "skipped", **({"items": [], "results": []} if ps.fan_out else {})}
+        if not ps.fan_out:
+            self._views[ps.id] = step_view(None, status="skipped")
+        self._log.record("step_skipped", step=ps.id, reason=reason)
+
+    def _fail_step(self, ps: PlannedStep, error: str, kind: str) -> None:
+        report = self._reports[ps.id]
+        report.status = "failed"
+        report.reason = error
+        self._views[ps.id] = step_view(None, status="failed") if not ps.fan_out else fanout_view([], [], "failed")
+        self._failures.append({"step": ps.id, "item": None, "index": None, "kind": kind, "error": error})
+        if not ps.continue_on_error:
+            self._codes.add(KIND_EXIT.get(kind, ExitCode.FAILED))
+            self._stop_new = self._stop_new or ps.id
+        self._log.record("step_finished", step=ps.id, status="failed", error=error, counts=report.counts())
+
+    async def _run_step(self, ps: PlannedStep, report: StepReport) -> None:
+        if ps.fan_out:
+            try:
+                items = ps.render_items(self._context())
+                keys = self._keys(ps, items)
+            except TemplateError as exc:
+                self._fail_step(ps, f"for_each: {exc}", "template-error")
+                return
+        else:
+            items, keys = [None], [""]
+        report.total = len(items)
+        self._log.record("step_started", step=ps.id, **({"items": len(items)} if ps.fan_out else {}))
+        try:
+            session = await self._session(ps.server)
+        except McpRunError as exc:
+            self._fail_step(ps, str(exc).split("\n", 1)[0], failure_kind(exc))
+            return
+        keep = ps.referenced
+        results: list[Any] = [None] * len(items) if keep else []
+        single: dict[str, Any] | None = None
+        positions = iter(range(len(items)))
+        workers = min(len(items), ps.concurrency or self._plan.servers[ps.server].server.max_concurrency)
+
+        async def worker() -> None:
+            nonlocal single
+            for index in positions:
+                if self._draining:
+                    return
+                entry = await self._item(ps, session, index if ps.fan_out else None, items[index], keys[index])
+                if keep:
+                    if ps.fan_out:
+                        results[index] = entry
+                    else:
+                        single = entry
+
+        async with trio.open_nursery() as pool:
+            for _ in range(max(workers, 1)):
+                pool.start_soon(worker)
+        if self._draining and report.succeeded + report.failed + report.in_doubt + report.skipped < report.total:
+            report.status = "interrupted"
+        else:
+            report.status = "failed" if (report.failed or report.in_doubt) else "succeeded"
+        if ps.fan_out:
+            self._views[ps.id] = fanout_view(items if keep else [], results, _view_status(report.status))
+        else:
+            view = single or step_view(None, status=_view_status(report.status))
+            view.pop("error", None)
+            self._views[ps.id] = view
+        if report.status == "failed" and not ps.continue_on_error:
+            self._stop_new = self._stop_new or ps.id
+        self._log.record("step_finished", step=ps.id, status=report.status, counts=report.counts())
+
+    def _keys(self, ps: PlannedStep, items: list[Any]) -> list[str]:
+        keys: list[str] = []
+        seen: dict[str, int] = {}
+        for index, item in enumerate(items):
+            key = ps.render_key(self._context(item, index))
+            first = seen.setdefault(key, index)
+            if first != index:
+                raise TemplateError(
+                    f"items {first} and {index} of step {ps.id!r} have the same key {key!r}; "
+                    "give the step a `key` that tells them apart"
+                )
+            keys.append(key)
+        return keys
+
+    # -- items -----------------------------------------------------------------------------------------
+
+    async def _item(
+        self, ps: PlannedStep, session: Session, index: int | None, item: Any, key: str
+    ) -> dict[str, Any] | None:
+        report = self._reports[ps.id]
+        prior = self._prior_item(ps.id, key)
+        if prior is not None:
+            if prior.status == "succeeded":
+                report.succeeded += 1
+                report.reused += 1
+                return item_entry("succeeded", None, prior.result)
+            if prior.in_doubt and self._prior is not None and (ps.id, key) in self._prior.skip:
+                self._item_failed(ps, index, key, "skipped-in-doubt", "in doubt; skipped by --skip-in-doubt")
+                return item_entry("failed", "in doubt; skipped")
+        try:
+            args = ps.render_args(self._context(item, index))
+        except TemplateError as exc:
+            self._item_failed(ps, index, key, "template-error", str(exc))
+            return item_entry("failed", str(exc))
+        if not isinstance(args, dict):
+            error = f"args rendered to {type(args).__name__}, expected an object"
+            self._item_failed(ps, index, key, "template-error", error)
+            return item_entry("failed", error)
+        try:
+            result = await self._call(ps, session, index, key, args)
+        except McpRunError as exc:
+            kind = failure_kind(exc)
+            return item_entry("failed", self._item_failed(ps, index, key, kind, str(exc)))
+        if result.is_error:
+            text = result.text or "tool reported an error"
+            self._item_failed(ps, index, key, "tool-error", text, result.raw)
+            return item_entry("failed", text, result.raw)
+        report.succeeded += 1
+        self._log.record("item_succeeded", step=ps.id, item=key, index=index, result=result.raw)
+        return item_entry("succeeded", None, result.raw)
+
+    def _prior_item(self, sid: str, key: str) -> Any:
+        if self._prior is None or sid in self._prior.fresh_steps:
+            return None
+        return self._prior.state.item(sid, key)
+
+    def _item_failed(
+        self,
+        ps: PlannedStep,
+        index: int | None,
+        key: str,
+        kind: str,
+        error: str,
+        result: dict[str, Any] | None = None,
+    ) -> str:
+        report = self._reports[ps.id]
+        entry = {"step": ps.id, "item": key, "index": index, "kind": kind, "error": error}
+        if kind in IN_DOUBT_KINDS:
+            report.in_doubt += 1
+            self._in_doubt.append(entry)
+            self._codes.add(ExitCode.OUTCOME_UNKNOWN)
+        else:
+            report.failed += 1
+            self._failures.append(entry)
+            if not ps.continue_on_error:
+                self._codes.add(KIND_EXIT.get(kind, ExitCode.FAILED))
+        self._log.record("item_failed", step=ps.id, item=key, index=index, kind=kind, error=error, result=result)
+        return error
+
+    async def _call(
+        self, ps: PlannedStep, session: Session, index: int | None, key: str, args: dict[str, Any]
+    ) -> ToolResult:
+        safe = await self._safe_to_repeat(ps)
+        server = ps.server
+        attempt = 0
+
+        def on_progress(p: Progress) -> None:
+            self._log.note("progress", step=ps.id, item=key, progress=p.progress, total=p.total, message=p.message)
+
+        async def one_attempt() -> ToolResult:
+            nonlocal attempt
+            attempt += 1
+            dispatched: list[Any] = []
+
+            async def before_send(rid: Any, token: Any) -> None:
+                if self._draining:
+                    raise NotDelivered("the run is being interrupted; not dispatching")
+                await self._log.commit(
+                    "item_dispatched",
+                    step=ps.id,
+                    item=key,
+                    index=index,
+                    server=server,
+                    tool=ps.tool,
+                    request_id=rid,
+                    progress_token=token,
+                    attempt=attempt,
+                )
+                dispatched.append(rid)
+                self._inflight[(server, rid)] = (ps.id, key)
+
+            try:
+                async with self._global, self._server_limits[server]:
+                    if self._draining:
+                        raise NotDelivered("the run is being interrupted; not dispatching")
+                    return await session.call_tool(
+                        ps.tool,
+                        args,
+                        timeout=ps.timeout,
+                        idle_timeout=ps.idle_timeout,
+                        on_progress=on_progress,
+                        before_send=before_send,
+                    )
+            except trio.Cancelled:
+                if dispatched:
+                    self._log.record(
+                        "item_failed",
+                        step=ps.id,
+                        item=key,
+                        index=index,
+                        kind="cancelled",
+                        error="cancelled by an interrupt",
+                    )
+                    self._reports[ps.id].in_doubt += 1
+                    self._in_doubt.append(
+                        {"step": ps.id, "item": key, "index": index, "kind": "cancelled", "error": "cancelled"}
+                    )
+                raise
+            except (NotDelivered, OutcomeUnknown) as exc:
+                if dispatched and (isinstance(exc, NotDelivered) or safe) and not self._draining:
+                    # journal this attempt's failure; the next attempt journals its own dispatch
+                    self._log.record(
+                        "item_failed",
+                        step=ps.id,
+                        item=key,
+                        index=index,
+                        kind=failure_kind(exc),
+                        error=str(exc).split("\n", 1)[0],
+                        retrying=True,
+                    )
+                raise
+            finally:
+                for rid in dispatched:
+                    self._inflight.pop((server, rid), None)
+
+        retry_on: tuple[type[McpRunError], ...] = (NotDelivered, OutcomeUnknown) if safe else (NotDelivered,)
+
+        def before_sleep(n: int, exc: BaseException, delay: float) -> None:
+            self._warn(f"{ps.id}[{key[:12]}]: attempt {n} failed ({str(exc).splitlines()[0]}); retry in {delay:.1f}s")
+
+        if self._draining:
+            raise NotDelivered("the run is being interrupted; not dispatching")
+        try:
+            return await retry_not_delivered(
+                self._options.retry, one_attempt, retry_on=retry_on, before_sleep=before_sleep
+            )
+        except ProtocolError:
+            raise
+
+    async def _safe_to_repeat(self, ps: PlannedStep, *, connect: bool = False) -> bool:
+        if ps.idempotent:
+            return True
+        if not self._plan.servers[ps.server].server.trust_annotations:
+            return False
+        if connect:
+            await self._session(ps.server)
+        tool = await self._tool(ps.server, ps.tool)
+        if tool is None:
+            return False
+        return is_safe_to_repeat(
+            idempotent_step=False,
+            trusted=True,
+            read_only=tool.annotations.read_only,
+            idempotent_tool=tool.annotations.idempotent,
+        )
+
+    async def _tool(self, server: str, name: str) -> Tool | None:
+        slot = self._slots[server]
+        if slot.tools is None and slot.session is not None:
+            slot.tools = {t.name: t for t in await slot.session.list_tools()}
+        return (slot.tools or {}).get(name)
+
+    # -- sessions --------------------------------------------------------------------------------------
+
+    async def _session(self, name: str) -> Session:
+        slot = self._slots.get(name)
+        if slot is None:
+            slot = self._slots[name] = _Slot()
+            assert self._sessions_nursery is not None
+            self._sessions_nursery.start_soon(self._hold_session, name, slot)
+        await slot.ready.wait()
+        if slot.error is not None:
+            raise slot.error
+        assert slot.session is not None
+        return slot.session
+
+    async def _hold_session(self, name: str, slot: _Slot) -> None:
+        options = SessionOptions(
+            name=name,
+            server_log_level=self._options.server_log_level,
+            on_log=lambda message, rid: self._on_log(name, message, rid),
+            on_warning=self._warn,
+        )
+        try:
+            async with self._opener(name, options) as session:
+                slot.session = session
+                self._log.record(
+                    "session_opened",
+                    server=name,
+                    protocol_version=session.protocol_version,
+                    server_info=session.server_info,
+                )
+                slot.ready.set()
+                await self._closing.wait()
+        except McpRunError as exc:
+            if slot.ready.is_set():
+                self._warn(f"{name}: error while closing the session: {str(exc).splitlines()[0]}")
+                return
+            slot.error = exc
+            self._log.record("session_failed", server=name, kind=failure_kind(exc), error=str(exc))
+            slot.ready.set()
+
+    def _on_log(self, server: str, message: LogMessage, rid: Any) -> None:
+        where = self._inflight.get((server, rid)) if rid is not None else None
+        fields: dict[str, Any] = {"server": server, "level": message.level, "logger": message.logger}
+        if where is not None:
+            fields["step"], fields["item"] = where
+        self._log.note("log", data=message.data, **fields)
+
+
+def _view_status(status: str) -> Any:
+    return status if status in ("succeeded", "failed", "skipped") else "failed"
