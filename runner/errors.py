@@ -214,8 +214,7 @@ class UnsupportedProtocolVersion(ProtocolError):
         self.offered = offered
         self.chosen = chosen
         super().__init__(
-            f"server chose protocol version {chosen!r}, which mcp-run does not support "
-            f"(we offered {offered!r})"
+            f"server chose protocol version {chosen!r}, which mcp-run does not support (we offered {offered!r})"
         )
 
 
