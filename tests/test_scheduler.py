@@ -1,0 +1,518 @@
+"""The scheduler on scripted fake servers over memory transports, on trio's virtual clock."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+import trio
+
+from runner._trio import single_error
+from runner.errors import ConnectFailed, OutcomeUnknown
+from runner.eventlog import EventLog
+from runner.exitcodes import ExitCode
+from runner.journal import fold
+from runner.loader import parse_workflow, validate
+from runner.plan import Plan
+from runner.retry import RetryPolicy
+from runner.scheduler import Outcome, Prior, Scheduler, SchedulerOptions
+from runner.session import Session, SessionOptions, open_session
+from runner.transports.memory import memory_transport_pair
+from tests.fake_server import FakeCall, FakeServer, text_result
+
+Setup = Callable[[FakeServer], None]
+
+
+def plan_of(text: str, **inputs: str) -> Plan:
+    return validate(parse_workflow(text), require_inputs=True, input_pairs=[f"{k}={v}" for k, v in inputs.items()])
+
+
+def count_tasks(task: trio.lowlevel.Task) -> int:
+    return 1 + sum(count_tasks(child) for nursery in task.child_nurseries for child in nursery.child_tasks)
+
+
+class Harness:
+    """Fake servers by name; every session opened is recorded."""
+
+    def __init__(self, setups: dict[str, Setup]) -> None:
+        self.setups = setups
+        self.servers: dict[str, list[FakeServer]] = {}
+        self.opened: list[str] = []
+        self.fail_open: set[str] = set()
+
+    @asynccontextmanager
+    async def opener(self, name: str, options: SessionOptions) -> AsyncIterator[Session]:
+        self.opened.append(name)
+        if name in self.fail_open:
+            raise ConnectFailed(f"{name}: could not start")
+        with single_error():
+            async with memory_transport_pair() as (client, end), trio.open_nursery() as nursery:
+                server = FakeServer(end)
+                self.setups[name](server)
+                self.servers.setdefault(name, []).append(server)
+                nursery.start_soon(server.serve)
+                async with open_session(client, options) as session:
+                    yield session
+                nursery.cancel_scope.cancel()
+
+    def calls(self, name: str) -> list[Any]:
+        return [c for s in self.servers.get(name, []) for c in s.calls]
+
+
+async def run_plan(
+    plan: Plan,
+    harness: Harness,
+    *,
+    prior: Prior | None = None,
+    events: list[dict[str, Any]] | None = None,
+    concurrency: int = 16,
+    control: Callable[[Scheduler], Any] | None = None,
+) -> Outcome:
+    log = EventLog(None)
+    if events is not None:
+        log.subscribe(events.append)
+    scheduler = Scheduler(
+        plan,
+        inputs=dict(plan.input_values or {}),
+        env={},
+        opener=harness.opener,
+        log=log,
+        options=SchedulerOptions(concurrency=concurrency, retry=RetryPolicy(attempts=3, initial=1, jitter=0)),
+        prior=prior,
+    )
+    with single_error():
+        async with trio.open_nursery() as nursery:
+            if control is not None:
+                nursery.start_soon(control, scheduler)
+            outcome = await scheduler.run()
+            nursery.cancel_scope.cancel()
+    return outcome
+
+
+def echo_tools(server: FakeServer) -> None:
+    async def echo(call: FakeCall) -> dict[str, Any]:
+        return text_result(str(call.arguments.get("text")))
+
+    async def upper(call: FakeCall) -> dict[str, Any]:
+        return {
+            "content": [{"type": "text", "text": str(call.arguments.get("text")).upper()}],
+            "structuredContent": {"value": str(call.arguments.get("text")).upper()},
+        }
+
+    async def listing(call: FakeCall) -> dict[str, Any]:
+        n = int(call.arguments.get("n", 3))
+        return text_result('["' + '","'.join(f"f{i}" for i in range(n)) + '"]')
+
+    async def fail(call: FakeCall) -> dict[str, Any]:
+        return text_result(f"failed on {call.arguments.get('text')}", is_error=True)
+
+    async def slow(call: FakeCall) -> dict[str, Any]:
+        await trio.sleep(float(call.arguments.get("seconds", 10)))
+        return text_result("slow done")
+
+    server.tools.update(echo=echo, upper=upper, listing=listing, fail=fail, slow=slow)
+
+
+CHAIN = """
+version: 1
+servers:
+  s: {command: [fake]}
+steps:
+  files:
+    server: s
+    tool: listing
+    args: {n: 4}
+  convert:
+    server: s
+    tool: upper
+    for_each: ${{ steps.files.json }}
+    args: {text: "${{ item }}"}
+  report:
+    server: s
+    tool: echo
+    args: {text: "${{ join(',', steps.convert.results[*].structured.value) }}"}
+outputs:
+  report: ${{ steps.report.text }}
+  count: ${{ length(steps.convert.items) }}
+"""
+
+
+async def test_chain_with_fanout_and_outputs(autojump_clock: trio.abc.Clock) -> None:
+    harness = Harness({"s": echo_tools})
+    events: list[dict[str, Any]] = []
+    outcome = await run_plan(plan_of(CHAIN), harness, events=events)
+    assert outcome.status == "succeeded" and outcome.exit_code == ExitCode.OK
+    assert outcome.outputs == {"report": "F0,F1,F2,F3", "count": 4}
+    assert harness.opened == ["s"]  # one session shared by every step
+    assert outcome.steps["convert"].counts()["succeeded"] == 4
+    types = [e["type"] for e in events]
+    assert types.count("item_dispatched") == 6 and types.count("item_succeeded") == 6
+    # every dispatch is journaled before its success
+    for e in events:
+        if e["type"] == "item_succeeded":
+            dispatched = [d for d in events if d["type"] == "item_dispatched" and d["item"] == e["item"]]
+            assert dispatched and dispatched[0]["seq"] < e["seq"]
+
+
+async def test_failed_item_does_not_stop_siblings_and_skips_dependents(autojump_clock: trio.abc.Clock) -> None:
+    text = """
+version: 1
+servers:
+  s: {command: [fake]}
+inputs:
+  items: {type: array, default: [a, b, c]}
+steps:
+  each:
+    server: s
+    tool: picky
+    for_each: ${{ inputs.items }}
+    args: {text: "${{ item }}"}
+  after:
+    server: s
+    tool: echo
+    args: {text: "${{ steps.each.status }}"}
+"""
+
+    def setup(server: FakeServer) -> None:
+        echo_tools(server)
+
+        async def picky(call: FakeCall) -> dict[str, Any]:
+            return text_result("no", is_error=True) if call.arguments["text"] == "b" else text_result("ok")
+
+        server.tools["picky"] = picky
+
+    harness = Harness({"s": setup})
+    outcome = await run_plan(plan_of(text), harness)
+    assert outcome.steps["each"].counts() == {
+        "total": 3,
+        "succeeded": 2,
+        "failed": 1,
+        "in_doubt": 0,
+        "skipped": 0,
+        "reused": 0,
+    }
+    assert outcome.steps["after"].status == "skipped"
+    assert outcome.exit_code == ExitCode.FAILED
+    assert [f["kind"] for f in outcome.failures] == ["tool-error"]
+    assert len(harness.calls("s")) == 3
+
+
+async def test_continue_on_error_lets_dependents_run(autojump_clock: trio.abc.Clock) -> None:
+    text = """
+version: 1
+servers:
+  s: {command: [fake]}
+steps:
+  bad:
+    server: s
+    tool: fail
+    args: {text: x}
+    continue_on_error: true
+  after:
+    server: s
+    tool: echo
+    args: {text: "${{ steps.bad.status }}"}
+outputs:
+  after: ${{ steps.after.text }}
+"""
+    outcome = await run_plan(plan_of(text), Harness({"s": echo_tools}))
+    assert outcome.steps["bad"].status == "failed"
+    assert outcome.outputs == {"after": "failed"}
+    assert outcome.exit_code == ExitCode.OK
+
+
+async def test_if_false_skips_and_dependents_see_skipped(autojump_clock: trio.abc.Clock) -> None:
+    text = """
+version: 1
+servers:
+  s: {command: [fake]}
+inputs:
+  go: {type: boolean, default: false}
+steps:
+  maybe:
+    server: s
+    tool: echo
+    if: ${{ inputs.go }}
+    args: {text: x}
+  next:
+    server: s
+    tool: echo
+    args: {text: "${{ steps.maybe.text }}"}
+"""
+    harness = Harness({"s": echo_tools})
+    outcome = await run_plan(plan_of(text), harness)
+    assert outcome.steps["maybe"].status == "skipped"
+    assert outcome.steps["next"].status == "skipped"
+    assert harness.calls("s") == []
+    assert harness.opened == []  # no step ran: no server was started
+    assert outcome.exit_code == ExitCode.OK
+
+
+async def test_failure_stops_new_steps_but_not_running_fanout(autojump_clock: trio.abc.Clock) -> None:
+    text = """
+version: 1
+servers:
+  s: {command: [fake]}
+inputs:
+  items: {type: array, default: [1, 2, 3, 4, 5, 6]}
+steps:
+  long:
+    server: s
+    tool: slow
+    for_each: ${{ inputs.items }}
+    concurrency: 2
+    args: {seconds: 10}
+  bad:
+    server: s
+    tool: fail
+    args: {text: x}
+  late:
+    server: s
+    tool: echo
+    needs: [long]
+    args: {text: y}
+"""
+    harness = Harness({"s": echo_tools})
+    outcome = await run_plan(plan_of(text), harness)
+    assert outcome.steps["long"].counts()["succeeded"] == 6  # the running fan-out went on
+    assert outcome.steps["late"].status == "skipped"
+    assert "bad" in (outcome.steps["late"].reason or "")
+
+
+async def test_fanout_concurrency_bounded_and_no_task_per_item(autojump_clock: trio.abc.Clock) -> None:
+    in_flight = 0
+    peak = 0
+
+    def setup(server: FakeServer) -> None:
+        async def work(call: FakeCall) -> dict[str, Any]:
+            nonlocal in_flight, peak
+            in_flight += 1
+            peak = max(peak, in_flight)
+            await trio.sleep(1)
+            in_flight -= 1
+            return text_result("ok")
+
+        server.tools["work"] = work
+
+    text = """
+version: 1
+servers:
+  s: {command: [fake], max_concurrency: 8}
+inputs:
+  n: {type: integer, default: 500}
+steps:
+  many:
+    server: s
+    tool: work
+    for_each: ${{ inputs.items }}
+    concurrency: 5
+    args: {i: "${{ index }}"}
+"""
+    text = text.replace("  n: {type: integer, default: 500}", "  items: {type: array, default: []}")
+    plan = plan_of(text, items="[" + ",".join(str(i) for i in range(500)) + "]")
+    tasks_seen = 0
+
+    async def control(scheduler: Scheduler) -> None:
+        nonlocal tasks_seen
+        await trio.sleep(2.5)
+        tasks_seen = count_tasks(trio.lowlevel.current_root_task())
+
+    start = trio.current_time()
+    outcome = await run_plan(plan, Harness({"s": setup}), control=control)
+    assert outcome.steps["many"].counts()["succeeded"] == 500
+    assert peak == 5
+    assert trio.current_time() - start == pytest.approx(100, abs=1)  # 500 items / 5 at a time, 1 s each
+    assert 5 < tasks_seen < 50  # five workers and a few session tasks, not 500
+
+
+async def test_duplicate_keys_fail_the_step_naming_both_indexes(autojump_clock: trio.abc.Clock) -> None:
+    text = """
+version: 1
+servers:
+  s: {command: [fake]}
+inputs:
+  items: {type: array, default: [a, b, a]}
+steps:
+  each:
+    server: s
+    tool: echo
+    for_each: ${{ inputs.items }}
+    args: {text: "${{ item }}"}
+"""
+    harness = Harness({"s": echo_tools})
+    outcome = await run_plan(plan_of(text), harness)
+    assert outcome.steps["each"].status == "failed"
+    assert "items 0 and 2" in (outcome.steps["each"].reason or "")
+    assert harness.calls("s") == []
+
+
+async def test_unreferenced_fanout_results_are_not_kept(autojump_clock: trio.abc.Clock) -> None:
+    text = """
+version: 1
+servers:
+  s: {command: [fake]}
+inputs:
+  items: {type: array, default: [a, b, c]}
+steps:
+  each:
+    server: s
+    tool: echo
+    for_each: ${{ inputs.items }}
+    args: {text: "${{ item }}"}
+"""
+    plan = plan_of(text)
+    assert plan.steps["each"].referenced is False
+    events: list[dict[str, Any]] = []
+    outcome = await run_plan(plan, Harness({"s": echo_tools}), events=events)
+    assert outcome.status == "succeeded"
+    # the journal still has every result
+    assert sorted(e["result"]["content"][0]["text"] for e in events if e["type"] == "item_succeeded") == ["a", "b", "c"]
+
+
+async def test_server_that_cannot_start_fails_its_steps(autojump_clock: trio.abc.Clock) -> None:
+    harness = Harness({"s": echo_tools})
+    harness.fail_open.add("s")
+    events: list[dict[str, Any]] = []
+    outcome = await run_plan(plan_of(CHAIN), harness, events=events)
+    assert outcome.exit_code == ExitCode.UNREACHABLE
+    assert outcome.steps["files"].status == "failed"
+    assert outcome.steps["convert"].status == "skipped"
+    assert [e["type"] for e in events if e["type"] == "session_failed"] == ["session_failed"]
+
+
+def _dropping(server: FakeServer, *, written: bool) -> None:
+    """A server whose first call's connection breaks; later calls work."""
+    echo_tools(server)
+    attempts = {"n": 0}
+
+    async def flaky(call: FakeCall) -> dict[str, Any] | None:
+        attempts["n"] += 1
+        if attempts["n"] == 1:
+            from runner.transports.base import RequestLost
+
+            await call.server.end.send(RequestLost(call.request.id, OutcomeUnknown("stream dropped")))
+            return None
+        return text_result("ok")
+
+    server.tools["flaky"] = flaky
+
+
+FLAKY = """
+version: 1
+servers:
+  s: {command: [fake]}
+steps:
+  once:
+    server: s
+    tool: flaky
+    args: {}
+    idempotent: IDEMPOTENT
+"""
+
+
+async def test_outcome_unknown_is_not_retried_unless_idempotent(autojump_clock: trio.abc.Clock) -> None:
+    harness = Harness({"s": lambda srv: _dropping(srv, written=True)})
+    outcome = await run_plan(plan_of(FLAKY.replace("IDEMPOTENT", "false")), harness)
+    assert len(harness.calls("s")) == 1
+    assert outcome.exit_code == ExitCode.OUTCOME_UNKNOWN
+    assert outcome.status == "in-doubt"
+    assert [d["kind"] for d in outcome.in_doubt] == ["outcome-unknown"]
+
+    harness = Harness({"s": lambda srv: _dropping(srv, written=True)})
+    outcome = await run_plan(plan_of(FLAKY.replace("IDEMPOTENT", "true")), harness)
+    assert len(harness.calls("s")) == 2
+    assert outcome.exit_code == ExitCode.OK
+
+
+async def test_resume_reuses_succeeded_items_and_runs_the_rest(autojump_clock: trio.abc.Clock) -> None:
+    plan = plan_of(CHAIN)
+    events: list[dict[str, Any]] = []
+    await run_plan(plan, Harness({"s": echo_tools}), events=events, concurrency=1)
+    # keep the journal up to the second convert success: files done, 2 of 4 converted
+    successes = [i for i, e in enumerate(events) if e["type"] == "item_succeeded"]
+    cut = events[: successes[2] + 1]
+    state = fold(cut)
+    harness = Harness({"s": echo_tools})
+    outcome = await run_plan(plan, harness, prior=Prior(state=state))
+    assert outcome.outputs == {"report": "F0,F1,F2,F3", "count": 4}
+    assert [c.params["name"] for c in harness.calls("s")] == ["upper", "upper", "echo"]
+    assert outcome.steps["convert"].reused == 2
+
+
+async def test_resume_stops_on_unsafe_in_doubt_items(autojump_clock: trio.abc.Clock) -> None:
+    plan = plan_of(CHAIN)
+    events: list[dict[str, Any]] = []
+    await run_plan(plan, Harness({"s": echo_tools}), events=events, concurrency=1)
+    # cut right after a convert dispatch: that item is in doubt
+    dispatches = [i for i, e in enumerate(events) if e["type"] == "item_dispatched" and e["step"] == "convert"]
+    cut = events[: dispatches[0] + 1]
+    harness = Harness({"s": echo_tools})
+    outcome = await run_plan(plan, harness, prior=Prior(state=fold(cut)))
+    assert outcome.blocked and outcome.exit_code == ExitCode.OUTCOME_UNKNOWN
+    assert [d["step"] for d in outcome.in_doubt] == ["convert"]
+    assert harness.calls("s") == []
+
+    harness = Harness({"s": echo_tools})
+    outcome = await run_plan(plan, harness, prior=Prior(state=fold(cut), in_doubt="skip"))
+    assert outcome.steps["convert"].counts()["failed"] == 1
+    assert len([c for c in harness.calls("s") if c.params["name"] == "upper"]) == 3
+
+    harness = Harness({"s": echo_tools})
+    outcome = await run_plan(plan, harness, prior=Prior(state=fold(cut), in_doubt="rerun"))
+    assert outcome.status == "succeeded"
+    assert len([c for c in harness.calls("s") if c.params["name"] == "upper"]) == 4
+
+
+async def test_drain_lets_inflight_finish_and_dispatches_nothing_new(autojump_clock: trio.abc.Clock) -> None:
+    text = """
+version: 1
+servers:
+  s: {command: [fake]}
+inputs:
+  items: {type: array, default: [1, 2, 3, 4, 5, 6, 7, 8]}
+steps:
+  long:
+    server: s
+    tool: slow
+    for_each: ${{ inputs.items }}
+    concurrency: 2
+    args: {seconds: 10}
+"""
+
+    async def control(scheduler: Scheduler) -> None:
+        await trio.sleep(15)
+        scheduler.drain()
+
+    harness = Harness({"s": echo_tools})
+    outcome = await run_plan(plan_of(text), harness, control=control)
+    assert len(harness.calls("s")) == 4
+    assert outcome.steps["long"].counts()["succeeded"] == 4
+    assert outcome.status == "interrupted"
+
+
+async def test_cancel_sends_cancelled_and_marks_in_doubt(autojump_clock: trio.abc.Clock) -> None:
+    text = """
+version: 1
+servers:
+  s: {command: [fake]}
+steps:
+  long:
+    server: s
+    tool: slow
+    args: {seconds: 100}
+"""
+    events: list[dict[str, Any]] = []
+
+    async def control(scheduler: Scheduler) -> None:
+        await trio.sleep(5)
+        scheduler.cancel()
+
+    harness = Harness({"s": echo_tools})
+    outcome = await run_plan(plan_of(text), harness, control=control, events=events)
+    assert outcome.status == "interrupted"
+    assert [e["kind"] for e in events if e["type"] == "item_failed"] == ["cancelled"]
+    server = harness.servers["s"][0]
+    assert server.cancelled == [server.calls[0].id]
+    assert fold(events).in_doubt()[0][0] == "long"
