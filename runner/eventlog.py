@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -90,12 +90,15 @@ class EventLog:
         start_seq: int = 0,
         flush_interval: float = 0.2,
         fsync: bool = True,
+        offload: Callable[..., Awaitable[None]] | None = None,
     ) -> None:
         self._fd = fd
         self._masker = masker or Masker()
         self._seq = start_seq
         self._flush_interval = flush_interval
         self._fsync = fsync
+        # Writes and fsyncs run in a worker thread so the scheduler never waits on the disk.
+        self._offload = offload or trio.to_thread.run_sync
         self._observers: list[Observer] = []
         self._buffer: list[str] = []
         self._waiters: list[trio.Event] = []
@@ -197,7 +200,7 @@ class EventLog:
                 self._unsynced = False
             if batch or sync:
                 try:
-                    await trio.to_thread.run_sync(self._write, "".join(batch).encode(), sync)
+                    await self._offload(self._write, "".join(batch).encode(), sync)
                 except OSError as exc:
                     self._failed = JournalWriteError(f"cannot write the journal: {exc.strerror or exc}")
                     for waiter in waiters:
