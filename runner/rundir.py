@@ -15,6 +15,7 @@ import fcntl
 import os
 import secrets
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -41,10 +42,17 @@ def resolve_state_dir(flag: str | None, workflow: Path | None) -> Path:
     return Path(".mcp-run")
 
 
+_last_micros = 0
+
+
 def new_run_id() -> str:
-    """``20261129T213512.123Z-3f9a1c``: sorts by start time, unique across processes."""
-    now = datetime.now(UTC)
-    return now.strftime("%Y%m%dT%H%M%S.") + f"{now.microsecond // 1000:03d}Z-" + secrets.token_hex(3)
+    """``20261129T213512.123456Z-3f9a1c``: sorts by start time (strictly, within one process), unique across
+    processes thanks to the random suffix."""
+    global _last_micros
+    micros = max(time.time_ns() // 1000, _last_micros + 1)
+    _last_micros = micros
+    now = datetime.fromtimestamp(micros / 1e6, UTC)
+    return now.strftime("%Y%m%dT%H%M%S.%fZ-") + secrets.token_hex(3)
 
 
 class RunLock:
