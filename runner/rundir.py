@@ -51,8 +51,8 @@ def new_run_id() -> str:
     global _last_micros
     micros = max(time.time_ns() // 1000, _last_micros + 1)
     _last_micros = micros
-    now = datetime.fromtimestamp(micros / 1e6, UTC)
-    return now.strftime("%Y%m%dT%H%M%S.%fZ-") + secrets.token_hex(3)
+    seconds = datetime.fromtimestamp(micros // 1_000_000, UTC)
+    return seconds.strftime("%Y%m%dT%H%M%S.") + f"{micros % 1_000_000:06d}Z-" + secrets.token_hex(3)
 
 
 class RunLock:
