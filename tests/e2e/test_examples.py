@@ -1,0 +1,141 @@
+"""End to end: `mcp-run` as a subprocess on the example workflows, against the real demo server over stdio
+and Streamable HTTP. Real processes, so the real clock, each bounded by a timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = ROOT / "workflows"
+BIN = Path(sys.executable).parent
+
+pytestmark = pytest.mark.integration
+
+
+def mcp_run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", **(env or {})}
+    full_env.pop("MCP_RUN_STATE_DIR", None)
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_convert_docs_over_stdio(tmp_path: Path) -> None:
+    out = tmp_path / "html"
+    result = mcp_run(
+        str(WORKFLOWS / "convert_docs.yaml"),
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--input",
+        f"out={out}",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    sources = sorted(p.stem for p in (WORKFLOWS / "docs").glob("*.md"))
+    assert summary["status"] == "succeeded" and summary["exit_code"] == 0
+    assert summary["steps"]["convert"]["succeeded"] == len(sources)
+    assert summary["outputs"]["pages"] == len(sources)
+    assert sorted(p.stem for p in out.glob("*.html") if p.stem != "contents") == sources
+    index = (out / "contents.html").read_text()
+    assert all(f"{s}.html" in index for s in sources)
+    html = (out / "quickstart.html").read_text()
+    assert "<h1" in html and "<table" in (out / "configuration.html").read_text() + html
+    assert "Traceback" not in result.stderr
+    journal = next((tmp_path / "state" / "runs").glob("*/journal.jsonl"))
+    assert oct(journal.stat().st_mode & 0o777) == "0o600"
+    types = [json.loads(line)["type"] for line in journal.read_text().splitlines()]
+    assert types[0] == "run_started" and types[-1] == "run_finished"
+    assert types.count("item_dispatched") == types.count("item_succeeded") == len(sources) + 2
+    assert "progress" in types and "log" in types
+
+
+@pytest.fixture
+def http_demo() -> Iterator[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runner.demo", "--transport", "http", "--port", "0", "--resumable"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert proc.stdout is not None
+        url = None
+        for _ in range(50):  # bounded: the line comes once the server listens
+            line = proc.stdout.readline()
+            if not line:
+                break
+            match = re.search(r"listening on (http://\S+)", line)
+            if match:
+                url = match.group(1)
+                break
+        assert url, "the demo server did not report its URL"
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def test_convert_docs_over_http_never_writes_the_token(tmp_path: Path, http_demo: str) -> None:
+    out = tmp_path / "html"
+    secret = "tok-" + "x7" * 10
+    result = mcp_run(
+        str(WORKFLOWS / "convert_docs_http.yaml"),
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--input",
+        f"url={http_demo}",
+        "--input",
+        f"source={WORKFLOWS / 'docs'}",
+        "--input",
+        f"out={out}",
+        "--log-level",
+        "debug",
+        env={"DEMO_TOKEN": secret},
+    )
+    assert result.returncode == 0, result.stderr
+    assert (out / "contents.html").is_file()
+    assert secret not in result.stdout + result.stderr
+    for path in (tmp_path / "state").rglob("*"):
+        if path.is_file():
+            assert secret not in path.read_text(errors="replace")
+
+
+def test_invalid_workflow_is_exit_2_without_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\nservers:\n  s: {command: [x]}\nsteps:\n  a: {server: s, tol: echo}\n")
+    result = mcp_run(str(bad))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert f"{bad}:5:" in result.stderr and "did you mean 'tool'" in result.stderr
+
+
+def test_usage_errors_are_exit_2() -> None:
+    assert mcp_run("run").returncode == 2
+    assert mcp_run("call", "--tool").returncode == 2
+    result = mcp_run("nonexistent.yaml")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_version_and_help() -> None:
+    result = mcp_run("--version")
+    assert result.returncode == 0 and result.stdout.startswith("mcp-run ")
+    result = mcp_run("--help")
+    assert "exit codes:" in result.stdout and "outcome unknown" in result.stdout
