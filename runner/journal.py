@@ -21,6 +21,7 @@ key) and ``index`` they concern. The types, in the order a run writes them:
 ``item_failed``     ``step``, ``item``, ``index``, ``kind`` (see ``FAILURE_KINDS``), ``error``, ``result``
 ``step_finished``   ``step``, ``status``, ``counts``
 ``run_finished``    ``status``, ``exit_code``, ``outputs``
+``run_interrupted`` ``status``, ``exit_code``: the run stopped on a signal; it stays resumable
 ==================  ==========================================================================================
 
 Folding never trusts what it cannot see: an item is *succeeded* only with its ``item_succeeded`` line; an
@@ -68,6 +69,7 @@ EVENT_TYPES: Final = (
     "item_failed",
     "step_finished",
     "run_finished",
+    "run_interrupted",
 )
 
 FailureKind = Literal[

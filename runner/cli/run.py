@@ -377,7 +377,7 @@ def _run(
         else:
             fd = os.open(run_dir.journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     log = EventLog(fd, masker=masker, start_seq=prior.state.last_seq if prior is not None else 0)
-    view = make_view(args, plan, sys.stderr, masker)
+    view = make_view(args, plan.order, sys.stderr)
     log.subscribe(view.observe)
     scheduler = Scheduler(
         plan,
@@ -415,7 +415,13 @@ def _run(
                     fingerprints=start["fps"] if start else {},
                     allow_changed=bool(args.allow_changed),
                 )
-            outer.start_soon(_watch_signals, scheduler, args.grace, signals, console)
+            watcher = trio.CancelScope()
+
+            async def watch() -> None:
+                with watcher:
+                    await _watch_signals(scheduler, args.grace, signals, console)
+
+            outer.start_soon(watch)
             async with trio.open_nursery() as inner:
                 inner.start_soon(view.run)
                 outcome = await scheduler.run()
@@ -431,8 +437,9 @@ def _run(
                     exit_code=int(code),
                     outputs=outcome.outputs,
                 )
+            # Stop listening for signals, let the writer flush and fsync what is left, and return.
+            watcher.cancel()
             log.close()
-            outer.cancel_scope.cancel()
         return outcome
 
     try:
