@@ -1,8 +1,20 @@
 """Showing a run as it goes, from the same events the journal gets.
 
-:class:`PlainView` writes timestamped lines for CI logs, cron mail and pipes: step started and finished,
-a fan-out progress line at most every ``interval`` seconds, failures, and server log messages at or above
-the chosen level. When ``GITHUB_ACTIONS=true``, failures are also written as ``::error`` workflow commands.
+Three views, chosen by :func:`make_view`:
+
+- the **live view** (:mod:`runner.live`, drawn with ``rich``) when stderr is a terminal: one line per running
+  step, redrawn at a bounded rate by its own task; log messages, failures and finished steps print above it;
+- :class:`PlainView` otherwise (CI logs, cron mail, pipes), or with ``--no-progress``: timestamped lines for
+  step started and finished, a fan-out progress line at most every ``interval`` seconds (not with
+  ``--no-progress``), failures, and server log messages at or above ``--log-level``. When
+  ``GITHUB_ACTIONS=true``, failures are also written as ``::error`` workflow commands;
+- with ``--quiet``, a :class:`PlainView` that prints failures and error-level log messages only.
+
+``observe(event)`` is called synchronously for every event the run emits, so it only updates counters
+(:class:`ProgressModel`) and, for the plain view, writes the rare line; it never draws. Events reach a view
+already masked by the :class:`~runner.eventlog.EventLog`.
+
+This module imports no ``rich``: ``runner.live`` is imported only when a live view is drawn.
 """
 
 from __future__ import annotations
@@ -10,16 +22,32 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, TextIO
 
 import trio
 
-from runner.plan import Plan
+from runner.journal import IN_DOUBT_KINDS
 from runner.protocol import LOG_LEVELS
 
-__all__ = ["PlainView", "View", "make_view"]
+__all__ = [
+    "CallProgress",
+    "NullView",
+    "PlainView",
+    "ProgressModel",
+    "StepProgress",
+    "View",
+    "format_duration",
+    "format_failure",
+    "format_log",
+    "github_error",
+    "make_view",
+    "short_key",
+    "ts_seconds",
+    "where",
+]
 
 
 class View(Protocol):
@@ -31,6 +59,8 @@ class View(Protocol):
 
 
 class NullView:
+    """Shows nothing."""
+
     def observe(self, event: dict[str, Any]) -> None:
         return None
 
@@ -41,21 +71,264 @@ class NullView:
         return None
 
 
-def _level_index(level: Any) -> int:
+# -- text shared by the views and by `mcp-run show`/`logs` ------------------------------------------------
+
+
+def level_index(level: Any) -> int:
+    """The RFC 5424 rank of a log level (``debug`` 0 ... ``emergency`` 7); unknown levels rank as ``info``."""
     try:
         return LOG_LEVELS.index(str(level))
     except ValueError:
         return 1
 
 
-def _short(value: Any, limit: int = 300) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = text.replace("\n", " ")
+ERROR_LEVEL = LOG_LEVELS.index("error")
+
+
+def one_line(value: Any, limit: int = 300) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split("\n"))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def short_key(key: Any, limit: int = 24) -> str:
+    """An item key cut to ``limit`` characters, keeping its end (file names end paths; ids end URLs)."""
+    text = str(key)
+    return text if len(text) <= limit else "…" + text[-(limit - 1) :]
+
+
+def where(step: Any, item: Any) -> str:
+    """``step[item]``, or ``step`` for a step that does not fan out (its one item's key is empty)."""
+    if step is None:
+        return ""
+    return f"{step}[{short_key(item)}]" if item not in (None, "") else str(step)
+
+
+def format_log(event: dict[str, Any]) -> str:
+    """``log warning docs (logger) convert[d1.md]: message``."""
+    logger = f" ({event['logger']})" if event.get("logger") else ""
+    place = where(event.get("step"), event.get("item"))
+    place = f" {place}" if place else ""
+    return f"log {event.get('level')} {event.get('server')}{logger}{place}: {one_line(event.get('data'))}"
+
+
+def format_failure(event: dict[str, Any]) -> str:
+    """``error convert[d2.md]: tool-error: Markdown file not found: ...`` (``in doubt`` for unknown outcomes)."""
+    label = "in doubt" if event.get("kind") in IN_DOUBT_KINDS else "error"
+    return f"{label} {where(event.get('step'), event.get('item'))}: {event.get('kind')}: {one_line(event.get('error'))}"
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_error(event: dict[str, Any]) -> str:
+    """A GitHub Actions ``::error`` workflow command for a failed item, step or server (values escaped)."""
+    step = event.get("step")
+    title = f"mcp-run step {step}" if step else f"mcp-run server {event.get('server')}"
+    place = where(step, event.get("item"))
+    message = f"{place}: " if place else ""
+    message += f"{event.get('kind')}: {one_line(event.get('error'), 1000)}"
+    return f"::error title={_escape_property(title)}::{_escape_data(message)}"
+
+
+def format_duration(seconds: float) -> str:
+    """``0.4s``, ``12s``, ``3m05s``, ``2h07m``."""
+    if seconds < 10:
+        return f"{max(seconds, 0):.1f}s"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def ts_seconds(ts: Any) -> float | None:
+    """An event's ``ts`` (ISO 8601, UTC) as POSIX seconds; None when it is not one."""
+    try:
+        return datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _clock_time(ts: Any) -> str:
+    try:
+        return datetime.fromisoformat(str(ts).replace("Z", "+00:00")).strftime("%H:%M:%S")
+    except ValueError:
+        return str(ts)
+
+
+# -- the counters -------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class CallProgress:
+    """The last ``progress`` notification of one call in flight."""
+
+    progress: float | None = None
+    total: float | None = None
+    message: str | None = None
+    seq: int = 0
+
+
+@dataclass(slots=True)
+class StepProgress:
+    id: str
+    fan_out: bool
+    total: int
+    started: float
+    status: str = "running"
+    succeeded: int = 0
+    failed: int = 0
+    in_doubt: int = 0
+    finished: float | None = None
+    calls: dict[str, CallProgress] = field(default_factory=dict)
+
+    @property
+    def done(self) -> int:
+        return self.succeeded + self.failed + self.in_doubt
+
+    def rate(self, now: float) -> float | None:
+        """Items finished per second since the step started; None before any finished."""
+        elapsed = (self.finished if self.finished is not None else now) - self.started
+        if self.done == 0 or elapsed <= 0:
+            return None
+        return self.done / elapsed
+
+    def eta(self, now: float) -> float | None:
+        rate = self.rate(now)
+        return (self.total - self.done) / rate if rate else None
+
+    def latest_call(self) -> tuple[str, CallProgress] | None:
+        """The call in flight whose progress was reported last (the one worth showing)."""
+        best: tuple[str, CallProgress] | None = None
+        for key, call in self.calls.items():
+            if best is None or call.seq > best[1].seq:
+                best = (key, call)
+        return best
+
+
+class ProgressModel:
+    """Counters per step, updated from events in O(1); what the views read when they draw.
+
+    ``clock`` gives the time a step starts (the views pass ``time.monotonic``; the plain view passes the
+    time of the event itself, so its output depends on the events only).
+    """
+
+    def __init__(self, steps: Iterable[str] = (), *, clock: Callable[[], float]) -> None:
+        self.planned: list[str] = list(steps)
+        self.steps: dict[str, StepProgress] = {}
+        self.skipped: set[str] = set()
+        self.in_flight = 0
+        self.started: float | None = None
+        self._clock = clock
+
+    def observe(self, event: dict[str, Any]) -> StepProgress | None:
+        """Update the counters; returns the step the event changed, if any."""
+        kind = event.get("type")
+        if kind == "progress":
+            step = self.steps.get(str(event.get("step")))
+            call = step.calls.get(str(event.get("item", ""))) if step is not None else None
+            if call is None:
+                return None  # a late notification for a call already finished
+            call.progress = event.get("progress")
+            call.total = event.get("total")
+            if event.get("message"):
+                call.message = str(event["message"])
+            call.seq = int(event.get("seq") or 0)
+            return step
+        if kind == "item_dispatched":
+            step = self.steps.get(str(event.get("step")))
+            if step is not None:
+                key = str(event.get("item", ""))
+                if key not in step.calls:
+                    self.in_flight += 1
+                step.calls[key] = CallProgress(seq=int(event.get("seq") or 0))
+            return step
+        if kind in ("item_succeeded", "item_failed"):
+            step = self.steps.get(str(event.get("step")))
+            if step is None:
+                return None
+            if step.calls.pop(str(event.get("item", "")), None) is not None:
+                self.in_flight -= 1
+            if kind == "item_succeeded":
+                step.succeeded += 1
+            elif event.get("retrying"):
+                pass  # the next attempt dispatches again
+            elif event.get("kind") in IN_DOUBT_KINDS:
+                step.in_doubt += 1
+            else:
+                step.failed += 1
+            return step
+        if kind == "step_started":
+            now = self._clock()
+            if self.started is None:
+                self.started = now
+            sid = str(event.get("step"))
+            items = event.get("items")
+            fan_out = isinstance(items, int)
+            step = StepProgress(sid, fan_out, items if isinstance(items, int) else 1, now)
+            self.steps[sid] = step
+            if sid not in self.planned:
+                self.planned.append(sid)
+            return step
+        if kind == "step_finished":
+            sid = str(event.get("step"))
+            step = self.steps.get(sid)
+            if step is None:  # failed before it started (a for_each that did not render)
+                step = self.steps[sid] = StepProgress(sid, False, 0, self._clock())
+            step.status = str(event.get("status"))
+            step.finished = self._clock()
+            self.in_flight -= len(step.calls)
+            step.calls.clear()
+            return step
+        if kind == "step_skipped":
+            self.skipped.add(str(event.get("step")))
+        return None
+
+    def running(self) -> list[StepProgress]:
+        return [s for s in self.steps.values() if s.status == "running"]
+
+    def counts(self) -> tuple[int, int, int]:
+        """(steps finished or skipped, running, pending)."""
+        running = sum(1 for s in self.steps.values() if s.status == "running")
+        done = len(self.steps) - running + len(self.skipped - self.steps.keys())
+        return done, running, max(len(self.planned) - done - running, 0)
+
+
+def finished_detail(step: StepProgress | None, event: dict[str, Any]) -> str:
+    """``: 12/13 succeeded, 1 failed`` for a fan-out (from the event's counts), else nothing."""
+    counts = event.get("counts") or {}
+    text = ""
+    if step is not None and step.fan_out:
+        text = f": {counts.get('succeeded', 0)}/{counts.get('total', 0)} succeeded"
+        if counts.get("failed"):
+            text += f", {counts['failed']} failed"
+        if counts.get("in_doubt"):
+            text += f", {counts['in_doubt']} in doubt"
+        if counts.get("reused"):
+            text += f" ({counts['reused']} from the journal)"
+    if event.get("error"):
+        text += f": {one_line(event['error'])}"
+    return text
+
+
+# -- the plain view -----------------------------------------------------------------------------------------
+
+
 class PlainView:
-    """Line-oriented progress for logs. ``clock`` is injectable so tests get fixed timestamps."""
+    """Timestamped lines for logs. Times come from the events (``ts``), so the output is a function of the
+    event sequence: the same journal gives the same lines.
+
+    ``interval`` bounds how often a fan-out's progress line is written; ``progress=False`` (``--no-progress``)
+    drops those lines, keeping starts, finishes, warnings and errors; ``quiet`` keeps only failures and
+    log messages at ``error`` and above.
+    """
 
     def __init__(
         self,
@@ -64,105 +337,86 @@ class PlainView:
         log_level: str = "warning",
         interval: float = 5.0,
         quiet: bool = False,
+        progress: bool = True,
         github: bool = False,
-        clock: Any = None,
+        steps: Iterable[str] = (),
     ) -> None:
         self._stream = stream
-        self._threshold = _level_index(log_level)
+        self._threshold = level_index(log_level)
+        if quiet:
+            self._threshold = max(self._threshold, ERROR_LEVEL)
         self._interval = interval
         self._quiet = quiet
+        self._progress = progress and not quiet
         self._github = github
-        self._clock = clock or time.monotonic
-        self._fanouts: dict[str, dict[str, Any]] = {}
+        self._now = 0.0
+        self._model = ProgressModel(steps, clock=lambda: self._now)
         self._last_line: dict[str, float] = {}
         self._closed = trio.Event()
 
-    def _ts(self, event: dict[str, Any]) -> str:
-        ts = str(event.get("ts", ""))
-        try:
-            return datetime.fromisoformat(ts.replace("Z", "+00:00")).strftime("%H:%M:%S")
-        except ValueError:
-            return ts
-
     def _write(self, event: dict[str, Any], text: str) -> None:
-        self._stream.write(f"{self._ts(event)} {text}\n")
+        self._stream.write(f"{_clock_time(event.get('ts'))} {text}\n")
         self._stream.flush()
 
     def observe(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
-        step = event.get("step")
+        if kind in ("step_started", "step_finished", "item_succeeded", "item_failed"):
+            now = ts_seconds(event.get("ts"))
+            if now is not None:
+                self._now = now
+        step = self._model.observe(event)
         if kind == "item_failed":
-            if event.get("retrying"):
-                return
-            where = f"{step}" + (f"[{str(event.get('item'))[:16]}]" if event.get("item") else "")
-            error = _short(event.get("error"))
-            self._write(event, f"error {where}: {event.get('kind')}: {error}")
+            if not event.get("retrying"):
+                self._write(event, format_failure(event))
+                if self._github:
+                    self._stream.write(github_error(event) + "\n")
+                    self._stream.flush()
+            self._progress_line(event, step)
+        elif kind == "item_succeeded":
+            self._progress_line(event, step)
+        elif kind == "log":
+            if level_index(event.get("level")) >= self._threshold:
+                self._write(event, format_log(event))
+        elif kind == "session_failed":
+            self._write(event, f"error server {event.get('server')}: {one_line(event.get('error'))}")
             if self._github:
-                self._stream.write(f"::error title=mcp-run step {step}::{event.get('kind')}: {error}\n")
-            self._count(event, "failed")
+                self._stream.write(github_error(event) + "\n")
+                self._stream.flush()
+        elif self._quiet:
             return
-        if kind == "log":
-            if _level_index(event.get("level")) >= self._threshold:
-                where = f" {step}" + (f"[{str(event.get('item'))[:16]}]" if event.get("item") else "") if step else ""
-                logger = f" {event['logger']}" if event.get("logger") else ""
-                self._write(
-                    event, f"log {event.get('level')} {event.get('server')}{logger}{where}: {_short(event.get('data'))}"
-                )
-            return
-        if kind == "session_failed":
-            self._write(event, f"error server {event.get('server')}: {_short(event.get('error'))}")
-            return
-        if self._quiet:
-            if kind == "item_succeeded":
-                self._count(event, "succeeded")
-            return
-        if kind == "step_started":
-            total = event.get("items")
-            if total is not None:
-                self._fanouts[str(step)] = {"total": total, "succeeded": 0, "failed": 0, "start": self._clock()}
-                self._last_line[str(step)] = self._clock()
-                self._write(event, f"step {step} started: {total} items")
-            else:
-                self._write(event, f"step {step} started")
+        elif kind == "step_started":
+            assert step is not None
+            self._last_line[step.id] = self._now
+            self._write(event, f"step {step.id} started" + (f": {step.total} items" if step.fan_out else ""))
         elif kind == "step_finished":
-            counts = event.get("counts") or {}
-            detail = ""
-            if str(step) in self._fanouts:
-                detail = f": {counts.get('succeeded', 0)}/{counts.get('total', 0)} succeeded"
-                if counts.get("failed"):
-                    detail += f", {counts['failed']} failed"
-                if counts.get("in_doubt"):
-                    detail += f", {counts['in_doubt']} in doubt"
-            self._write(event, f"step {step} {event.get('status')}{detail}")
+            self._write(event, f"step {event.get('step')} {event.get('status')}{finished_detail(step, event)}")
         elif kind == "step_skipped":
-            self._write(event, f"step {step} skipped: {event.get('reason')}")
+            self._write(event, f"step {event.get('step')} skipped: {event.get('reason')}")
         elif kind == "session_opened":
             info = event.get("server_info") or {}
             name = f"{info.get('name', '?')} {info.get('version', '')}".strip()
             self._write(
                 event, f"server {event.get('server')} connected ({name}, protocol {event.get('protocol_version')})"
             )
-        elif kind == "item_succeeded":
-            self._count(event, "succeeded")
+        elif kind == "stream_resumed":
+            self._write(event, f"{where(event.get('step'), event.get('item'))}: stream resumed")
 
-    def _count(self, event: dict[str, Any], what: str) -> None:
-        step = str(event.get("step"))
-        fan = self._fanouts.get(step)
-        if fan is None:
+    def _progress_line(self, event: dict[str, Any], step: StepProgress | None) -> None:
+        if step is None or not step.fan_out or not self._progress or step.done >= step.total:
             return
-        fan[what] += 1
-        now = self._clock()
-        if now - self._last_line.get(step, 0) >= self._interval and not self._quiet:
-            self._last_line[step] = now
-            done = fan["succeeded"] + fan["failed"]
-            elapsed = max(now - fan["start"], 1e-9)
-            rate = done / elapsed
-            eta = (fan["total"] - done) / rate if rate > 0 else float("inf")
-            eta_text = f", eta {eta:.0f}s" if eta != float("inf") else ""
-            self._write(
-                event,
-                f"step {step}: {done}/{fan['total']} items ({fan['failed']} failed), {rate:.1f}/s{eta_text}",
-            )
+        if self._now - self._last_line.get(step.id, step.started) < self._interval:
+            return
+        self._last_line[step.id] = self._now
+        text = f"step {step.id}: {step.done}/{step.total} items"
+        if step.failed or step.in_doubt:
+            text += f" ({step.failed} failed" + (f", {step.in_doubt} in doubt" if step.in_doubt else "") + ")"
+        rate = step.rate(self._now)
+        if rate is not None:
+            text += f", {rate:.1f}/s"
+            eta = step.eta(self._now)
+            if eta is not None:
+                text += f", eta {format_duration(eta)}"
+        self._write(event, text)
 
     async def run(self) -> None:
         await self._closed.wait()
@@ -171,12 +425,33 @@ class PlainView:
         self._closed.set()
 
 
-def make_view(args: argparse.Namespace, plan: Plan, stream: TextIO, masker: Any) -> View:
-    if getattr(args, "json", False) and getattr(args, "quiet", False):
-        return NullView()
-    return PlainView(
-        stream,
-        log_level=getattr(args, "log_level", "warning"),
-        quiet=bool(getattr(args, "quiet", False)),
-        github=os.environ.get("GITHUB_ACTIONS") == "true",
-    )
+# -- choosing a view ----------------------------------------------------------------------------------------
+
+
+def wants_live(stream: TextIO, environ: Mapping[str, str]) -> bool:
+    """A live view needs a terminal that can move its cursor."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+    return tty and environ.get("TERM", "") != "dumb"
+
+
+def make_view(
+    args: argparse.Namespace,
+    steps: Iterable[str],
+    stream: TextIO,
+    *,
+    environ: Mapping[str, str] | None = None,
+) -> View:
+    """The view for this command line and terminal. ``steps`` are the plan's step ids, in order."""
+    env = os.environ if environ is None else environ
+    quiet = bool(getattr(args, "quiet", False))
+    no_progress = bool(getattr(args, "no_progress", False))
+    log_level = str(getattr(args, "log_level", "warning"))
+    github = env.get("GITHUB_ACTIONS") == "true"
+    if not quiet and not no_progress and wants_live(stream, env):
+        from runner.live import LiveView
+
+        return LiveView(stream, steps=steps, log_level=log_level, no_color=bool(env.get("NO_COLOR")))
+    return PlainView(stream, log_level=log_level, quiet=quiet, progress=not no_progress, github=github, steps=steps)
