@@ -64,10 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"mcp-run {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    from runner.cli import run, servers
+    from runner.cli import inspect, run, servers
 
     run.add_commands(sub, Formatter, EXIT_CODE_HELP)
     servers.add_commands(sub, Formatter, EXIT_CODE_HELP)
+    inspect.add_commands(sub, Formatter, EXIT_CODE_HELP)
     return parser
 
 

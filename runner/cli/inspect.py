@@ -1,0 +1,546 @@
+"""``mcp-run runs``/``show``/``logs``: looking at runs from their journals alone; no server is contacted.
+
+A run's status is what its journal says (``succeeded``, ``failed``, ``in-doubt``, ``interrupted`` by a signal)
+unless the journal has no final record: then it is ``running`` while a process holds the run's lock, and
+``interrupted`` (the process died) when none does.
+
+The functions here build plain data (:func:`run_record`, :func:`show_record`) and text from it; the command
+handlers print. Times are shown in UTC, as the journal records them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from runner.errors import UsageError
+from runner.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from runner.journal import RunState
+    from runner.rundir import RunDir
+
+__all__ = [
+    "JournalTail",
+    "add_commands",
+    "follow",
+    "format_event",
+    "render_runs",
+    "render_show",
+    "run_record",
+    "show_record",
+]
+
+RECORD_VERSION = 1
+LOG_TAIL = 50  # `show` prints the last LOG_TAIL log messages; `logs` prints them all
+
+
+# -- reading a run ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Loaded:
+    """A run directory read once: its events, their fold, and who holds it."""
+
+    run_id: str
+    path: Path
+    events: list[dict[str, Any]]
+    running_pid: int | None
+    state: RunState
+    corrupt: str | None = None
+
+
+def load(run_dir: RunDir) -> Loaded:
+    from runner.errors import McpRunError
+    from runner.journal import RunState, fold, parse_journal
+    from runner.rundir import is_locked
+
+    pid = is_locked(run_dir.path)
+    try:
+        events, _ = parse_journal(run_dir.journal.read_bytes(), source=str(run_dir.journal))
+    except (McpRunError, OSError) as exc:
+        return Loaded(run_dir.run_id, run_dir.path, [], pid, RunState(run_id=run_dir.run_id), corrupt=str(exc))
+    return Loaded(run_dir.run_id, run_dir.path, events, pid, fold(events, keep_results=set()))
+
+
+def _status(run: Loaded) -> str:
+    if run.corrupt is not None:
+        return "corrupt"
+    if run.running_pid is not None:
+        return "running"
+    last = run.events[-1]["type"] if run.events else None
+    if last == "run_interrupted":
+        return "interrupted"
+    return str(run.state.status) if run.state.status is not None else "interrupted"
+
+
+def _ts(value: Any) -> float | None:
+    from runner.view import ts_seconds
+
+    return ts_seconds(value) if value else None
+
+
+def _started(run: Loaded) -> str | None:
+    return next((str(e["ts"]) for e in run.events if e.get("type") == "run_started" and e.get("ts")), None)
+
+
+def _duration(run: Loaded, now: float) -> float | None:
+    start = _ts(_started(run))
+    if start is None:
+        return None
+    if run.running_pid is not None:
+        return max(now - start, 0.0)
+    end = _ts(run.events[-1].get("ts")) if run.events else None
+    return max(end - start, 0.0) if end is not None else None
+
+
+def _item_counts(run: Loaded) -> dict[str, int]:
+    counts = {"succeeded": 0, "failed": 0, "in_doubt": 0}
+    for step in run.state.steps.values():
+        for item in step.items.values():
+            if item.status == "succeeded":
+                counts["succeeded"] += 1
+            elif item.status == "failed":
+                counts["failed"] += 1
+            else:
+                counts["in_doubt"] += 1
+    return counts
+
+
+def run_record(run: Loaded, now: float) -> dict[str, Any]:
+    """One run as a row of ``mcp-run runs`` (and the head of ``show``)."""
+    duration = _duration(run, now)
+    return {
+        "run_id": run.run_id,
+        "workflow": run.state.workflow,
+        "status": _status(run),
+        "exit_code": run.state.exit_code,
+        "started": _started(run),
+        "finished": run.state.finished_at,
+        "duration_s": round(duration, 3) if duration is not None else None,
+        "pid": run.running_pid,
+        "items": _item_counts(run),
+        **({"error": run.corrupt} if run.corrupt else {}),
+    }
+
+
+def show_record(run: Loaded, now: float) -> dict[str, Any]:
+    """Everything ``mcp-run show`` prints: steps, failures with their error text, in-doubt items, logs."""
+    state = run.state
+    steps: dict[str, dict[str, Any]] = {}
+    for event in run.events:
+        kind = event.get("type")
+        sid = event.get("step")
+        if kind == "step_started":
+            entry = steps.setdefault(str(sid), {"status": "running"})
+            entry["status"] = "running"
+            if isinstance(event.get("items"), int):
+                entry["items"] = event["items"]
+        elif kind == "step_skipped":
+            steps[str(sid)] = {"status": "skipped", "reason": event.get("reason")}
+        elif kind == "step_finished":
+            entry = steps.setdefault(str(sid), {})
+            entry["status"] = event.get("status")
+            if event.get("error"):
+                entry["error"] = event["error"]
+    running = run.running_pid is not None
+    for sid, entry in steps.items():
+        step_state = state.steps.get(sid)
+        items = step_state.items.values() if step_state is not None else ()
+        entry["succeeded"] = sum(1 for i in items if i.status == "succeeded")
+        entry["failed"] = sum(1 for i in items if i.status == "failed")
+        entry["in_doubt"] = sum(1 for i in items if i.status == "in-doubt")
+        if entry["status"] == "running" and not running:
+            entry["status"] = "unfinished"
+    failures: list[dict[str, Any]] = []
+    for event in run.events:
+        if event.get("type") == "session_failed":
+            failures.append({"server": event.get("server"), "kind": event.get("kind"), "error": event.get("error")})
+        elif event.get("type") == "step_finished" and event.get("error"):
+            failures.append({"step": event.get("step"), "item": None, "kind": "step", "error": event["error"]})
+    for sid, step_state in state.steps.items():
+        for item in step_state.items.values():
+            if item.status == "failed":
+                failures.append(
+                    {"step": sid, "item": item.key, "index": item.index, "kind": item.kind, "error": item.error}
+                )
+    in_doubt = [
+        {
+            "step": sid,
+            "item": item.key,
+            "index": item.index,
+            "kind": item.kind or "dispatched",
+            "error": item.error or "dispatched; no result recorded",
+            "dispatched_at": item.dispatched_at,
+            "attempts": item.attempts,
+            "request_id": item.request_id,
+        }
+        for sid, item in state.in_doubt()
+    ]
+    logs = [{k: v for k, v in e.items() if k != "seq"} for e in state.logs]
+    return {
+        "version": RECORD_VERSION,
+        **run_record(run, now),
+        "inputs": state.inputs,
+        "pids": state.pids,
+        "steps": steps,
+        "failures": failures,
+        "in_doubt": in_doubt,
+        "logs": logs,
+        "outputs": state.outputs,
+    }
+
+
+# -- text ---------------------------------------------------------------------------------------------------
+
+
+def _when(ts: Any) -> str:
+    seconds = _ts(ts)
+    if seconds is None:
+        return "-"
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _dur(value: Any) -> str:
+    from runner.view import format_duration
+
+    return format_duration(value) if isinstance(value, int | float) else "-"
+
+
+def render_runs(records: list[dict[str, Any]]) -> str:
+    """A table, oldest first (the newest nearest the prompt)."""
+    header = ("RUN ID", "WORKFLOW", "STARTED (UTC)", "DURATION", "STATUS", "DONE", "FAILED", "IN DOUBT")
+    rows = [
+        (
+            r["run_id"],
+            Path(r["workflow"]).name if r["workflow"] else "-",
+            _when(r["started"]),
+            _dur(r["duration_s"]),
+            r["status"] + (f" (pid {r['pid']})" if r["pid"] and r["pid"] > 0 else ""),
+            str(r["items"]["succeeded"]),
+            str(r["items"]["failed"]),
+            str(r["items"]["in_doubt"]),
+        )
+        for r in records
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    right = {5, 6, 7}
+    lines = []
+    for row in [header, *rows]:
+        cells = [c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(row)]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def _indent(text: Any, prefix: str = "      ", max_lines: int = 12) -> str:
+    lines = str(text).splitlines() or [""]
+    more = len(lines) - max_lines
+    lines = lines[:max_lines] + ([f"... ({more} more lines)"] if more > 0 else [])
+    return "\n".join(prefix + line for line in lines)
+
+
+def render_show(record: dict[str, Any]) -> str:
+    from runner.view import format_log, one_line, where
+
+    status = record["status"]
+    if record.get("exit_code") is not None:
+        status += f" (exit {record['exit_code']})"
+    lines = [f"run {record['run_id']}: {status}"]
+    lines.append(f"  workflow  {record['workflow'] or '-'}")
+    lines.append(f"  started   {_when(record['started'])} UTC, duration {_dur(record['duration_s'])}")
+    if record.get("inputs"):
+        lines.append(f"  inputs    {one_line(record['inputs'], 200)}")
+    if record.get("error"):
+        lines.append(f"  journal   {record['error']}")
+    if record["steps"]:
+        lines.append("")
+        lines.append("steps")
+        width = max(len(s) for s in record["steps"])
+        for sid, step in record["steps"].items():
+            text = f"  {sid.ljust(width)}  {step['status']}"
+            if "items" in step:
+                parts = [f"{step['succeeded']} succeeded"]
+                parts += [f"{step['failed']} failed"] if step["failed"] else []
+                parts += [f"{step['in_doubt']} in doubt"] if step["in_doubt"] else []
+                text += f"  {step['items']} items: {', '.join(parts)}"
+            elif step.get("reason"):
+                text += f": {step['reason']}"
+            lines.append(text)
+    if record["failures"]:
+        lines.append("")
+        lines.append(f"failures ({len(record['failures'])})")
+        for failure in record["failures"]:
+            if failure.get("server") is not None:
+                head = f"server {failure['server']}: {failure['kind']}"
+            else:
+                head = f"{where(failure['step'], failure['item']) or failure['step']}: {failure['kind']}"
+            lines.append(f"  {head}")
+            lines.append(_indent(failure["error"]))
+    if record["in_doubt"]:
+        lines.append("")
+        lines.append(f"in doubt ({len(record['in_doubt'])}): the server may or may not have run these calls")
+        for item in record["in_doubt"]:
+            lines.append(
+                f"  {where(item['step'], item['item'])}: {item['kind']}, dispatched {_when(item['dispatched_at'])}"
+                f" (attempt {item['attempts']}): {one_line(item['error'], 200)}"
+            )
+        if record["status"] != "running":
+            lines.append(
+                f"  check them on the server, then: mcp-run resume {record['run_id']}"
+                " --rerun-in-doubt (call again) or --skip-in-doubt (mark failed)"
+            )
+    elif record["status"] == "interrupted":
+        lines.append("")
+        lines.append(f"resume it with: mcp-run resume {record['run_id']}")
+    if record["logs"]:
+        lines.append("")
+        logs = record["logs"]
+        shown = logs[-LOG_TAIL:]
+        more = f", the last {len(shown)} (all: mcp-run logs {record['run_id']})" if len(shown) < len(logs) else ""
+        lines.append(f"server log ({len(logs)} messages{more})")
+        for event in shown:
+            lines.append(f"  {_time_of(event.get('ts'))} {format_log(event)}")
+    return "\n".join(lines)
+
+
+def _time_of(ts: Any) -> str:
+    """``21:33:16.623``: the clock time of an event, to the millisecond."""
+    text = str(ts or "")
+    return text[11:23] if len(text) >= 23 and text[10] == "T" else text
+
+
+def format_event(event: dict[str, Any]) -> str | None:
+    """One journal event as a line of ``mcp-run logs``, or None for the events it does not show."""
+    from runner.view import format_log, one_line, where
+
+    kind = event.get("type")
+    when = _time_of(event.get("ts"))
+    if kind == "log":
+        return f"{when} {format_log(event)}"
+    if kind == "progress":
+        total = event.get("total")
+        amount = _num(event.get("progress")) + (f"/{_num(total)}" if total else "")
+        message = f" {one_line(event['message'], 200)}" if event.get("message") else ""
+        return f"{when} progress {where(event.get('step'), event.get('item'))} {amount}{message}"
+    if kind in ("run_started", "run_resumed", "run_finished", "run_interrupted"):
+        status = f" {event['status']}" if event.get("status") else ""
+        return f"{when} {kind.replace('_', ' ')}{status}"
+    return None
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+# -- following a journal ------------------------------------------------------------------------------------
+
+
+class JournalTail:
+    """Sans-IO: feed the bytes appended to a journal, get back the complete events (a partial last line waits
+    for the rest)."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+        self.offset = 0
+
+    def feed(self, data: bytes) -> list[dict[str, Any]]:
+        from runner.journal import parse_journal
+
+        self.offset += len(data)
+        buffer = self._pending + data
+        events, end = parse_journal(buffer)
+        self._pending = buffer[end:]
+        return events
+
+
+def follow(
+    path: Path,
+    *,
+    running: Callable[[], bool],
+    sleep: Callable[[float], None] = time.sleep,
+    poll: float = 0.25,
+    keep_going: bool = True,
+) -> Iterator[dict[str, Any]]:
+    """Every event of the journal at ``path``; with ``keep_going``, keep reading what is appended until the run
+    finishes (a ``run_finished`` record) or no process holds it any more, polling every ``poll`` seconds
+    (less while lines keep coming)."""
+    tail = JournalTail()
+    with path.open("rb") as file:
+        while True:
+            alive = running()  # asked before reading: what was written before the lock went is read below
+            events = tail.feed(file.read())
+            yield from events
+            if not keep_going or not alive or any(e.get("type") == "run_finished" for e in events):
+                return
+            sleep(poll / 4 if events else poll)
+
+
+# -- the commands -------------------------------------------------------------------------------------------
+
+
+def _state_dir(args: argparse.Namespace) -> Path:
+    from runner.rundir import resolve_state_dir
+
+    return resolve_state_dir(args.state_dir, None)
+
+
+def _find(state_dir: Path, run_id: str) -> RunDir:
+    """The run ``run_id``, or the one run whose id starts or ends with it (``…-3f9a1c``)."""
+    from runner.rundir import find_run, iter_run_dirs
+
+    try:
+        return find_run(state_dir, run_id)
+    except UsageError:
+        matches = [
+            r for r in iter_run_dirs(state_dir) if run_id and (r.run_id.startswith(run_id) or r.run_id.endswith(run_id))
+        ]
+        if len(matches) == 1:
+            return matches[0]
+        raise
+
+
+def runs_command(args: argparse.Namespace) -> int:
+    from runner.rundir import iter_run_dirs
+
+    state_dir = _state_dir(args)
+    if args.keep is not None and not args.prune:
+        raise UsageError("--keep goes with --prune")
+    if args.prune:
+        if args.keep is None or args.keep < 0:
+            raise UsageError("--prune needs --keep N (N >= 0): how many finished runs to keep")
+        removed = prune(state_dir, args.keep)
+        if args.json:
+            print(json.dumps({"removed": removed}, indent=2))
+        else:
+            print(f"removed {len(removed)} finished run(s)" + "".join(f"\n  {r}" for r in removed))
+        return ExitCode.OK
+    now = time.time()
+    records = [run_record(load(r), now) for r in iter_run_dirs(state_dir)]
+    if args.limit is not None:
+        records = records[-args.limit :] if args.limit > 0 else []
+    if args.json:
+        print(json.dumps({"version": RECORD_VERSION, "state_dir": str(state_dir), "runs": records}, indent=2))
+    elif not records:
+        print(f"no runs in {state_dir}", file=sys.stderr)
+    else:
+        print(render_runs(records))
+    return ExitCode.OK
+
+
+def prune(state_dir: Path, keep: int) -> list[str]:
+    """Remove all but the newest ``keep`` finished runs. Never a running run, nor one whose journal has no
+    final record (it may be resumed), nor one whose journal cannot be read (its state is unknown)."""
+    import shutil
+
+    from runner.rundir import iter_run_dirs
+
+    finished = []
+    for run_dir in iter_run_dirs(state_dir):
+        run = load(run_dir)
+        if run.corrupt is None and run.running_pid is None and run.state.finished:
+            finished.append(run)
+    doomed = finished[: max(0, len(finished) - keep)]
+    for run in doomed:
+        shutil.rmtree(run.path)
+    return [run.run_id for run in doomed]
+
+
+def show_command(args: argparse.Namespace) -> int:
+    run = load(_find(_state_dir(args), args.run_id))
+    record = show_record(run, time.time())
+    if args.json:
+        print(json.dumps(record, indent=2, ensure_ascii=False, default=str))
+    else:
+        print(render_show(record))
+    return ExitCode.OK
+
+
+def logs_command(args: argparse.Namespace) -> int:
+    from runner.rundir import is_locked
+    from runner.view import level_index
+
+    run_dir = _find(_state_dir(args), args.run_id)
+    threshold = level_index(args.level)
+    for event in follow(
+        run_dir.journal,
+        running=lambda: is_locked(run_dir.path) is not None,
+        keep_going=args.follow,
+        poll=min(max(args.poll, 0.01), 2.0),
+    ):
+        if event.get("type") == "log" and level_index(event.get("level")) < threshold:
+            continue
+        if event.get("type") == "progress" and args.no_progress_events:
+            continue
+        line = format_event(event)
+        if line is not None:
+            print(line, flush=args.follow)
+    return ExitCode.OK
+
+
+def _add_state_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-dir", metavar="DIR", help="where runs are kept (default: $MCP_RUN_STATE_DIR, else ./.mcp-run)"
+    )
+
+
+def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: str) -> None:
+    runs = sub.add_parser(
+        "runs",
+        help="list runs",
+        description="List the runs of the state directory, oldest first, from their journals.\n\n"
+        "STATUS is succeeded, failed, in-doubt or interrupted as the journal says; a run without a final record\n"
+        "is running while a process holds it, else interrupted (the process died: resume it).",
+        epilog="examples:\n  mcp-run runs\n  mcp-run runs --json\n  mcp-run runs --prune --keep 20\n\n" + exit_help,
+        formatter_class=formatter,
+    )
+    _add_state_dir(runs)
+    runs.add_argument("--json", action="store_true", help="print the runs as JSON")
+    runs.add_argument("--limit", type=int, metavar="N", help="only the newest N runs")
+    runs.add_argument(
+        "--prune", action="store_true", help="remove old finished runs (never a running or unfinished one)"
+    )
+    runs.add_argument("--keep", type=int, metavar="N", help="with --prune: how many finished runs to keep")
+    runs.set_defaults(handler=runs_command)
+
+    show = sub.add_parser(
+        "show",
+        help="show one run: steps, failures, in-doubt items, server log",
+        description="Show a run from its journal: its steps, failures with their error text, the items whose\n"
+        "outcome is unknown, and the server log messages. RUN_ID may be abbreviated to a unique prefix or suffix.",
+        epilog=exit_help,
+        formatter_class=formatter,
+    )
+    show.add_argument("run_id", metavar="RUN_ID")
+    _add_state_dir(show)
+    show.add_argument("--json", action="store_true", help="print the run as JSON")
+    show.set_defaults(handler=show_command)
+
+    logs = sub.add_parser(
+        "logs",
+        help="print a run's server log and progress messages",
+        description="Print the log and progress events of a run's journal; with --follow, keep printing until\n"
+        "the run finishes.",
+        epilog=exit_help,
+        formatter_class=formatter,
+    )
+    logs.add_argument("run_id", metavar="RUN_ID")
+    _add_state_dir(logs)
+    logs.add_argument("--follow", "-f", action="store_true", help="wait for new events until the run finishes")
+    logs.add_argument(
+        "--level",
+        default="debug",
+        choices=("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"),
+        help="only log messages at or above this level (default: all)",
+    )
+    logs.add_argument("--no-progress-events", action="store_true", help="leave out progress events")
+    logs.add_argument("--poll", type=float, default=0.25, metavar="S", help=argparse.SUPPRESS)
+    logs.set_defaults(handler=logs_command)
