@@ -11,7 +11,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import jsonschema
 import pytest
+
+from runner.schemas import JOURNAL_SCHEMA_PATH, SUMMARY_SCHEMA_PATH
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / "workflows"
@@ -62,6 +65,11 @@ def test_convert_docs_over_stdio(tmp_path: Path) -> None:
     assert types[0] == "run_started" and types[-1] == "run_finished"
     assert types.count("item_dispatched") == types.count("item_succeeded") == len(sources) + 2
     assert "progress" in types and "log" in types
+    validator = jsonschema.Draft202012Validator(json.loads(JOURNAL_SCHEMA_PATH.read_text()))
+    for raw in journal.read_text().splitlines():
+        event = json.loads(raw)
+        assert not list(validator.iter_errors(event)), event
+    jsonschema.validate(summary, json.loads(SUMMARY_SCHEMA_PATH.read_text()))
 
 
 @pytest.fixture

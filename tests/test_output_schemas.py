@@ -1,0 +1,41 @@
+"""The --json summary and journal lines validate against the committed JSON Schemas, which are fresh."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import trio
+
+from runner.cli.run import build_summary
+from runner.eventlog import EventLog
+from runner.schemas import JOURNAL_SCHEMA_PATH, SUMMARY_SCHEMA_PATH, write_schemas
+from tests.test_scheduler import CHAIN, Harness, echo_tools, plan_of, run_plan
+
+
+def test_committed_schemas_are_fresh() -> None:
+    assert write_schemas(check=True) == [], "run `python -m runner.schemas` and commit the result"
+
+
+async def test_real_summary_and_events_validate(autojump_clock: trio.abc.Clock) -> None:
+    events: list[dict[str, Any]] = []
+    plan = plan_of(CHAIN)
+    outcome = await run_plan(plan, Harness({"s": echo_tools}), events=events)
+    summary = build_summary(plan, outcome, None, 1.5)
+    jsonschema.validate(summary, json.loads(Path(SUMMARY_SCHEMA_PATH).read_text()))
+    event_schema = json.loads(Path(JOURNAL_SCHEMA_PATH).read_text())
+    validator = jsonschema.Draft202012Validator(event_schema)
+    for event in events:
+        errors = list(validator.iter_errors(event))
+        assert not errors, (event, errors[0].message)
+    assert {e["type"] for e in events} >= {"session_opened", "step_started", "item_dispatched", "item_succeeded"}
+
+
+def test_event_log_fields_are_json() -> None:
+    log = EventLog(None)
+    seen: list[dict[str, Any]] = []
+    log.subscribe(seen.append)
+    log.record("step_skipped", step="a", reason="x")
+    assert seen[0]["seq"] == 1 and seen[0]["ts"].endswith("Z")
