@@ -14,6 +14,9 @@ from runner.eventlog import EventLog
 from runner.schemas import JOURNAL_SCHEMA_PATH, SUMMARY_SCHEMA_PATH, write_schemas
 from tests.test_scheduler import CHAIN, Harness, echo_tools, plan_of, run_plan
 
+SUMMARY_SCHEMA = json.loads(Path(SUMMARY_SCHEMA_PATH).read_text())
+EVENT_SCHEMA = json.loads(Path(JOURNAL_SCHEMA_PATH).read_text())
+
 
 def test_committed_schemas_are_fresh() -> None:
     assert write_schemas(check=True) == [], "run `python -m runner.schemas` and commit the result"
@@ -24,9 +27,8 @@ async def test_real_summary_and_events_validate(autojump_clock: trio.abc.Clock) 
     plan = plan_of(CHAIN)
     outcome = await run_plan(plan, Harness({"s": echo_tools}), events=events)
     summary = build_summary(plan, outcome, None, 1.5)
-    jsonschema.validate(summary, json.loads(Path(SUMMARY_SCHEMA_PATH).read_text()))
-    event_schema = json.loads(Path(JOURNAL_SCHEMA_PATH).read_text())
-    validator = jsonschema.Draft202012Validator(event_schema)
+    jsonschema.validate(summary, SUMMARY_SCHEMA)
+    validator = jsonschema.Draft202012Validator(EVENT_SCHEMA)
     for event in events:
         errors = list(validator.iter_errors(event))
         assert not errors, (event, errors[0].message)
