@@ -6,7 +6,7 @@ closed on purpose with ``ctx.close_sse_stream()``, SEP-1699) reconnects with a G
 ``Last-Event-ID`` and the transport replays, through :meth:`replay_events_after`, what that
 stream sent after the given event.
 
-Event ids are ``"<sequence>"`` strings from one process-wide counter, so they are unique across
+Event ids are ``"<sequence>"`` strings from one per-store counter, so they are unique across
 streams and ordered. Memory is bounded: the oldest events are dropped beyond ``max_events``;
 replaying after a dropped (or unknown) event id returns ``None``, which the transport reports to
 the client as an unknown ``Last-Event-ID``.
@@ -57,12 +57,19 @@ class InMemoryEventStore(EventStore):
         anchor = self._events.get(last_event_id)
         if anchor is None:
             return None
-        # Snapshot first: the callback awaits, and new events may be stored meanwhile.
-        ids = list(self._events)
-        later = ids[ids.index(last_event_id) + 1 :]
-        for event_id in later:
-            event = self._events.get(event_id)
-            if event is None or event.stream_id != anchor.stream_id or event.message is None:
-                continue
-            await send_callback(EventMessage(event.message, event_id))
-        return anchor.stream_id
+        # The callback awaits, and the server keeps storing events meanwhile: go round again until
+        # caught up, so the window in which the SDK's transport has finished replaying but not yet
+        # attached the live stream (events stored then are not sent) is as short as it can be.
+        cursor = int(last_event_id)
+        while True:
+            pending = [
+                (event_id, event)
+                for event_id, event in list(self._events.items())
+                if int(event_id) > cursor and event.stream_id == anchor.stream_id
+            ]
+            if not pending:
+                return anchor.stream_id
+            for event_id, event in pending:
+                cursor = int(event_id)
+                if event.message is not None:
+                    await send_callback(EventMessage(event.message, event_id))

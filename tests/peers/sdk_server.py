@@ -16,7 +16,9 @@ Tools:
     count(key) -> key                               appends ``key`` + newline to --count-file
     close_stream(steps=4, delay=0.05) -> "closed-and-finished"
         appends "close_stream" to --count-file, reports progress, closes its SSE stream half-way
-        (SEP-1699; effective only over HTTP with --resumable), then keeps reporting progress
+        (SEP-1699; effective only over HTTP with --resumable on a 2025-11-25 session, i.e. after
+        the initialize handshake: the SDK's stateless 2026-07-28 path has no close), then keeps
+        reporting progress
     big(n) -> a text of exactly n bytes (ASCII)
 
 Calling an unknown tool name gives a tool result with isError: true ("Unknown tool: NAME"), not a
