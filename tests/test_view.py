@@ -1,0 +1,196 @@
+"""The plain view and the counters behind both views, on recorded event sequences (tests/snapshots/)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from runner.view import (
+    NullView,
+    PlainView,
+    ProgressModel,
+    format_duration,
+    format_failure,
+    format_log,
+    github_error,
+    make_view,
+    short_key,
+)
+from tests.snapshots import JOURNALS, check, events
+
+MODES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "--log-level info": {"log_level": "info"},
+    "--no-progress": {"progress": False},
+    "--quiet": {"quiet": True},
+    "GITHUB_ACTIONS=true": {"github": True},
+}
+
+
+def plain(name: str, **options: Any) -> str:
+    out = io.StringIO()
+    view = PlainView(out, **options)
+    for event in events(name):
+        view.observe(event)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("name", JOURNALS)
+def test_plain_view_snapshot(name: str) -> None:
+    text = "".join(f"## {mode}\n{plain(name, **options)}\n" for mode, options in MODES.items())
+    check(text, f"{name}.plain.txt")
+
+
+def test_plain_view_progress_lines_are_rate_limited_by_event_time() -> None:
+    # fanout.jsonl: 40 items over ~25 s of event time: a line at most every 5 s, none once all are done
+    lines = [line for line in plain("fanout").splitlines() if ": " in line and " items" in line and "/s" in line]
+    assert 3 <= len(lines) <= 5
+    assert all("/40 items" in line and "eta" in line for line in lines)
+    assert plain("fanout", interval=1000.0).count("/s") == 0
+    assert "/s" not in plain("fanout", progress=False)
+
+
+def test_plain_view_no_progress_keeps_starts_finishes_and_errors() -> None:
+    text = plain("failed", progress=False)
+    assert "step convert started: 3 items" in text
+    assert "error convert[docs/missing.md]: tool-error:" in text
+    assert "step convert failed: 2/3 succeeded, 1 failed" in text
+
+
+def test_plain_view_quiet_prints_errors_only() -> None:
+    assert plain("succeeded", quiet=True) == ""
+    text = plain("failed", quiet=True)
+    assert text.splitlines() == [
+        "03:04:05 error convert[docs/missing.md]: tool-error: Error executing tool convert_markdown: "
+        "Markdown file not found: docs/missing.md"
+    ]
+
+
+def test_plain_view_log_level_filters_by_rfc5424_rank() -> None:
+    assert "notes.md has no heading" in plain("succeeded")  # warning >= warning
+    assert "converted install.md" not in plain("succeeded")  # info < warning
+    assert "converted install.md" in plain("succeeded", log_level="info")
+    assert "no heading" not in plain("succeeded", log_level="error")
+
+
+def test_github_error_escapes_workflow_command_values() -> None:
+    event = {"step": "a:b,c", "item": "k", "kind": "tool-error", "error": "100% bad\nsecond line"}
+    assert github_error(event) == "::error title=mcp-run step a%3Ab%2Cc::a:b,c[k]: tool-error: 100%25 bad second line"
+    session = {"type": "session_failed", "server": "docs", "kind": "connect", "error": "refused"}
+    assert github_error(session) == "::error title=mcp-run server docs::connect: refused"
+
+
+def test_failure_and_log_lines_name_step_and_item() -> None:
+    failure = {"step": "convert", "item": "/a/very/long/path/to/some/file.md", "kind": "tool-error", "error": "x"}
+    assert format_failure(failure) == "error convert[…ng/path/to/some/file.md]: tool-error: x"
+    doubt = {"step": "s", "item": "", "kind": "timeout", "error": "no answer"}
+    assert format_failure(doubt) == "in doubt s: timeout: no answer"
+    log = {"server": "docs", "level": "warning", "logger": "conv", "step": "convert", "item": "a.md", "data": "hm"}
+    assert format_log(log) == "log warning docs (conv) convert[a.md]: hm"
+    assert format_log({"server": "docs", "level": "error", "data": {"n": 1}}) == 'log error docs: {"n": 1}'
+
+
+def test_short_key_and_durations() -> None:
+    assert short_key("abc") == "abc"
+    assert short_key("x" * 30, 10) == "…xxxxxxxxx"
+    assert [format_duration(s) for s in (0.42, 12.4, 185, 7620)] == ["0.4s", "12s", "3m05s", "2h07m"]
+
+
+# -- the counters -------------------------------------------------------------------------------------------
+
+
+def test_progress_model_counts_a_recorded_fan_out() -> None:
+    now = [0.0]
+    model = ProgressModel(["list_files", "convert", "summary"], clock=lambda: now[0])
+    seen = events("succeeded")
+    for event in seen[:16]:
+        model.observe(event)
+    convert = model.steps["convert"]
+    assert (convert.total, convert.done, len(convert.calls), model.in_flight) == (3, 0, 3, 3)
+    latest = convert.latest_call()
+    assert latest is not None and latest[1].message is not None
+    assert model.counts() == (1, 1, 1)
+    for event in seen[16:]:
+        model.observe(event)
+    assert (convert.succeeded, convert.failed, model.in_flight) == (3, 0, 0)
+    assert model.counts() == (3, 0, 0)
+
+
+def test_progress_model_retries_doubt_and_late_progress() -> None:
+    model = ProgressModel(clock=lambda: 10.0)
+    model.observe({"type": "step_started", "step": "s", "items": 3})
+    model.observe({"type": "item_dispatched", "step": "s", "item": "a", "seq": 1})
+    model.observe({"type": "item_failed", "step": "s", "item": "a", "kind": "outcome-unknown", "retrying": True})
+    assert model.steps["s"].done == 0 and model.in_flight == 0
+    model.observe({"type": "item_dispatched", "step": "s", "item": "a", "seq": 2})
+    model.observe({"type": "item_failed", "step": "s", "item": "a", "kind": "timeout"})
+    model.observe({"type": "progress", "step": "s", "item": "a", "progress": 1, "total": 2})  # late: ignored
+    model.observe({"type": "item_failed", "step": "s", "item": "b", "kind": "tool-error"})
+    step = model.steps["s"]
+    assert (step.in_doubt, step.failed, step.calls) == (1, 1, {})
+
+
+def test_rate_and_eta() -> None:
+    now = [100.0]
+    model = ProgressModel(clock=lambda: now[0])
+    model.observe({"type": "step_started", "step": "s", "items": 10})
+    step = model.steps["s"]
+    assert step.rate(104.0) is None and step.eta(104.0) is None
+    for key in "abcd":
+        model.observe({"type": "item_succeeded", "step": "s", "item": key})
+    assert step.rate(102.0) == 2.0
+    assert step.eta(102.0) == 3.0
+
+
+# -- choosing a view ----------------------------------------------------------------------------------------
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def args(**kw: Any) -> argparse.Namespace:
+    base = {"quiet": False, "no_progress": False, "log_level": "warning", "json": False}
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_make_view_chooses_by_terminal_and_flags() -> None:
+    env = {"TERM": "xterm"}
+    live = make_view(args(), ["a"], FakeTerminal(), environ=env)
+    assert type(live).__name__ == "LiveView"
+    assert type(make_view(args(json=True), ["a"], FakeTerminal(), environ=env)).__name__ == "LiveView"
+    for view in (
+        make_view(args(), ["a"], io.StringIO(), environ=env),
+        make_view(args(no_progress=True), ["a"], FakeTerminal(), environ=env),
+        make_view(args(quiet=True), ["a"], FakeTerminal(), environ=env),
+        make_view(args(), ["a"], FakeTerminal(), environ={"TERM": "dumb"}),
+    ):
+        assert isinstance(view, PlainView)
+    assert not isinstance(make_view(args(), [], io.StringIO(), environ={}), NullView)
+
+
+def test_make_view_respects_no_color_and_github() -> None:
+    live: Any = make_view(args(), ["a"], FakeTerminal(), environ={"TERM": "xterm", "NO_COLOR": "1"})
+    assert live.console.no_color
+    out = io.StringIO()
+    view = make_view(args(), ["s"], out, environ={"GITHUB_ACTIONS": "true"})
+    view.observe({"type": "item_failed", "ts": "2026-01-02T03:04:05Z", "step": "s", "kind": "tool-error", "error": "e"})
+    assert out.getvalue().splitlines()[-1] == "::error title=mcp-run step s::s: tool-error: e"
+
+
+def test_rich_is_not_imported_without_a_live_view() -> None:
+    code = (
+        "import sys, io, argparse\n"
+        "import runner.cli, runner.view\n"
+        "from runner.cli import build_parser\n"
+        "build_parser()\n"
+        "runner.view.make_view(argparse.Namespace(), ['a'], io.StringIO())\n"
+        "assert 'rich' not in sys.modules and 'runner.live' not in sys.modules, sorted(sys.modules)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
