@@ -1,0 +1,126 @@
+"""The layers of the package and the arrows allowed between them (README, design notes).
+
+Walks every module's imports (module level and inside functions) with ``ast`` and checks them against the
+table below, so a convenient shortcut cannot quietly turn the design into a tangle.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import runner
+
+PACKAGE = Path(runner.__file__).parent
+
+CORE = {
+    "runner",
+    "runner._trio",
+    "runner.errors",
+    "runner.exitcodes",
+    "runner.jsonrpc",
+    "runner.framing",
+    "runner.protocol",
+    "runner.model",
+    "runner.durations",
+    "runner.template",
+    "runner.plan",
+    "runner.journal",
+    "runner.schemas",
+}
+STDLIB_ONLY_THIRD_PARTY = {"pydantic", "jmespath"}
+
+# module prefix -> runner modules it may import (beyond the pure core)
+ALLOWED: dict[str, set[str]] = {
+    "runner.transports": {"runner.transports"},
+    "runner.session": {"runner.transports.base"},
+    "runner.retry": set(),
+    "runner.eventlog": set(),
+    "runner.rundir": set(),
+    "runner.scheduler": {"runner.eventlog", "runner.retry", "runner.session", "runner.transports.base"},
+    "runner.connect": {"runner.session", "runner.transports"},
+    "runner.runctl": {"runner.connect", "runner.retry", "runner.rundir", "runner.scheduler", "runner.session"},
+    "runner.view": {"runner.live"},
+    "runner.live": {"runner.view"},
+    "runner.loader": set(),
+    "runner.demo": {"runner.demo"},
+    "runner.conformance": {"runner.connect", "runner.session", "runner.transports"},
+}
+
+IO_LIBRARIES = {"trio", "httpx", "httpx_sse", "yaml", "anyio", "tenacity", "rich", "mcp"}
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+MODULES = sorted((module_name(p), p) for p in PACKAGE.rglob("*.py"))
+
+
+def _within(name: str, prefixes: set[str]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+@pytest.mark.parametrize(("name", "path"), MODULES, ids=[m for m, _ in MODULES])
+def test_imports_follow_the_layers(name: str, path: Path) -> None:
+    runner_imports = {i for i in imports_of(path) if i.startswith("runner.")}
+    # drop "from runner.x import y" duplicates that name attributes, keep module paths that exist
+    runner_imports = {i for i in runner_imports if _is_module(i)}
+    if name.startswith("runner.cli") or name == "runner.__main__":
+        return  # the CLI (and `python -m runner`) may import everything
+    assert not any(i.startswith("runner.cli") for i in runner_imports), f"{name} imports the CLI"
+    if name in CORE:
+        third_party = {i.split(".")[0] for i in imports_of(path)} & IO_LIBRARIES
+        assert not third_party, f"pure core module {name} imports {third_party}"
+        assert runner_imports <= CORE | {name}, f"{name} imports {runner_imports - CORE}"
+        return
+    prefix = max((p for p in ALLOWED if name == p or name.startswith(p + ".")), key=len, default=None)
+    assert prefix is not None, f"{name} has no row in the layer table"
+    allowed = ALLOWED[prefix] | CORE
+    outside = {i for i in runner_imports if not _within(i, allowed) and i != name}
+    assert not outside, f"{name} may not import {sorted(outside)}"
+
+
+def _is_module(dotted: str) -> bool:
+    path = PACKAGE.parent.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def test_the_scheduler_never_constructs_a_transport() -> None:
+    scheduler = imports_of(PACKAGE / "scheduler.py")
+    assert not any(
+        i.startswith(("runner.transports.stdio", "runner.transports.http", "runner.connect")) for i in scheduler
+    )
+
+
+def test_version_does_not_import_heavy_libraries() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import contextlib, io, sys\n"
+        "from runner.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "    main(['--version'])\n"
+        "print(','.join(m for m in ('trio', 'httpx', 'pydantic', 'yaml', 'rich') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == ""
