@@ -39,6 +39,7 @@ import html
 import ipaddress
 import os
 import re
+import secrets
 import socket
 import sys
 import warnings
@@ -188,6 +189,19 @@ async def tool_log(ctx: Ctx, level: Literal["info", "warning"], message: str) ->
     await pending
 
 
+async def _write_atomically(target: anyio.Path, data: bytes) -> None:
+    # Write then rename: a reader never sees half a file, and concurrent or retried calls for the
+    # same output each write their own temporary file, the last rename winning.
+    partial = target.with_name(f".{target.name}.{secrets.token_hex(6)}.partial")
+    try:
+        await partial.write_bytes(data)
+        await partial.replace(target)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await partial.unlink(missing_ok=True)
+        raise
+
+
 async def list_markdown(folder: str, pattern: str = "*.md") -> MarkdownListing:
     """List the Markdown files in a folder, sorted, as absolute paths.
 
@@ -234,11 +248,8 @@ async def convert_markdown(path: str, out_dir: str, ctx: Ctx) -> ConversionResul
         await target_dir.mkdir(parents=True, exist_ok=True)
         target_dir = await target_dir.resolve()
         output = target_dir / f"{source.stem}.html"
-        # Write then rename: a reader never sees half a page, and a retry simply rewrites it.
-        partial = target_dir / f".{source.stem}.html.{os.getpid()}.partial"
         await ctx.report_progress(3, stages, f"write {output.name}")
-        await partial.write_bytes(data)
-        await partial.replace(output)
+        await _write_atomically(output, data)
     except OSError as exc:
         raise ToolError(f"cannot write into {out_dir}: {exc.strerror or exc}") from None
 
@@ -297,9 +308,7 @@ async def write_summary(
         target = await target.resolve()
         entries = _summary_entries(results, Path(str(target.parent)))
         text = _summary_markdown(title, entries) if target.suffix.lower() == ".md" else _summary_html(title, entries)
-        partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-        await partial.write_text(text, encoding="utf-8")
-        await partial.replace(target)
+        await _write_atomically(target, text.encode("utf-8"))
     except OSError as exc:
         raise ToolError(f"cannot write {path}: {exc.strerror or exc}") from None
     await tool_log(ctx, "info", f"wrote {target.name} linking {len(entries)} pages")
