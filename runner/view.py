@@ -97,17 +97,17 @@ def short_key(key: Any, limit: int = 24) -> str:
     return text if len(text) <= limit else "…" + text[-(limit - 1) :]
 
 
-def where(step: Any, item: Any) -> str:
+def where(step: Any, item: Any, limit: int = 24) -> str:
     """``step[item]``, or ``step`` for a step that does not fan out (its one item's key is empty)."""
     if step is None:
         return ""
-    return f"{step}[{short_key(item)}]" if item not in (None, "") else str(step)
+    return f"{step}[{short_key(item, limit)}]" if item not in (None, "") else str(step)
 
 
-def format_log(event: dict[str, Any]) -> str:
+def format_log(event: dict[str, Any], key_limit: int = 24) -> str:
     """``log warning docs (logger) convert[d1.md]: message``."""
     logger = f" ({event['logger']})" if event.get("logger") else ""
-    place = where(event.get("step"), event.get("item"))
+    place = where(event.get("step"), event.get("item"), key_limit)
     place = f" {place}" if place else ""
     return f"log {event.get('level')} {event.get('server')}{logger}{place}: {one_line(event.get('data'))}"
 

@@ -66,7 +66,7 @@ def test_plain_view_quiet_prints_errors_only() -> None:
     assert plain("succeeded", quiet=True) == ""
     text = plain("failed", quiet=True)
     assert text.splitlines() == [
-        "03:04:05 error convert[docs/missing.md]: tool-error: Error executing tool convert_markdown: "
+        "04:04:05 error convert[docs/missing.md]: tool-error: Error executing tool convert_markdown: "
         "Markdown file not found: docs/missing.md"
     ]
 

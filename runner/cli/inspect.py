@@ -40,6 +40,7 @@ __all__ = [
 
 RECORD_VERSION = 1
 LOG_TAIL = 50  # `show` prints the last LOG_TAIL log messages; `logs` prints them all
+KEY = 80  # item keys are cut to this many characters in text (the JSON has them whole)
 
 
 # -- reading a run ------------------------------------------------------------------------------------------
@@ -176,8 +177,8 @@ def show_record(run: Loaded, now: float) -> dict[str, Any]:
             "step": sid,
             "item": item.key,
             "index": item.index,
-            "kind": item.kind or "dispatched",
-            "error": item.error or "dispatched; no result recorded",
+            "kind": item.kind,
+            "error": item.error,
             "dispatched_at": item.dispatched_at,
             "attempts": item.attempts,
             "request_id": item.request_id,
@@ -280,22 +281,22 @@ def render_show(record: dict[str, Any]) -> str:
             if failure.get("server") is not None:
                 head = f"server {failure['server']}: {failure['kind']}"
             else:
-                head = f"{where(failure['step'], failure['item']) or failure['step']}: {failure['kind']}"
+                head = f"{where(failure['step'], failure['item'], KEY)}: {failure['kind']}"
             lines.append(f"  {head}")
             lines.append(_indent(failure["error"]))
     if record["in_doubt"]:
         lines.append("")
         lines.append(f"in doubt ({len(record['in_doubt'])}): the server may or may not have run these calls")
         for item in record["in_doubt"]:
-            lines.append(
-                f"  {where(item['step'], item['item'])}: {item['kind']}, dispatched {_when(item['dispatched_at'])}"
-                f" (attempt {item['attempts']}): {one_line(item['error'], 200)}"
-            )
+            sent = f"dispatched {_when(item['dispatched_at'])}, attempt {item['attempts']}"
+            if item["kind"]:
+                what = f"{item['kind']} ({sent}): {one_line(item['error'], 200)}"
+            else:
+                what = f"no outcome recorded ({sent})"
+            lines.append(f"  {where(item['step'], item['item'], KEY)}: {what}")
         if record["status"] != "running":
-            lines.append(
-                f"  check them on the server, then: mcp-run resume {record['run_id']}"
-                " --rerun-in-doubt (call again) or --skip-in-doubt (mark failed)"
-            )
+            lines.append("  check them on the server, then resume with --rerun-in-doubt (call them again)")
+            lines.append(f"  or --skip-in-doubt (mark them failed): mcp-run resume {record['run_id']} ...")
     elif record["status"] == "interrupted":
         lines.append("")
         lines.append(f"resume it with: mcp-run resume {record['run_id']}")
@@ -306,7 +307,7 @@ def render_show(record: dict[str, Any]) -> str:
         more = f", the last {len(shown)} (all: mcp-run logs {record['run_id']})" if len(shown) < len(logs) else ""
         lines.append(f"server log ({len(logs)} messages{more})")
         for event in shown:
-            lines.append(f"  {_time_of(event.get('ts'))} {format_log(event)}")
+            lines.append(f"  {_time_of(event.get('ts'))} {format_log(event, KEY)}")
     return "\n".join(lines)
 
 
@@ -323,12 +324,12 @@ def format_event(event: dict[str, Any]) -> str | None:
     kind = event.get("type")
     when = _time_of(event.get("ts"))
     if kind == "log":
-        return f"{when} {format_log(event)}"
+        return f"{when} {format_log(event, KEY)}"
     if kind == "progress":
         total = event.get("total")
         amount = _num(event.get("progress")) + (f"/{_num(total)}" if total else "")
         message = f" {one_line(event['message'], 200)}" if event.get("message") else ""
-        return f"{when} progress {where(event.get('step'), event.get('item'))} {amount}{message}"
+        return f"{when} progress {where(event.get('step'), event.get('item'), KEY)} {amount}{message}"
     if kind in ("run_started", "run_resumed", "run_finished", "run_interrupted"):
         status = f" {event['status']}" if event.get("status") else ""
         return f"{when} {kind.replace('_', ' ')}{status}"
