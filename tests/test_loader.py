@@ -254,3 +254,31 @@ def test_mutations_of_a_valid_workflow(mutations: list[tuple[tuple[Any, ...], st
         except (KeyError, IndexError, TypeError):
             continue  # an earlier mutation removed this path
     must_be_workflow_error(yaml.safe_dump(doc, allow_unicode=True, sort_keys=False))
+
+
+EXAMPLES = {path.name: yaml.safe_load(path.read_text(encoding="utf-8")) for path in sorted(
+    (HERE.parent / "workflows").glob("*.yaml"))}  # fmt: skip
+EXAMPLE_PATHS = [(name, path) for name, doc in EXAMPLES.items() for path in _paths(doc)[1:]]
+
+
+@settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(EXAMPLE_PATHS), st.sampled_from(["delete", "replace"]), VALUES),
+                min_size=1, max_size=3))  # fmt: skip
+def test_mutations_of_the_shipped_examples(mutations: list[tuple[tuple[str, tuple[Any, ...]], str, Any]]) -> None:
+    """The example workflows in workflows/, mutated at random, give a WorkflowError or pass; never a traceback."""
+    name = mutations[0][0][0]
+    doc = copy.deepcopy(EXAMPLES[name])
+    for (example, path), action, value in mutations:
+        if example != name:
+            continue
+        parent: Any = doc
+        try:
+            for part in path[:-1]:
+                parent = parent[part]
+            if action == "delete":
+                del parent[path[-1]]
+            else:
+                parent[path[-1]] = value
+        except (KeyError, IndexError, TypeError):
+            continue
+    must_be_workflow_error(yaml.safe_dump(doc, allow_unicode=True, sort_keys=False))
