@@ -6,7 +6,8 @@ key) and ``index`` they concern. The types, in the order a run writes them:
 
 ==================  ==========================================================================================
 ``run_started``     ``run_id``, ``workflow`` (absolute path), ``workflow_hash``, ``inputs`` (secrets masked),
-                    ``fingerprints`` (step -> hash of its definition and its upstream steps), ``pid``
+                    ``fingerprints`` (step -> hash of its definition and its upstream steps), ``env`` (names
+                    of the environment variables the run read, never their values), ``pid``
 ``run_resumed``     ``pid``, ``fingerprints``, ``allow_changed``
 ``session_opened``  ``server``, ``protocol_version``, ``server_info``
 ``session_failed``  ``server``, ``error``, ``kind``
@@ -35,8 +36,9 @@ not a JSON object is an error naming its line number.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final, Literal
 
 from runner.errors import McpRunError
@@ -51,7 +53,10 @@ __all__ = [
     "RunState",
     "StepState",
     "fold",
+    "iter_journal",
     "parse_journal",
+    "peek_journal",
+    "read_journal",
 ]
 
 EVENT_TYPES: Final = (
@@ -137,6 +142,7 @@ class RunState:
     workflow_hash: str | None = None
     inputs: dict[str, Any] = field(default_factory=dict)
     fingerprints: dict[str, str] = field(default_factory=dict)
+    env_names: list[str] = field(default_factory=list)
     steps: dict[str, StepState] = field(default_factory=dict)
     started_at: str | None = None
     finished_at: str | None = None
@@ -161,24 +167,69 @@ class RunState:
         return state.items.get(key) if state is not None else None
 
 
-def parse_journal(data: bytes, *, source: str = "journal.jsonl") -> tuple[list[dict[str, Any]], int]:
-    """Parse journal bytes into events. Returns the events and the length of the valid prefix (up to and
-    including the last complete line), which is where a resume appends after cutting a torn tail."""
-    events: list[dict[str, Any]] = []
-    end = data.rfind(b"\n") + 1  # a torn tail after the last newline is ignored
+def iter_journal(
+    lines: Iterable[bytes], *, source: str = "journal.jsonl", unmask: Callable[[str], str] | None = None
+) -> Iterator[dict[str, Any]]:
+    """Events from journal lines (each with its newline), lazily: a 100,000-event journal is never held as
+    a list. A last line without its newline is a torn write and is skipped; any other bad line raises
+    ``JournalCorrupt`` naming it."""
     line_no = 0
-    for line in data[:end].split(b"\n")[:-1]:
+    for line in lines:
         line_no += 1
+        if not line.endswith(b"\n"):
+            return  # torn tail: the process died mid-write
         if not line.strip():
             continue
         try:
-            event = json.loads(line)
+            event = json.loads(unmask(line.decode()) if unmask is not None and b"***" in line else line)
         except ValueError as exc:
             raise JournalCorrupt(f"{source}:{line_no}: corrupt journal line ({exc})") from None
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             raise JournalCorrupt(f"{source}:{line_no}: journal line is not an event object")
-        events.append(event)
-    return events, end
+        yield event
+
+
+def parse_journal(data: bytes, *, source: str = "journal.jsonl") -> tuple[list[dict[str, Any]], int]:
+    """Parse journal bytes into events. Returns the events and the length of the valid prefix (up to and
+    including the last complete line), which is where a resume appends after cutting a torn tail."""
+    end = data.rfind(b"\n") + 1
+    return list(iter_journal(data[:end].splitlines(keepends=True), source=source)), end
+
+
+def read_journal(
+    path: Path, *, keep_results: set[str] | None = None, unmask: Callable[[str], str] | None = None
+) -> RunState:
+    """Fold the journal file at ``path`` line by line."""
+    with path.open("rb") as f:
+        return fold(iter_journal(f, source=str(path), unmask=unmask), keep_results=keep_results)
+
+
+def peek_journal(path: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The first and the last complete events of a journal, reading only its ends (for `runs` and for
+    finding an unfinished run among many)."""
+    with path.open("rb") as f:
+        first_line = f.readline()
+        size = f.seek(0, 2)
+        tail = b""
+        if size:
+            f.seek(max(0, size - 65536))
+            tail = f.read()
+    first = _event_or_none(first_line)
+    end = tail.rfind(b"\n")
+    if end < 0:
+        return first, None
+    start = tail.rfind(b"\n", 0, end) + 1
+    return first, _event_or_none(tail[start : end + 1])
+
+
+def _event_or_none(line: bytes) -> dict[str, Any] | None:
+    if not line.endswith(b"\n"):
+        return None
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) else None
 
 
 def fold(events: Iterable[dict[str, Any]], *, keep_results: set[str] | None = None) -> RunState:
@@ -239,6 +290,7 @@ def fold(events: Iterable[dict[str, Any]], *, keep_results: set[str] | None = No
             state.workflow_hash = event.get("workflow_hash")
             state.inputs = event.get("inputs") or {}
             state.fingerprints = event.get("fingerprints") or {}
+            state.env_names = event.get("env") or []
             state.started_at = event.get("ts")
             if isinstance(event.get("pid"), int):
                 state.pids.append(event["pid"])

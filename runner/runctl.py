@@ -22,7 +22,6 @@ from runner.errors import ConnectFailed, HTTPStatusError, McpRunError, NotDelive
 from runner.journal import RunState
 from runner.plan import Plan
 from runner.retry import RetryPolicy, retry_not_delivered
-from runner.rundir import RunSummary, list_runs
 from runner.scheduler import SessionOpener
 from runner.session import Session, SessionOptions
 from runner.template import canonical_json, make_context
@@ -32,7 +31,6 @@ __all__ = [
     "env_context",
     "fingerprints",
     "make_opener",
-    "unfinished_runs",
     "workflow_hash",
 ]
 
@@ -159,19 +157,15 @@ class _RetryableConnect(NotDelivered):
     """Connection set-up failed in a way worth another try."""
 
 
-def unfinished_runs(state_dir: Path, workflow: Path) -> list[RunSummary]:
-    """Unfinished runs of this workflow file (matched by absolute path), newest last."""
-    target = str(workflow.resolve())
-    return [s for s in list_runs(state_dir) if s.state.workflow == target and not s.state.finished]
-
-
 def changed_steps(old: Mapping[str, str], new: Mapping[str, str]) -> set[str]:
     return {sid for sid, fp in new.items() if old.get(sid) != fp}
 
 
 def describe_changes(
-    state: RunState, new_hash: str, new_fps: Mapping[str, str], inputs: Mapping[str, Any]
+    state: RunState, new_hash: str, new_fps: Mapping[str, str], inputs: Mapping[str, Any], secret: set[str]
 ) -> list[str]:
+    """What differs between the run's journal and now. Secret inputs are never compared (their values were
+    never written)."""
     changes = []
     if state.workflow_hash != new_hash:
         changes.append("the workflow file changed since the run started")
@@ -179,10 +173,8 @@ def describe_changes(
     if changed:
         changes.append("steps whose definition or inputs changed: " + ", ".join(sorted(changed)))
     old_inputs = state.inputs or {}
-    for name in sorted(set(old_inputs) | set(inputs)):
+    for name in sorted((set(old_inputs) | set(inputs)) - secret):
         old, new = old_inputs.get(name), inputs.get(name)
-        if isinstance(old, str) and old.startswith("***") and old.endswith("***"):
-            continue  # a secret: compared through the fingerprints of non-secret inputs only
         if json.dumps(old, sort_keys=True) != json.dumps(new, sort_keys=True):
             changes.append(f"input {name!r} was {json.dumps(old)}, now {json.dumps(new)}")
     return changes

@@ -16,14 +16,13 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from runner.errors import BusyError, McpRunError, UsageError
-from runner.journal import RunState, fold, parse_journal
+from runner.journal import RunState, peek_journal, read_journal
 
 __all__ = ["RunDir", "RunLock", "RunSummary", "list_runs", "new_run_id", "resolve_state_dir"]
 
@@ -136,30 +135,34 @@ class RunDir:
         lock.acquire()
         return lock
 
-    def open_for_append(self) -> tuple[int, RunState, list[dict[str, Any]]]:
-        """Open the journal for appending after cutting a torn tail (call under the lock)."""
+    def open_for_append(self) -> int:
+        """Open the journal for appending after cutting a torn tail (call under the lock), so that what a
+        resume appends starts on a line of its own and the journal reads cleanly after a second crash."""
         fd = os.open(self.journal, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
-        data = _read_all(fd)
-        events, valid = parse_journal(data, source=str(self.journal))
-        if valid != len(data):
-            os.ftruncate(fd, valid)
-            os.fsync(fd)
-        return fd, fold(events), events
+        size = os.fstat(fd).st_size
+        if size:
+            tail = os.pread(fd, min(size, 1 << 20), max(0, size - (1 << 20)))
+            if not tail.endswith(b"\n"):
+                cut = tail.rfind(b"\n")
+                valid = size - len(tail) + cut + 1 if cut >= 0 else _last_newline(fd, size - len(tail))
+                os.ftruncate(fd, valid)
+                os.fsync(fd)
+        return fd
 
-    def read(self) -> RunState:
-        events, _ = parse_journal(self.journal.read_bytes(), source=str(self.journal))
-        return fold(events)
+    def read(self, *, keep_results: set[str] | None = None, unmask: Callable[[str], str] | None = None) -> RunState:
+        return read_journal(self.journal, keep_results=keep_results, unmask=unmask)
 
 
-def _read_all(fd: int) -> bytes:
-    chunks: list[bytes] = []
-    offset = 0
-    while True:
-        chunk = os.pread(fd, 1 << 20, offset)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        offset += len(chunk)
+def _last_newline(fd: int, before: int) -> int:
+    """Length of the journal up to its last newline before offset ``before`` (a torn line over 1 MiB)."""
+    while before > 0:
+        start = max(0, before - (1 << 20))
+        chunk = os.pread(fd, before - start, start)
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1
+        before = start
+    return 0
 
 
 @dataclass
@@ -190,11 +193,26 @@ def list_runs(state_dir: Path) -> list[RunSummary]:
     out = []
     for run_dir in iter_run_dirs(state_dir):
         try:
-            state = run_dir.read()
+            state = run_dir.read(keep_results=set())
         except McpRunError:  # a corrupt journal is shown as such, not a crash of `runs`
             state = RunState(run_id=run_dir.run_id, status="corrupt")
         out.append(RunSummary(run_dir, state, is_locked(run_dir.path)))
     return out
+
+
+def unfinished_runs(state_dir: Path, workflow: Path) -> list[RunDir]:
+    """Unfinished runs of this workflow file (matched by absolute path), oldest first. Reads only the ends
+    of each journal: a run is finished when its last complete event is ``run_finished``."""
+    target = str(workflow.resolve())
+    found = []
+    for run_dir in iter_run_dirs(state_dir):
+        first, last = peek_journal(run_dir.journal)
+        if first is None or first.get("type") != "run_started" or first.get("workflow") != target:
+            continue
+        if last is not None and last.get("type") == "run_finished":
+            continue
+        found.append(run_dir)
+    return found
 
 
 def find_run(state_dir: Path, run_id: str) -> RunDir:

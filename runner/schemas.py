@@ -90,6 +90,7 @@ class RunStarted(_Event):
     workflow_hash: str | None
     inputs: dict[str, Any] = Field(description="Resolved inputs; secret ones are placeholders.")
     fingerprints: dict[str, str]
+    env: list[str] = Field(description="Names of the environment variables the run read (never values).")
     pid: int
 
 

@@ -186,10 +186,10 @@ def test_run_dir_permissions_lock_and_torn_tail(tmp_path: Path) -> None:
     assert info.value.pid == os.getpid()
     assert is_locked(run.path) == os.getpid()
     run.journal.write_bytes(sample_journal() + b'{"seq": 99, "ty')
-    fd, state, _events = run.open_for_append()
+    fd = run.open_for_append()
     os.close(fd)
     assert run.journal.read_bytes() == sample_journal()  # the torn tail was cut
-    assert state.last_seq == 12
+    assert run.read().last_seq == 12
     lock.release()
     assert is_locked(run.path) is None
     summaries = list_runs(tmp_path / "state")

@@ -152,12 +152,19 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
     plan.set_defaults(handler=plan_command)
 
 
-def _load_plan(args: argparse.Namespace, *, require_inputs: bool, file: str | None = None) -> Plan:
+def _load_plan(
+    args: argparse.Namespace,
+    *,
+    require_inputs: bool,
+    file: str | None = None,
+    base_inputs: dict[str, Any] | None = None,
+) -> Plan:
     from runner.loader import load_inputs_file, validate
 
     path = file or args.file
     inputs_file = load_inputs_file(args.inputs_file) if getattr(args, "inputs_file", None) else None
-    return validate(path, require_inputs=require_inputs, input_pairs=args.input, inputs_file=inputs_file)
+    merged = {**(base_inputs or {}), **(inputs_file or {})}
+    return validate(path, require_inputs=require_inputs, input_pairs=args.input, inputs_file=merged or None)
 
 
 def validate_command(args: argparse.Namespace) -> int:
@@ -192,17 +199,19 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def resume_command(args: argparse.Namespace) -> int:
+    from runner.journal import peek_journal
     from runner.rundir import find_run, resolve_state_dir
 
     state_dir = resolve_state_dir(args.state_dir, None)
     run_dir = find_run(state_dir, args.run_id)
-    state = run_dir.read()
-    if not state.workflow:
+    first, _last = peek_journal(run_dir.journal)
+    workflow = first.get("workflow") if first is not None and first.get("type") == "run_started" else None
+    if not isinstance(workflow, str):
         raise UsageError(f"run {args.run_id} has no run_started record; it cannot be resumed")
     args.resume = True
     args.new_run = False
     args.state_dir = str(state_dir)
-    return _execute(args, Path(state.workflow), run_id=args.run_id)
+    return _execute(args, Path(workflow), run_id=args.run_id)
 
 
 def _execute(args: argparse.Namespace, path: Path, *, run_id: str | None) -> int:
@@ -210,58 +219,59 @@ def _execute(args: argparse.Namespace, path: Path, *, run_id: str | None) -> int
         raise UsageError("--rerun-in-doubt and --skip-in-doubt contradict each other")
     if args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
+    if args.no_journal and args.resume:
+        raise UsageError("--no-journal cannot resume: there is no journal")
     from runner.eventlog import Masker
-    from runner.runctl import collect_secrets, env_context, fingerprints, unfinished_runs, workflow_hash
-    from runner.rundir import RunDir, find_run, resolve_state_dir
+    from runner.journal import peek_journal
+    from runner.runctl import collect_secrets, env_context, fingerprints, workflow_hash
+    from runner.rundir import RunDir, find_run, is_locked, resolve_state_dir, unfinished_runs
 
-    plan = _load_plan(args, require_inputs=True, file=str(path))
+    state_dir = resolve_state_dir(args.state_dir, path)
+    run_dir: RunDir | None = None
+    if run_id is not None:
+        run_dir = find_run(state_dir, run_id)
+    elif not args.no_journal and not args.new_run:
+        unfinished = unfinished_runs(state_dir, path) if path.is_file() else []
+        if unfinished:
+            newest = unfinished[-1]
+            if not args.resume:
+                pid = is_locked(newest.path)
+                status = f"running as process {pid}" if pid else "interrupted"
+                print(
+                    f"mcp-run: run {newest.run_id} of this workflow is unfinished ({status}). Finish it with:\n"
+                    f"  mcp-run {_quote(str(path))} --resume\nor start over with --new-run.",
+                    file=sys.stderr,
+                )
+                return ExitCode.USAGE
+            run_dir = newest
+
+    # A resume takes the run's inputs from its journal (flags still override); secret inputs were never
+    # written, so they must be given again.
+    base_inputs: dict[str, Any] = {}
+    if run_dir is not None:
+        first, _last = peek_journal(run_dir.journal)
+        recorded = first.get("inputs") if first is not None else None
+        if isinstance(recorded, dict):
+            base_inputs = {k: v for k, v in recorded.items() if not _placeholder(v)}
+    plan = _load_plan(args, require_inputs=True, file=str(path), base_inputs=base_inputs)
     inputs = dict(plan.input_values or {})
     env = env_context(plan)
     masker = Masker(collect_secrets(plan, inputs, env))
     fps = fingerprints(plan, inputs)
     wf_hash = workflow_hash(path)
-    state_dir = resolve_state_dir(args.state_dir, path)
     console = _console(args, masker)
+    start = {"fps": fps, "hash": wf_hash, "path": path}
 
     if args.no_journal:
-        if args.resume:
-            raise UsageError("--no-journal cannot resume: there is no journal")
         return _run(args, plan, inputs, env, masker, console, run_dir=None, lock=None, prior=None)
-
-    run_dir: RunDir | None = None
-    if run_id is not None:
-        run_dir = find_run(state_dir, run_id)
-    else:
-        unfinished = unfinished_runs(state_dir, path)
-        if unfinished and not args.new_run:
-            newest = unfinished[-1]
-            if not args.resume:
-                console.error(
-                    f"run {newest.run_dir.run_id} of this workflow is unfinished ({newest.status}). "
-                    f"Finish it with:\n  mcp-run {_quote(str(path))} --resume\n"
-                    f"or start over with --new-run."
-                )
-                return ExitCode.USAGE
-            run_dir = newest.run_dir
     if run_dir is None:
         run_dir = RunDir.create(state_dir)
         lock = run_dir.lock()
         console.info(f"run {run_dir.run_id} (journal: {run_dir.journal})")
-        return _run(
-            args,
-            plan,
-            inputs,
-            env,
-            masker,
-            console,
-            run_dir=run_dir,
-            lock=lock,
-            prior=None,
-            start={"fps": fps, "hash": wf_hash, "path": path},
-        )
+        return _run(args, plan, inputs, env, masker, console, run_dir=run_dir, lock=lock, prior=None, start=start)
     lock = run_dir.lock()
     try:
-        prior = _prepare_resume(args, run_dir, plan, inputs, fps, wf_hash, console)
+        prior = _prepare_resume(args, run_dir, plan, inputs, fps, wf_hash, console, masker)
     except BaseException:
         lock.release()
         raise
@@ -269,18 +279,11 @@ def _execute(args: argparse.Namespace, path: Path, *, run_id: str | None) -> int
         lock.release()
         return ExitCode.USAGE
     console.info(f"resuming run {run_dir.run_id} (journal: {run_dir.journal})")
-    return _run(
-        args,
-        plan,
-        inputs,
-        env,
-        masker,
-        console,
-        run_dir=run_dir,
-        lock=lock,
-        prior=prior,
-        start={"fps": fps, "hash": wf_hash, "path": path},
-    )
+    return _run(args, plan, inputs, env, masker, console, run_dir=run_dir, lock=lock, prior=prior, start=start)
+
+
+def _placeholder(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith("***") and value.endswith("***")
 
 
 def _prepare_resume(
@@ -291,19 +294,24 @@ def _prepare_resume(
     fps: dict[str, str],
     wf_hash: str,
     console: Console,
+    masker: Any,
 ) -> Prior | None:
-    from runner.journal import fold, parse_journal
     from runner.runctl import changed_steps, describe_changes
     from runner.scheduler import Prior
 
-    data = run_dir.journal.read_bytes()
-    events, _ = parse_journal(data, source=str(run_dir.journal))
-    state = fold(events, keep_results={sid for sid, s in plan.steps.items() if s.referenced})
+    state = run_dir.read(keep_results={sid for sid, s in plan.steps.items() if s.referenced}, unmask=masker.unmask)
+    missing = [name for name in state.env_names if os.environ.get(name) is None]
+    if missing:
+        console.error(
+            f"run {run_dir.run_id} read the environment variable(s) {', '.join(missing)}, which are not set "
+            "now; set them again to resume (their values were never written to the journal)"
+        )
+        return None
     if state.finished:
         console.error(f"run {run_dir.run_id} already finished ({state.status}); nothing to resume")
         return None
-    public_inputs = {k: v for k, v in inputs.items() if not plan.workflow.inputs[k].secret}
-    changes = describe_changes(state, wf_hash, fps, public_inputs)
+    secret = {name for name, spec in plan.workflow.inputs.items() if spec.secret}
+    changes = describe_changes(state, wf_hash, fps, inputs, secret)
     fresh: set[str] = set()
     if changes:
         if not args.allow_changed:
@@ -373,7 +381,7 @@ def _run(
     fd: int | None = None
     if run_dir is not None:
         if prior is not None:
-            fd, _state, _events = run_dir.open_for_append()
+            fd = run_dir.open_for_append()
         else:
             fd = os.open(run_dir.journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     log = EventLog(fd, masker=masker, start_seq=prior.state.last_seq if prior is not None else 0)
@@ -406,6 +414,7 @@ def _run(
                     workflow_hash=start["hash"] if start else None,
                     inputs=public_inputs,
                     fingerprints=start["fps"] if start else {},
+                    env=sorted(name for name, value in env.items() if value is not None),
                     pid=os.getpid(),
                 )
             else:
