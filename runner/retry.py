@@ -56,7 +56,9 @@ class RetryPolicy:
     total: float = 120.0
 
     def wait(self) -> tenacity.wait.wait_base:
-        return tenacity.wait_exponential_jitter(initial=self.initial, max=self.maximum, jitter=self.jitter)
+        """``initial * 2**(n-1)`` capped at ``maximum``, plus up to ``jitter`` seconds at random."""
+        exponential = tenacity.wait_exponential(multiplier=self.initial, max=self.maximum)
+        return exponential + tenacity.wait_random(0, self.jitter) if self.jitter > 0 else exponential
 
 
 def failure_kind(exc: BaseException) -> str:
