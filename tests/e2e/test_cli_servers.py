@@ -1,0 +1,73 @@
+"""`mcp-run tools` and `mcp-run call` end to end: output, and one exit code per failure kind."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_examples import ROOT, mcp_run
+
+pytestmark = pytest.mark.integration
+
+MODES = str(Path(__file__).resolve().parents[1] / "fakes" / "mcp_modes.py")
+
+
+def call(mode: str, *extra: str) -> tuple[int, str, str]:
+    result = mcp_run("call", "--tool", "echo", "--args", '{"text": "hello"}', *extra, "--", sys.executable, MODES, mode,
+                     timeout=60)  # fmt: skip
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.returncode, result.stdout, result.stderr
+
+
+def test_tools_lists_the_demo_server() -> None:
+    result = mcp_run("tools", "--", sys.executable, "-m", "runner.demo")
+    assert result.returncode == 0, result.stderr
+    assert "convert_markdown" in result.stdout and "args: path: string, out_dir: string" in result.stdout
+    raw = mcp_run("tools", "--json", "--", sys.executable, "-m", "runner.demo")
+    assert {t["name"] for t in json.loads(raw.stdout)} >= {"list_markdown", "convert_markdown", "echo"}
+
+
+def test_call_prints_progress_and_result(tmp_path: Path) -> None:
+    args = json.dumps({"path": str(ROOT / "workflows/docs/quickstart.md"), "out_dir": str(tmp_path)})
+    result = mcp_run("call", "--tool", "convert_markdown", "--args", args, "--json", "--", sys.executable, "-m",
+                     "runner.demo")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["structuredContent"]["title"]
+    assert "progress 4/4" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("mode", "code", "message"),
+    [
+        ("ok", 0, ""),
+        ("tool-error", 1, "reported an error"),
+        ("protocol-error", 3, "server error -32602: Unknown tool: nope"),
+        ("bad-version", 3, "'1999-01-01'"),
+        ("die-on-init", 4, "fatal: cannot load configuration"),
+        ("die-on-call", 5, "connection lost after tools/call request"),
+        ("garbage", 0, "ignored invalid message from server"),
+        ("huge", 5, "exceeded the 1,048,576-byte cap"),  # the answer was lost: in doubt
+    ],
+)
+def test_exit_code_per_failure_kind(mode: str, code: int, message: str) -> None:
+    rc, out, err = call(mode, "--max-message-size", str(1 << 20), "--log-level", "debug")
+    assert rc == code, err
+    assert message in err
+    if code == 0:
+        assert out.strip() == "hello"
+
+
+def test_silent_server_times_out_as_outcome_unknown() -> None:
+    rc, _out, err = call("silent", "--timeout", "1")
+    assert rc == 5 and "1 s timeout" in err
+
+
+def test_usage_errors() -> None:
+    assert mcp_run("call", "--tool", "echo").returncode == 2  # no server
+    result = mcp_run("call", "--tool", "echo", "--args", "[1]", "--", "x")
+    assert result.returncode == 2 and "JSON object" in result.stderr
+    result = mcp_run("tools", "ftp://example.com")
+    assert result.returncode == 2
