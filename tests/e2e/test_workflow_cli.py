@@ -1,0 +1,97 @@
+"""`validate`, `plan`, `plan --check`, `--output`, and the busy lock, end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_crash_resume import environment, journal_path
+from tests.e2e.test_examples import WORKFLOWS, mcp_run
+from tests.e2e.test_interrupt import wait_for_dispatches, write_workflow
+
+pytestmark = pytest.mark.integration
+
+
+def test_validate_and_plan() -> None:
+    result = mcp_run("validate", str(WORKFLOWS / "convert_docs.yaml"))
+    assert result.returncode == 0 and "valid: 3 steps in 3 layers" in result.stdout
+    result = mcp_run("plan", str(WORKFLOWS / "convert_docs.yaml"))
+    assert result.returncode == 0
+    assert "fan-out over ${{ steps.list_files.structured.files }}" in result.stdout
+
+
+def test_plan_check_finds_missing_tools_and_bad_arguments(tmp_path: Path) -> None:
+    ok = mcp_run("plan", "--check", str(WORKFLOWS / "convert_docs.yaml"))
+    assert ok.returncode == 0, ok.stderr
+    assert "ok: 3 steps checked" in ok.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        f"""
+version: 1
+servers:
+  docs: {{command: [{json.dumps(sys.executable)}, -m, runner.demo]}}
+steps:
+  a: {{server: docs, tool: convert_markdwn, args: {{path: x, out_dir: y}}}}
+  b: {{server: docs, tool: echo, args: {{text: 5}}}}
+"""
+    )
+    result = mcp_run("plan", "--check", str(bad))
+    assert result.returncode == 2
+    assert "no tool 'convert_markdwn'; did you mean 'convert_markdown'?" in result.stderr
+    assert "step b: args.text: 5 is not of type 'string'" in result.stderr
+
+
+def test_output_file(tmp_path: Path) -> None:
+    out = tmp_path / "outputs.json"
+    result = mcp_run(
+        str(WORKFLOWS / "convert_docs.yaml"),
+        "--state-dir", str(tmp_path / "state"),
+        "--input", f"out={tmp_path / 'html'}",
+        "--output", str(out),
+        "--quiet",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert json.loads(out.read_text())["pages"] == 13
+    assert result.stderr == ""  # --quiet: nothing but errors
+
+
+def test_a_running_run_is_busy_for_a_second_process(tmp_path: Path) -> None:
+    workflow = write_workflow(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runner", str(workflow), "--state-dir", str(tmp_path / "state"), "--quiet"],
+        env=environment(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
+    )
+    try:
+        wait_for_dispatches(tmp_path, 1)
+        path = journal_path(tmp_path)
+        assert path is not None
+        run_id = path.parent.name
+        second = subprocess.run(
+            [sys.executable, "-m", "runner", "resume", run_id, "--state-dir", str(tmp_path / "state")],
+            env=environment(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+        )
+        assert second.returncode == 6, second.stderr
+        assert f"process {proc.pid}" in second.stderr
+        plain = subprocess.run(
+            [sys.executable, "-m", "runner", str(workflow), "--state-dir", str(tmp_path / "state")],
+            env=environment(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+        )
+        assert plain.returncode == 2 and f"running as process {proc.pid}" in plain.stderr
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
