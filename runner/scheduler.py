@@ -30,7 +30,7 @@ from typing import Any
 
 import trio
 
-from runner.errors import McpRunError, NotDelivered, OutcomeUnknown, ProtocolError
+from runner.errors import McpRunError, NotDelivered, OutcomeUnknown
 from runner.eventlog import EventLog
 from runner.exitcodes import ExitCode, combine
 from runner.journal import IN_DOUBT_KINDS, RunState
@@ -104,6 +104,10 @@ class Outcome:
     failures: list[dict[str, Any]]
     in_doubt: list[dict[str, Any]]
     blocked: bool = False  # stopped before running: in-doubt items need a decision
+
+
+class _Drained(McpRunError):
+    """An interrupt arrived before the request was dispatched: the item did not run (nothing to record)."""
 
 
 class _Slot:
@@ -416,6 +420,8 @@ class Scheduler:
             return item_entry("failed", error)
         try:
             result = await self._call(ps, session, index, key, args)
+        except _Drained:
+            return None
         except McpRunError as exc:
             kind = failure_kind(exc)
             return item_entry("failed", self._item_failed(ps, index, key, kind, str(exc)))
@@ -458,39 +464,41 @@ class Scheduler:
     async def _call(
         self, ps: PlannedStep, session: Session, index: int | None, key: str, args: dict[str, Any]
     ) -> ToolResult:
+        """One item's call, with the retries the rules allow. Raises ``_Drained`` when an interrupt came
+        before the request was dispatched (nothing to record: the item simply did not run)."""
         safe = await self._safe_to_repeat(ps)
         server = ps.server
         attempt = 0
+        dispatched: list[Any] = []  # request ids of the current attempt, once journaled
 
         def on_progress(p: Progress) -> None:
             self._log.note("progress", step=ps.id, item=key, progress=p.progress, total=p.total, message=p.message)
 
+        async def before_send(rid: Any, token: Any) -> None:
+            if self._draining:
+                raise _Drained("the run is being interrupted; not dispatching")
+            await self._log.commit(
+                "item_dispatched",
+                step=ps.id,
+                item=key,
+                index=index,
+                server=server,
+                tool=ps.tool,
+                request_id=rid,
+                progress_token=token,
+                attempt=attempt,
+            )
+            dispatched.append(rid)
+            self._inflight[(server, rid)] = (ps.id, key)
+
         async def one_attempt() -> ToolResult:
             nonlocal attempt
             attempt += 1
-            dispatched: list[Any] = []
-
-            async def before_send(rid: Any, token: Any) -> None:
-                if self._draining:
-                    raise NotDelivered("the run is being interrupted; not dispatching")
-                await self._log.commit(
-                    "item_dispatched",
-                    step=ps.id,
-                    item=key,
-                    index=index,
-                    server=server,
-                    tool=ps.tool,
-                    request_id=rid,
-                    progress_token=token,
-                    attempt=attempt,
-                )
-                dispatched.append(rid)
-                self._inflight[(server, rid)] = (ps.id, key)
-
+            dispatched.clear()
             try:
                 async with self._global, self._server_limits[server]:
                     if self._draining:
-                        raise NotDelivered("the run is being interrupted; not dispatching")
+                        raise _Drained("the run is being interrupted; not dispatching")
                     return await session.call_tool(
                         ps.tool,
                         args,
@@ -501,49 +509,30 @@ class Scheduler:
                     )
             except trio.Cancelled:
                 if dispatched:
-                    self._log.record(
-                        "item_failed",
-                        step=ps.id,
-                        item=key,
-                        index=index,
-                        kind="cancelled",
-                        error="cancelled by an interrupt",
-                    )
+                    error = "cancelled by an interrupt after it was sent; the server may have done it"
+                    self._log.record("item_failed", step=ps.id, item=key, index=index, kind="cancelled", error=error)
                     self._reports[ps.id].in_doubt += 1
                     self._in_doubt.append(
-                        {"step": ps.id, "item": key, "index": index, "kind": "cancelled", "error": "cancelled"}
-                    )
-                raise
-            except (NotDelivered, OutcomeUnknown) as exc:
-                if dispatched and (isinstance(exc, NotDelivered) or safe) and not self._draining:
-                    # journal this attempt's failure; the next attempt journals its own dispatch
-                    self._log.record(
-                        "item_failed",
-                        step=ps.id,
-                        item=key,
-                        index=index,
-                        kind=failure_kind(exc),
-                        error=str(exc).split("\n", 1)[0],
-                        retrying=True,
+                        {"step": ps.id, "item": key, "index": index, "kind": "cancelled", "error": error}
                     )
                 raise
             finally:
                 for rid in dispatched:
                     self._inflight.pop((server, rid), None)
 
-        retry_on: tuple[type[McpRunError], ...] = (NotDelivered, OutcomeUnknown) if safe else (NotDelivered,)
-
         def before_sleep(n: int, exc: BaseException, delay: float) -> None:
-            self._warn(f"{ps.id}[{key[:12]}]: attempt {n} failed ({str(exc).splitlines()[0]}); retry in {delay:.1f}s")
+            # Only called when another attempt follows: journal how this one ended (when it was dispatched;
+            # the next attempt journals its own dispatch).
+            first_line = str(exc).split("\n", 1)[0]
+            if dispatched:
+                kind = failure_kind(exc)
+                self._log.record(
+                    "item_failed", step=ps.id, item=key, index=index, kind=kind, error=first_line, retrying=True
+                )
+            self._warn(f"{ps.id}[{key[-24:]}]: attempt {n} failed ({first_line}); retrying in {delay:.1f}s")
 
-        if self._draining:
-            raise NotDelivered("the run is being interrupted; not dispatching")
-        try:
-            return await retry_not_delivered(
-                self._options.retry, one_attempt, retry_on=retry_on, before_sleep=before_sleep
-            )
-        except ProtocolError:
-            raise
+        retry_on: tuple[type[McpRunError], ...] = (NotDelivered, OutcomeUnknown) if safe else (NotDelivered,)
+        return await retry_not_delivered(self._options.retry, one_attempt, retry_on=retry_on, before_sleep=before_sleep)
 
     async def _safe_to_repeat(self, ps: PlannedStep, *, connect: bool = False) -> bool:
         if ps.idempotent:

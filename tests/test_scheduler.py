@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from runner._trio import single_error
-from runner.errors import ConnectFailed, OutcomeUnknown
+from runner.errors import ConnectFailed, NotDelivered, OutcomeUnknown
 from runner.eventlog import EventLog
 from runner.exitcodes import ExitCode
 from runner.journal import fold
@@ -41,6 +41,7 @@ class Harness:
         self.servers: dict[str, list[FakeServer]] = {}
         self.opened: list[str] = []
         self.fail_open: set[str] = set()
+        self.undelivered_calls = 0  # this many tools/call sends fail before a byte is written
 
     @asynccontextmanager
     async def opener(self, name: str, options: SessionOptions) -> AsyncIterator[Session]:
@@ -53,6 +54,15 @@ class Harness:
                 self.setups[name](server)
                 self.servers.setdefault(name, []).append(server)
                 nursery.start_soon(server.serve)
+                original_send = client.send
+
+                async def send(message: Any) -> None:
+                    if getattr(message, "method", None) == "tools/call" and self.undelivered_calls > 0:
+                        self.undelivered_calls -= 1
+                        raise NotDelivered("connection refused")
+                    await original_send(message)
+
+                client.send = send  # type: ignore[method-assign]
                 async with open_session(client, options) as session:
                     yield session
                 nursery.cancel_scope.cancel()
@@ -516,3 +526,61 @@ steps:
     server = harness.servers["s"][0]
     assert server.cancelled == [server.calls[0].id]
     assert fold(events).in_doubt()[0][0] == "long"
+
+
+async def test_undelivered_call_is_retried_with_backoff_and_journaled(autojump_clock: trio.abc.Clock) -> None:
+    text = """
+version: 1
+servers:
+  s: {command: [fake]}
+steps:
+  once:
+    server: s
+    tool: echo
+    args: {text: hi}
+"""
+    harness = Harness({"s": echo_tools})
+    harness.undelivered_calls = 2
+    events: list[dict[str, Any]] = []
+    start = trio.current_time()
+    outcome = await run_plan(plan_of(text), harness, events=events)
+    assert outcome.status == "succeeded"
+    assert len(harness.calls("s")) == 1  # only the delivered attempt reached the server
+    assert trio.current_time() - start == pytest.approx(3)  # backoff 1 s, then 2 s
+    kinds = [(e["type"], e.get("attempt") or e.get("kind")) for e in events if e.get("step") == "once"]
+    assert kinds == [
+        ("step_started", None),
+        ("item_dispatched", 1),
+        ("item_failed", "connection-before-send"),
+        ("item_dispatched", 2),
+        ("item_failed", "connection-before-send"),
+        ("item_dispatched", 3),
+        ("item_succeeded", None),
+        ("step_finished", None),
+    ]
+    assert fold(events).steps["once"].items[""].status == "succeeded"
+
+
+async def test_drain_during_backoff_records_no_failure(autojump_clock: trio.abc.Clock) -> None:
+    text = """
+version: 1
+servers:
+  s: {command: [fake]}
+steps:
+  once:
+    server: s
+    tool: echo
+    args: {text: hi}
+"""
+    harness = Harness({"s": echo_tools})
+    harness.undelivered_calls = 1
+    events: list[dict[str, Any]] = []
+
+    async def control(scheduler: Scheduler) -> None:
+        await trio.sleep(0.5)  # during the first backoff
+        scheduler.drain()
+
+    outcome = await run_plan(plan_of(text), harness, events=events, control=control)
+    assert outcome.status == "interrupted" and harness.calls("s") == []
+    assert [e["kind"] for e in events if e["type"] == "item_failed"] == ["connection-before-send"]
+    assert outcome.failures == []  # the item did not run; a resume will run it
