@@ -231,7 +231,7 @@ class CuttingProxy:
 
     def __init__(self, upstream_port: int, cut_after_progress: int) -> None:
         self.upstream_port = upstream_port
-        self.cut_after_progress = cut_after_progress
+        self.cut_after = cut_after_progress
         self.tools_call_posts = 0
         self.cuts = 0
         self.port = 0
@@ -248,31 +248,43 @@ class CuttingProxy:
         async with client, upstream, trio.open_nursery() as nursery:
 
             async def up() -> None:
-                tail = b""
+                calls = _Counter(b'"method":"tools/call"')  # only a POST has a body
                 async for chunk in client:
-                    seen = tail + chunk
-                    calls = seen.count(b'"method":"tools/call"') - tail.count(b'"method":"tools/call"')
-                    if calls and b"POST " in seen:
-                        self.tools_call_posts += calls
+                    if new := calls.feed(chunk):
+                        self.tools_call_posts += new
                         if self.cuts == 0:
                             armed.set()
-                    tail = seen[-64:]
                     await upstream.send_all(chunk)
                 nursery.cancel_scope.cancel()
 
             async def down() -> None:
-                progress = 0
+                progress = _Counter(b"notifications/progress")
                 async for chunk in upstream:
                     await client.send_all(chunk)
-                    if armed.is_set() and self.cuts == 0:
-                        progress += chunk.count(b"notifications/progress")
-                        if progress >= self.cut_after_progress:
-                            self.cuts += 1
-                            break
+                    if armed.is_set() and self.cuts == 0 and progress.feed(chunk) and progress.total >= self.cut_after:
+                        self.cuts += 1
+                        break
                 nursery.cancel_scope.cancel()
 
             nursery.start_soon(up)
             nursery.start_soon(down)
+
+
+class _Counter:
+    """Counts the occurrences of ``needle`` in a byte stream fed in arbitrary chunks."""
+
+    def __init__(self, needle: bytes) -> None:
+        self.needle = needle
+        self.total = 0
+        self._tail = b""
+
+    def feed(self, chunk: bytes) -> int:
+        """The occurrences completed by ``chunk``."""
+        data = self._tail + chunk
+        new = data.count(self.needle) - self._tail.count(self.needle)
+        self._tail = data[-(len(self.needle) - 1) :]
+        self.total += new
+        return new
 
 
 def _port(url: str) -> int:
