@@ -55,7 +55,7 @@ _STATUS_STYLE = {"succeeded": "green", "failed": "red", "interrupted": "yellow",
 _STATUS_MARK = {"succeeded": "✓", "failed": "✗", "interrupted": "!", "skipped": "-"}
 
 
-def _bar(done: float, total: float, width: int = BAR_WIDTH) -> Text:
+def _bar(done: float, total: float, width: int) -> Text:
     """A bar that reads without colour too: ``━━━━━━━━──────``."""
     filled = 0 if total <= 0 else min(width, int(width * done / total))
     bar = Text("━" * filled, style="bar.complete")
@@ -84,12 +84,12 @@ def _call_text(key: str, progress: Any, frame: int) -> Text:
     return text
 
 
-def _step_row(step: StepProgress, now: float, frame: int) -> list[RenderableType]:
+def _step_row(step: StepProgress, now: float, frame: int, bar_width: int) -> list[RenderableType]:
     spinner = Text(SPINNER[frame % len(SPINNER)], style="cyan")
     name = Text(step.id, style="bold", overflow="ellipsis", no_wrap=True)
     latest = step.latest_call()
     if step.fan_out:
-        bar = _bar(step.done, step.total)
+        bar = _bar(step.done, step.total, bar_width)
         count = Text(f"{step.done}/{step.total}")
         if step.failed:
             count.append(f" {step.failed}✗", style="red")
@@ -105,13 +105,13 @@ def _step_row(step: StepProgress, now: float, frame: int) -> list[RenderableType
         # one call: its own progress is the bar (a spinner and a count when the server sends no total)
         call = latest[1] if latest is not None else None
         if call is not None and call.progress is not None and call.total:
-            bar = _bar(call.progress, call.total)
+            bar = _bar(call.progress, call.total, bar_width)
             count = Text(f"{_number(call.progress)}/{_number(call.total)}")
         elif call is not None and call.progress is not None:
-            bar = Text(" " * BAR_WIDTH)
+            bar = Text(" " * bar_width)
             count = Text(f"{SPINNER[frame % len(SPINNER)]} {_number(call.progress)}")
         else:
-            bar = Text(" " * BAR_WIDTH)
+            bar = Text(" " * bar_width)
             count = Text("")
         speed = Text(format_duration(now - step.started), style="dim")
         message = Text(one_line(call.message, 120), style="dim") if call is not None and call.message else Text()
@@ -120,18 +120,20 @@ def _step_row(step: StepProgress, now: float, frame: int) -> list[RenderableType
     return [spinner, name, bar, count, speed, message]
 
 
-def render(model: ProgressModel, now: float, frame: int = 0) -> RenderableType:
-    """The live region: one line per running step, then a footer with the step counts and calls in flight."""
-    table = Table.grid(padding=(0, 1))
+def render(model: ProgressModel, now: float, frame: int = 0, width: int = 100) -> RenderableType:
+    """The live region: one line per running step, then a footer with the step counts and calls in flight.
+    ``width`` is the terminal's: a narrow one gets a shorter bar."""
+    bar_width = BAR_WIDTH if width >= 90 else BAR_WIDTH // 2 if width >= 60 else 6
+    table = Table.grid(padding=(0, 1), expand=True)  # expand: the message column (ratio 1) takes what is left
     table.add_column(width=1, no_wrap=True)
     table.add_column(max_width=28, no_wrap=True)
-    table.add_column(width=BAR_WIDTH, no_wrap=True)
+    table.add_column(width=bar_width, no_wrap=True)
     table.add_column(justify="right", no_wrap=True)
     table.add_column(no_wrap=True)
     table.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
     running = model.running()
     for step in running[:MAX_STEPS]:
-        table.add_row(*_step_row(step, now, frame))
+        table.add_row(*_step_row(step, now, frame, bar_width))
     done, n_running, pending = model.counts()
     footer = Text(f"steps: {done} done, {n_running} running, {pending} pending", style="dim")
     if len(running) > MAX_STEPS:
@@ -209,7 +211,7 @@ class LiveView:
             lines, self._lines = self._lines, []
             live.console.print(Group(*lines), soft_wrap=True)
         self._frame += 1
-        live.update(render(self.model, self._clock(), self._frame), refresh=True)
+        live.update(render(self.model, self._clock(), self._frame, live.console.width), refresh=True)
         self.redraws += 1
 
     async def run(self) -> None:

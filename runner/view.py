@@ -248,7 +248,7 @@ class ProgressModel:
                 key = str(event.get("item", ""))
                 if key not in step.calls:
                     self.in_flight += 1
-                step.calls[key] = CallProgress(seq=int(event.get("seq") or 0))
+                step.calls[key] = CallProgress()  # seq 0: shown only when no call has reported progress
             return step
         if kind in ("item_succeeded", "item_failed"):
             step = self.steps.get(str(event.get("step")))

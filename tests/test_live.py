@@ -148,3 +148,14 @@ def test_observe_never_draws() -> None:
     assert view.model.steps["s"].succeeded == 10_000
     assert view.redraws == 0
     assert view.console.file.getvalue() == ""  # type: ignore[attr-defined]
+
+
+def test_a_narrow_terminal_gets_a_shorter_bar_and_keeps_the_counts() -> None:
+    model = ProgressModel(clock=lambda: 0.0)
+    model.observe({"type": "step_started", "step": "convert_documents", "items": 600})
+    for n in range(193):
+        model.observe({"type": "item_succeeded", "step": "convert_documents", "item": str(n)})
+    out = Console(file=io.StringIO(), width=60, force_terminal=True, color_system=None)
+    out.print(render(model, 1.4, 0, width=60))
+    row = out.file.getvalue().splitlines()[0]  # type: ignore[attr-defined]
+    assert "━━━─────────" in row and "193/600" in row and len(row.rstrip()) <= 60
