@@ -356,7 +356,9 @@ def _loopback_socket(host: str, port: int) -> socket.socket:
     if not address.is_loopback:
         raise ValueError(f"refusing to listen on {host}: the demo server binds loopback addresses only")
     family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted connections only when the listening
+    # socket's protocol says TCP; with 0, every reused keep-alive connection waits ~40 ms for delayed ACKs.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((str(address), port))
