@@ -55,6 +55,7 @@ __all__ = [
 log = logging.getLogger("runner.transports.http")
 
 DEFAULT_MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
+DRAIN_AFTER_RESPONSE: Final = 1.0
 ACCEPT_SSE: Final = "text/event-stream"
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
@@ -414,22 +415,31 @@ class StreamHub:
         finally:
             await aclose_response(response, self._params.close_timeout)
 
-    async def _consume(self, response: httpx.Response, stream: Stream) -> bool:
+    async def _consume(self, response: httpx.Response, stream: Stream, *, drain: bool = False) -> bool:
         """Read one SSE response until it ends, drops, or carries this stream's response. True when it
-        brought at least one new event id. ``FrameTooLarge`` propagates."""
+        brought at least one new event id. ``FrameTooLarge`` propagates.
+
+        With ``drain`` (a POST's own stream, which the server ends right after the response), reading goes
+        on to the end of the body for at most ``DRAIN_AFTER_RESPONSE`` seconds, so the connection goes back
+        to the pool instead of being dropped; the response itself was handed on the moment it arrived. A
+        resumed GET may stay open after the response (the SDK's does), so it is not drained."""
         parser = SSEParser(self._params.max_event_bytes)
         progressed = False
+        bound = trio.CancelScope()
 
         def on_chunk(chunk: bytes) -> bool:
             nonlocal progressed
             for event in parser.feed(chunk):
                 progressed |= self._on_event(event, stream)
                 if stream.finished:
-                    return True  # the response is in: stop reading (a resumed GET may stay open)
+                    if not drain:
+                        return True  # the response is in: stop reading
+                    bound.deadline = min(bound.deadline, trio.current_time() + DRAIN_AFTER_RESPONSE)
             return False
 
         try:
-            await pump_body(response, on_chunk)
+            with bound:
+                await pump_body(response, on_chunk)
             if not stream.finished:
                 for event in parser.close():
                     progressed |= self._on_event(event, stream)
@@ -453,7 +463,7 @@ class StreamHub:
         rid = stream.request_id
         try:
             with stream.scope:
-                await self._consume(response, stream)
+                await self._consume(response, stream, drain=True)
                 budget = self._budget(self._params.resume_attempts, self._params.resume_timeout)
                 while not stream.finished:
                     if stream.last_event_id is None:
