@@ -83,6 +83,16 @@ def is_safe_to_repeat(*, idempotent_step: bool, trusted: bool, read_only: bool, 
     return idempotent_step or (trusted and (read_only or idempotent_tool))
 
 
+class _OutOfTime(tenacity.stop.stop_base):
+    """Stop once trio's clock passes ``deadline``: virtual in tests, and never cuts an attempt in flight."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        return trio.current_time() >= self.deadline
+
+
 async def retry_not_delivered(
     policy: RetryPolicy,
     attempt: Callable[[], Awaitable[T]],
@@ -92,6 +102,21 @@ async def retry_not_delivered(
 ) -> T:
     """Run ``attempt`` until it succeeds, retrying only ``retry_on`` errors (by default, requests that
     surely never reached the server), within ``policy``'s attempts and total time."""
+    deadline = trio.current_time() + policy.total
+    # Nearly every call succeeds at once, and setting tenacity up costs more than a whole tool call over a pipe:
+    # the first attempt runs outside it. A retryable failure of that attempt is replayed as tenacity's first
+    # attempt, so counting, waits, the hook and the deadline are exactly those of a loop run all by tenacity.
+    try:
+        return await attempt()
+    except retry_on as exc:
+        first_failure: BaseException | None = exc
+
+    async def replay_then_attempt() -> T:
+        nonlocal first_failure
+        if first_failure is not None:
+            failure, first_failure = first_failure, None
+            raise failure
+        return await attempt()
 
     def hook(state: tenacity.RetryCallState) -> None:
         if before_sleep is not None and state.outcome is not None:
@@ -100,15 +125,8 @@ async def retry_not_delivered(
             if exc is not None:
                 before_sleep(state.attempt_number, exc, delay)
 
-    deadline = trio.current_time() + policy.total
-
-    class _OutOfTime(tenacity.stop.stop_base):
-        # trio's clock, not the wall clock: virtual in tests, and never cuts an attempt in flight.
-        def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
-            return trio.current_time() >= deadline
-
     retrying = tenacity.AsyncRetrying(
-        stop=tenacity.stop_after_attempt(policy.attempts) | _OutOfTime(),
+        stop=tenacity.stop_after_attempt(policy.attempts) | _OutOfTime(deadline),
         wait=policy.wait(),
         retry=tenacity.retry_if_exception_type(retry_on),
         sleep=trio.sleep,
@@ -117,5 +135,5 @@ async def retry_not_delivered(
     )
     async for try_ in retrying:
         with try_:
-            return await attempt()
+            return await replay_then_attempt()
     raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
