@@ -474,6 +474,9 @@ class Scheduler:
         def on_progress(p: Progress) -> None:
             self._log.note("progress", step=ps.id, item=key, progress=p.progress, total=p.total, message=p.message)
 
+        def on_resumed(last_event_id: str) -> None:
+            self._log.record("stream_resumed", step=ps.id, item=key, last_event_id=last_event_id)
+
         async def before_send(rid: Any, token: Any) -> None:
             if self._draining:
                 raise _Drained("the run is being interrupted; not dispatching")
@@ -506,6 +509,7 @@ class Scheduler:
                         idle_timeout=ps.idle_timeout,
                         on_progress=on_progress,
                         before_send=before_send,
+                        on_resumed=on_resumed,
                     )
             except trio.Cancelled:
                 if dispatched:

@@ -73,7 +73,7 @@ from runner.protocol import (
     parse_tool,
     parse_tool_result,
 )
-from runner.transports.base import RequestLost, Transport
+from runner.transports.base import RequestLost, StreamResumed, Transport
 
 __all__ = ["BeforeSend", "LogHandler", "ProgressHandler", "Session", "SessionOptions", "open_session"]
 
@@ -103,11 +103,25 @@ class SessionOptions:
 class _Pending:
     """One slot per request id: filled by the reader, awaited by the caller."""
 
-    __slots__ = ("done", "error", "idle", "method", "on_progress", "result", "scope", "timeout_at", "written")
+    __slots__ = (
+        "done",
+        "error",
+        "idle",
+        "method",
+        "on_progress",
+        "on_resumed",
+        "result",
+        "scope",
+        "timeout_at",
+        "written",
+    )
 
-    def __init__(self, method: str, on_progress: ProgressHandler | None) -> None:
+    def __init__(
+        self, method: str, on_progress: ProgressHandler | None, on_resumed: Callable[[str], None] | None = None
+    ) -> None:
         self.method = method
         self.on_progress = on_progress
+        self.on_resumed = on_resumed
         self.done = trio.Event()
         self.result: dict[str, Any] | None = None
         self.error: McpRunError | None = None
@@ -242,6 +256,7 @@ class Session:
         idle_timeout: float | None = None,
         on_progress: ProgressHandler | None = None,
         before_send: BeforeSend | None = None,
+        on_resumed: Callable[[str], None] | None = None,
     ) -> ToolResult:
         """Call a tool once. Returns its result (``is_error`` for a tool failure); raises as the module
         docstring says. Never re-sends a request that may have reached the server."""
@@ -253,6 +268,7 @@ class Session:
             idle_timeout=idle_timeout,
             on_progress=on_progress,
             before_send=before_send,
+            on_resumed=on_resumed,
             progress=True,
         )
         try:
@@ -271,6 +287,7 @@ class Session:
         idle_timeout: float | None = None,
         on_progress: ProgressHandler | None = None,
         before_send: BeforeSend | None = None,
+        on_resumed: Callable[[str], None] | None = None,
         progress: bool = False,
     ) -> dict[str, Any]:
         """Send one request and return its result (the raw result object). Raises ``JsonRpcError`` for
@@ -287,7 +304,9 @@ class Session:
             if before_send is not None:
                 await before_send(rid, rid)
             try:
-                return await self._send_and_wait(rid, method, params, timeout, idle_timeout, on_progress)
+                return await self._send_and_wait(
+                    rid, method, params, timeout, idle_timeout, _Pending(method, on_progress, on_resumed)
+                )
             except SessionExpired:
                 if method == "initialize":
                     raise
@@ -301,9 +320,8 @@ class Session:
         params: dict[str, Any] | None,
         timeout: float | None,
         idle_timeout: float | None,
-        on_progress: ProgressHandler | None,
+        entry: _Pending,
     ) -> dict[str, Any]:
-        entry = _Pending(method, on_progress)
         self._pending[rid] = entry
         try:
             await self._transport.send(Request(rid, method, params))
@@ -371,6 +389,10 @@ class Session:
                     lost = pending.get(event.request_id)
                     if lost is not None:
                         lost.finish(None, event.error)
+                elif isinstance(event, StreamResumed):
+                    resumed = pending.get(event.request_id)
+                    if resumed is not None and resumed.on_resumed is not None:
+                        resumed.on_resumed(event.last_event_id)
                 else:
                     self._on_invalid(event)
         except (TransportError, ProtocolError) as exc:

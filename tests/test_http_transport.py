@@ -28,7 +28,7 @@ from runner.errors import (
     TransportError,
 )
 from runner.jsonrpc import InvalidMessage, Notification, Request, Response
-from runner.transports.base import RequestLost, TransportEvent
+from runner.transports.base import RequestLost, StreamResumed, TransportEvent
 from runner.transports.http import HttpParams, HttpTransport, open_http_transport
 from runner.transports.sse import SSEEvent, SSEParser
 
@@ -157,14 +157,35 @@ async def connect(handler: Handler, **overrides: Any) -> AsyncIterator[tuple[Htt
         yield transport, server
 
 
+RESUMED: dict[int, list[StreamResumed]] = {}
+
+
 async def receive_all(transport: HttpTransport, n: int) -> list[TransportEvent]:
-    return [await transport.receive() for _ in range(n)]
+    """The next ``n`` events, not counting ``StreamResumed`` notices (kept in ``RESUMED[id(transport)]``)."""
+    out: list[TransportEvent] = []
+    while len(out) < n:
+        event = await transport.receive()
+        if isinstance(event, StreamResumed):
+            RESUMED.setdefault(id(transport), []).append(event)
+        else:
+            out.append(event)
+    return out
+
+
+async def next_event(transport: HttpTransport) -> TransportEvent:
+    """The next event that is not a ``StreamResumed`` notice."""
+    (event,) = await receive_all(transport, 1)
+    return event
 
 
 async def nothing_more(transport: HttpTransport, wait: float = 1000.0) -> None:
     with trio.move_on_after(wait):
-        extra = await transport.receive()
-        pytest.fail(f"unexpected event {extra!r}")
+        while True:
+            extra = await transport.receive()
+            if isinstance(extra, StreamResumed):
+                RESUMED.setdefault(id(transport), []).append(extra)
+                continue
+            pytest.fail(f"unexpected event {extra!r}")
 
 
 INIT = Request(0, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}})
@@ -183,12 +204,12 @@ async def test_post_headers_session_id_and_protocol_version(autojump_clock: trio
 
     async with connect(handler, headers={"Authorization": "Bearer secret"}) as (t, server):
         await t.send(INIT)
-        assert await t.receive() == Response(0, {"value": "ok"})
+        assert await next_event(t) == Response(0, {"value": "ok"})
         assert t.session_id == "sess-1"
         await t.send(Notification("notifications/initialized"))
         t.set_protocol_version("2025-11-25")
         await t.send(Request(1, "tools/list"))
-        assert await t.receive() == Response(1, {"value": "ok"})
+        assert await next_event(t) == Response(1, {"value": "ok"})
 
     init, initialized, listed, delete = server.seen
     for s in (init, initialized, listed):
@@ -211,10 +232,10 @@ async def test_session_id_only_from_the_initialize_response(autojump_clock: trio
 
     async with connect(handler) as (t, _):
         await t.send(Request(5, "ping"))
-        await t.receive()
+        await next_event(t)
         assert t.session_id is None
         await t.send(INIT)
-        await t.receive()
+        await next_event(t)
         assert t.session_id == "from-initialize"
 
 
@@ -236,7 +257,7 @@ async def test_json_response(autojump_clock: trio.abc.Clock) -> None:
 
     async with connect(handler) as (t, _):
         await t.send(Request(1, "tools/call", {"name": "echo"}))
-        assert await t.receive() == Response(1, {"value": "json"})
+        assert await next_event(t) == Response(1, {"value": "json"})
 
 
 async def test_json_array_body_and_related_notifications(autojump_clock: trio.abc.Clock) -> None:
@@ -256,7 +277,7 @@ async def test_json_body_without_the_response_is_lost(autojump_clock: trio.abc.C
 
     async with connect(handler) as (t, _):
         await t.send(Request(1, "tools/call"))
-        lost = await t.receive()
+        lost = await next_event(t)
     assert isinstance(lost, RequestLost) and lost.request_id == 1
     assert isinstance(lost.error, OutcomeUnknown)
 
@@ -269,7 +290,7 @@ async def test_invalid_json_body_is_passed_through(autojump_clock: trio.abc.Cloc
 
     async with connect(handler) as (t, _):
         await t.send(Request(1, "tools/call"))
-        bad = await t.receive()
+        bad = await next_event(t)
         assert isinstance(bad, InvalidMessage) and bad.request_id == 1
         await nothing_more(t)  # the call is answered (badly): no RequestLost as well
 
@@ -353,6 +374,7 @@ async def test_stream_cut_after_each_event_is_resumed_by_get(
         await t.send(Request(1, "tools/call"))
         events = await receive_all(t, 3)
         await nothing_more(t)
+        assert RESUMED.pop(id(t)) == [StreamResumed(1, f"e{cut_after}")]
 
     assert events == [
         Notification("notifications/progress", {"progressToken": "t", "progress": 1}, related_request_id=1),
@@ -387,10 +409,10 @@ async def test_resumption_carries_session_and_protocol_headers(autojump_clock: t
 
     async with connect(handler) as (t, server):
         await t.send(INIT)
-        await t.receive()
+        await next_event(t)
         t.set_protocol_version("2025-06-18")
         await t.send(Request(1, "tools/call"))
-        assert await t.receive() == Response(1, {"value": "ok"})
+        assert await next_event(t) == Response(1, {"value": "ok"})
     (get,) = server.of("GET")
     assert get.headers["mcp-session-id"] == "S"
     assert get.headers["mcp-protocol-version"] == "2025-06-18"
@@ -482,7 +504,7 @@ async def test_resumption_budget_attempts_spent(autojump_clock: trio.abc.Clock) 
 
     async with connect(handler, resume_attempts=3, resume_timeout=1000.0) as (t, server):
         await t.send(Request(1, "tools/call"))
-        lost = await t.receive()
+        lost = await next_event(t)
     assert isinstance(lost, RequestLost) and isinstance(lost.error, OutcomeUnknown)
     assert "gave up after 3 reconnects" in str(lost.error)
     assert [g.time for g in server.of("GET")] == [1.0, 3.0, 7.0]
@@ -498,7 +520,7 @@ async def test_resumption_budget_time_spent(autojump_clock: trio.abc.Clock) -> N
 
     async with connect(handler, resume_attempts=100, resume_timeout=10.0) as (t, server):
         await t.send(Request(1, "tools/call"))
-        lost = await t.receive()
+        lost = await next_event(t)
     assert isinstance(lost, RequestLost) and isinstance(lost.error, OutcomeUnknown)
     # 1, 2, 4 s waits fit in 10 s; the next (8 s) would end past it
     assert [g.time for g in server.of("GET")] == [1.0, 3.0, 7.0]
@@ -532,7 +554,7 @@ async def test_get_refused_means_outcome_unknown(autojump_clock: trio.abc.Clock,
 
     async with connect(handler) as (t, server):
         await t.send(Request(1, "tools/call"))
-        lost = await t.receive()
+        lost = await next_event(t)
         await nothing_more(t)
     assert isinstance(lost, RequestLost) and isinstance(lost.error, OutcomeUnknown)
     assert str(status) in str(lost.error)
@@ -545,7 +567,7 @@ async def test_oversized_event_loses_the_call(autojump_clock: trio.abc.Clock) ->
 
     async with connect(handler, max_event_bytes=1000) as (t, server):
         await t.send(Request(1, "tools/call"))
-        lost = await t.receive()
+        lost = await next_event(t)
     assert isinstance(lost, RequestLost) and isinstance(lost.error, OutcomeUnknown)
     assert server.of("GET") == []
 
@@ -567,23 +589,23 @@ async def test_404_expires_the_session(autojump_clock: trio.abc.Clock) -> None:
 
     async with connect(handler) as (t, server):
         await t.send(INIT)
-        await t.receive()
+        await next_event(t)
         await t.send(Request(1, "tools/call"))
         with pytest.raises(SessionExpired) as info:
             await t.send(Request(2, "tools/call"))
         assert isinstance(info.value.__cause__, HTTPStatusError)
         assert info.value.__cause__.status_code == 404
         assert t.session_id is None
-        lost = await t.receive()
+        lost = await next_event(t)
         assert isinstance(lost, RequestLost) and lost.request_id == 1
         assert isinstance(lost.error, OutcomeUnknown)
         await nothing_more(t, 10)  # request 2 is reported by the exception only
 
         await t.send(Request(10, "initialize"))  # the session layer re-initializes...
         assert "mcp-session-id" not in server.seen[-1].headers
-        await t.receive()
+        await next_event(t)
         await t.send(Request(3, "tools/call"))  # ...and resends with a new id
-        assert await t.receive() == Response(3, {"value": "ok"})
+        assert await next_event(t) == Response(3, {"value": "ok"})
     assert server.posts_of(3)[0].headers["mcp-session-id"] == "s2"
     assert len(server.posts_of(2)) == 1
 
@@ -609,7 +631,7 @@ async def test_404_on_resumption_expires_the_session(autojump_clock: trio.abc.Cl
 
     async with connect(handler) as (t, server):
         await t.send(INIT)
-        await t.receive()
+        await next_event(t)
         await t.send(Request(1, "tools/call"))
         await t.send(Request(2, "tools/call"))
         lost = await receive_all(t, 2)
@@ -686,7 +708,7 @@ async def test_connect_failure_before_sending_is_retried(autojump_clock: trio.ab
 
     async with connect(handler, backoff_initial=0.5) as (t, server):
         await t.send(Request(1, "tools/call"))
-        assert await t.receive() == Response(1, {"value": "ok"})
+        assert await next_event(t) == Response(1, {"value": "ok"})
     assert [s.time for s in server.posts_of(1)] == [0.0, 0.5, 1.5]  # backoff 0.5, 1.0
 
 
@@ -747,7 +769,7 @@ async def test_429_waits_for_retry_after(autojump_clock: trio.abc.Clock) -> None
 
     async with connect(handler) as (t, server):
         await t.send(Request(1, "tools/call"))
-        assert await t.receive() == Response(1, {"value": "ok"})
+        assert await next_event(t) == Response(1, {"value": "ok"})
     assert [s.time for s in server.seen if s.method == "POST"] == [0.0, 3.0]
 
 
@@ -763,7 +785,7 @@ async def test_429_with_an_http_date(autojump_clock: trio.abc.Clock) -> None:
 
     async with connect(handler) as (t, server):
         await t.send(Request(1, "tools/call"))
-        await t.receive()
+        await next_event(t)
     second = server.seen[1].time
     assert 18.0 <= second <= 20.0  # the date has a one-second resolution
 
@@ -812,14 +834,14 @@ async def test_get_stream_opened_after_the_handshake(autojump_clock: trio.abc.Cl
 
     async with connect(handler, open_get_stream=True) as (t, server):
         await t.send(INIT)
-        await t.receive()
+        await next_event(t)
         assert server.of("GET") == []
         t.set_protocol_version("2025-11-25")
         await t.send(Notification("notifications/initialized"))
         await t.send(Request(1, "tools/call"))  # not blocked by the silent GET stream
-        assert await t.receive() == Response(1, {"value": "ok"})
+        assert await next_event(t) == Response(1, {"value": "ok"})
         assert trio.current_time() == 0
-        note = await t.receive()
+        note = await next_event(t)
         assert note == Notification("notifications/message", {"level": "info", "data": "tick"}, None)
     (get,) = server.of("GET")
     assert get.headers["mcp-session-id"] == "S" and get.headers["accept"] == "text/event-stream"
@@ -834,7 +856,7 @@ async def test_get_stream_405_stops_silently(autojump_clock: trio.abc.Clock) -> 
         t.set_protocol_version("2025-11-25")
         await nothing_more(t, 100)
         await t.send(Request(1, "tools/call"))
-        assert await t.receive() == Response(1, {"value": "ok"})
+        assert await next_event(t) == Response(1, {"value": "ok"})
     assert len(server.of("GET")) == 1
 
 
@@ -849,7 +871,7 @@ async def test_get_stream_reconnects_with_last_event_id_and_gives_up(autojump_cl
 
     async with connect(handler, open_get_stream=True, get_stream_attempts=3) as (t, server):
         t.set_protocol_version("2025-11-25")
-        assert await t.receive() == Notification("notifications/tools/list_changed", None, None)
+        assert await next_event(t) == Notification("notifications/tools/list_changed", None, None)
         await nothing_more(t, 100)
         gets = server.of("GET")
         assert [g.time for g in gets] == pytest.approx([0.0, 0.2, 0.6, 1.4])
@@ -870,7 +892,7 @@ async def test_delete_on_close(autojump_clock: trio.abc.Clock, status: int) -> N
 
     async with connect(handler) as (t, server):
         await t.send(INIT)
-        await t.receive()
+        await next_event(t)
     assert server.seen[-1].method == "DELETE" and server.seen[-1].headers["mcp-session-id"] == "S"
 
 
@@ -880,7 +902,7 @@ async def test_no_delete_without_a_session(autojump_clock: trio.abc.Clock) -> No
 
     async with connect(handler) as (t, server):
         await t.send(INIT)
-        await t.receive()
+        await next_event(t)
     assert [s.method for s in server.seen] == ["POST"]
 
 
@@ -899,13 +921,13 @@ async def test_hanging_delete_is_bounded_and_readers_are_cancelled(autojump_cloc
 
     async with connect(handler, close_timeout=2.0) as (t, _):
         await t.send(INIT)
-        await t.receive()
+        await next_event(t)
         await t.send(Request(1, "tools/call"))
         await trio.sleep(1)
     assert trio.current_time() == 3.0
     assert streams[0].closed
     with pytest.raises(TransportError, match="closed"):
-        await t.receive()
+        await next_event(t)
     with pytest.raises(NotDelivered):
         await t.send(Request(2, "tools/call"))
 
@@ -1133,10 +1155,10 @@ async def test_errors_do_not_show_the_session_id(autojump_clock: trio.abc.Clock)
 
     async with connect(handler) as (t, _):
         await t.send(INIT)
-        await t.receive()
+        await next_event(t)
         await t.send(Request(1, "tools/call"))
         with pytest.raises(SessionExpired) as info:
             await t.send(Request(2, "tools/call"))
-        lost = await t.receive()
+        lost = await next_event(t)
     assert isinstance(lost, RequestLost)
     assert "secret-session" not in str(info.value) and "secret-session" not in str(lost.error)

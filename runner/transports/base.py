@@ -14,8 +14,9 @@ Failures are reported in the error tree's terms:
 - ``send`` raises ``NotDelivered`` (or its subclass ``SessionExpired``) when the message surely never
   reached the server, ``OutcomeUnknown`` when it may have, and ``HTTPStatusError`` when the server refused
   it.
-- ``receive`` returns messages, ``InvalidMessage`` for bad input that is not fatal, and ``RequestLost`` when
-  the response to one request can no longer arrive (a stream that could not be resumed); it raises a
+- ``receive`` returns messages, ``InvalidMessage`` for bad input that is not fatal, ``RequestLost`` when
+  the response to one request can no longer arrive (a stream that could not be resumed), and
+  ``StreamResumed`` when a dropped stream was resumed; it raises a
   ``TransportError`` (or ``ProtocolError`` for an oversized frame) when the whole connection is gone. That
   error is final: every later ``receive`` raises it again.
 """
@@ -28,7 +29,7 @@ from typing import Protocol, TypeAlias
 from runner.errors import TransportError
 from runner.jsonrpc import InvalidMessage, Message, RequestId
 
-__all__ = ["RequestLost", "Transport", "TransportEvent"]
+__all__ = ["RequestLost", "StreamResumed", "Transport", "TransportEvent"]
 
 
 @dataclass(slots=True, frozen=True)
@@ -39,7 +40,16 @@ class RequestLost:
     error: TransportError
 
 
-TransportEvent: TypeAlias = Message | InvalidMessage | RequestLost
+@dataclass(slots=True, frozen=True)
+class StreamResumed:
+    """The stream carrying the response to ``request_id`` dropped and was resumed (Streamable HTTP: a GET
+    with ``Last-Event-ID: last_event_id`` was accepted). Informational: the call goes on."""
+
+    request_id: RequestId
+    last_event_id: str
+
+
+TransportEvent: TypeAlias = Message | InvalidMessage | RequestLost | StreamResumed
 
 
 class Transport(Protocol):

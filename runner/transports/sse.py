@@ -34,7 +34,7 @@ import trio
 
 from runner.errors import ConnectFailed, FrameTooLarge, OutcomeUnknown, TransportError
 from runner.jsonrpc import ErrorResponse, InvalidMessage, Message, Notification, RequestId, Response, decode
-from runner.transports.base import RequestLost, TransportEvent
+from runner.transports.base import RequestLost, StreamResumed, TransportEvent
 from runner.transports.http_classify import ResumeBudget
 
 if TYPE_CHECKING:
@@ -503,6 +503,8 @@ class StreamHub:
             return False
         status = response.status_code
         if status == 200 and content_type(response) == ACCEPT_SSE:
+            if stream.request_id is not None and stream.last_event_id is not None:
+                self.events_send.send_nowait(StreamResumed(stream.request_id, stream.last_event_id))
             return await self._consume(response, stream)
         await aclose_response(response, self._params.close_timeout)
         if status == 404 and "Mcp-Session-Id" in headers:

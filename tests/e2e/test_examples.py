@@ -147,3 +147,39 @@ def test_version_and_help() -> None:
     assert result.returncode == 0 and result.stdout.startswith("mcp-run ")
     result = mcp_run("--help")
     assert "exit codes:" in result.stdout and "outcome unknown" in result.stdout
+
+
+async def test_a_dropped_stream_is_resumed_and_journaled(tmp_path: Path) -> None:
+    """A tool closes its SSE stream mid-call (SEP-1699): the run resumes it by GET, journals
+    `stream_resumed`, gets the result, and the server ran the tool exactly once."""
+    import trio
+
+    from tests.integration.peers import sdk_http_server
+
+    count = tmp_path / "count.txt"
+    workflow = tmp_path / "wf.yaml"
+    async with sdk_http_server("--resumable", "--retry-interval", "100", "--count-file", str(count)) as server:
+        workflow.write_text(
+            f"""
+version: 1
+servers:
+  peer: {{url: "{server.url}"}}
+steps:
+  long: {{server: peer, tool: close_stream, args: {{steps: 6, delay: 0.1}}}}
+outputs:
+  text: ${{{{ steps.long.text }}}}
+"""
+        )
+        result = await trio.to_thread.run_sync(
+            lambda: mcp_run(str(workflow), "--state-dir", str(tmp_path / "state"), "--json")
+        )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["outputs"] == {"text": "closed-and-finished"}
+    assert count.read_text().split() == ["close_stream"]
+    journal = next((tmp_path / "state" / "runs").glob("*/journal.jsonl"))
+    events = [json.loads(line) for line in journal.read_text().splitlines()]
+    resumed = [e for e in events if e["type"] == "stream_resumed"]
+    assert resumed and resumed[0]["step"] == "long" and resumed[0]["last_event_id"]
+    assert [e["type"] for e in events].count("item_dispatched") == 1
+    progress = [e["progress"] for e in events if e["type"] == "progress"]
+    assert progress == sorted(set(progress))  # each progress notification journaled once
