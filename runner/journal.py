@@ -39,7 +39,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 from runner.errors import McpRunError
 from runner.exitcodes import ExitCode
@@ -87,16 +87,7 @@ FailureKind = Literal[
     "skipped-in-doubt",
     "template-error",
 ]
-FAILURE_KINDS: Final = (
-    "connection-before-send",
-    "outcome-unknown",
-    "protocol-error",
-    "tool-error",
-    "timeout",
-    "cancelled",
-    "skipped-in-doubt",
-    "template-error",
-)
+FAILURE_KINDS: Final[tuple[str, ...]] = get_args(FailureKind)
 # Failures after which the server may have done the work.
 IN_DOUBT_KINDS: Final = frozenset({"outcome-unknown", "timeout", "cancelled"})
 

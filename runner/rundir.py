@@ -225,8 +225,10 @@ def find_run(state_dir: Path, run_id: str) -> RunDir:
 
 
 def prune(state_dir: Path, keep: int) -> list[str]:
-    """Remove all but the newest ``keep`` finished runs; never a running or unfinished one."""
-    finished = [s for s in list_runs(state_dir) if s.running_pid is None and s.state.finished]
+    """Remove all but the newest ``keep`` finished runs; never a running, unfinished or unreadable one."""
+    finished = [
+        s for s in list_runs(state_dir) if s.running_pid is None and s.state.finished and s.state.status != "corrupt"
+    ]
     doomed = finished[: max(0, len(finished) - keep)]
     for summary in doomed:
         shutil.rmtree(summary.run_dir.path)

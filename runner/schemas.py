@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from runner.journal import FailureKind
+
 __all__ = ["JOURNAL_SCHEMA_PATH", "SUMMARY_SCHEMA_PATH", "journal_event_schema", "summary_schema", "write_schemas"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,16 +25,7 @@ JOURNAL_SCHEMA_PATH = ROOT / "schemas" / "journal-event.schema.json"
 
 RunStatus = Literal["succeeded", "failed", "in-doubt", "interrupted"]
 StepStatusName = Literal["succeeded", "failed", "skipped", "interrupted", "not-run", "pending", "running"]
-Kind = Literal[
-    "connection-before-send",
-    "outcome-unknown",
-    "protocol-error",
-    "tool-error",
-    "timeout",
-    "cancelled",
-    "skipped-in-doubt",
-    "template-error",
-]
+Kind = FailureKind
 
 
 class _Open(BaseModel):
