@@ -418,6 +418,8 @@ def runs_command(args: argparse.Namespace) -> int:
     if args.prune:
         if args.keep is None or args.keep < 0:
             raise UsageError("--prune needs --keep N (N >= 0): how many finished runs to keep")
+        from runner.rundir import prune
+
         removed = prune(state_dir, args.keep)
         if args.json:
             print(json.dumps({"removed": removed}, indent=2))
@@ -435,24 +437,6 @@ def runs_command(args: argparse.Namespace) -> int:
     else:
         print(render_runs(records))
     return ExitCode.OK
-
-
-def prune(state_dir: Path, keep: int) -> list[str]:
-    """Remove all but the newest ``keep`` finished runs. Never a running run, nor one whose journal has no
-    final record (it may be resumed), nor one whose journal cannot be read (its state is unknown)."""
-    import shutil
-
-    from runner.rundir import iter_run_dirs
-
-    finished = []
-    for run_dir in iter_run_dirs(state_dir):
-        run = load(run_dir)
-        if run.corrupt is None and run.running_pid is None and run.state.finished:
-            finished.append(run)
-    doomed = finished[: max(0, len(finished) - keep)]
-    for run in doomed:
-        shutil.rmtree(run.path)
-    return [run.run_id for run in doomed]
 
 
 def show_command(args: argparse.Namespace) -> int:
