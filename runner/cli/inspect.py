@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from runner.errors import UsageError
 from runner.exitcodes import ExitCode
+from runner.protocol import LOG_LEVELS
 
 if TYPE_CHECKING:
     from runner.journal import RunState
@@ -523,7 +524,7 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
     logs.add_argument(
         "--level",
         default="debug",
-        choices=("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"),
+        choices=LOG_LEVELS,
         help="only log messages at or above this level (default: all)",
     )
     logs.add_argument("--no-progress-events", action="store_true", help="leave out progress events")

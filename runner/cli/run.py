@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runner.cli.options import add_log_levels
 from runner.errors import UsageError
 from runner.exitcodes import ExitCode, combine
 
@@ -85,18 +86,7 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", metavar="FILE", help="write the workflow's outputs as JSON to FILE")
     parser.add_argument("--quiet", "-q", action="store_true", help="print only errors and the final outputs")
     parser.add_argument("--no-progress", action="store_true", help="no live progress display")
-    parser.add_argument(
-        "--log-level",
-        default="warning",
-        choices=("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"),
-        help="show server log messages at or above this level (default: warning)",
-    )
-    parser.add_argument(
-        "--server-log-level",
-        default="info",
-        choices=("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"),
-        help="level asked of servers that support logging (default: info); the journal keeps what arrives",
-    )
+    add_log_levels(parser)
 
 
 def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: str) -> None:

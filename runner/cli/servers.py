@@ -9,15 +9,16 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
+from runner.cli.options import add_log_levels
 from runner.errors import UsageError
 from runner.exitcodes import ExitCode
+from runner.protocol import LOG_LEVELS
 
 if TYPE_CHECKING:
     from runner.connect import Target
     from runner.protocol import LogMessage, Progress, Tool, ToolResult
     from runner.session import SessionOptions
 
-LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 SERVER_HELP = """\
 The server is either a Streamable HTTP URL (http:// or https://) given as the last argument, or a
@@ -88,18 +89,7 @@ def _server_options(parser: argparse.ArgumentParser) -> None:
         "--env", action="append", default=[], metavar="NAME=VALUE", help="set a variable for a stdio server"
     )
     parser.add_argument("--cwd", metavar="DIR", help="working directory of a stdio server")
-    parser.add_argument(
-        "--log-level",
-        default="warning",
-        choices=LOG_LEVELS,
-        help="show server log messages at or above this level (default: warning)",
-    )
-    parser.add_argument(
-        "--server-log-level",
-        default="info",
-        choices=LOG_LEVELS,
-        help="level asked of servers that support logging/setLevel (default: info)",
-    )
+    add_log_levels(parser)
     parser.add_argument(
         "--max-message-size",
         type=int,
