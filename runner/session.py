@@ -336,10 +336,11 @@ class Session:
                 entry.scope = scope
                 await entry.done.wait()
             if not entry.done.is_set():
-                if method != "initialize":  # initialize is never cancelled
-                    await self._notify_cancelled(rid, "timeout")
                 hard = trio.current_time() >= entry.timeout_at
                 what = f"{timeout:g} s timeout" if hard else f"no progress for {idle_timeout:g} s"
+                if method == "initialize":  # never cancelled
+                    raise CallTimeout(f"{self.name}: no answer to initialize ({what})")
+                await self._notify_cancelled(rid, "timeout")
                 raise CallTimeout(f"{self.name}: {method} got no result ({what}); cancellation sent")
         except trio.Cancelled:
             if entry.written and not entry.done.is_set() and method != "initialize":
