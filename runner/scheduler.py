@@ -312,9 +312,7 @@ class Scheduler:
         report = self._reports[ps.id]
         report.status = "skipped"
         report.reason = reason
-        self._views[ps.id] = {"status": "skipped", **({"items": [], "results": []} if ps.fan_out else {})}
-        if not ps.fan_out:
-            self._views[ps.id] = step_view(None, status="skipped")
+        self._views[ps.id] = fanout_view([], [], "skipped") if ps.fan_out else step_view(None, status="skipped")
         self._log.record("step_skipped", step=ps.id, reason=reason)
 
     def _fail_step(self, ps: PlannedStep, error: str, kind: str) -> None:
