@@ -206,6 +206,23 @@ async def test_a_send_cancelled_half_way_never_tears_a_line() -> None:
             assert await transport.receive() == Response(2, {"params": None})
 
 
+async def test_a_send_cancelled_while_queued_is_withdrawn() -> None:
+    big = "y" * (512 * 1024)  # the writer blocks on it part-way; the next line waits in the queue
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(params("stdio_echo", "--hold")) as transport:
+            assert await transport.receive() == Notification("ready")
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(transport.send, Request(1, "echo", {"big": big}))
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.start_soon(transport.send, Request(2, "echo"))
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.cancel_scope.cancel()  # both sends: the first is part-way, the second still queued
+            os.kill(transport.pid, signal.SIGUSR1)  # the server starts reading
+            await transport.send(Request(3, "echo"))
+            assert await transport.receive() == Response(1, {"params": {"big": big}})
+            assert await transport.receive() == Response(3, {"params": None})  # 2 never went out
+
+
 async def test_a_send_blocked_on_a_full_pipe_fails_when_the_transport_closes() -> None:
     errors: list[NotDelivered] = []
 
