@@ -332,9 +332,12 @@ class Session:
             deadline = entry.timeout_at
             if idle_timeout is not None:
                 deadline = min(deadline, now + idle_timeout)
-            with trio.CancelScope(deadline=deadline) as scope:
-                entry.scope = scope
+            if deadline == math.inf:  # nothing can move a deadline that is not there: no scope to keep
                 await entry.done.wait()
+            else:
+                with trio.CancelScope(deadline=deadline) as scope:
+                    entry.scope = scope
+                    await entry.done.wait()
             if not entry.done.is_set():
                 hard = trio.current_time() >= entry.timeout_at
                 what = f"{timeout:g} s timeout" if hard else f"no progress for {idle_timeout:g} s"
