@@ -429,7 +429,8 @@ class Scheduler:
             return item_entry("failed", text, result.raw)
         report.succeeded += 1
         self._log.record("item_succeeded", step=ps.id, item=key, index=index, result=result.raw)
-        return item_entry("succeeded", None, result.raw)
+        # The entry (its text parsed as JSON, among others) is made only for a step whose results are kept.
+        return item_entry("succeeded", None, result.raw) if ps.referenced else None
 
     def _prior_item(self, sid: str, key: str) -> Any:
         if self._prior is None or sid in self._prior.fresh_steps:
