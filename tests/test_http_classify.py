@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import httpx
+import httpx2
 import pytest
 import trio
 
@@ -25,20 +25,20 @@ from runner.transports.http_classify import (
     ("exc", "action"),
     [
         # not delivered: nothing was written, retry
-        (httpx.ConnectError("refused"), Action.RETRY),
-        (httpx.ConnectTimeout("slow"), Action.RETRY),
-        (httpx.PoolTimeout("pool full"), Action.RETRY),
+        (httpx2.ConnectError("refused"), Action.RETRY),
+        (httpx2.ConnectTimeout("slow"), Action.RETRY),
+        (httpx2.PoolTimeout("pool full"), Action.RETRY),
         # never sent: our configuration is wrong
-        (httpx.UnsupportedProtocol("ftp"), Action.MISCONFIGURED),
-        (httpx.LocalProtocolError("bad header"), Action.MISCONFIGURED),
-        (httpx.InvalidURL("bad"), Action.MISCONFIGURED),
+        (httpx2.UnsupportedProtocol("ftp"), Action.MISCONFIGURED),
+        (httpx2.LocalProtocolError("bad header"), Action.MISCONFIGURED),
+        (httpx2.InvalidURL("bad"), Action.MISCONFIGURED),
         # may have been delivered: never retried
-        (httpx.WriteError("broken pipe"), Action.IN_DOUBT),
-        (httpx.WriteTimeout("slow write"), Action.IN_DOUBT),
-        (httpx.ReadError("reset"), Action.IN_DOUBT),
-        (httpx.ReadTimeout("slow read"), Action.IN_DOUBT),
-        (httpx.RemoteProtocolError("server disconnected"), Action.IN_DOUBT),
-        (httpx.ProxyError("proxy"), Action.IN_DOUBT),
+        (httpx2.WriteError("broken pipe"), Action.IN_DOUBT),
+        (httpx2.WriteTimeout("slow write"), Action.IN_DOUBT),
+        (httpx2.ReadError("reset"), Action.IN_DOUBT),
+        (httpx2.ReadTimeout("slow read"), Action.IN_DOUBT),
+        (httpx2.RemoteProtocolError("server disconnected"), Action.IN_DOUBT),
+        (httpx2.ProxyError("proxy"), Action.IN_DOUBT),
         (OSError("anything else"), Action.IN_DOUBT),
     ],
     ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else v.value,
@@ -51,7 +51,7 @@ def test_only_the_three_not_delivered_errors_are_retried() -> None:
     """Every httpx exception class, checked: a new one in httpx must be placed in the table on purpose."""
     retried = {
         cls.__name__
-        for cls in vars(httpx).values()
+        for cls in vars(httpx2).values()
         if isinstance(cls, type) and issubclass(cls, Exception) and cls.__module__.startswith("httpx")
         if _instantiable(cls) and classify_exception(_make(cls)).action is Action.RETRY
     }
@@ -67,9 +67,9 @@ def _instantiable(cls: type[Exception]) -> bool:
 
 
 def _make(cls: type[Exception]) -> Exception:
-    if issubclass(cls, httpx.HTTPStatusError):
-        request = httpx.Request("POST", "http://x/")
-        return cls("x", request=request, response=httpx.Response(500, request=request))
+    if issubclass(cls, httpx2.HTTPStatusError):
+        request = httpx2.Request("POST", "http://x/")
+        return cls("x", request=request, response=httpx2.Response(500, request=request))
     return cls("x")
 
 

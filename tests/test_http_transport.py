@@ -1,4 +1,4 @@
-"""The Streamable HTTP transport against scripted exchanges on ``httpx.MockTransport``: no sockets, and
+"""The Streamable HTTP transport against scripted exchanges on ``httpx2.MockTransport``: no sockets, and
 trio's virtual clock for every wait, so backoff and ``retry:`` timings are asserted exactly."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 import trio
 import trio.testing
@@ -49,7 +49,7 @@ class Wait:
 Item = bytes | BaseException | Hang | Wait
 
 
-class ScriptedStream(httpx.AsyncByteStream):
+class ScriptedStream(httpx2.AsyncByteStream):
     """A response body that yields chunks, waits, hangs, or raises (a cut connection) where scripted."""
 
     def __init__(self, *items: Item) -> None:
@@ -91,20 +91,20 @@ def progress(n: int) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t", "progress": n}}
 
 
-def sse(*items: Item, headers: dict[str, str] | None = None) -> httpx.Response:
-    return httpx.Response(
+def sse(*items: Item, headers: dict[str, str] | None = None) -> httpx2.Response:
+    return httpx2.Response(
         200, headers={"content-type": "text/event-stream", **(headers or {})}, stream=ScriptedStream(*items)
     )
 
 
-def json_response(body: Any, headers: dict[str, str] | None = None) -> httpx.Response:
-    return httpx.Response(200, json=body, headers=headers)
+def json_response(body: Any, headers: dict[str, str] | None = None) -> httpx2.Response:
+    return httpx2.Response(200, json=body, headers=headers)
 
 
 @dataclass
 class Seen:
     method: str
-    headers: httpx.Headers
+    headers: httpx2.Headers
     body: Any
     time: float
 
@@ -117,7 +117,7 @@ class Seen:
         return self.body.get("method") if isinstance(self.body, dict) else None
 
 
-Handler = Callable[[Seen], Awaitable[httpx.Response]]
+Handler = Callable[[Seen], Awaitable[httpx2.Response]]
 
 
 class Server:
@@ -127,7 +127,7 @@ class Server:
         self.handler = handler
         self.seen: list[Seen] = []
 
-    async def __call__(self, request: httpx.Request) -> httpx.Response:
+    async def __call__(self, request: httpx2.Request) -> httpx2.Response:
         raw = await request.aread()
         body = json.loads(raw) if raw else None
         seen = Seen(request.method, request.headers, body, trio.current_time())
@@ -151,7 +151,7 @@ def params(**overrides: Any) -> HttpParams:
 async def connect(handler: Handler, **overrides: Any) -> AsyncIterator[tuple[HttpTransport, Server]]:
     server = Server(handler)
     async with (
-        httpx.AsyncClient(transport=httpx.MockTransport(server)) as client,
+        httpx2.AsyncClient(transport=httpx2.MockTransport(server)) as client,
         open_http_transport(params(**overrides), client=client) as transport,
     ):
         yield transport, server
@@ -195,11 +195,11 @@ INIT = Request(0, "initialize", {"protocolVersion": "2025-11-25", "capabilities"
 
 
 async def test_post_headers_session_id_and_protocol_version(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         if req.rpc_method == "initialize":
             return json_response(result(0), headers={"Mcp-Session-Id": "sess-1"})
         if req.rpc_id is None:
-            return httpx.Response(202)
+            return httpx2.Response(202)
         return json_response(result(req.rpc_id))
 
     async with connect(handler, headers={"Authorization": "Bearer secret"}) as (t, server):
@@ -227,7 +227,7 @@ async def test_post_headers_session_id_and_protocol_version(autojump_clock: trio
 
 
 async def test_session_id_only_from_the_initialize_response(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         return json_response(result(req.rpc_id), headers={"Mcp-Session-Id": f"from-{req.rpc_method}"})
 
     async with connect(handler) as (t, _):
@@ -240,7 +240,7 @@ async def test_session_id_only_from_the_initialize_response(autojump_clock: trio
 
 
 async def test_invalid_session_id_is_refused(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         return json_response(result(0), headers={"Mcp-Session-Id": "has space"})
 
     async with connect(handler) as (t, _):
@@ -252,7 +252,7 @@ async def test_invalid_session_id_is_refused(autojump_clock: trio.abc.Clock) -> 
 
 
 async def test_json_response(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         return json_response(result(req.rpc_id, "json"))
 
     async with connect(handler) as (t, _):
@@ -261,7 +261,7 @@ async def test_json_response(autojump_clock: trio.abc.Clock) -> None:
 
 
 async def test_json_array_body_and_related_notifications(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         return json_response([progress(1), result(req.rpc_id)])
 
     async with connect(handler) as (t, _):
@@ -272,7 +272,7 @@ async def test_json_array_body_and_related_notifications(autojump_clock: trio.ab
 
 
 async def test_json_body_without_the_response_is_lost(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         return json_response(result(999))
 
     async with connect(handler) as (t, _):
@@ -283,8 +283,8 @@ async def test_json_body_without_the_response_is_lost(autojump_clock: trio.abc.C
 
 
 async def test_invalid_json_body_is_passed_through(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
-        return httpx.Response(
+    async def handler(req: Seen) -> httpx2.Response:
+        return httpx2.Response(
             200, content=b'{"jsonrpc":"2.0","id":1,"result":3}', headers={"content-type": "application/json"}
         )
 
@@ -296,7 +296,7 @@ async def test_invalid_json_body_is_passed_through(autojump_clock: trio.abc.Cloc
 
 
 async def test_sse_response_with_priming_event(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         return sse(
             b": keep-alive comment\n\n",
             event("", id="e0", retry=300),
@@ -318,7 +318,7 @@ async def test_sse_response_with_priming_event(autojump_clock: trio.abc.Clock) -
 
 
 async def test_send_returns_before_the_stream_is_read(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         return sse(event("", id=f"p{req.rpc_id}"), Wait(10), event(result(req.rpc_id), id=f"r{req.rpc_id}"))
 
     async with connect(handler) as (t, _):
@@ -332,9 +332,9 @@ async def test_send_returns_before_the_stream_is_read(autojump_clock: trio.abc.C
 
 
 async def test_server_request_on_the_stream_and_our_answer(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         if req.body.get("result") is not None:
-            return httpx.Response(202)
+            return httpx2.Response(202)
         return sse(event({"jsonrpc": "2.0", "id": "srv-1", "method": "ping"}, id="a"), event(result(1), id="b"))
 
     async with connect(handler) as (t, server):
@@ -362,9 +362,9 @@ STREAM = [
 async def test_stream_cut_after_each_event_is_resumed_by_get(
     autojump_clock: trio.abc.Clock, cut_after: int, how: str
 ) -> None:
-    cut: list[Item] = [Wait(2), httpx.ReadError("connection reset")] if how == "read-error" else [Wait(2)]
+    cut: list[Item] = [Wait(2), httpx2.ReadError("connection reset")] if how == "read-error" else [Wait(2)]
 
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         if req.method == "POST":
             return sse(*STREAM[: cut_after + 1], *cut)
         last = int(req.headers["last-event-id"][1:])
@@ -389,8 +389,8 @@ async def test_stream_cut_after_each_event_is_resumed_by_get(
 
 
 async def test_stream_cut_after_the_response_needs_no_resumption(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
-        return sse(*STREAM, httpx.ReadError("reset"))
+    async def handler(req: Seen) -> httpx2.Response:
+        return sse(*STREAM, httpx2.ReadError("reset"))
 
     async with connect(handler) as (t, server):
         await t.send(Request(1, "tools/call"))
@@ -400,7 +400,7 @@ async def test_stream_cut_after_the_response_needs_no_resumption(autojump_clock:
 
 
 async def test_resumption_carries_session_and_protocol_headers(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         if req.rpc_method == "initialize":
             return json_response(result(0), headers={"mcp-session-id": "S"})
         if req.method == "POST":
@@ -423,15 +423,15 @@ async def test_resumption_carries_session_and_protocol_headers(autojump_clock: t
 async def test_resumed_stream_dropping_before_a_new_id_keeps_the_old_id(autojump_clock: trio.abc.Clock) -> None:
     gets = 0
 
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         nonlocal gets
         if req.method == "POST":
             return sse(event("", id="a", retry=100), event(progress(1), id="b"))
         gets += 1
         if gets == 1:
-            return sse(b": nothing yet\n\n", httpx.RemoteProtocolError("peer closed"))
+            return sse(b": nothing yet\n\n", httpx2.RemoteProtocolError("peer closed"))
         if gets == 2:
-            return sse(b'data: {"partial', httpx.ReadError("reset"))  # an event cut in the middle
+            return sse(b'data: {"partial', httpx2.ReadError("reset"))  # an event cut in the middle
         return sse(event(result(1), id="c"))
 
     async with connect(handler) as (t, server):
@@ -444,7 +444,7 @@ async def test_resumed_stream_dropping_before_a_new_id_keeps_the_old_id(autojump
 
 
 async def test_replayed_events_are_delivered_once(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         if req.method == "POST":
             return sse(event("", id="p0", retry=10), event(progress(1), id="p1"), event(progress(2), id="p2"))
         # A server that replays everything it has, including another stream's events and a response to a
@@ -468,7 +468,7 @@ async def test_replayed_events_are_delivered_once(autojump_clock: trio.abc.Clock
 
 
 async def test_response_delivered_on_another_stream_stops_the_reader(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         if req.rpc_id == 1:
             return sse(event("", id="a1"), Hang())
         # request 2's stream carries request 1's response too (a replaying server)
@@ -484,8 +484,8 @@ async def test_response_delivered_on_another_stream_stops_the_reader(autojump_cl
 
 
 async def test_no_event_id_means_outcome_unknown_without_get(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
-        return sse(event(progress(1)), httpx.ReadError("reset"))
+    async def handler(req: Seen) -> httpx2.Response:
+        return sse(event(progress(1)), httpx2.ReadError("reset"))
 
     async with connect(handler) as (t, server):
         await t.send(Request(1, "tools/call"))
@@ -497,10 +497,10 @@ async def test_no_event_id_means_outcome_unknown_without_get(autojump_clock: tri
 
 
 async def test_resumption_budget_attempts_spent(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         if req.method == "POST":
             return sse(event("", id="a", retry=1000))
-        return httpx.Response(503)
+        return httpx2.Response(503)
 
     async with connect(handler, resume_attempts=3, resume_timeout=1000.0) as (t, server):
         await t.send(Request(1, "tools/call"))
@@ -513,10 +513,10 @@ async def test_resumption_budget_attempts_spent(autojump_clock: trio.abc.Clock) 
 
 
 async def test_resumption_budget_time_spent(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         if req.method == "POST":
             return sse(event("", id="a"))
-        raise httpx.ConnectError("refused")
+        raise httpx2.ConnectError("refused")
 
     async with connect(handler, resume_attempts=100, resume_timeout=10.0) as (t, server):
         await t.send(Request(1, "tools/call"))
@@ -529,7 +529,7 @@ async def test_resumption_budget_time_spent(autojump_clock: trio.abc.Clock) -> N
 async def test_productive_reconnects_renew_the_budget(autojump_clock: trio.abc.Clock) -> None:
     """A server that closes the connection after every event (SEP-1699 polling) keeps a long call alive."""
 
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         if req.method == "POST":
             return sse(event("", id="0", retry=50))
         n = int(req.headers["last-event-id"]) + 1
@@ -547,10 +547,10 @@ async def test_productive_reconnects_renew_the_budget(autojump_clock: trio.abc.C
 
 @pytest.mark.parametrize("status", [400, 403, 405])
 async def test_get_refused_means_outcome_unknown(autojump_clock: trio.abc.Clock, status: int) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         if req.method == "POST":
             return sse(event("", id="a"))
-        return httpx.Response(status)
+        return httpx2.Response(status)
 
     async with connect(handler) as (t, server):
         await t.send(Request(1, "tools/call"))
@@ -562,7 +562,7 @@ async def test_get_refused_means_outcome_unknown(autojump_clock: trio.abc.Clock,
 
 
 async def test_oversized_event_loses_the_call(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         return sse(event("", id="a"), event(result(1, "x" * 5000), id="b"))
 
     async with connect(handler, max_event_bytes=1000) as (t, server):
@@ -578,13 +578,13 @@ async def test_oversized_event_loses_the_call(autojump_clock: trio.abc.Clock) ->
 async def test_404_expires_the_session(autojump_clock: trio.abc.Clock) -> None:
     sessions = iter(["s1", "s2"])
 
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         if req.rpc_method == "initialize":
             return json_response(result(req.rpc_id), headers={"mcp-session-id": next(sessions)})
         if req.rpc_id == 1:
             return sse(event("", id="a"), Hang())  # a long call, streaming when the session dies
         if req.headers.get("mcp-session-id") == "s1":
-            return httpx.Response(404)
+            return httpx2.Response(404)
         return json_response(result(req.rpc_id))
 
     async with connect(handler) as (t, server):
@@ -611,8 +611,8 @@ async def test_404_expires_the_session(autojump_clock: trio.abc.Clock) -> None:
 
 
 async def test_404_without_a_session_id_is_a_plain_status_error(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
-        return httpx.Response(404)
+    async def handler(req: Seen) -> httpx2.Response:
+        return httpx2.Response(404)
 
     async with connect(handler) as (t, _):
         with pytest.raises(HTTPStatusError) as info:
@@ -622,12 +622,12 @@ async def test_404_without_a_session_id_is_a_plain_status_error(autojump_clock: 
 
 
 async def test_404_on_resumption_expires_the_session(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         if req.rpc_method == "initialize":
             return json_response(result(0), headers={"mcp-session-id": "s1"})
         if req.method == "POST":
-            return sse(event("", id=f"p{req.rpc_id}"), Wait(req.rpc_id), httpx.ReadError("reset"))
-        return httpx.Response(404)
+            return sse(event("", id=f"p{req.rpc_id}"), Wait(req.rpc_id), httpx2.ReadError("reset"))
+        return httpx2.Response(404)
 
     async with connect(handler) as (t, server):
         await t.send(INIT)
@@ -645,8 +645,8 @@ async def test_404_on_resumption_expires_the_session(autojump_clock: trio.abc.Cl
 
 
 async def test_redirect_is_not_followed(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
-        return httpx.Response(307, headers={"location": "http://elsewhere.test/mcp"})
+    async def handler(req: Seen) -> httpx2.Response:
+        return httpx2.Response(307, headers={"location": "http://elsewhere.test/mcp"})
 
     async with connect(handler) as (t, server):
         with pytest.raises(HTTPStatusError) as info:
@@ -659,8 +659,10 @@ async def test_redirect_is_not_followed(autojump_clock: trio.abc.Clock) -> None:
 
 @pytest.mark.parametrize("status", [400, 401, 403, 405, 413])
 async def test_4xx_is_rejected_with_its_status(autojump_clock: trio.abc.Clock, status: int) -> None:
-    async def handler(req: Seen) -> httpx.Response:
-        return httpx.Response(status, json={"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "nope"}})
+    async def handler(req: Seen) -> httpx2.Response:
+        return httpx2.Response(
+            status, json={"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "nope"}}
+        )
 
     async with connect(handler) as (t, server):
         with pytest.raises(HTTPStatusError) as info:
@@ -672,8 +674,8 @@ async def test_4xx_is_rejected_with_its_status(autojump_clock: trio.abc.Clock, s
 
 @pytest.mark.parametrize("status", [500, 502, 503])
 async def test_5xx_on_a_call_is_outcome_unknown(autojump_clock: trio.abc.Clock, status: int) -> None:
-    async def handler(req: Seen) -> httpx.Response:
-        return httpx.Response(status, text="upstream died")
+    async def handler(req: Seen) -> httpx2.Response:
+        return httpx2.Response(status, text="upstream died")
 
     async with connect(handler) as (t, server):
         with pytest.raises(OutcomeUnknown) as info:
@@ -687,8 +689,8 @@ async def test_5xx_on_a_call_is_outcome_unknown(autojump_clock: trio.abc.Clock, 
 async def test_5xx_on_initialize_or_a_notification_is_a_status_error(
     autojump_clock: trio.abc.Clock, message: Request | Notification
 ) -> None:
-    async def handler(req: Seen) -> httpx.Response:
-        return httpx.Response(503)
+    async def handler(req: Seen) -> httpx2.Response:
+        return httpx2.Response(503)
 
     async with connect(handler) as (t, _):
         with pytest.raises(HTTPStatusError) as info:
@@ -699,11 +701,11 @@ async def test_5xx_on_initialize_or_a_notification_is_a_status_error(
 async def test_connect_failure_before_sending_is_retried(autojump_clock: trio.abc.Clock) -> None:
     failures = 2
 
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         nonlocal failures
         if failures:
             failures -= 1
-            raise httpx.ConnectError("connection refused")
+            raise httpx2.ConnectError("connection refused")
         return json_response(result(1))
 
     async with connect(handler, backoff_initial=0.5) as (t, server):
@@ -713,10 +715,10 @@ async def test_connect_failure_before_sending_is_retried(autojump_clock: trio.ab
 
 
 @pytest.mark.parametrize(
-    "error", [httpx.ConnectError("refused"), httpx.ConnectTimeout("slow"), httpx.PoolTimeout("full")]
+    "error", [httpx2.ConnectError("refused"), httpx2.ConnectTimeout("slow"), httpx2.PoolTimeout("full")]
 )
 async def test_not_delivered_when_retries_are_spent(autojump_clock: trio.abc.Clock, error: Exception) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         raise error
 
     async with connect(handler, send_attempts=4, backoff_initial=1.0) as (t, server):
@@ -727,8 +729,8 @@ async def test_not_delivered_when_retries_are_spent(autojump_clock: trio.abc.Clo
 
 
 async def test_not_delivered_retries_bounded_in_time(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
-        raise httpx.ConnectError("refused")
+    async def handler(req: Seen) -> httpx2.Response:
+        raise httpx2.ConnectError("refused")
 
     async with connect(handler, send_attempts=100, send_max_time=5.0, backoff_initial=1.0) as (t, server):
         with pytest.raises(NotDelivered):
@@ -737,8 +739,8 @@ async def test_not_delivered_retries_bounded_in_time(autojump_clock: trio.abc.Cl
 
 
 async def test_retry_jitter_stays_within_bounds(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
-        raise httpx.ConnectError("refused")
+    async def handler(req: Seen) -> httpx2.Response:
+        raise httpx2.ConnectError("refused")
 
     async with connect(handler, send_attempts=3, backoff_initial=1.0, jitter=0.5) as (t, server):
         with pytest.raises(NotDelivered):
@@ -748,10 +750,10 @@ async def test_retry_jitter_stays_within_bounds(autojump_clock: trio.abc.Clock) 
 
 
 @pytest.mark.parametrize(
-    "error", [httpx.ReadError("reset"), httpx.WriteError("broken pipe"), httpx.RemoteProtocolError("closed")]
+    "error", [httpx2.ReadError("reset"), httpx2.WriteError("broken pipe"), httpx2.RemoteProtocolError("closed")]
 )
 async def test_failure_after_sending_is_never_reposted(autojump_clock: trio.abc.Clock, error: Exception) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         raise error
 
     async with connect(handler) as (t, server):
@@ -762,9 +764,9 @@ async def test_failure_after_sending_is_never_reposted(autojump_clock: trio.abc.
 
 
 async def test_429_waits_for_retry_after(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         if len(server.seen) == 1:
-            return httpx.Response(429, headers={"retry-after": "3"})
+            return httpx2.Response(429, headers={"retry-after": "3"})
         return json_response(result(1))
 
     async with connect(handler) as (t, server):
@@ -777,10 +779,10 @@ async def test_429_with_an_http_date(autojump_clock: trio.abc.Clock) -> None:
     from datetime import UTC, datetime, timedelta
     from email.utils import format_datetime
 
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         if len(server.seen) == 1:
             when = datetime.now(UTC) + timedelta(seconds=20)
-            return httpx.Response(429, headers={"retry-after": format_datetime(when, usegmt=True)})
+            return httpx2.Response(429, headers={"retry-after": format_datetime(when, usegmt=True)})
         return json_response(result(1))
 
     async with connect(handler) as (t, server):
@@ -791,8 +793,8 @@ async def test_429_with_an_http_date(autojump_clock: trio.abc.Clock) -> None:
 
 
 async def test_429_gives_up_with_the_status(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
-        return httpx.Response(429, headers={"retry-after": "2"})
+    async def handler(req: Seen) -> httpx2.Response:
+        return httpx2.Response(429, headers={"retry-after": "2"})
 
     async with connect(handler, send_attempts=3) as (t, server):
         with pytest.raises(HTTPStatusError) as info:
@@ -802,8 +804,8 @@ async def test_429_gives_up_with_the_status(autojump_clock: trio.abc.Clock) -> N
 
 
 async def test_429_asking_too_long_a_wait_fails_at_once(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
-        return httpx.Response(429, headers={"retry-after": "3600"})
+    async def handler(req: Seen) -> httpx2.Response:
+        return httpx2.Response(429, headers={"retry-after": "3600"})
 
     async with connect(handler, send_max_time=60.0) as (t, server):
         with pytest.raises(HTTPStatusError):
@@ -812,8 +814,8 @@ async def test_429_asking_too_long_a_wait_fails_at_once(autojump_clock: trio.abc
 
 
 async def test_unexpected_content_type_on_a_call(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
-        return httpx.Response(202)
+    async def handler(req: Seen) -> httpx2.Response:
+        return httpx2.Response(202)
 
     async with connect(handler) as (t, _):
         with pytest.raises(OutcomeUnknown, match="neither JSON nor an event stream"):
@@ -824,13 +826,13 @@ async def test_unexpected_content_type_on_a_call(autojump_clock: trio.abc.Clock)
 
 
 async def test_get_stream_opened_after_the_handshake(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         if req.method == "GET":
             log = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "tick"}}
             return sse(Wait(15), event(log, id="g1"), Hang())  # server-everything: nothing for 15 s
         if req.rpc_method == "initialize":
             return json_response(result(0), headers={"mcp-session-id": "S"})
-        return httpx.Response(202) if req.rpc_id is None else json_response(result(req.rpc_id))
+        return httpx2.Response(202) if req.rpc_id is None else json_response(result(req.rpc_id))
 
     async with connect(handler, open_get_stream=True) as (t, server):
         await t.send(INIT)
@@ -849,8 +851,8 @@ async def test_get_stream_opened_after_the_handshake(autojump_clock: trio.abc.Cl
 
 
 async def test_get_stream_405_stops_silently(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
-        return httpx.Response(405) if req.method == "GET" else json_response(result(req.rpc_id))
+    async def handler(req: Seen) -> httpx2.Response:
+        return httpx2.Response(405) if req.method == "GET" else json_response(result(req.rpc_id))
 
     async with connect(handler, open_get_stream=True) as (t, server):
         t.set_protocol_version("2025-11-25")
@@ -861,13 +863,13 @@ async def test_get_stream_405_stops_silently(autojump_clock: trio.abc.Clock) -> 
 
 
 async def test_get_stream_reconnects_with_last_event_id_and_gives_up(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         n = len(server.of("GET"))
         if n == 1:
             return sse(event({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}, id="g1", retry=200))
         if n == 2:
-            raise httpx.ConnectError("down")
-        return httpx.Response(500)
+            raise httpx2.ConnectError("down")
+        return httpx2.Response(500)
 
     async with connect(handler, open_get_stream=True, get_stream_attempts=3) as (t, server):
         t.set_protocol_version("2025-11-25")
@@ -885,9 +887,9 @@ async def test_get_stream_reconnects_with_last_event_id_and_gives_up(autojump_cl
 
 @pytest.mark.parametrize("status", [200, 204, 405, 500])
 async def test_delete_on_close(autojump_clock: trio.abc.Clock, status: int) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         if req.method == "DELETE":
-            return httpx.Response(status)
+            return httpx2.Response(status)
         return json_response(result(0), headers={"mcp-session-id": "S"})
 
     async with connect(handler) as (t, server):
@@ -897,7 +899,7 @@ async def test_delete_on_close(autojump_clock: trio.abc.Clock, status: int) -> N
 
 
 async def test_no_delete_without_a_session(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         return json_response(result(0))
 
     async with connect(handler) as (t, server):
@@ -909,7 +911,7 @@ async def test_no_delete_without_a_session(autojump_clock: trio.abc.Clock) -> No
 async def test_hanging_delete_is_bounded_and_readers_are_cancelled(autojump_clock: trio.abc.Clock) -> None:
     streams: list[ScriptedStream] = []
 
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         if req.method == "DELETE":
             await trio.sleep_forever()
         if req.rpc_method == "initialize":
@@ -933,7 +935,7 @@ async def test_hanging_delete_is_bounded_and_readers_are_cancelled(autojump_cloc
 
 
 async def test_body_exception_propagates_unwrapped(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         return json_response(result(0))
 
     with pytest.raises(KeyError):
@@ -1108,11 +1110,11 @@ def test_parser_result_does_not_depend_on_chunking(
 async def test_get_stream_without_event_ids_keeps_reconnecting_while_it_delivers(
     autojump_clock: trio.abc.Clock,
 ) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         n = len(server.of("GET"))
         if n <= 10:
             return sse(event({"jsonrpc": "2.0", "method": "notifications/message", "params": {"n": n}}))
-        return httpx.Response(503)
+        return httpx2.Response(503)
 
     async with connect(handler, open_get_stream=True, get_stream_attempts=2) as (t, server):
         t.set_protocol_version("2025-11-25")
@@ -1126,9 +1128,9 @@ async def test_get_stream_without_event_ids_keeps_reconnecting_while_it_delivers
 async def test_cancelling_a_call_closes_its_stream_quietly(autojump_clock: trio.abc.Clock) -> None:
     streams: list[ScriptedStream] = []
 
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         if req.rpc_method == "notifications/cancelled":
-            return httpx.Response(202)
+            return httpx2.Response(202)
         response = sse(event("", id=f"p{req.rpc_id}"), Hang())
         assert isinstance(response.stream, ScriptedStream)
         streams.append(response.stream)
@@ -1146,12 +1148,12 @@ async def test_cancelling_a_call_closes_its_stream_quietly(autojump_clock: trio.
 
 
 async def test_errors_do_not_show_the_session_id(autojump_clock: trio.abc.Clock) -> None:
-    async def handler(req: Seen) -> httpx.Response:
+    async def handler(req: Seen) -> httpx2.Response:
         if req.rpc_method == "initialize":
             return json_response(result(0), headers={"mcp-session-id": "secret-session"})
         if req.rpc_id == 1:
             return sse(event("", id="a"), Hang())
-        return httpx.Response(404)
+        return httpx2.Response(404)
 
     async with connect(handler) as (t, _):
         await t.send(INIT)

@@ -49,7 +49,7 @@ ALLOWED: dict[str, set[str]] = {
     "runner.conformance": {"runner.connect", "runner.session", "runner.transports"},
 }
 
-IO_LIBRARIES = {"trio", "httpx", "httpx_sse", "yaml", "anyio", "tenacity", "rich", "mcp"}
+IO_LIBRARIES = {"trio", "httpx", "httpx2", "httpx_sse", "yaml", "anyio", "tenacity", "rich", "mcp"}
 
 
 def module_name(path: Path) -> str:
@@ -120,7 +120,7 @@ def test_version_does_not_import_heavy_libraries() -> None:
         "from runner.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
         "    main(['--version'])\n"
-        "print(','.join(m for m in ('trio', 'httpx', 'pydantic', 'yaml', 'rich') if m in sys.modules))"
+        "print(','.join(m for m in ('trio', 'httpx', 'httpx2', 'pydantic', 'yaml', 'rich') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == ""

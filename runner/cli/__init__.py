@@ -2,7 +2,7 @@
 
 ``main(argv) -> int`` is the only place that prints and exits. Library code raises errors from
 :mod:`runner.errors`; the funnel here turns them into one message on stderr and the exit code of the table
-in :mod:`runner.exitcodes`. Imports of trio, httpx and the rest are deferred to the command that needs
+in :mod:`runner.exitcodes`. Imports of trio, httpx2 and the rest are deferred to the command that needs
 them, so ``mcp-run --version`` starts fast.
 """
 

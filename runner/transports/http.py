@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Final
 
-import httpx
+import httpx2
 import trio
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 
@@ -131,8 +131,8 @@ class HttpParams:
 
     def __post_init__(self) -> None:
         try:
-            url = httpx.URL(self.url)
-        except httpx.InvalidURL as exc:
+            url = httpx2.URL(self.url)
+        except httpx2.InvalidURL as exc:
             raise ConnectFailed(f"invalid server URL: {exc}") from None
         if url.scheme not in ("http", "https") or not url.host:
             raise ConnectFailed(f"the server URL must be http:// or https:// with a host, got {_safe_url(url)}")
@@ -168,7 +168,7 @@ class HttpParams:
         return f"HttpParams({', '.join(parts)})"
 
 
-def _safe_url(url: httpx.URL) -> str:
+def _safe_url(url: httpx2.URL) -> str:
     """The URL without userinfo and query (either may hold a secret)."""
     return str(url.copy_with(username=None, password=None, query=None, fragment=None))
 
@@ -187,10 +187,10 @@ class HttpTransport:
     """The client end of one Streamable HTTP connection; see the module docstring. Built by
     :func:`open_http_transport`, which owns its background tasks."""
 
-    def __init__(self, params: HttpParams, client: httpx.AsyncClient, nursery: trio.Nursery) -> None:
+    def __init__(self, params: HttpParams, client: httpx2.AsyncClient, nursery: trio.Nursery) -> None:
         self._params = params
         self._client = client
-        self._url = httpx.URL(params.url)
+        self._url = httpx2.URL(params.url)
         self._name = _safe_url(self._url)
         self._hub = StreamHub(params, client, nursery, self._name)
         self._closed = False
@@ -248,7 +248,7 @@ class HttpTransport:
 
     # -- POST ----------------------------------------------------------------------------------------
 
-    async def _post_with_retries(self, body: bytes, stream: Stream | None, initialize: bool) -> httpx.Response:
+    async def _post_with_retries(self, body: bytes, stream: Stream | None, initialize: bool) -> httpx2.Response:
         p = self._params
         deadline = trio.current_time() + p.send_max_time
 
@@ -271,7 +271,7 @@ class HttpTransport:
         except _Retry as exc:
             raise exc.final from exc.final.__cause__
 
-    async def _post_once(self, body: bytes, stream: Stream | None, initialize: bool) -> httpx.Response:
+    async def _post_once(self, body: bytes, stream: Stream | None, initialize: bool) -> httpx2.Response:
         headers = self._hub.headers(ACCEPT_POST, initialize=initialize)
         headers["Content-Type"] = "application/json"
         sent_session = headers.get("Mcp-Session-Id")
@@ -283,7 +283,7 @@ class HttpTransport:
         )
         try:
             response = await self._client.send(request, stream=True, follow_redirects=False)
-        except (httpx.TransportError, httpx.InvalidURL) as exc:
+        except (httpx2.TransportError, httpx2.InvalidURL) as exc:
             action = classify_exception(exc).action
             if action is Action.RETRY:
                 final = NotDelivered(f"{what}: could not connect: {exc!r}")
@@ -326,7 +326,7 @@ class HttpTransport:
             )
         raise error
 
-    async def _error_detail(self, response: httpx.Response) -> str:
+    async def _error_detail(self, response: httpx2.Response) -> str:
         """A short description of an error body (a JSON-RPC error's message when there is one)."""
         data = bytearray()
 
@@ -335,7 +335,7 @@ class HttpTransport:
             return len(data) >= _ERROR_BODY_LIMIT
 
         with trio.move_on_after(self._params.close_timeout):
-            with suppress(httpx.HTTPError):
+            with suppress(httpx2.HTTPError):
                 await pump_body(response, on_chunk)
         if not data.strip():
             return ""
@@ -345,7 +345,7 @@ class HttpTransport:
         text = data[:200].decode("utf-8", errors="replace").strip()
         return f": {text}"
 
-    def _accept(self, response: httpx.Response, stream: Stream | None, initialize: bool) -> bool:
+    def _accept(self, response: httpx2.Response, stream: Stream | None, initialize: bool) -> bool:
         """A 2xx to a POST: start reading it. Returns True once a reader owns ``response``."""
         if initialize:
             self._hub.capture_session(response)
@@ -373,7 +373,7 @@ class HttpTransport:
                 response = await self._client.request(
                     "DELETE", self._url, headers=headers, timeout=self._hub.timeout, follow_redirects=False
                 )
-            except httpx.HTTPError as exc:
+            except httpx2.HTTPError as exc:
                 log.debug("DELETE %s: %r", self._name, exc)
                 return
             if response.status_code >= 400 and response.status_code not in (404, 405):
@@ -381,21 +381,21 @@ class HttpTransport:
         self._hub.session_id = None
 
 
-def _make_client(params: HttpParams) -> httpx.AsyncClient:
+def _make_client(params: HttpParams) -> httpx2.AsyncClient:
     pool = params.max_connections + 2  # + the GET stream and notifications
-    return httpx.AsyncClient(
-        timeout=httpx.Timeout(connect=params.connect_timeout, read=None, write=params.write_timeout, pool=None),
-        limits=httpx.Limits(max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=4.0),
+    return httpx2.AsyncClient(
+        timeout=httpx2.Timeout(connect=params.connect_timeout, read=None, write=params.write_timeout, pool=None),
+        limits=httpx2.Limits(max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=4.0),
         follow_redirects=False,
     )
 
 
 @asynccontextmanager
 async def open_http_transport(
-    params: HttpParams, *, client: httpx.AsyncClient | None = None
+    params: HttpParams, *, client: httpx2.AsyncClient | None = None
 ) -> AsyncIterator[HttpTransport]:
     """Open a transport to ``params.url``; on exit cancel its readers, DELETE the session and close the
-    client (only if it was created here; pass ``client`` to inject, e.g. one on ``httpx.MockTransport``)."""
+    client (only if it was created here; pass ``client`` to inject, e.g. one on ``httpx2.MockTransport``)."""
     owned = client is None
     http = _make_client(params) if client is None else client
     body_error: BaseException | None = None

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-import httpx
+import httpx2
 import trio
 
 __all__ = [
@@ -75,7 +75,7 @@ class Action(enum.Enum):
     REJECTED = "rejected"
     """The server refused it (3xx, 4xx): raise ``HTTPStatusError``; not retried."""
     MISCONFIGURED = "misconfigured"
-    """httpx refused to send it at all: raise ``ConnectFailed``."""
+    """httpx2 refused to send it at all: raise ``ConnectFailed``."""
     IN_DOUBT = "in-doubt"
     """It may have been processed: ``OutcomeUnknown`` for a request (never a retry)."""
 
@@ -86,8 +86,8 @@ class Verdict:
     meaning: str
 
 
-_NOT_DELIVERED = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-_NEVER_SENT = (httpx.UnsupportedProtocol, httpx.LocalProtocolError, httpx.InvalidURL)
+_NOT_DELIVERED = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout)
+_NEVER_SENT = (httpx2.UnsupportedProtocol, httpx2.LocalProtocolError, httpx2.InvalidURL)
 
 
 def classify_exception(exc: BaseException) -> Verdict:

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
-import httpx
+import httpx2
 import trio
 
 from runner.errors import ConnectFailed, FrameTooLarge, OutcomeUnknown, TransportError
@@ -174,16 +174,16 @@ class SSEParser:
 # -- reading response bodies --------------------------------------------------------------------------
 
 
-def content_type(response: httpx.Response) -> str:
+def content_type(response: httpx2.Response) -> str:
     """The media type of ``response``, lower case, without parameters."""
     value: str = response.headers.get("content-type", "")
     return value.partition(";")[0].strip().lower()
 
 
-async def pump_body(response: httpx.Response, on_chunk: Callable[[bytes], bool]) -> None:
+async def pump_body(response: httpx2.Response, on_chunk: Callable[[bytes], bool]) -> None:
     """Feed the body of ``response`` to ``on_chunk`` until it ends or ``on_chunk`` returns True.
 
-    httpx's body iterators are async generators, and one abandoned mid-way is only finalized by the
+    httpx2's body iterators are async generators, and one abandoned mid-way is only finalized by the
     garbage collector (trio warns). So reading is stopped by cancelling it at its next checkpoint, which
     lets every generator in the chain finish, never by breaking out of the loop. An exception raised by
     ``on_chunk`` is re-raised once the generators are done.
@@ -203,7 +203,7 @@ async def pump_body(response: httpx.Response, on_chunk: Callable[[bytes], bool])
         raise error
 
 
-async def aclose_response(response: httpx.Response, timeout: float) -> None:
+async def aclose_response(response: httpx2.Response, timeout: float) -> None:
     """Close ``response`` even while being cancelled, bounded in time."""
     with trio.move_on_after(timeout, shield=True):
         await response.aclose()
@@ -239,13 +239,13 @@ def _valid_session_id(value: str) -> bool:
 class StreamHub:
     """The streams of one Streamable HTTP connection and the state they share (see the module doc)."""
 
-    def __init__(self, params: HttpParams, client: httpx.AsyncClient, nursery: trio.Nursery, name: str) -> None:
+    def __init__(self, params: HttpParams, client: httpx2.AsyncClient, nursery: trio.Nursery, name: str) -> None:
         self._params = params
         self._client = client
         self._nursery = nursery
         self._name = name
-        self._url = httpx.URL(params.url)
-        self.timeout = httpx.Timeout(connect=params.connect_timeout, read=None, write=params.write_timeout, pool=None)
+        self._url = httpx2.URL(params.url)
+        self.timeout = httpx2.Timeout(connect=params.connect_timeout, read=None, write=params.write_timeout, pool=None)
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self._pending: dict[RequestId, Stream] = {}
@@ -291,19 +291,19 @@ class StreamHub:
             self.forget(stream)
             stream.scope.cancel()
 
-    def read_sse(self, response: httpx.Response, stream: Stream) -> None:
+    def read_sse(self, response: httpx2.Response, stream: Stream) -> None:
         """Hand ``response`` (an event stream) to a background reader, which owns it from now on."""
         stream.open = True
         self._nursery.start_soon(self._run_request_stream, response, stream)
 
-    def read_json(self, response: httpx.Response, stream: Stream) -> None:
+    def read_json(self, response: httpx2.Response, stream: Stream) -> None:
         """Hand ``response`` (a JSON body) to a background reader, which owns it from now on."""
         stream.open = True
         self._nursery.start_soon(self._run_json_body, response, stream)
 
     # -- the session ---------------------------------------------------------------------------------
 
-    def capture_session(self, response: httpx.Response) -> None:
+    def capture_session(self, response: httpx2.Response) -> None:
         """Take the ``Mcp-Session-Id`` of the response to ``initialize``, if it has one."""
         session_id = response.headers.get("mcp-session-id")
         if session_id is None:
@@ -389,7 +389,7 @@ class StreamHub:
 
     # -- readers -------------------------------------------------------------------------------------
 
-    async def _run_json_body(self, response: httpx.Response, stream: Stream) -> None:
+    async def _run_json_body(self, response: httpx2.Response, stream: Stream) -> None:
         chunks: list[bytes] = []
         size = 0
 
@@ -406,7 +406,7 @@ class StreamHub:
             with stream.scope:
                 try:
                     await pump_body(response, on_chunk)
-                except (httpx.HTTPError, FrameTooLarge) as exc:
+                except (httpx2.HTTPError, FrameTooLarge) as exc:
                     self._lose(stream, OutcomeUnknown(f"the JSON response to {rid!r} broke off"), exc)
                     return
                 for item in decode(b"".join(chunks)):
@@ -415,7 +415,7 @@ class StreamHub:
         finally:
             await aclose_response(response, self._params.close_timeout)
 
-    async def _consume(self, response: httpx.Response, stream: Stream, *, drain: bool = False) -> bool:
+    async def _consume(self, response: httpx2.Response, stream: Stream, *, drain: bool = False) -> bool:
         """Read one SSE response until it ends, drops, or carries this stream's response. True when it
         brought at least one new event id. ``FrameTooLarge`` propagates.
 
@@ -443,7 +443,7 @@ class StreamHub:
             if not stream.finished:
                 for event in parser.close():
                     progressed |= self._on_event(event, stream)
-        except (httpx.TransportError, httpx.StreamError) as exc:
+        except (httpx2.TransportError, httpx2.StreamError) as exc:
             log.debug("%s: the stream of %r dropped: %r", self._name, stream.request_id, exc)
         finally:
             await aclose_response(response, self._params.close_timeout)
@@ -459,7 +459,7 @@ class StreamHub:
             jitter=p.jitter,
         )
 
-    async def _run_request_stream(self, response: httpx.Response, stream: Stream) -> None:
+    async def _run_request_stream(self, response: httpx2.Response, stream: Stream) -> None:
         rid = stream.request_id
         try:
             with stream.scope:
@@ -492,12 +492,12 @@ class StreamHub:
         headers = self.headers(ACCEPT_SSE, last_event_id=stream.last_event_id)
         request = self._client.build_request("GET", self._url, headers=headers, timeout=self.timeout)
         what = f"GET {self._name} (resuming {stream.request_id!r} after event {stream.last_event_id!r})"
-        response: httpx.Response | None = None
+        response: httpx2.Response | None = None
         # No side effects: safe to abandon if the headers take longer than the budget.
         with trio.move_on_after(max(budget.remaining(), self._params.connect_timeout)):
             try:
                 response = await self._client.send(request, stream=True, follow_redirects=False)
-            except httpx.TransportError as exc:
+            except httpx2.TransportError as exc:
                 log.debug("%s: %r", what, exc)
         if response is None:
             return False
@@ -544,7 +544,7 @@ class StreamHub:
                     delivered = stream.delivered
                     try:
                         response = await self._client.send(request, stream=True, follow_redirects=False)
-                    except httpx.TransportError as exc:
+                    except httpx2.TransportError as exc:
                         log.debug("%s: %r", what, exc)
                     else:
                         status = response.status_code

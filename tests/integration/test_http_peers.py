@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 import trio
 
@@ -140,7 +140,7 @@ class _Requests:
     methods: list[str] = field(default_factory=list)
     resumes: list[str] = field(default_factory=list)  # Last-Event-ID of each GET that carried one
 
-    async def hook(self, request: httpx.Request) -> None:
+    async def hook(self, request: httpx2.Request) -> None:
         self.methods.append(request.method)
         last = request.headers.get("last-event-id")
         if request.method == "GET" and last is not None:
@@ -157,7 +157,7 @@ async def test_sdk_http_stream_closed_by_server_is_resumed_not_reposted(tmp_path
     extra = ("--resumable", "--retry-interval", "100", "--count-file", str(count_file))
     with trio.fail_after(60):
         async with sdk_http_server(*extra) as server:
-            client = httpx.AsyncClient(event_hooks={"request": [requests.hook]})
+            client = httpx2.AsyncClient(event_hooks={"request": [requests.hook]})
             with single_error():
                 async with (
                     client,
@@ -180,7 +180,7 @@ async def test_sdk_http_reconnect_waits_the_retry_interval(tmp_path: Path) -> No
     requests = _Requests()
     times: dict[str, float] = {}
 
-    async def hook(request: httpx.Request) -> None:
+    async def hook(request: httpx2.Request) -> None:
         await requests.hook(request)
         if request.method == "GET" and "last-event-id" in request.headers:
             times.setdefault("resume", trio.current_time())
@@ -190,7 +190,7 @@ async def test_sdk_http_reconnect_waits_the_retry_interval(tmp_path: Path) -> No
 
     with trio.fail_after(60):
         async with sdk_http_server("--resumable", "--retry-interval", "400") as server:
-            client = httpx.AsyncClient(event_hooks={"request": [hook]})
+            client = httpx2.AsyncClient(event_hooks={"request": [hook]})
             with single_error():
                 async with (
                     client,
@@ -288,7 +288,7 @@ class _Counter:
 
 
 def _port(url: str) -> int:
-    port = httpx.URL(url).port
+    port = httpx2.URL(url).port
     assert port is not None
     return port
 
