@@ -21,21 +21,26 @@ __all__ = ["main"]
 COMMANDS = ("run", "validate", "plan", "resume", "tools", "call", "runs", "show", "logs")
 
 DESCRIPTION = """\
-Run Model Context Protocol tool calls as a batch.
+Run Model Context Protocol tool calls as a batch: a YAML workflow of steps, each a tool call, run as a
+DAG with every call journaled before it is sent, so an interrupted run resumes without calling anything
+twice.
 
-  mcp-run WORKFLOW.yaml [OPTIONS]          run a workflow (same as `mcp-run run WORKFLOW.yaml`)
-  mcp-run tools -- CMD ARGS...             list the tools of a stdio server
-  mcp-run tools URL                        list the tools of a Streamable HTTP server
-  mcp-run call --tool NAME --args JSON -- CMD ARGS...
-                                           call one tool and print its result
+  mcp-run WORKFLOW.yaml [OPTIONS]           run a workflow (same as `mcp-run run WORKFLOW.yaml`)
+  mcp-run WORKFLOW.yaml --resume            finish an interrupted run, or start one (safe in a crontab)
+  mcp-run validate WORKFLOW.yaml            check it without contacting a server; `plan` shows its DAG
+  mcp-run runs | show RUN_ID | logs RUN_ID  inspect runs from their journals
+  mcp-run tools -- CMD ARGS... | URL        list one server's tools
+  mcp-run call --tool NAME --args JSON -- CMD ARGS... | URL
+                                            call one tool and print its result
 
 Run `mcp-run COMMAND --help` for the options of one command.
 """
 
 EXAMPLES = """\
 examples:
+  mcp-run workflows/convert_docs.yaml --input source=./notes --input out=./html
+  mcp-run workflows/convert_docs.yaml --json > summary.json      # one JSON summary on stdout
   mcp-run tools -- python -m runner.demo
-  mcp-run call --tool echo --args '{"text": "hi"}' -- python -m runner.demo
   mcp-run call --tool echo --args '{"text": "hi"}' --header 'Authorization: Bearer $TOKEN' \\
       https://example.com/mcp
 """
