@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -113,42 +113,45 @@ def _resolve_cwd(cwd: str | None, workflow_file: str | None) -> str | None:
     return str(Path(workflow_file).resolve().parent / cwd)
 
 
-def make_opener(plan: Plan, inputs: Mapping[str, Any], env: Mapping[str, Any], retry: RetryPolicy) -> SessionOpener:
-    """Open a server's session; connection set-up to an HTTP server is retried with backoff."""
+def make_opener(
+    plan: Plan,
+    inputs: Mapping[str, Any],
+    env: Mapping[str, Any],
+    retry: RetryPolicy,
+    *,
+    connect: Callable[[Target, SessionOptions], AbstractAsyncContextManager[Session]] = open_target,
+) -> SessionOpener:
+    """Open a server's session. Setting up an HTTP session is retried with backoff when the server said
+    it is briefly unavailable (502, 503, 504, 429 on ``initialize``, which has no side effects); connection
+    errors are already retried by the transport, and a stdio spawn is never retried."""
 
     @asynccontextmanager
     async def opener(name: str, options: SessionOptions) -> AsyncIterator[Session]:
         target = render_target(plan, name, inputs, env)
         if isinstance(target, StdioTarget):
-            async with open_target(target, options) as session:
+            async with connect(target, options) as session:
                 yield session
             return
-        stack_holder: list[Any] = []
 
-        async def attempt() -> Session:
-            manager = open_target(target, options)
+        async def attempt() -> tuple[AsyncExitStack, Session]:
+            stack = AsyncExitStack()
             try:
-                session = await manager.__aenter__()
+                session = await stack.enter_async_context(connect(target, options))
             except ConnectFailed as exc:
                 cause = exc.__cause__
-                if isinstance(cause, HTTPStatusError) and cause.status_code not in RETRYABLE_STATUS:
-                    raise
-                raise _RetryableConnect(str(exc)) from exc
-            stack_holder.append(manager)
-            return session
+                if isinstance(cause, HTTPStatusError) and cause.status_code in RETRYABLE_STATUS:
+                    raise _RetryableConnect(str(exc)) from exc
+                raise
+            return stack, session
 
         try:
-            session = await retry_not_delivered(retry, attempt, retry_on=(_RetryableConnect,))
+            stack, session = await retry_not_delivered(retry, attempt, retry_on=(_RetryableConnect,))
         except _RetryableConnect as exc:
-            raise ConnectFailed(str(exc)) from exc.__cause__
-        manager = stack_holder[-1]
-        try:
+            last = exc.__cause__  # the last ConnectFailed, raised as it was
+            assert isinstance(last, ConnectFailed)
+            raise last from last.__cause__
+        async with stack:
             yield session
-        except BaseException as exc:
-            if not await manager.__aexit__(type(exc), exc, exc.__traceback__):
-                raise
-        else:
-            await manager.__aexit__(None, None, None)
 
     return opener
 
