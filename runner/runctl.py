@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from runner.connect import HttpTarget, StdioTarget, Target, open_target
+from runner.context import make_context
 from runner.errors import ConnectFailed, HTTPStatusError, McpRunError, NotDelivered
 from runner.journal import RunState
 from runner.plan import Plan
 from runner.retry import RetryPolicy, retry_not_delivered
 from runner.scheduler import SessionOpener
 from runner.session import Session, SessionOptions
-from runner.template import canonical_json, make_context
+from runner.template import canonical_json
 
 __all__ = [
     "collect_secrets",

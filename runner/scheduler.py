@@ -30,6 +30,7 @@ from typing import Any
 
 import trio
 
+from runner.context import fanout_view, item_entry, make_context, step_view
 from runner.errors import McpRunError, NotDelivered, OutcomeUnknown
 from runner.eventlog import EventLog
 from runner.exitcodes import ExitCode, combine
@@ -38,7 +39,7 @@ from runner.plan import Plan, PlannedStep
 from runner.protocol import LogMessage, Progress, Tool, ToolResult
 from runner.retry import RetryPolicy, failure_kind, is_safe_to_repeat, retry_not_delivered
 from runner.session import Session, SessionOptions
-from runner.template import TemplateError, fanout_view, item_entry, make_context, step_view
+from runner.template import TemplateError
 
 __all__ = ["Outcome", "Prior", "Scheduler", "SchedulerOptions", "SessionOpener"]
 

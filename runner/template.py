@@ -20,11 +20,11 @@ Context (the contract with the scheduler)
         env      the environment variables the workflow refers to (env.NAME), and only those
         steps    steps.<id>: a plain step's view is step_view(result) -> {result, structured, text, json,
                  status}; a fan-out step's view is fanout_view(items, entries) -> {items, results, status}
-                 with each entry built by item_entry(...)
+                 with each entry built by item_entry(...) (all three in :mod:`runner.context`)
         item     the current item, in a for_each step's args and key only
         index    the current item's position (0-based), likewise
 
-    :func:`make_context` builds it. A name outside these roots is a compile-time error, and so is a
+    :func:`runner.context.make_context` builds it. A name outside these roots is a compile-time error, and so is a
     reference to ``steps`` or ``env`` that does not name a step or variable statically
     (``steps.*``, ``steps[0]``, ``env``): the planner must see every dependency.
 
@@ -55,8 +55,7 @@ from runner.exitcodes import ExitCode
 
 __all__ = [
     "ROOTS", "Compiled", "Loc", "Occurrence", "Reference", "StepStatus", "TemplateError", "TemplateSyntaxError",
-    "canonical_json", "compile_value", "did_you_mean", "fanout_view", "is_truthy", "item_entry", "item_key",
-    "make_context", "render_text", "step_view",
+    "canonical_json", "compile_value", "did_you_mean", "is_truthy", "item_key", "render_text",
 ]  # fmt: skip
 
 ROOTS: tuple[str, ...] = ("inputs", "env", "steps", "item", "index")
@@ -524,67 +523,6 @@ def _reference(names: list[str], text: str, loc: Loc) -> Reference:
     if root == "env" and name is None:
         raise TemplateSyntaxError(f"${{{{ {text} }}}}: references to env must name a variable, like env.HOME", loc=loc)
     return Reference(root, name, field)
-
-
-# ---------------------------------------------------------------------------------------------------
-# The context contract
-
-
-def make_context(
-    *,
-    inputs: Mapping[str, Any],
-    env: Mapping[str, str | None],
-    steps: Mapping[str, Any],
-    item: Any = None,
-    index: int | None = None,
-) -> dict[str, Any]:
-    """The mapping templates are evaluated against (see the module docstring)."""
-    return {"inputs": inputs, "env": env, "steps": steps, "item": item, "index": index}
-
-
-def step_view(result: Mapping[str, Any] | None, *, status: StepStatus | None = None) -> dict[str, Any]:
-    """What ``steps.<id>`` shows for a plain step (or one item of a fan-out) given its MCP result.
-
-    ``result`` is the ``tools/call`` result object (``content``, ``structuredContent``, ``isError``).
-    ``text`` joins its text content blocks with ``\\n``; ``json`` is that text parsed as JSON (null when
-    it is not JSON); ``status`` defaults to ``failed`` when ``isError`` is true, else ``succeeded``.
-    With ``result`` None (a step that was skipped, or failed without a result) every field but
-    ``status`` is null.
-    """
-    if result is None:
-        return {"result": None, "structured": None, "text": None, "json": None, "status": status or "failed"}
-    content = result.get("content")
-    blocks = content if isinstance(content, list) else []
-    text = "\n".join(
-        block["text"]
-        for block in blocks
-        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)
-    )
-    try:
-        parsed = json.loads(text)
-    except (ValueError, RecursionError):
-        parsed = None
-    if status is None:
-        status = "failed" if result.get("isError") else "succeeded"
-    return {
-        "result": dict(result),
-        "structured": result.get("structuredContent"),
-        "text": text,
-        "json": parsed,
-        "status": status,
-    }
-
-
-def item_entry(status: StepStatus, error: str | None = None, result: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """One entry of a fan-out step's ``results``: :func:`step_view` plus ``error`` (null on success)."""
-    entry = step_view(result, status=status)
-    entry["error"] = error
-    return entry
-
-
-def fanout_view(items: list[Any], results: list[dict[str, Any]], status: StepStatus) -> dict[str, Any]:
-    """What ``steps.<id>`` shows for a fan-out step: ``items``, ``results`` (aligned) and ``status``."""
-    return {"items": items, "results": results, "status": status}
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ CORE = {
     "runner.model",
     "runner.durations",
     "runner.template",
+    "runner.context",
     "runner.plan",
     "runner.journal",
     "runner.schemas",

@@ -9,10 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runner.context import fanout_view, item_entry, make_context, step_view
 from runner.errors import WorkflowError
 from runner.model import Workflow, WorkflowErrors
 from runner.plan import Plan, build_plan, render_plan_text
-from runner.template import TemplateError, fanout_view, item_entry, item_key, make_context, step_view
+from runner.template import TemplateError, item_key
 
 SERVERS = {"fs": {"command": ["server-fs"], "timeout": "30s"}, "web": {"url": "http://localhost/mcp"}}
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runner.context import fanout_view, item_entry, make_context, step_view
 from runner.errors import WorkflowError
 from runner.exitcodes import ExitCode
 from runner.template import (
@@ -17,13 +18,9 @@ from runner.template import (
     TemplateError,
     TemplateSyntaxError,
     compile_value,
-    fanout_view,
     is_truthy,
-    item_entry,
     item_key,
-    make_context,
     render_text,
-    step_view,
 )
 
 RESULT = {"content": [{"type": "text", "text": '{"files": ["a.md", "b.md"]}'}], "isError": False}

@@ -18,12 +18,12 @@ def check_plan(plan: Plan) -> list[str]:
     import trio
 
     from runner._trio import single_error
+    from runner.context import make_context
     from runner.errors import McpRunError
     from runner.protocol import Tool
     from runner.retry import RetryPolicy
     from runner.runctl import env_context, make_opener
     from runner.session import SessionOptions
-    from runner.template import make_context
 
     inputs = dict(plan.input_values or {})
     env = env_context(plan)
