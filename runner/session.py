@@ -112,6 +112,7 @@ class _Pending:
         "on_resumed",
         "result",
         "scope",
+        "sending",
         "timeout_at",
         "written",
     )
@@ -126,6 +127,7 @@ class _Pending:
         self.result: dict[str, Any] | None = None
         self.error: McpRunError | None = None
         self.written = False
+        self.sending = False
         self.scope: trio.CancelScope | None = None
         self.timeout_at = math.inf
         self.idle: float | None = None
@@ -323,20 +325,22 @@ class Session:
         entry: _Pending,
     ) -> dict[str, Any]:
         self._pending[rid] = entry
+        now = trio.current_time()
+        entry.timeout_at = now + timeout if timeout is not None else math.inf
+        entry.idle = idle_timeout
+        deadline = entry.timeout_at
+        if idle_timeout is not None:
+            deadline = min(deadline, now + idle_timeout)
         try:
-            await self._transport.send(Request(rid, method, params))
-            entry.written = True
-            now = trio.current_time()
-            entry.timeout_at = now + timeout if timeout is not None else math.inf
-            entry.idle = idle_timeout
-            deadline = entry.timeout_at
-            if idle_timeout is not None:
-                deadline = min(deadline, now + idle_timeout)
             if deadline == math.inf:  # nothing can move a deadline that is not there: no scope to keep
+                await self._send(Request(rid, method, params), entry)
                 await entry.done.wait()
             else:
+                # The deadline covers the send too: an HTTP POST returns only once the server sends headers,
+                # which a server answering with JSON does when the tool is done.
                 with trio.CancelScope(deadline=deadline) as scope:
                     entry.scope = scope
+                    await self._send(Request(rid, method, params), entry)
                     await entry.done.wait()
             if not entry.done.is_set():
                 hard = trio.current_time() >= entry.timeout_at
@@ -356,6 +360,24 @@ class Session:
             raise entry.error
         assert entry.result is not None
         return entry.result
+
+    async def _send(self, request: Request, entry: _Pending) -> None:
+        """Write ``request``. While the write is under way, a dying connection does not decide the call's
+        fate (see :meth:`_fail_all`): the write's own outcome does."""
+        entry.sending = True
+        try:
+            await self._transport.send(request)
+        finally:
+            entry.sending = False
+        entry.written = True
+        if self._broken is not None and not entry.done.is_set():
+            reason = _first_line(self._broken)
+            error = OutcomeUnknown(
+                f"{self.name}: connection lost after {entry.method} request {request.id} was sent: {reason}",
+                stderr=self._broken.stderr if isinstance(self._broken, TransportError) else None,
+            )
+            error.__cause__ = self._broken
+            entry.finish(None, error)
 
     async def _notify_cancelled(self, rid: RequestId, reason: str) -> None:
         if self._broken is not None:
@@ -412,6 +434,8 @@ class Session:
         stderr = exc.stderr if isinstance(exc, TransportError) else None
         reason = _first_line(exc)
         for rid, entry in list(self._pending.items()):
+            if entry.sending:
+                continue  # decided by its write: NotDelivered if it fails, OutcomeUnknown if it completes
             if entry.written:
                 err: McpRunError = OutcomeUnknown(
                     f"{self.name}: {what} after {entry.method} request {rid} was sent: {reason}",

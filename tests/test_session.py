@@ -457,3 +457,53 @@ async def test_before_send_runs_before_the_request_is_written() -> None:
         await session.call_tool("record", {}, before_send=before_send)
     rid = server.calls[0].id
     assert order == [f"journal {rid} token {rid}", f"server saw {rid}"]
+
+
+async def test_a_write_that_completes_after_the_connection_died_is_in_doubt() -> None:
+    """The reader fails every pending call when the connection dies; a call whose write was still under way
+    must not be told "not delivered" if that write then completes."""
+    async with connected() as (session, server, client):
+        release = trio.Event()
+        original_send = client.send
+
+        async def slow_send(message: Any) -> None:
+            if isinstance(message, Request) and message.method == "tools/call":
+                await release.wait()
+                client.sent.append(message)  # the write completed: the server has the request
+                return
+            await original_send(message)
+
+        client.send = slow_send  # type: ignore[method-assign]
+        errors: list[BaseException] = []
+
+        async def call() -> None:
+            try:
+                await session.call_tool("anything", {})
+            except TransportError as exc:
+                errors.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(call)
+            await trio.testing.wait_all_tasks_blocked()
+            server.end.break_connection(TransportError("server died"))
+            await trio.testing.wait_all_tasks_blocked()
+            release.set()
+        assert len(errors) == 1 and isinstance(errors[0], OutcomeUnknown), errors
+
+
+async def test_the_deadline_covers_a_send_that_waits_for_the_server(autojump_clock: trio.abc.Clock) -> None:
+    """Over HTTP, send() returns only when the server sends headers (with JSON responses: when the tool is
+    done), so the call's timeout must already run while sending."""
+    async with connected() as (session, _server, client):
+        original_send = client.send
+
+        async def stuck_send(message: Any) -> None:
+            if isinstance(message, Request) and message.method == "tools/call":
+                await trio.sleep_forever()
+            await original_send(message)
+
+        client.send = stuck_send  # type: ignore[method-assign]
+        start = trio.current_time()
+        with pytest.raises(CallTimeout):
+            await session.call_tool("slow", {}, timeout=10)
+        assert trio.current_time() - start == pytest.approx(10)
