@@ -40,36 +40,66 @@ class JournalWriteError(McpRunError):
 
 
 class Masker:
-    """Replaces secret values by named placeholders in serialized text, and back."""
+    """Replaces secret values by named placeholders (``***env.API_TOKEN***``), and back.
+
+    Events are masked value by value (:meth:`mask_value`: every string, keys included), never as serialized
+    text, so a secret that also reads as JSON (``false``, ``8080``) cannot break a line. A secret of
+    ``SHORT`` characters or fewer is replaced only where a whole string equals it: masking every ``"1"``
+    inside every string would garble the journal. Console text is masked with :meth:`mask`.
+    """
+
+    SHORT = 3
 
     def __init__(self, secrets: Mapping[str, str] | None = None) -> None:
-        # placeholder name -> value; values shorter than 3 characters would mask half the journal
-        self._pairs: list[tuple[str, str]] = []
+        self._pairs: list[tuple[str, str]] = []  # (value, placeholder), longest value first
+        self._exact: dict[str, str] = {}  # short values, matched whole
         for name, value in (secrets or {}).items():
             self.add(name, value)
 
     def add(self, name: str, value: str) -> None:
-        if len(value) < 3:
+        if not value:
             return
         placeholder = f"***{name}***"
+        if len(value) <= self.SHORT:
+            self._exact[value] = placeholder
+            return
         self._pairs.append((value, placeholder))
-        escaped = json.dumps(value, ensure_ascii=False)[1:-1]
-        if escaped != value:
-            self._pairs.append((escaped, placeholder))
         self._pairs.sort(key=lambda p: -len(p[0]))  # longest first: a secret inside another stays hidden
 
     def __bool__(self) -> bool:
-        return bool(self._pairs)
+        return bool(self._pairs or self._exact)
 
     def mask(self, text: str) -> str:
+        """Mask secrets inside ``text`` (console output; events go through :meth:`mask_value`)."""
         for value, placeholder in self._pairs:
             if value in text:
                 text = text.replace(value, placeholder)
-        return text
+        return self._exact.get(text, text)
+
+    def mask_value(self, value: Any) -> Any:
+        """``value`` with every string in it masked; the same object when nothing needed masking."""
+        if isinstance(value, str):
+            return self.mask(value)
+        if isinstance(value, dict):
+            changed = False
+            out: dict[Any, Any] = {}
+            for key, item in value.items():
+                new_key = self.mask(key) if isinstance(key, str) else key
+                new_item = self.mask_value(item)
+                changed = changed or new_key is not key or new_item is not item
+                out[new_key] = new_item
+            return out if changed else value
+        if isinstance(value, list):
+            items = [self.mask_value(item) for item in value]
+            return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
+        return value
 
     def unmask(self, text: str) -> str:
-        """Re-expand placeholders (values are JSON-escaped, so this is safe on serialized lines)."""
-        for value, placeholder in reversed(self._pairs):
+        """Re-expand placeholders in a serialized line (they only ever stand inside JSON strings, so the
+        JSON-escaped value is substituted)."""
+        if "***" not in text:
+            return text
+        for value, placeholder in [*reversed(self._pairs), *((v, p) for v, p in self._exact.items())]:
             if placeholder in text:
                 text = text.replace(placeholder, json.dumps(value, ensure_ascii=False)[1:-1])
         return text
@@ -139,24 +169,20 @@ class EventLog:
     # -- producing events ----------------------------------------------------------------------------
 
     def _emit(self, event_type: str, fields: dict[str, Any]) -> str | None:
-        if self._failed is not None:
-            raise self._failed
         self._seq += 1
         event = {"seq": self._seq, "ts": _now(), "type": event_type, **fields}
-        line: str | None = None
-        if self._fd is not None or self._masker:
-            line = _dumps(event)
-            if self._masker:
-                masked = self._masker.mask(line)
-                if masked is not line:
-                    line = masked
-                    event = json.loads(line)
+        if self._masker:
+            event = self._masker.mask_value(event)
+        line = _dumps(event) if self._fd is not None else None
         for observer in self._observers:
             observer(event)
         return line
 
     async def commit(self, event_type: str, /, **fields: Any) -> None:
-        """Emit and wait until the line is durable (written and fsynced)."""
+        """Emit and wait until the line is durable (written and fsynced). Raises ``JournalWriteError`` once
+        the journal cannot be written: nothing may be dispatched without its record."""
+        if self._failed is not None:
+            raise self._failed
         line = self._emit(event_type, fields)
         if self._fd is None or line is None:
             return
@@ -169,9 +195,10 @@ class EventLog:
             raise self._failed
 
     def record(self, event_type: str, /, **fields: Any) -> None:
-        """Emit; the line is written at the writer's next wake (now)."""
+        """Emit; the line is written at the writer's next wake (now). Once the journal has failed, the
+        event still reaches observers (the run is stopping; its next ``commit`` raised)."""
         line = self._emit(event_type, fields)
-        if self._fd is not None and line is not None:
+        if self._fd is not None and line is not None and self._failed is None:
             self._buffer.append(line + "\n")
             self._unsynced = True
             self._wake.set()
@@ -179,7 +206,7 @@ class EventLog:
     def note(self, event_type: str, /, **fields: Any) -> None:
         """Emit a high-volume event (progress, log); written within ``flush_interval``."""
         line = self._emit(event_type, fields)
-        if self._fd is not None and line is not None:
+        if self._fd is not None and line is not None and self._failed is None:
             self._buffer.append(line + "\n")
             if not self._lazy_pending:
                 self._lazy_pending = True

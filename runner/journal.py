@@ -27,7 +27,8 @@ key) and ``index`` they concern. The types, in the order a run writes them:
 
 Folding never trusts what it cannot see: an item is *succeeded* only with its ``item_succeeded`` line; an
 item whose last record is ``item_dispatched`` (or ``item_failed`` of kind ``cancelled``, ``timeout`` or
-``outcome-unknown``) is **in doubt**: the server may or may not have run it.
+``outcome-unknown``) is **in doubt**: the server may or may not have run it. One that a resume skipped
+(``skipped-in-doubt``) stays skipped: that decision is not undone by a later resume.
 
 A torn last line (the process died mid-write: no final newline) is ignored on read; any other line that is
 not a JSON object is an error naming its line number.
@@ -91,7 +92,9 @@ FAILURE_KINDS: Final[tuple[str, ...]] = get_args(FailureKind)
 # Failures after which the server may have done the work.
 IN_DOUBT_KINDS: Final = frozenset({"outcome-unknown", "timeout", "cancelled"})
 
-ItemStatus = Literal["dispatched", "succeeded", "failed", "in-doubt"]
+# "skipped": it was in doubt and a resume decided to skip it (--skip-in-doubt); a decision that stays, so
+# later resumes do not call it again unless told to (--rerun-in-doubt).
+ItemStatus = Literal["dispatched", "succeeded", "failed", "in-doubt", "skipped"]
 
 
 class JournalCorrupt(McpRunError):
@@ -259,7 +262,12 @@ def fold(events: Iterable[dict[str, Any]], *, keep_results: set[str] | None = No
                 failure = event.get("kind")
                 item.kind = failure
                 item.error = event.get("error")
-                item.status = "in-doubt" if failure in IN_DOUBT_KINDS else "failed"
+                if failure in IN_DOUBT_KINDS:
+                    item.status = "in-doubt"
+                elif failure == "skipped-in-doubt":
+                    item.status = "skipped"
+                else:
+                    item.status = "failed"
                 if failure == "tool-error" and (keep_results is None or step_id in keep_results):
                     item.result = event.get("result")
         elif kind == "progress" or kind == "stream_resumed":

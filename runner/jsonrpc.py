@@ -182,6 +182,8 @@ def decode(data: bytes | str) -> list[Message | InvalidMessage]:
         obj = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         return [InvalidMessage(raw, f"not JSON: {exc}")]
+    except RecursionError:
+        return [InvalidMessage(raw, "JSON nested too deeply")]
     if type(obj) is list:
         if not obj:
             return [InvalidMessage(raw, "empty batch")]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -62,6 +63,21 @@ def collect_secrets(plan: Plan, inputs: Mapping[str, Any], env: Mapping[str, Any
                 if value:
                     secrets[f"servers.{server_name}.headers.{header}"] = str(value)
     return secrets
+
+
+_ENV_PLACEHOLDER = re.compile(r"\*\*\*env\.([A-Za-z_][A-Za-z0-9_]*)\*\*\*")
+
+
+def restore_env_placeholders(value: Any) -> Any:
+    """``value`` (a recorded input) with ``***env.NAME***`` placeholders re-expanded from the environment;
+    placeholders of unset variables stay (the resume then refuses: the run used a variable now missing)."""
+    if isinstance(value, str):
+        return _ENV_PLACEHOLDER.sub(lambda m: os.environ.get(m.group(1), m.group(0)), value)
+    if isinstance(value, list):
+        return [restore_env_placeholders(v) for v in value]
+    if isinstance(value, dict):
+        return {k: restore_env_placeholders(v) for k, v in value.items()}
+    return value
 
 
 def workflow_hash(path: Path) -> str:

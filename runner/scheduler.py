@@ -31,8 +31,8 @@ from typing import Any
 import trio
 
 from runner.context import fanout_view, item_entry, make_context, step_view
-from runner.errors import McpRunError, NotDelivered, OutcomeUnknown
-from runner.eventlog import EventLog
+from runner.errors import MalformedMessage, McpRunError, NotDelivered, OutcomeUnknown
+from runner.eventlog import EventLog, JournalWriteError
 from runner.exitcodes import ExitCode, combine
 from runner.journal import IN_DOUBT_KINDS, RunState
 from runner.plan import Plan, PlannedStep
@@ -405,9 +405,19 @@ class Scheduler:
                 report.succeeded += 1
                 report.reused += 1
                 return item_entry("succeeded", None, prior.result)
-            if prior.in_doubt and self._prior is not None and (ps.id, key) in self._prior.skip:
+            assert self._prior is not None
+            if prior.in_doubt and (ps.id, key) in self._prior.skip:
                 self._item_failed(ps, index, key, "skipped-in-doubt", "in doubt; skipped by --skip-in-doubt")
                 return item_entry("failed", "in doubt; skipped")
+            if prior.status == "skipped" and self._prior.in_doubt != "rerun":
+                # Skipped by an earlier resume: never called again unless --rerun-in-doubt says so.
+                error = "was in doubt and skipped by an earlier resume (--rerun-in-doubt calls it again)"
+                report.failed += 1
+                self._failures.append(
+                    {"step": ps.id, "item": key, "index": index, "kind": "skipped-in-doubt", "error": error}
+                )
+                self._codes.add(ExitCode.FAILED)
+                return item_entry("failed", error)
         try:
             args = ps.render_args(self._context(item, index))
         except TemplateError as exc:
@@ -421,8 +431,11 @@ class Scheduler:
             result = await self._call(ps, session, index, key, args)
         except _Drained:
             return None
+        except JournalWriteError:
+            raise  # nothing may be dispatched unrecorded: the run stops
         except McpRunError as exc:
-            kind = failure_kind(exc)
+            # A reply that could not be read is a lost result: the server may have done the work.
+            kind = "outcome-unknown" if isinstance(exc, MalformedMessage) else failure_kind(exc)
             return item_entry("failed", self._item_failed(ps, index, key, kind, str(exc)))
         if result.is_error:
             text = result.text or "tool reported an error"
@@ -513,7 +526,7 @@ class Scheduler:
                     )
             except trio.Cancelled:
                 if dispatched:
-                    error = "cancelled by an interrupt after it was sent; the server may have done it"
+                    error = "cancelled after it was sent (the run was stopping); the server may have done it"
                     self._log.record("item_failed", step=ps.id, item=key, index=index, kind="cancelled", error=error)
                     self._reports[ps.id].in_doubt += 1
                     self._in_doubt.append(

@@ -176,7 +176,7 @@ class _Expression:
     def evaluate(self, context: Mapping[str, Any]) -> Any:
         try:
             return _INTERPRETER.visit(self._ast, context)
-        except (jp_exceptions.JMESPathError, TypeError, ValueError, RecursionError) as exc:
+        except (jp_exceptions.JMESPathError, TypeError, ValueError, ArithmeticError, RecursionError) as exc:
             raise TemplateError(
                 f"${{{{ {self.text} }}}}: {_lower_first(str(exc).splitlines()[0])}", expression=self.text
             ) from exc

@@ -153,12 +153,16 @@ async def test_notes_are_flushed_on_a_timer(tmp_path: Path, autojump_clock: trio
 
 
 def test_masker_masks_and_unmasks() -> None:
-    masker = Masker({"env.API_TOKEN": "s3cr3t-value", "inputs.pw": 'with"quote'})
-    text = json.dumps({"a": "Bearer s3cr3t-value", "b": 'with"quote'})
-    masked = masker.mask(text)
-    assert "s3cr3t" not in masked and "quote" not in masked
-    assert "***env.API_TOKEN***" in masked and "***inputs.pw***" in masked
-    assert json.loads(masker.unmask(masked)) == json.loads(text)
+    masker = Masker({"env.API_TOKEN": "s3cr3t-value", "inputs.pw": 'with"quote', "env.DEBUG": "false", "env.N": "7"})
+    event = {"a": "Bearer s3cr3t-value", "b": 'with"quote', "c": False, "d": "false", "e": "7", "f": "17", "g": 7}
+    masked = masker.mask_value(event)
+    line = json.dumps(masked)
+    assert "s3cr3t" not in line and "quote" not in line
+    assert masked["a"] == "Bearer ***env.API_TOKEN***" and masked["b"] == "***inputs.pw***"
+    assert masked["c"] is False and masked["d"] == "***env.DEBUG***"  # JSON stays JSON: only strings are masked
+    assert masked["e"] == "***env.N***" and masked["f"] == "17"  # a short secret is masked only where whole
+    assert json.loads(masker.unmask(line)) == event
+    assert masker.mask_value({"x": ["ok", 1]}) == {"x": ["ok", 1]}
 
 
 async def test_observers_never_see_secrets() -> None:

@@ -101,3 +101,8 @@ def test_ids_never_reused() -> None:
     ids = IdAllocator()
     seen = [ids.next() for _ in range(1000)]
     assert len(set(seen)) == 1000 and seen[0] == 1
+
+
+def test_deeply_nested_json_is_invalid_not_a_crash() -> None:
+    [invalid] = decode(b"[" * 100_000 + b"]" * 100_000)
+    assert isinstance(invalid, InvalidMessage) and "nested too deeply" in invalid.error

@@ -584,3 +584,43 @@ steps:
     assert outcome.status == "interrupted" and harness.calls("s") == []
     assert [e["kind"] for e in events if e["type"] == "item_failed"] == ["connection-before-send"]
     assert outcome.failures == []  # the item did not run; a resume will run it
+
+
+async def test_an_item_skipped_by_a_resume_stays_skipped(autojump_clock: trio.abc.Clock) -> None:
+    plan = plan_of(CHAIN)
+    events: list[dict[str, Any]] = []
+    await run_plan(plan, Harness({"s": echo_tools}), events=events, concurrency=1)
+    dispatches = [i for i, e in enumerate(events) if e["type"] == "item_dispatched" and e["step"] == "convert"]
+    cut = events[: dispatches[0] + 1]
+    key = events[dispatches[0]]["item"]
+    skipped = [*cut, {"seq": 999, "type": "item_failed", "step": "convert", "item": key, "kind": "skipped-in-doubt"}]
+    harness = Harness({"s": echo_tools})
+    outcome = await run_plan(plan, harness, prior=Prior(state=fold(skipped)))
+    assert not outcome.blocked
+    assert len([c for c in harness.calls("s") if c.params["name"] == "upper"]) == 3  # not the skipped one
+    assert outcome.exit_code == ExitCode.FAILED
+    assert [f["kind"] for f in outcome.failures] == ["skipped-in-doubt"]
+
+    harness = Harness({"s": echo_tools})
+    outcome = await run_plan(plan, harness, prior=Prior(state=fold(skipped), in_doubt="rerun"))
+    assert len([c for c in harness.calls("s") if c.params["name"] == "upper"]) == 4
+    assert outcome.status == "succeeded"
+
+
+async def test_an_unreadable_result_is_in_doubt(autojump_clock: trio.abc.Clock) -> None:
+    def setup(server: FakeServer) -> None:
+        async def garbled(call: FakeCall) -> dict[str, Any]:
+            return {"content": "not a list"}
+
+        server.tools["garbled"] = garbled
+
+    text = """
+version: 1
+servers:
+  s: {command: [fake]}
+steps:
+  once: {server: s, tool: garbled, args: {}}
+"""
+    outcome = await run_plan(plan_of(text), Harness({"s": setup}))
+    assert outcome.exit_code == ExitCode.OUTCOME_UNKNOWN
+    assert [d["kind"] for d in outcome.in_doubt] == ["outcome-unknown"]

@@ -260,3 +260,9 @@ def test_truthiness_and_text() -> None:
         True,
     ]
     assert [render_text(v) for v in ("s", None, 1.5, True, [1, "a"])] == ["s", "", "1.5", "true", '[1,"a"]']
+
+
+def test_arithmetic_overflow_is_a_template_error() -> None:
+    compiled = compile_value("${{ floor(to_number('1e999')) }}")
+    with pytest.raises(TemplateError):
+        compiled.render(make_context(inputs={}, env={}, steps={}))

@@ -211,9 +211,13 @@ def _execute(args: argparse.Namespace, path: Path, *, run_id: str | None) -> int
         raise UsageError("--concurrency must be at least 1")
     if args.no_journal and args.resume:
         raise UsageError("--no-journal cannot resume: there is no journal")
+    if args.output:
+        folder = Path(args.output).resolve().parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK):
+            raise UsageError(f"--output {args.output}: cannot write in {folder}")
     from runner.eventlog import Masker
     from runner.journal import peek_journal
-    from runner.runctl import collect_secrets, env_context, fingerprints, workflow_hash
+    from runner.runctl import collect_secrets, env_context, fingerprints, restore_env_placeholders, workflow_hash
     from runner.rundir import RunDir, find_run, is_locked, resolve_state_dir, unfinished_runs
 
     state_dir = resolve_state_dir(args.state_dir, path)
@@ -242,7 +246,11 @@ def _execute(args: argparse.Namespace, path: Path, *, run_id: str | None) -> int
         first, _last = peek_journal(run_dir.journal)
         recorded = first.get("inputs") if first is not None else None
         if isinstance(recorded, dict):
-            base_inputs = {k: v for k, v in recorded.items() if not _placeholder(v)}
+            base_inputs = {
+                name: restore_env_placeholders(value)
+                for name, value in recorded.items()
+                if value != f"***inputs.{name}***"  # a secret input: never written, must be given again
+            }
     plan = _load_plan(args, require_inputs=True, file=str(path), base_inputs=base_inputs)
     inputs = dict(plan.input_values or {})
     env = env_context(plan)
@@ -255,7 +263,10 @@ def _execute(args: argparse.Namespace, path: Path, *, run_id: str | None) -> int
     if args.no_journal:
         return _run(args, plan, inputs, env, masker, console, run_dir=None, lock=None, prior=None)
     if run_dir is None:
-        run_dir = RunDir.create(state_dir)
+        try:
+            run_dir = RunDir.create(state_dir)
+        except OSError as exc:
+            raise UsageError(f"cannot keep runs in {state_dir}: {exc.strerror or exc}; choose --state-dir") from None
         lock = run_dir.lock()
         console.info(f"run {run_dir.run_id} (journal: {run_dir.journal})")
         return _run(args, plan, inputs, env, masker, console, run_dir=run_dir, lock=lock, prior=None, start=start)
@@ -270,10 +281,6 @@ def _execute(args: argparse.Namespace, path: Path, *, run_id: str | None) -> int
         return ExitCode.USAGE
     console.info(f"resuming run {run_dir.run_id} (journal: {run_dir.journal})")
     return _run(args, plan, inputs, env, masker, console, run_dir=run_dir, lock=lock, prior=prior, start=start)
-
-
-def _placeholder(value: Any) -> bool:
-    return isinstance(value, str) and value.startswith("***") and value.endswith("***")
 
 
 def _prepare_resume(
@@ -389,7 +396,10 @@ def _run(
     )
     signals: list[int] = []
     started = time.monotonic()
-    public_inputs = inputs
+    # Secret inputs are written as their placeholder whatever their type (masking covers strings only).
+    public_inputs = {
+        name: f"***inputs.{name}***" if plan.workflow.inputs[name].secret else value for name, value in inputs.items()
+    }
     workflow_path = str(Path(start["path"]).resolve()) if start else None
 
     async def main() -> Outcome:
@@ -441,11 +451,20 @@ def _run(
             log.close()
         return outcome
 
-    try:
-        from runner._trio import single_error
+    from runner._trio import single_error
+    from runner.eventlog import JournalWriteError
 
-        with single_error():
-            outcome = trio.run(main)
+    try:
+        try:
+            with single_error():
+                outcome = trio.run(main)
+        except* JournalWriteError as group:
+            first = group.exceptions[0]
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            where = f" ({run_dir.journal})" if run_dir is not None else ""
+            resume = f"; when it can be written again: mcp-run resume {run_dir.run_id}" if run_dir else ""
+            raise JournalWriteError(f"{first}{where}; the run stopped, calls in flight are in doubt{resume}") from None
     finally:
         if fd is not None:
             os.close(fd)

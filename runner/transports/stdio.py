@@ -202,6 +202,8 @@ class StdioTransport:
         finally:  # the transport is closing: nothing more will be written
             for unfinished in (batch, self._queued):
                 if unfinished is not None:
+                    if len(unfinished.ends) != len(unfinished.lines):  # never taken by the writer
+                        unfinished.ends = list(itertools.accumulate(map(len, unfinished.lines)))
                     if unfinished.failure is None:
                         unfinished.fail("cannot write to the server: the transport is closed", self.stderr_tail())
                     unfinished.done.set()

@@ -180,3 +180,32 @@ def test_plain_rerun_refuses_while_a_run_is_unfinished(tmp_path: Path) -> None:
     result = subprocess.run(args, env=environment(), capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert result.returncode == 2
     assert "--resume" in result.stderr and "unfinished" in result.stderr
+
+
+def test_a_journal_that_cannot_be_written_stops_the_run_cleanly(tmp_path: Path) -> None:
+    """Disk full (here: a file-size limit): the run stops with a clear message and exit 1, never a
+    traceback, and nothing is dispatched without its record."""
+    import resource
+
+    workflow, count_file = write_workflow(tmp_path, idempotent=False)
+    limit = 24 * 1024
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    result = subprocess.run(
+        run_args(tmp_path, workflow),
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        preexec_fn=small_files,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "cannot write the journal" in result.stderr and "mcp-run resume" in result.stderr
+    events = journal_events(tmp_path)
+    dispatched = {e["item"] for e in events if e["type"] == "item_dispatched"}
+    executed = set(count_file.read_text().split()) if count_file.exists() else set()
+    assert executed <= dispatched  # every execution the server saw had its dispatch record
