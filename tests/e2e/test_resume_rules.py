@@ -116,3 +116,58 @@ def test_changed_workflow_is_refused_unless_allowed(tmp_path: Path) -> None:
     assert summary["steps"]["each"]["reused"] == 0  # the changed step ran afresh
     events = journal_events(tmp_path)
     assert [e["type"] for e in events].count("run_resumed") == 1
+
+
+def test_env_values_in_inputs_and_json_like_secrets_survive_a_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An env value that reads as JSON (`false`) is masked without breaking the journal, and an input that
+    contains a referenced env value is re-expanded on resume: the tool never sees a placeholder."""
+    count = tmp_path / "count.txt"
+    workflow = tmp_path / "wf.yaml"
+    workflow.write_text(
+        f"""
+version: 1
+servers:
+  peer:
+    command: [{json.dumps(sys.executable)}, {json.dumps(str(ROOT / "tests/peers/sdk_server.py"))},
+              stdio, --count-file, {json.dumps(str(count))}]
+    max_concurrency: 2
+inputs:
+  out: {{type: string}}
+  items: {{type: array, default: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]}}
+steps:
+  flags:
+    server: peer
+    tool: echo
+    args: {{text: "flag=${{{{ env.MCP_RUN_TEST_FLAG }}}} site=${{{{ env.MCP_RUN_TEST_SITE }}}}"}}
+  each:
+    server: peer
+    tool: count
+    needs: [flags]
+    for_each: ${{{{ inputs.items }}}}
+    args: {{key: "${{{{ inputs.out }}}}/${{{{ item }}}}"}}
+    idempotent: true
+"""
+    )
+    site = str(tmp_path / "site")
+    monkeypatch.setenv("MCP_RUN_TEST_FLAG", "false")
+    monkeypatch.setenv("MCP_RUN_TEST_SITE", site)
+    args = [sys.executable, "-m", "runner", str(workflow), "--state-dir", str(tmp_path / "state"),
+            "--input", f"out={site}/out", "--quiet"]  # fmt: skip
+    run_and_kill_at(tmp_path, args, 8)
+    result = subprocess.run(
+        [sys.executable, "-m", "runner", str(workflow), "--state-dir", str(tmp_path / "state"), "--resume", "--json"],
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    keys = count.read_text().split()
+    assert keys and all(k.startswith(f"{site}/out/") for k in keys), keys
+    journal = next((tmp_path / "state" / "runs").glob("*/journal.jsonl")).read_text()
+    assert site not in journal
+    for line in journal.splitlines():
+        json.loads(line)  # every line is still JSON
