@@ -451,7 +451,10 @@ def make_view(
     log_level = str(getattr(args, "log_level", "warning"))
     github = env.get("GITHUB_ACTIONS") == "true"
     if not quiet and not no_progress and wants_live(stream, env):
-        from runner.live import LiveView
-
-        return LiveView(stream, steps=steps, log_level=log_level, no_color=bool(env.get("NO_COLOR")))
+        try:
+            from runner.live import LiveView
+        except ImportError:  # rich is missing from a partial install: plain lines still tell the story
+            pass
+        else:
+            return LiveView(stream, steps=steps, log_level=log_level, no_color=bool(env.get("NO_COLOR")))
     return PlainView(stream, log_level=log_level, quiet=quiet, progress=not no_progress, github=github, steps=steps)

@@ -175,6 +175,15 @@ def test_make_view_chooses_by_terminal_and_flags() -> None:
     assert not isinstance(make_view(args(), [], io.StringIO(), environ={}), NullView)
 
 
+def test_a_terminal_without_rich_gets_plain_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.delitem(sys.modules, "runner.live", raising=False)
+    monkeypatch.setitem(sys.modules, "rich.console", None)  # importing it raises ImportError
+    view = make_view(args(), ["a"], FakeTerminal(), environ={"TERM": "xterm"})
+    assert isinstance(view, PlainView)
+
+
 def test_make_view_respects_no_color_and_github() -> None:
     live: Any = make_view(args(), ["a"], FakeTerminal(), environ={"TERM": "xterm", "NO_COLOR": "1"})
     assert live.console.no_color
