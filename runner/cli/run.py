@@ -561,7 +561,8 @@ def render_summary(summary: dict[str, Any]) -> str:
     done = sum(s["succeeded"] for s in steps.values())
     parts = ", ".join(f"{n} {status}" for status, n in sorted(by_status.items()))
     lines = [
-        f"{summary['status']}: {len(steps)} steps ({parts}); {done}/{items} calls done in {summary['duration_s']:.1f}s"
+        f"{summary['status']}: {len(steps)} step{'s' if len(steps) != 1 else ''} ({parts}); "
+        f"{done}/{items} calls done in {summary['duration_s']:.1f}s"
     ]
     for failure in summary["failed"][:20]:
         where = failure["step"] + (f"[{str(failure['item'])[:16]}]" if failure.get("item") else "")
