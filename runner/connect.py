@@ -59,6 +59,7 @@ async def open_target(target: Target, options: SessionOptions) -> AsyncIterator[
             url=target.url,
             headers=dict(target.headers),
             max_connections=target.max_concurrency + 2,
+            max_event_bytes=target.max_message_size,
         )
         async with open_http_transport(http_params) as http, open_session(http, options) as session:
             yield session
