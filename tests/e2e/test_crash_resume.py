@@ -79,6 +79,18 @@ def environment() -> dict[str, str]:
     return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
+def run_cli(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``mcp-run ARGS`` as a subprocess in ``cwd``, output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *args],
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
+
+
 def journal_path(tmp: Path) -> Path | None:
     found = list((tmp / "state" / "runs").glob("*/journal.jsonl")) if (tmp / "state" / "runs").exists() else []
     return found[0] if found else None

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_crash_resume import environment, journal_events, journal_path
+from tests.e2e.test_crash_resume import environment, journal_events, journal_path, run_cli
 from tests.e2e.test_examples import ROOT
 
 pytestmark = pytest.mark.integration
@@ -80,13 +80,8 @@ def test_first_sigint_drains_and_the_run_resumes(tmp_path: Path) -> None:
     assert events[-1]["type"] == "run_interrupted"
     assert json.loads(out)["status"] == "interrupted"
 
-    resumed = subprocess.run(
-        [sys.executable, "-m", "runner", str(workflow), "--state-dir", str(tmp_path / "state"), "--resume", "--json"],
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
+    resumed = run_cli(
+        tmp_path, str(workflow), "--state-dir", str(tmp_path / "state"), "--resume", "--json", timeout=120
     )
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads(resumed.stdout)
@@ -106,14 +101,7 @@ def test_second_signal_cancels_calls_in_flight(tmp_path: Path) -> None:
     events = journal_events(tmp_path)
     cancelled = [e for e in events if e["type"] == "item_failed" and e["kind"] == "cancelled"]
     assert len(cancelled) == 2
-    resumed = subprocess.run(
-        [sys.executable, "-m", "runner", str(workflow), "--state-dir", str(tmp_path / "state"), "--resume", "--json"],
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-    )
+    resumed = run_cli(tmp_path, str(workflow), "--state-dir", str(tmp_path / "state"), "--resume", "--json", timeout=60)
     assert resumed.returncode == 5  # cancelled calls may have run: in doubt
     assert len(json.loads(resumed.stdout)["in_doubt"]) == 2
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_crash_resume import environment, journal_events, run_and_kill_at
+from tests.e2e.test_crash_resume import environment, journal_events, run_and_kill_at, run_cli
 from tests.e2e.test_examples import ROOT
 
 pytestmark = pytest.mark.integration
@@ -156,14 +156,7 @@ steps:
     args = [sys.executable, "-m", "runner", str(workflow), "--state-dir", str(tmp_path / "state"),
             "--input", f"out={site}/out", "--quiet"]  # fmt: skip
     run_and_kill_at(tmp_path, args, 8)
-    result = subprocess.run(
-        [sys.executable, "-m", "runner", str(workflow), "--state-dir", str(tmp_path / "state"), "--resume", "--json"],
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
+    result = run_cli(tmp_path, str(workflow), "--state-dir", str(tmp_path / "state"), "--resume", "--json")
     assert result.returncode == 0, result.stderr
     keys = count.read_text().split()
     assert keys and all(k.startswith(f"{site}/out/") for k in keys), keys

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_crash_resume import environment, journal_path
+from tests.e2e.test_crash_resume import environment, journal_path, run_cli
 from tests.e2e.test_examples import WORKFLOWS, mcp_run
 from tests.e2e.test_interrupt import wait_for_dispatches, write_workflow
 
@@ -73,24 +73,10 @@ def test_a_running_run_is_busy_for_a_second_process(tmp_path: Path) -> None:
         path = journal_path(tmp_path)
         assert path is not None
         run_id = path.parent.name
-        second = subprocess.run(
-            [sys.executable, "-m", "runner", "resume", run_id, "--state-dir", str(tmp_path / "state")],
-            env=environment(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=tmp_path,
-        )
+        second = run_cli(tmp_path, "resume", run_id, "--state-dir", str(tmp_path / "state"), timeout=60)
         assert second.returncode == 6, second.stderr
         assert f"process {proc.pid}" in second.stderr
-        plain = subprocess.run(
-            [sys.executable, "-m", "runner", str(workflow), "--state-dir", str(tmp_path / "state")],
-            env=environment(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=tmp_path,
-        )
+        plain = run_cli(tmp_path, str(workflow), "--state-dir", str(tmp_path / "state"), timeout=60)
         assert plain.returncode == 2 and f"running as process {proc.pid}" in plain.stderr
     finally:
         proc.kill()
