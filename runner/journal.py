@@ -21,13 +21,23 @@ key) and ``index`` they concern. The types, in the order a run writes them:
 ``item_succeeded``  ``step``, ``item``, ``index``, ``result`` (the MCP result)
 ``item_failed``     ``step``, ``item``, ``index``, ``kind`` (see ``FAILURE_KINDS``), ``error``, ``result``
 ``step_finished``   ``step``, ``status``, ``counts``
-``run_finished``    ``status``, ``exit_code``, ``outputs``
-``run_interrupted`` ``status``, ``exit_code``: the run stopped on a signal; it stays resumable
+``run_finished``    ``status`` (``succeeded`` or ``failed``), ``exit_code``, ``outputs``: the run is closed
+``run_stopped``     ``status`` (``in-doubt`` or ``incomplete``), ``exit_code``, ``outputs``: the run ended
+                    without a definite answer for every item; it stays open (resumable)
+``run_interrupted`` ``status``, ``exit_code``: the run stopped on a signal; it stays open (resumable)
 ==================  ==========================================================================================
 
+**Open and closed runs.** A run is *closed* only when every item has a definite answer: its last run-level
+record is ``run_finished`` with status ``succeeded`` or ``failed`` (``CLOSED_STATUSES``). Anything else (a
+run in doubt, incomplete because a server could not be reached, interrupted, or crashed) is *open*: a
+resume continues it and no new run of the workflow starts while it is open. A closed ``failed`` run can be
+reopened by ``--retry-failed`` (its ``run_resumed`` record says ``retry_failed``). Journals of earlier
+versions that closed a run as ``in-doubt`` with ``run_finished`` read as open.
+
 Folding never trusts what it cannot see: an item is *succeeded* only with its ``item_succeeded`` line; an
-item whose last record is ``item_dispatched`` (or ``item_failed`` of kind ``cancelled``, ``timeout`` or
-``outcome-unknown``) is **in doubt**: the server may or may not have run it. One that a resume skipped
+item whose last record is ``item_dispatched`` is *dispatched* (in flight while the run's process lives, **in
+doubt** once it is gone), and one whose last record is ``item_failed`` of kind ``cancelled``, ``timeout`` or
+``outcome-unknown`` is in doubt: the server may or may not have run it. One that a resume skipped
 (``skipped-in-doubt``) stays skipped: that decision is not undone by a later resume.
 
 A torn last line (the process died mid-write: no final newline) is ignored on read; any other line that is
@@ -46,6 +56,7 @@ from runner.errors import McpRunError
 from runner.exitcodes import ExitCode
 
 __all__ = [
+    "CLOSED_STATUSES",
     "EVENT_TYPES",
     "FAILURE_KINDS",
     "IN_DOUBT_KINDS",
@@ -75,8 +86,12 @@ EVENT_TYPES: Final = (
     "item_failed",
     "step_finished",
     "run_finished",
+    "run_stopped",
     "run_interrupted",
 )
+
+# A run whose last run-level record is `run_finished` with one of these statuses is closed.
+CLOSED_STATUSES: Final = frozenset({"succeeded", "failed"})
 
 FailureKind = Literal[
     "connection-before-send",
@@ -92,8 +107,9 @@ FAILURE_KINDS: Final[tuple[str, ...]] = get_args(FailureKind)
 # Failures after which the server may have done the work.
 IN_DOUBT_KINDS: Final = frozenset({"outcome-unknown", "timeout", "cancelled"})
 
-# "skipped": it was in doubt and a resume decided to skip it (--skip-in-doubt); a decision that stays, so
-# later resumes do not call it again unless told to (--rerun-in-doubt).
+# "dispatched": sent (or about to be), no answer recorded: in flight while the run's process lives, in doubt
+# once it is gone. "skipped": it was in doubt and a resume decided to skip it (--skip-in-doubt); a decision
+# that stays, so later resumes do not call it again unless told to (--rerun-in-doubt).
 ItemStatus = Literal["dispatched", "succeeded", "failed", "in-doubt", "skipped"]
 
 
@@ -117,7 +133,9 @@ class ItemState:
 
     @property
     def in_doubt(self) -> bool:
-        return self.status == "in-doubt"
+        """No definite answer: dispatched without a result, or ended in a way that leaves the outcome
+        unknown. (For a run whose process still lives, ``dispatched`` items are in flight.)"""
+        return self.status == "in-doubt" or self.status == "dispatched"
 
 
 @dataclass(slots=True)
@@ -141,6 +159,7 @@ class RunState:
     started_at: str | None = None
     finished_at: str | None = None
     status: str | None = None
+    closed_by_record: bool = False  # the last run-level record was run_finished
     exit_code: int | None = None
     outputs: Any = None
     last_seq: int = 0
@@ -150,7 +169,9 @@ class RunState:
 
     @property
     def finished(self) -> bool:
-        return self.status is not None
+        """Closed: every item has a definite answer (see the module docstring); a resume has nothing to do
+        unless ``--retry-failed`` reopens a failed run."""
+        return self.status in CLOSED_STATUSES and self.closed_by_record
 
     def in_doubt(self) -> list[tuple[str, ItemState]]:
         """Every (step, item) whose outcome is unknown, in journal order of dispatch."""
@@ -246,7 +267,7 @@ def fold(events: Iterable[dict[str, Any]], *, keep_results: set[str] | None = No
             if event.get("index") is not None:
                 item.index = event["index"]
             if kind == "item_dispatched":
-                item.status = "in-doubt"
+                item.status = "dispatched"
                 item.dispatched_at = event.get("ts")
                 item.request_id = event.get("request_id")
                 item.attempts += 1
@@ -296,15 +317,18 @@ def fold(events: Iterable[dict[str, Any]], *, keep_results: set[str] | None = No
         elif kind == "run_resumed":
             # A resume reopens the run; whatever finished before stays as recorded per item.
             state.status = None
+            state.closed_by_record = False
             state.exit_code = None
             state.finished_at = None
             if isinstance(event.get("fingerprints"), dict):
                 state.fingerprints = event["fingerprints"]
             if isinstance(event.get("pid"), int):
                 state.pids.append(event["pid"])
-        elif kind == "run_finished":
-            state.status = event.get("status")
+        elif kind in ("run_finished", "run_stopped", "run_interrupted"):
+            state.status = event.get("status") or ("interrupted" if kind == "run_interrupted" else None)
+            state.closed_by_record = kind == "run_finished"
             state.exit_code = event.get("exit_code")
-            state.outputs = event.get("outputs")
+            if kind != "run_interrupted":
+                state.outputs = event.get("outputs")
             state.finished_at = event.get("ts")
     return state

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from runner.errors import BusyError, McpRunError, UsageError
-from runner.journal import RunState, peek_journal, read_journal
+from runner.journal import CLOSED_STATUSES, RunState, peek_journal, read_journal
 
 __all__ = ["RunDir", "RunLock", "RunSummary", "list_runs", "new_run_id", "resolve_state_dir"]
 
@@ -202,14 +202,15 @@ def list_runs(state_dir: Path) -> list[RunSummary]:
 
 def unfinished_runs(state_dir: Path, workflow: Path) -> list[RunDir]:
     """Unfinished runs of this workflow file (matched by absolute path), oldest first. Reads only the ends
-    of each journal: a run is finished when its last complete event is ``run_finished``."""
+    of each journal: a run is closed when its last complete event is ``run_finished`` with a closed status
+    (see :mod:`runner.journal`)."""
     target = str(workflow.resolve())
     found = []
     for run_dir in iter_run_dirs(state_dir):
         first, last = peek_journal(run_dir.journal)
         if first is None or first.get("type") != "run_started" or first.get("workflow") != target:
             continue
-        if last is not None and last.get("type") == "run_finished":
+        if last is not None and last.get("type") == "run_finished" and last.get("status") in CLOSED_STATUSES:
             continue
         found.append(run_dir)
     return found

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SUMMARY_SCHEMA_PATH = ROOT / "schemas" / "summary.schema.json"
 JOURNAL_SCHEMA_PATH = ROOT / "schemas" / "journal-event.schema.json"
 
-RunStatus = Literal["succeeded", "failed", "in-doubt", "interrupted"]
+RunStatus = Literal["succeeded", "failed", "in-doubt", "incomplete", "interrupted"]
 StepStatusName = Literal["succeeded", "failed", "skipped", "interrupted", "not-run", "pending", "running"]
 Kind = FailureKind
 
@@ -92,6 +92,7 @@ class RunResumed(_Event):
     pid: int
     fingerprints: dict[str, str]
     allow_changed: bool
+    retry_failed: bool | None = Field(None, description="True when --retry-failed reopened the run.")
 
 
 class SessionOpened(_Event):
@@ -186,10 +187,13 @@ class StepFinished(_Event):
 
 
 class RunFinished(_Event):
-    type: Literal["run_finished", "run_interrupted"]
+    type: Literal["run_finished", "run_stopped", "run_interrupted"] = Field(
+        description="run_finished closes the run (succeeded, failed); run_stopped (in-doubt, incomplete) and "
+        "run_interrupted leave it open for a resume."
+    )
     status: RunStatus
     exit_code: int
-    outputs: dict[str, Any]
+    outputs: dict[str, Any] | None = None
 
 
 JournalEvent = Annotated[

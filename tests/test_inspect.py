@@ -154,11 +154,11 @@ def test_prune_keeps_the_newest_finished_and_never_unfinished_running_or_unreada
     code, out, _ = cli(capsys, "runs", "--state-dir", str(state_dir), "--prune", "--keep", "1")
     assert code == 0
     left = sorted(p.name[-6:] for p in (state_dir / "runs").iterdir())
-    # 4 finished runs (succeeded, failed, fanout, in_doubt): the newest by id stays
-    assert left == ["broken", "in_dou", "interr", "runnin"]
-    assert out.startswith("removed 3 finished run(s)")
+    # 3 closed runs (succeeded, failed, fanout): the newest by id stays; a run in doubt is open, never pruned
+    assert left == ["broken", "fanout", "in_dou", "interr", "runnin"]
+    assert out.startswith("removed 2 finished run(s)")
     code, out, _ = cli(capsys, "runs", "--state-dir", str(state_dir), "--prune", "--keep", "0", "--json")
-    assert json.loads(out) == {"removed": [run_id_of("in_doubt")]}
+    assert json.loads(out) == {"removed": [run_id_of("fanout")]}
 
 
 def test_prune_needs_keep(state_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -158,7 +158,7 @@ def show_record(run: Loaded, now: float) -> dict[str, Any]:
         items = step_state.items.values() if step_state is not None else ()
         entry["succeeded"] = sum(1 for i in items if i.status == "succeeded")
         entry["failed"] = sum(1 for i in items if i.status == "failed")
-        entry["in_doubt"] = sum(1 for i in items if i.status == "in-doubt")
+        entry["in_doubt"] = sum(1 for i in items if i.in_doubt)
         if entry["status"] == "running" and not running:
             entry["status"] = "unfinished"
     failures: list[dict[str, Any]] = []

@@ -369,6 +369,7 @@ def _run(
     import trio
 
     from runner.eventlog import EventLog
+    from runner.journal import CLOSED_STATUSES
     from runner.retry import RetryPolicy
     from runner.runctl import make_opener
     from runner.scheduler import Scheduler, SchedulerOptions
@@ -440,12 +441,16 @@ def _run(
                 code = combine([code, ExitCode.SIGINT if signals[0] == signal.SIGINT else ExitCode.SIGTERM])
                 outcome.exit_code = code
             if not outcome.blocked:
-                log.record(
-                    "run_finished" if outcome.status != "interrupted" else "run_interrupted",
-                    status=outcome.status,
-                    exit_code=int(code),
-                    outputs=outcome.outputs,
-                )
+                # Closed only with a definite answer for every item; otherwise the run stays open.
+                if outcome.status == "interrupted":
+                    log.record("run_interrupted", status=outcome.status, exit_code=int(code))
+                else:
+                    log.record(
+                        "run_finished" if outcome.status in CLOSED_STATUSES else "run_stopped",
+                        status=outcome.status,
+                        exit_code=int(code),
+                        outputs=outcome.outputs,
+                    )
             # Stop listening for signals, let the writer flush and fsync what is left, and return.
             watcher.cancel()
             log.close()
