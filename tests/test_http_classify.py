@@ -104,9 +104,27 @@ def test_status_rows(status: int, carried_session: bool, action: Action) -> None
     assert classify_status(status, carried_session=carried_session).action is action
 
 
+@pytest.mark.parametrize(
+    ("body", "carried_session", "action"),
+    [
+        (": Bad Request: No valid session ID provided (-32000)", True, Action.SESSION_EXPIRED),
+        (": Session not found", True, Action.SESSION_EXPIRED),
+        (": Bad Request: No valid session ID provided (-32000)", False, Action.REJECTED),
+        (": Invalid params (-32602)", True, Action.REJECTED),
+    ],
+)
+def test_a_400_naming_the_session_means_it_is_gone(body: str, carried_session: bool, action: Action) -> None:
+    assert classify_status(400, carried_session=carried_session, body=body).action is action
+
+
 def test_the_table_is_drawn_in_the_docstring() -> None:
     doc = http_classify.__doc__ or ""
-    for needle in ["ConnectError, ConnectTimeout, PoolTimeout", "404, the POST carried a session id", "429", "5xx"]:
+    for needle in [
+        "ConnectError, ConnectTimeout, PoolTimeout",
+        "404, or 400 whose body mentions the session",
+        "429",
+        "5xx",
+    ]:
         assert needle in doc
 
 

@@ -25,6 +25,7 @@ CORE = {
     "runner.protocol",
     "runner.model",
     "runner.durations",
+    "runner.backoff",
     "runner.template",
     "runner.context",
     "runner.plan",

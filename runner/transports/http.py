@@ -98,8 +98,9 @@ class HttpParams:
                              more, for the GET stream and for notifications
     ``connect_timeout``      to open a connection; ``write_timeout`` to send a body; reads never time out
                              (a tool may run for an hour: the session's call timeout is the bound)
-    ``send_attempts``        POSTs of one message that surely never reached the server (connect
-    ``send_max_time``          failures) or were rate limited (429), in attempts and in total time
+    ``send_attempts``        POSTs of one message the server rate limited (429), in attempts and in
+    ``send_max_time``          total time; a POST that could not connect is not retried here (the
+                               session's owner waits for the server and decides)
     ``backoff_initial``      the first retry waits this long, doubling up to ``backoff_max``, plus up
     ``backoff_max``, ``jitter``  to ``jitter`` at random
     ``resume_attempts``      GETs with ``Last-Event-ID`` for one outage of one request's stream, and
@@ -166,6 +167,12 @@ class HttpParams:
                 value = {name: "***" for name in value}
             parts.append(f"{f.name}={value!r}")
         return f"HttpParams({', '.join(parts)})"
+
+
+def _describe_exception(exc: BaseException) -> str:
+    """``ConnectError: [Errno 111] Connection refused`` rather than a repr with nested quotes."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _safe_url(url: httpx2.URL) -> str:
@@ -286,20 +293,18 @@ class HttpTransport:
         except (httpx2.TransportError, httpx2.InvalidURL) as exc:
             action = classify_exception(exc).action
             if action is Action.RETRY:
-                final = NotDelivered(f"{what}: could not connect: {exc!r}")
-                final.__cause__ = exc
-                raise _Retry(final) from exc
+                raise NotDelivered(f"{what}: could not connect: {_describe_exception(exc)}") from exc
             if action is Action.MISCONFIGURED:
                 raise ConnectFailed(f"{what}: the request could not be sent: {exc!r}") from exc
             raise OutcomeUnknown(f"{what}: the connection broke after the request may have been sent: {exc!r}") from exc
         status = response.status_code
-        verdict = classify_status(status, carried_session=sent_session is not None)
-        if verdict.action is Action.OK:
+        if 200 <= status < 300:
             return response
         try:
             detail = await self._error_detail(response)
         finally:
             await aclose_response(response, self._params.close_timeout)
+        verdict = classify_status(status, carried_session=sent_session is not None, body=detail)
         error = HTTPStatusError(
             f"{what}: server answered {status} {response.reason_phrase}{detail}",
             status_code=status,
@@ -310,7 +315,7 @@ class HttpTransport:
             if stream is not None:
                 self._hub.forget(stream)  # reported by SessionExpired, not by RequestLost
             self._hub.expire_session(sent_session)
-            raise SessionExpired(f"{what}: the server no longer knows our session (404)") from error
+            raise SessionExpired(f"{what}: the server no longer knows our session ({status}{detail})") from error
         if verdict.action is Action.RETRY_AFTER:
             raise _Retry(error, parse_retry_after(response.headers.get("retry-after")))
         if verdict.action is Action.IN_DOUBT and stream is not None and not initialize:

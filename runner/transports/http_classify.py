@@ -5,12 +5,13 @@ No I/O: the transport asks ``classify_exception`` or ``classify_status`` and act
 
     what happened to the POST                     meaning           action
     ------------------------------------------    ----------------  ---------------------------------------
-    ConnectError, ConnectTimeout, PoolTimeout     not delivered     retry with backoff and jitter, bounded;
-                                                                    NotDelivered when exhausted
+    ConnectError, ConnectTimeout, PoolTimeout     not delivered     NotDelivered at once: the session's
+                                                                    owner decides (the run waits for the
+                                                                    server within its reconnect budget)
     UnsupportedProtocol, LocalProtocolError,      never sent        ConnectFailed (our configuration is
       InvalidURL (other errors before writing)                        wrong; retrying cannot help)
-    404, the POST carried a session id            not processed     clear the session id, fail the streams
-                                                                    of that session as outcome unknown,
+    404, or 400 whose body mentions the session,  not processed     clear the session id, fail the streams
+      and the POST carried a session id                             of that session as outcome unknown,
                                                                     raise SessionExpired: the session
                                                                     re-initializes and resends
     3xx                                           rejected          HTTPStatusError naming the Location;
@@ -42,6 +43,7 @@ from __future__ import annotations
 import enum
 import math
 import random
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -49,6 +51,8 @@ from email.utils import parsedate_to_datetime
 
 import httpx2
 import trio
+
+from runner.backoff import backoff_delay
 
 __all__ = [
     "Action",
@@ -67,11 +71,11 @@ class Action(enum.Enum):
     OK = "ok"
     """2xx: hand the body (JSON or SSE) to a reader."""
     RETRY = "retry"
-    """Surely not delivered: send again after a backoff (bounded), else ``NotDelivered``."""
+    """Surely not delivered: raise ``NotDelivered`` (safe to send again; the caller decides when)."""
     RETRY_AFTER = "retry-after"
     """Rate limited (429): send again after ``Retry-After`` (bounded), else ``HTTPStatusError``."""
     SESSION_EXPIRED = "session-expired"
-    """404 on a POST that carried our session id: raise ``SessionExpired``."""
+    """404 (or 400 naming the session) on a POST that carried our session id: raise ``SessionExpired``."""
     REJECTED = "rejected"
     """The server refused it (3xx, 4xx): raise ``HTTPStatusError``; not retried."""
     MISCONFIGURED = "misconfigured"
@@ -99,11 +103,16 @@ def classify_exception(exc: BaseException) -> Verdict:
     return Verdict(Action.IN_DOUBT, "may have been delivered")
 
 
-def classify_status(status: int, *, carried_session: bool) -> Verdict:
-    """The verdict for the HTTP status of a POST's response."""
+_UNKNOWN_SESSION = re.compile(r"session", re.IGNORECASE)
+
+
+def classify_status(status: int, *, carried_session: bool, body: str = "") -> Verdict:
+    """The verdict for the HTTP status of a POST's response; ``body`` is the start of its error body."""
     if 200 <= status < 300:
         return Verdict(Action.OK, "accepted")
-    if status == 404 and carried_session:
+    if carried_session and (status == 404 or (status == 400 and _UNKNOWN_SESSION.search(body))):
+        # 404 is what the specification asks for; TypeScript-SDK servers answer 400 "No valid session ID
+        # provided". Either way the request was refused before it ran: re-initializing is safe.
         return Verdict(Action.SESSION_EXPIRED, "not processed: the session is gone")
     if status == 429:
         return Verdict(Action.RETRY_AFTER, "rejected: rate limited")
@@ -137,23 +146,6 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     current = now if now is not None else datetime.now(UTC)
     seconds = (when - current).total_seconds()
     return max(0.0, seconds) if math.isfinite(seconds) else None
-
-
-def backoff_delay(
-    attempt: int,
-    *,
-    initial: float,
-    maximum: float,
-    jitter: float,
-    rng: Callable[[float, float], float] = random.uniform,
-) -> float:
-    """Exponential backoff: ``initial * 2.0**attempt`` capped at ``maximum``, plus up to ``jitter`` seconds.
-
-    ``attempt`` counts from 0 (the wait after the first failure)."""
-    delay = min(initial * 2.0**attempt, maximum)
-    if jitter > 0:
-        delay += rng(0.0, jitter)
-    return delay
 
 
 class ResumeBudget:
@@ -206,9 +198,11 @@ class ResumeBudget:
         if self._attempt >= self.attempts:
             return None
         base = (retry_ms if retry_ms is not None else self.default_retry_ms) / 1000
-        delay = min(base * 2.0**self._attempt, max(self.max_delay, base))
-        if self._attempt > 0 and self.jitter > 0:
-            delay += self.rng(0.0, self.jitter)
+        # The first reconnect waits exactly what the server asked for (conformance: sse-retry).
+        jitter = self.jitter if self._attempt > 0 else 0.0
+        delay = backoff_delay(
+            self._attempt, initial=base, maximum=max(self.max_delay, base), jitter=jitter, rng=self.rng
+        )
         if trio.current_time() + delay > self._deadline:
             return None
         self._attempt += 1
