@@ -610,7 +610,11 @@ async def test_404_expires_the_session(autojump_clock: trio.abc.Clock) -> None:
     assert len(server.posts_of(2)) == 1
 
 
-TS_SDK_UNKNOWN_SESSION = {"jsonrpc": "2.0", "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"}, "id": None}  # fmt: skip
+TS_SDK_UNKNOWN_SESSION = {
+    "jsonrpc": "2.0",
+    "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"},
+    "id": None,
+}
 
 
 @pytest.mark.parametrize(
