@@ -58,8 +58,9 @@ async def open_target(target: Target, options: SessionOptions) -> AsyncIterator[
         http_params = HttpParams(
             url=target.url,
             headers=dict(target.headers),
-            max_connections=target.max_concurrency + 2,
+            max_connections=target.max_concurrency,
             max_event_bytes=target.max_message_size,
+            connect_timeout=options.initialize_timeout,
         )
         async with open_http_transport(http_params) as http, open_session(http, options) as session:
             yield session

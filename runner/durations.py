@@ -8,7 +8,8 @@ Accepted forms::
     "1h30m"     several parts, largest unit first, each unit at most once
     "1.5s"      fractions are allowed in every part
 
-A string without a unit (``"90"``) is refused rather than guessed. Booleans are refused even though
+A limit (a timeout, a reconnect budget) may also be ``none``: no limit (:func:`parse_limit` gives
+``math.inf``). A string without a unit (``"90"``) is refused rather than guessed. Booleans are refused even though
 Python counts them as integers. :func:`parse_duration` raises :class:`ValueError` with a message fit to
 show to the user; the model turns it into a located :class:`~runner.errors.WorkflowError`.
 """
@@ -18,7 +19,9 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["format_duration", "parse_duration"]
+__all__ = ["NO_LIMIT", "format_duration", "parse_duration", "parse_limit"]
+
+NO_LIMIT = "none"
 
 _UNITS: dict[str, float] = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 _ORDER = ("h", "m", "s", "ms")
@@ -35,6 +38,16 @@ def parse_duration(value: object) -> float:
     if not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"expected a positive duration, found {value!r}")
     return seconds
+
+
+def parse_limit(value: object) -> float:
+    """Like :func:`parse_duration`, and ``"none"`` (no limit) gives ``math.inf``."""
+    if isinstance(value, str) and value.strip().lower() == NO_LIMIT:
+        return math.inf
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (or `none` for no limit)") from None
 
 
 def _parse_text(text: str) -> float:
@@ -72,7 +85,9 @@ def _looks_numeric(text: str) -> bool:
 
 
 def format_duration(seconds: float) -> str:
-    """The short text for ``seconds``: ``90s``, ``10m``, ``1h30m``, ``500ms``."""
+    """The short text for ``seconds``: ``90s``, ``10m``, ``1h30m``, ``500ms``; ``none`` for no limit."""
+    if math.isinf(seconds):
+        return NO_LIMIT
     if seconds < 1:
         return f"{seconds * 1000:g}ms"
     if seconds < 60 or seconds != int(seconds):

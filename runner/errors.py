@@ -136,6 +136,8 @@ class TransportError(ServerError):
 
     exit_code = ExitCode.UNREACHABLE
     written: bool = False
+    retryable: bool = False
+    """Worth another try later (the server may be back): decided where the failure is classified."""
 
     def __init__(self, message: str, *, stderr: str | None = None) -> None:
         super().__init__(message)
@@ -150,11 +152,18 @@ class TransportError(ServerError):
 
 
 class ConnectFailed(TransportError):
-    """The server could not be started, reached or initialized."""
+    """The server could not be started, reached or initialized. ``retryable`` when it may be reached later
+    (it refused connections, or said it is briefly unavailable), not when it is misconfigured."""
+
+    def __init__(self, message: str, *, stderr: str | None = None, retryable: bool = False) -> None:
+        super().__init__(message, stderr=stderr)
+        self.retryable = retryable
 
 
 class NotDelivered(TransportError):
     """The request surely never reached the server; sending it again is safe."""
+
+    retryable = True
 
 
 class SessionExpired(NotDelivered):
@@ -164,10 +173,13 @@ class SessionExpired(NotDelivered):
 class HTTPStatusError(TransportError):
     """The server refused a request with an HTTP status (kept: a 401 is not a 500)."""
 
+    RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
+
     def __init__(self, message: str, *, status_code: int, location: str | None = None) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.location = location
+        self.retryable = status_code in self.RETRYABLE_STATUS
 
 
 class OutcomeUnknown(TransportError):

@@ -9,9 +9,14 @@ key) and ``index`` they concern. The types, in the order a run writes them:
                     ``fingerprints`` (step -> hash of its definition and its upstream steps), ``env`` (names
                     of the environment variables the run read, never their values), ``pid``
 ``run_resumed``     ``pid``, ``fingerprints``, ``allow_changed``
-``session_opened``  ``server``, ``protocol_version``, ``server_info``
-``session_failed``  ``server``, ``error``, ``kind``
-``step_started``    ``step``, ``items`` (fan-out size) when it fans out
+``session_opened``  ``server``, ``protocol_version``, ``server_info``; after a reconnect also
+                    ``reconnects`` and ``down_s``
+``session_lost``    ``server``, ``error``: the session in use was lost (the server went away)
+``session_retrying`` ``server``, ``attempt``, ``delay_s`` (the next attempt starts after exactly this),
+                    ``remaining_s``, ``error``
+``session_failed``  ``server``, ``error``, ``kind``: given up; the items it would have run are left undone
+``step_started``    ``step``, ``items`` (fan-out size) when it fans out, ``reused`` (results a resume
+                    takes from the journal)
 ``step_skipped``    ``step``, ``reason``
 ``item_dispatched`` ``step``, ``item``, ``index``, ``server``, ``tool``, ``request_id``, ``progress_token``,
                     ``attempt``; written and fsynced *before* the request goes out
@@ -75,6 +80,8 @@ EVENT_TYPES: Final = (
     "run_started",
     "run_resumed",
     "session_opened",
+    "session_lost",
+    "session_retrying",
     "session_failed",
     "step_started",
     "step_skipped",

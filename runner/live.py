@@ -25,11 +25,13 @@ from rich.text import Text
 from runner.journal import IN_DOUBT_KINDS
 from runner.view import (
     ProgressModel,
+    RepeatedFailures,
     StepProgress,
     finished_detail,
     format_duration,
     format_failure,
     format_log,
+    format_session,
     level_index,
     one_line,
     short_key,
@@ -50,6 +52,12 @@ _LEVEL_STYLE = {
     "critical": "bold red",
     "alert": "bold red",
     "emergency": "bold red",
+}
+_SESSION_STYLE = {
+    "session_failed": "red",
+    "session_lost": "yellow",
+    "session_retrying": "yellow",
+    "session_opened": "dim",
 }
 _STATUS_STYLE = {"succeeded": "green", "failed": "red", "interrupted": "yellow", "skipped": "dim"}
 _STATUS_MARK = {"succeeded": "✓", "failed": "✗", "interrupted": "!", "skipped": "-"}
@@ -168,6 +176,7 @@ class LiveView:
         self._interval = 1.0 / hz
         self._clock = clock
         self._lines: list[Text] = []
+        self._repeats = RepeatedFailures()
         self._frame = 0
         self._closed = trio.Event()
         # Writes to sys.stderr while the region is up (warnings of the run) are routed above it by rich.
@@ -176,32 +185,35 @@ class LiveView:
 
     # -- called for every event: counters only ---------------------------------------------------------
 
+    def _add(self, line: Text) -> None:
+        repeats = self._repeats.take()
+        if repeats is not None:
+            self._lines.append(Text(repeats, style="dim"))
+        self._lines.append(line)
+
     def observe(self, event: dict[str, Any]) -> None:
         step = self.model.observe(event)
         kind = event.get("type")
         if kind == "item_failed":
-            if not event.get("retrying"):
+            if not event.get("retrying") and not self._repeats.absorb(event):
                 style = "yellow" if event.get("kind") in IN_DOUBT_KINDS else "red"
-                self._lines.append(Text(format_failure(event), style=style))
+                self._add(Text(format_failure(event), style=style))
+                self._repeats.shown(event)
         elif kind == "log":
             level = event.get("level")
             if level_index(level) >= self._threshold:
-                self._lines.append(Text(format_log(event), style=_LEVEL_STYLE.get(str(level), "")))
+                self._add(Text(format_log(event), style=_LEVEL_STYLE.get(str(level), "")))
         elif kind == "step_finished":
             status = str(event.get("status"))
             line = Text(f"{_STATUS_MARK.get(status, '·')} ", style=_STATUS_STYLE.get(status, ""))
             line.append(f"step {event.get('step')} {status}{finished_detail(step, event)}")
             if step is not None and step.finished is not None:
                 line.append(f" in {format_duration(step.finished - step.started)}", style="dim")
-            self._lines.append(line)
+            self._add(line)
         elif kind == "step_skipped":
-            self._lines.append(Text(f"- step {event.get('step')} skipped: {event.get('reason')}", style="dim"))
-        elif kind == "session_failed":
-            self._lines.append(Text(f"error server {event.get('server')}: {one_line(event.get('error'))}", "red"))
-        elif kind == "session_opened":
-            info = event.get("server_info") or {}
-            name = f"{info.get('name', '?')} {info.get('version', '')}".strip()
-            self._lines.append(Text(f"server {event.get('server')} connected ({name})", style="dim"))
+            self._add(Text(f"- step {event.get('step')} skipped: {event.get('reason')}", style="dim"))
+        elif kind in _SESSION_STYLE:
+            self._add(Text(format_session(event) or "", style=_SESSION_STYLE[str(kind)]))
 
     # -- drawing -----------------------------------------------------------------------------------------
 
@@ -227,6 +239,9 @@ class LiveView:
                 self.draw(live)
                 with trio.move_on_after(self._interval):
                     await self._closed.wait()
+            repeats = self._repeats.take()
+            if repeats is not None:
+                self._lines.append(Text(repeats, style="dim"))
             self.draw(live)
             live.update(Text(""), refresh=True)
 

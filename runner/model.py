@@ -47,13 +47,14 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     StringConstraints,
     WithJsonSchema,
     field_validator,
 )
 from pydantic_core import PydanticCustomError
 
-from runner.durations import parse_duration
+from runner.durations import NO_LIMIT, parse_duration, parse_limit
 from runner.errors import WorkflowError
 
 __all__ = [
@@ -87,6 +88,7 @@ SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "workflow.sch
 Loc = tuple[str | int, ...]
 
 _TEMPLATE_SCHEMA = r".*\$\{\{.*\}\}.*"
+_DURATION_TEXT = r"^\s*((\d+(\.\d+)?|\.\d+)(h|m|s|ms))+\s*$"
 
 
 def _duration(value: Any) -> Any:
@@ -96,6 +98,29 @@ def _duration(value: Any) -> Any:
         return parse_duration(value)
     except ValueError as exc:
         raise PydanticCustomError("workflow", "{message}", {"message": str(exc)}) from None
+
+
+def _limit(value: Any) -> Any:
+    if value is None:
+        return None
+    try:
+        return parse_limit(value)
+    except ValueError as exc:
+        raise PydanticCustomError("workflow", "{message}", {"message": str(exc)}) from None
+
+
+def _budget(value: Any) -> Any:
+    if value is False:
+        return 0.0
+    if value is True:
+        raise PydanticCustomError(
+            "workflow", "{message}", {"message": "expected a duration such as 5m, or false (never reconnect)"}
+        )
+    return _duration(value)
+
+
+def _limit_text(value: float) -> float | str:
+    return NO_LIMIT if math.isinf(value) else value
 
 
 Identifier = Annotated[
@@ -110,7 +135,38 @@ Duration = Annotated[
             "description": "Seconds (a number > 0) or a string with units: 90s, 10m, 1h, 500ms, 1h30m.",
             "anyOf": [
                 {"type": "number", "exclusiveMinimum": 0},
-                {"type": "string", "pattern": r"^\s*((\d+(\.\d+)?|\.\d+)(h|m|s|ms))+\s*$"},
+                {"type": "string", "pattern": _DURATION_TEXT},
+            ],
+        }
+    ),
+]
+
+
+Limit = Annotated[
+    float,
+    BeforeValidator(_limit),
+    PlainSerializer(_limit_text),
+    WithJsonSchema(
+        {
+            "description": "Seconds (a number > 0), a string with units (90s, 10m, 1h, 500ms), or `none` for no limit.",
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0},
+                {"type": "string", "pattern": _DURATION_TEXT},
+                {"const": NO_LIMIT},
+            ],
+        }
+    ),
+]
+Budget = Annotated[
+    float,
+    BeforeValidator(_budget),
+    WithJsonSchema(
+        {
+            "description": "How long to keep trying: seconds, a string with units (5m), or false (never).",
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0},
+                {"type": "string", "pattern": _DURATION_TEXT},
+                {"const": False},
             ],
         }
     ),
@@ -143,9 +199,22 @@ class Server(_Model):
         description="Streamable HTTP: extra request headers; values may hold templates over env and inputs.",
     )
     max_concurrency: int = Field(default=8, ge=1, description="At most this many calls in flight on this server.")
-    timeout: Duration | None = Field(default=None, description="Default hard cap for one call.")
-    idle_timeout: Duration | None = Field(
-        default=None, description="Default cap on time without progress for one call."
+    timeout: Limit | None = Field(default=None, description="Default hard cap for one call (default: none).")
+    idle_timeout: Limit | None = Field(
+        default=None,
+        description="Default cap on time without progress for one call; progress notifications reset it "
+        "(default: 5m; `none` to wait forever).",
+    )
+    connect_timeout: Duration | None = Field(
+        default=None,
+        description="Bound on starting or reaching the server and its handshake, and on listing its tools "
+        "(default: 30s, or --connect-timeout).",
+    )
+    reconnect: Budget | None = Field(
+        default=None,
+        description="After the server went away mid-run (a stdio process exited, an HTTP server stopped answering), "
+        "keep reconnecting for this long, with backoff, before the items left are given up (default: 5m; "
+        "false: never).",
     )
     trust_annotations: bool = Field(
         default=False, description="Believe the server's tool annotations (idempotentHint) when deciding on retries."
@@ -205,8 +274,10 @@ class Step(_Model):
         default=None, description="Template rendered per item to its identity; default: SHA-256 of its canonical JSON."
     )
     concurrency: int | None = Field(default=None, ge=1, description="Fan-out: at most this many items in flight.")
-    timeout: Duration | None = Field(default=None, description="Hard cap for one call.")
-    idle_timeout: Duration | None = Field(default=None, description="Cap on time without progress for one call.")
+    timeout: Limit | None = Field(default=None, description="Hard cap for one call (default: the server's).")
+    idle_timeout: Limit | None = Field(
+        default=None, description="Cap on time without progress for one call (default: the server's; `none`: no cap)."
+    )
     idempotent: bool = Field(default=False, description="Safe to call again when an outcome is unknown.")
     continue_on_error: bool = Field(default=False, description="A failure of this step does not fail the run.")
 

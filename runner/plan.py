@@ -21,6 +21,7 @@ each layer in declaration order. Everything here is linear in the size of the wo
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,6 +43,9 @@ from runner.template import (
 )
 
 __all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_RECONNECT",
     "FANOUT_FIELDS",
     "STEP_FIELDS",
     "Plan",
@@ -50,6 +54,15 @@ __all__ = [
     "build_plan",
     "render_plan_text",
 ]
+
+# A call with no progress for this long ends in doubt (cancellation sent). Five times the 60 s the TypeScript
+# SDK waits by default: long enough for a slow tool, short enough that a hung server cannot hold a batch
+# forever. `idle_timeout: none` opts out; progress notifications reset it.
+DEFAULT_IDLE_TIMEOUT: float = 300.0
+# Starting or reaching a server, its handshake, and each page of its tool list.
+DEFAULT_CONNECT_TIMEOUT: float = 30.0
+# How long a run keeps reconnecting to a server that went away mid-run before it gives the items left up.
+DEFAULT_RECONNECT: float = 300.0
 
 STEP_FIELDS: tuple[str, ...] = ("result", "structured", "text", "json", "status")
 FANOUT_FIELDS: tuple[str, ...] = ("items", "results", "status")
@@ -73,7 +86,8 @@ class PlannedServer:
 class PlannedStep:
     """One step, ready for the scheduler.
 
-    ``timeout`` and ``idle_timeout`` are the effective ones (the step's, else its server's, else None).
+    ``timeout`` and ``idle_timeout`` are the effective ones: the step's, else its server's, else the default
+    (no hard cap; ``DEFAULT_IDLE_TIMEOUT`` without progress); None when the workflow says ``none``.
     ``referenced`` is True when some template (any step's, or an output) reads this step's results:
     only then must the scheduler keep them in memory.
     """
@@ -148,6 +162,12 @@ class Plan:
         """The ``outputs`` mapping rendered in ``context`` (after the run)."""
         result: dict[str, Any] = self.outputs.render(context)
         return result
+
+
+def _effective(step: float | None, server: float | None, default: float | None) -> float | None:
+    """The step's limit, else its server's, else ``default``; ``none`` (infinity) means no limit."""
+    value = step if step is not None else server if server is not None else default
+    return None if value is None or math.isinf(value) else value
 
 
 def _first_expression(compiled: Compiled) -> str | None:
@@ -466,8 +486,8 @@ def build_plan(workflow: Workflow, positions: Positions | None = None) -> Plan:
             key=parts["key"],
             fan_out=step.fan_out,
             concurrency=step.concurrency,
-            timeout=step.timeout if step.timeout is not None else server.timeout,
-            idle_timeout=step.idle_timeout if step.idle_timeout is not None else server.idle_timeout,
+            timeout=_effective(step.timeout, server.timeout, None),
+            idle_timeout=_effective(step.idle_timeout, server.idle_timeout, DEFAULT_IDLE_TIMEOUT),
             idempotent=step.idempotent,
             continue_on_error=step.continue_on_error,
             layer=layer_of[step_id],
@@ -543,9 +563,12 @@ def _step_lines(plan: Plan, step: PlannedStep, width: int) -> list[str]:
         details.append("needs " + ", ".join(step.dependencies))
     if step.condition is not None:
         details.append(f"if {step.step.if_}")
-    for label, value in (("timeout", step.timeout), ("idle timeout", step.idle_timeout)):
-        if value is not None:
-            details.append(f"{label} {format_duration(value)}")
+    if step.timeout is not None:
+        details.append(f"timeout {format_duration(step.timeout)}")
+    if step.idle_timeout is None:
+        details.append("no idle timeout")
+    elif step.idle_timeout != DEFAULT_IDLE_TIMEOUT:
+        details.append(f"idle timeout {format_duration(step.idle_timeout)}")
     if step.idempotent:
         details.append("idempotent: retried when the outcome is unknown")
     elif plan.servers.get(step.server) is not None and plan.servers[step.server].server.trust_annotations:

@@ -2,8 +2,7 @@
 
 - what must never be written in clear (:func:`collect_secrets`);
 - step fingerprints and the workflow hash, so a resume can tell what changed;
-- how to open each server's session (:func:`make_opener`), with connection set-up retried when that is
-  safe (an HTTP server that refused or was briefly unavailable; a stdio spawn is never retried);
+- how to open each server's session (:func:`make_opener`);
 - which runs of a workflow are unfinished, and what a resume must do about items in doubt.
 """
 
@@ -13,17 +12,16 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 from runner.connect import HttpTarget, StdioTarget, Target, open_target
 from runner.context import make_context
-from runner.errors import ConnectFailed, HTTPStatusError, McpRunError, NotDelivered
+from runner.errors import McpRunError
 from runner.journal import RunState
 from runner.plan import Plan
-from runner.retry import RetryPolicy, retry_not_delivered
 from runner.scheduler import SessionOpener
 from runner.session import Session, SessionOptions
 from runner.template import canonical_json
@@ -35,8 +33,6 @@ __all__ = [
     "make_opener",
     "workflow_hash",
 ]
-
-RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
 
 
 def env_context(plan: Plan) -> dict[str, str | None]:
@@ -134,47 +130,16 @@ def make_opener(
     plan: Plan,
     inputs: Mapping[str, Any],
     env: Mapping[str, Any],
-    retry: RetryPolicy,
     *,
     connect: Callable[[Target, SessionOptions], AbstractAsyncContextManager[Session]] = open_target,
 ) -> SessionOpener:
-    """Open a server's session. Setting up an HTTP session is retried with backoff when the server said
-    it is briefly unavailable (502, 503, 504, 429 on ``initialize``, which has no side effects); connection
-    errors are already retried by the transport, and a stdio spawn is never retried."""
+    """Open a server's session, once: whether and when to try again is the caller's decision (the
+    scheduler's :class:`~runner.supervisor.ServerLink`)."""
 
-    @asynccontextmanager
-    async def opener(name: str, options: SessionOptions) -> AsyncIterator[Session]:
-        target = render_target(plan, name, inputs, env)
-        if isinstance(target, StdioTarget):
-            async with connect(target, options) as session:
-                yield session
-            return
-
-        async def attempt() -> tuple[AsyncExitStack, Session]:
-            stack = AsyncExitStack()
-            try:
-                session = await stack.enter_async_context(connect(target, options))
-            except ConnectFailed as exc:
-                cause = exc.__cause__
-                if isinstance(cause, HTTPStatusError) and cause.status_code in RETRYABLE_STATUS:
-                    raise _RetryableConnect(str(exc)) from exc
-                raise
-            return stack, session
-
-        try:
-            stack, session = await retry_not_delivered(retry, attempt, retry_on=(_RetryableConnect,))
-        except _RetryableConnect as exc:
-            last = exc.__cause__  # the last ConnectFailed, raised as it was
-            assert isinstance(last, ConnectFailed)
-            raise last from last.__cause__
-        async with stack:
-            yield session
+    def opener(name: str, options: SessionOptions) -> AbstractAsyncContextManager[Session]:
+        return connect(render_target(plan, name, inputs, env), options)
 
     return opener
-
-
-class _RetryableConnect(NotDelivered):
-    """Connection set-up failed in a way worth another try."""
 
 
 def changed_steps(old: Mapping[str, str], new: Mapping[str, str]) -> set[str]:

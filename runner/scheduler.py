@@ -30,15 +30,31 @@ from typing import Any
 
 import trio
 
+from runner.backoff import Backoff
 from runner.context import fanout_view, item_entry, make_context, step_view
-from runner.errors import MalformedMessage, McpRunError, NotDelivered, OutcomeUnknown
+from runner.errors import (
+    JsonRpcError,
+    MalformedMessage,
+    McpRunError,
+    NotDelivered,
+    OutcomeUnknown,
+)
 from runner.eventlog import EventLog, JournalWriteError
 from runner.exitcodes import ExitCode, combine
 from runner.journal import IN_DOUBT_KINDS, RunState
-from runner.plan import Plan, PlannedStep
+from runner.plan import DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECONNECT, Plan, PlannedStep
 from runner.protocol import LogMessage, Progress, Tool, ToolResult
-from runner.retry import RetryPolicy, failure_kind, is_safe_to_repeat, retry_not_delivered
+from runner.retry import RetryPolicy, failure_kind, is_safe_to_repeat
 from runner.session import Session, SessionOptions
+from runner.supervisor import (
+    LinkEvent,
+    LinkFailed,
+    LinkLost,
+    LinkOpened,
+    LinkPolicy,
+    LinkRetrying,
+    ServerLink,
+)
 from runner.template import TemplateError
 
 __all__ = ["Outcome", "Prior", "Scheduler", "SchedulerOptions", "SessionOpener"]
@@ -59,9 +75,14 @@ KIND_EXIT: dict[str, ExitCode] = {
 
 @dataclass(frozen=True)
 class SchedulerOptions:
+    """``retry`` bounds calling again a tool that is safe to repeat after its outcome was unknown;
+    ``connect_timeout`` is the default for servers that set none; ``backoff`` paces every wait."""
+
     concurrency: int = 16
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     server_log_level: str | None = "info"
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    backoff: Backoff = field(default_factory=Backoff)
 
 
 @dataclass
@@ -84,6 +105,7 @@ class StepReport:
     in_doubt: int = 0
     skipped: int = 0
     reused: int = 0
+    unreachable: int = 0  # of the failed: never delivered (their server could not be reached)
 
     def counts(self) -> dict[str, int]:
         return {
@@ -111,12 +133,8 @@ class _Drained(McpRunError):
     """An interrupt arrived before the request was dispatched: the item did not run (nothing to record)."""
 
 
-class _Slot:
-    def __init__(self) -> None:
-        self.ready = trio.Event()
-        self.session: Session | None = None
-        self.error: McpRunError | None = None
-        self.tools: dict[str, Tool] | None = None
+def _line(error: BaseException) -> str:
+    return str(error).split("\n", 1)[0]
 
 
 class Scheduler:
@@ -149,8 +167,9 @@ class Scheduler:
         self._stop_new: str | None = None
         self._draining = False
         self._work_scope: trio.CancelScope | None = None
-        self._slots: dict[str, _Slot] = {}
-        self._closing = trio.Event()
+        self._links: dict[str, ServerLink] = {}
+        self._tools: dict[tuple[str, int], dict[str, Tool]] = {}  # (server, id of the session) -> tools
+        self._waiting: set[trio.CancelScope] = set()  # items waiting for a server: a drain stops them
         self._sessions_nursery: trio.Nursery | None = None
         self._inflight: dict[tuple[str, Any], tuple[str, str]] = {}
         self._global = trio.CapacityLimiter(self._options.concurrency)
@@ -163,6 +182,8 @@ class Scheduler:
     def drain(self) -> None:
         """Dispatch nothing new; let calls in flight finish."""
         self._draining = True
+        for scope in self._waiting:
+            scope.cancel()
 
     def cancel(self) -> None:
         """Cancel calls in flight now (they are journaled as cancelled: in doubt on resume)."""
@@ -189,7 +210,8 @@ class Scheduler:
                         for sid in self._plan.order:
                             steps.start_soon(self._step_task, sid)
             finally:
-                self._closing.set()
+                for link in self._links.values():
+                    link.close()
         return self._finish()
 
     async def _resolve_in_doubt(self) -> list[dict[str, Any]]:
@@ -248,10 +270,14 @@ class Scheduler:
             except TemplateError as exc:
                 self._warn(f"outputs: {exc}")
                 self._codes.add(ExitCode.FAILED)
+        # Open (resumable) unless every item has a definite answer: in doubt, or left undone because a
+        # server could not be reached.
         if self._draining:
             status = "interrupted"
         elif self._in_doubt:
             status = "in-doubt"
+        elif ExitCode.UNREACHABLE in self._codes:
+            status = "incomplete"
         elif any(c != ExitCode.OK for c in self._codes):
             status = "failed"
         else:
@@ -301,6 +327,8 @@ class Scheduler:
             status = self._reports[dep].status
             if status == "failed" and not self._plan.steps[dep].continue_on_error:
                 return f"dependency {dep!r} failed"
+            if status == "incomplete":
+                return f"dependency {dep!r} is incomplete (its server could not be reached)"
             if status not in ("succeeded", "failed"):
                 return f"dependency {dep!r} was {status}"
         if self._draining:
@@ -318,14 +346,18 @@ class Scheduler:
 
     def _fail_step(self, ps: PlannedStep, error: str, kind: str) -> None:
         report = self._reports[ps.id]
-        report.status = "failed"
+        # A server that could not be reached leaves the step undone, not failed: a resume runs it.
+        unreachable = kind == "connection-before-send"
+        report.status = "incomplete" if unreachable else "failed"
         report.reason = error
         self._views[ps.id] = step_view(None, status="failed") if not ps.fan_out else fanout_view([], [], "failed")
         self._failures.append({"step": ps.id, "item": None, "index": None, "kind": kind, "error": error})
-        if not ps.continue_on_error:
+        if unreachable:
+            self._codes.add(ExitCode.UNREACHABLE)
+        elif not ps.continue_on_error:
             self._codes.add(KIND_EXIT.get(kind, ExitCode.FAILED))
             self._stop_new = self._stop_new or ps.id
-        self._log.record("step_finished", step=ps.id, status="failed", error=error, counts=report.counts())
+        self._log.record("step_finished", step=ps.id, status=report.status, error=error, counts=report.counts())
 
     async def _run_step(self, ps: PlannedStep, report: StepReport) -> None:
         if ps.fan_out:
@@ -338,12 +370,19 @@ class Scheduler:
         else:
             items, keys = [None], [""]
         report.total = len(items)
-        self._log.record("step_started", step=ps.id, **({"items": len(items)} if ps.fan_out else {}))
-        try:
-            session = await self._session(ps.server)
-        except McpRunError as exc:
-            self._fail_step(ps, str(exc).split("\n", 1)[0], failure_kind(exc))
-            return
+        reused = sum(1 for key in keys if self._reused(ps.id, key))
+        self._log.record(
+            "step_started",
+            step=ps.id,
+            **({"items": len(items)} if ps.fan_out else {}),
+            **({"reused": reused} if reused else {}),
+        )
+        if reused < len(items):
+            try:
+                await self._link(ps.server).session()
+            except McpRunError as exc:
+                self._fail_step(ps, _line(exc), failure_kind(exc))
+                return
         keep = ps.referenced
         results: list[Any] = [None] * len(items) if keep else []
         single: dict[str, Any] | None = None
@@ -355,7 +394,7 @@ class Scheduler:
             for index in positions:
                 if self._draining:
                     return
-                entry = await self._item(ps, session, index if ps.fan_out else None, items[index], keys[index])
+                entry = await self._item(ps, index if ps.fan_out else None, items[index], keys[index])
                 if keep:
                     if ps.fan_out:
                         results[index] = entry
@@ -367,6 +406,8 @@ class Scheduler:
                 pool.start_soon(worker)
         if self._draining and report.succeeded + report.failed + report.in_doubt + report.skipped < report.total:
             report.status = "interrupted"
+        elif report.unreachable and not report.in_doubt and report.failed == report.unreachable:
+            report.status = "incomplete"
         else:
             report.status = "failed" if (report.failed or report.in_doubt) else "succeeded"
         if ps.fan_out:
@@ -395,9 +436,11 @@ class Scheduler:
 
     # -- items -----------------------------------------------------------------------------------------
 
-    async def _item(
-        self, ps: PlannedStep, session: Session, index: int | None, item: Any, key: str
-    ) -> dict[str, Any] | None:
+    def _reused(self, sid: str, key: str) -> bool:
+        prior = self._prior_item(sid, key)
+        return prior is not None and prior.status == "succeeded"
+
+    async def _item(self, ps: PlannedStep, index: int | None, item: Any, key: str) -> dict[str, Any] | None:
         report = self._reports[ps.id]
         prior = self._prior_item(ps.id, key)
         if prior is not None:
@@ -428,7 +471,7 @@ class Scheduler:
             self._item_failed(ps, index, key, "template-error", error)
             return item_entry("failed", error)
         try:
-            result = await self._call(ps, session, index, key, args)
+            result = await _ItemCall(self, ps, index, key, args).run()
         except _Drained:
             return None
         except JournalWriteError:
@@ -466,6 +509,12 @@ class Scheduler:
             report.in_doubt += 1
             self._in_doubt.append(entry)
             self._codes.add(ExitCode.OUTCOME_UNKNOWN)
+        elif kind == "connection-before-send":
+            # Surely never run: the item is left for a resume, whatever continue_on_error says.
+            report.failed += 1
+            report.unreachable += 1
+            self._failures.append(entry)
+            self._codes.add(ExitCode.UNREACHABLE)
         else:
             report.failed += 1
             self._failures.append(entry)
@@ -474,91 +523,14 @@ class Scheduler:
         self._log.record("item_failed", step=ps.id, item=key, index=index, kind=kind, error=error, result=result)
         return error
 
-    async def _call(
-        self, ps: PlannedStep, session: Session, index: int | None, key: str, args: dict[str, Any]
-    ) -> ToolResult:
-        """One item's call, with the retries the rules allow. Raises ``_Drained`` when an interrupt came
-        before the request was dispatched (nothing to record: the item simply did not run)."""
-        safe = await self._safe_to_repeat(ps)
-        server = ps.server
-        attempt = 0
-        dispatched: list[Any] = []  # request ids of the current attempt, once journaled
-
-        def on_progress(p: Progress) -> None:
-            self._log.note("progress", step=ps.id, item=key, progress=p.progress, total=p.total, message=p.message)
-
-        def on_resumed(last_event_id: str) -> None:
-            self._log.record("stream_resumed", step=ps.id, item=key, last_event_id=last_event_id)
-
-        async def before_send(rid: Any, token: Any) -> None:
-            if self._draining:
-                raise _Drained("the run is being interrupted; not dispatching")
-            await self._log.commit(
-                "item_dispatched",
-                step=ps.id,
-                item=key,
-                index=index,
-                server=server,
-                tool=ps.tool,
-                request_id=rid,
-                progress_token=token,
-                attempt=attempt,
-            )
-            dispatched.append(rid)
-            self._inflight[(server, rid)] = (ps.id, key)
-
-        async def one_attempt() -> ToolResult:
-            nonlocal attempt
-            attempt += 1
-            dispatched.clear()
-            try:
-                async with self._global, self._server_limits[server]:
-                    if self._draining:
-                        raise _Drained("the run is being interrupted; not dispatching")
-                    return await session.call_tool(
-                        ps.tool,
-                        args,
-                        timeout=ps.timeout,
-                        idle_timeout=ps.idle_timeout,
-                        on_progress=on_progress,
-                        before_send=before_send,
-                        on_resumed=on_resumed,
-                    )
-            except trio.Cancelled:
-                if dispatched:
-                    error = "cancelled after it was sent (the run was stopping); the server may have done it"
-                    self._log.record("item_failed", step=ps.id, item=key, index=index, kind="cancelled", error=error)
-                    self._reports[ps.id].in_doubt += 1
-                    self._in_doubt.append(
-                        {"step": ps.id, "item": key, "index": index, "kind": "cancelled", "error": error}
-                    )
-                raise
-            finally:
-                for rid in dispatched:
-                    self._inflight.pop((server, rid), None)
-
-        def before_sleep(n: int, exc: BaseException, delay: float) -> None:
-            # Only called when another attempt follows: journal how this one ended (when it was dispatched;
-            # the next attempt journals its own dispatch).
-            first_line = str(exc).split("\n", 1)[0]
-            if dispatched:
-                kind = failure_kind(exc)
-                self._log.record(
-                    "item_failed", step=ps.id, item=key, index=index, kind=kind, error=first_line, retrying=True
-                )
-            self._warn(f"{ps.id}[{key[-24:]}]: attempt {n} failed ({first_line}); retrying in {delay:.1f}s")
-
-        retry_on: tuple[type[McpRunError], ...] = (NotDelivered, OutcomeUnknown) if safe else (NotDelivered,)
-        return await retry_not_delivered(self._options.retry, one_attempt, retry_on=retry_on, before_sleep=before_sleep)
-
     async def _safe_to_repeat(self, ps: PlannedStep, *, connect: bool = False) -> bool:
         if ps.idempotent:
             return True
         if not self._plan.servers[ps.server].server.trust_annotations:
             return False
-        if connect:
-            await self._session(ps.server)
-        tool = await self._tool(ps.server, ps.tool)
+        link = self._link(ps.server)
+        session = await link.session() if connect else link.current()
+        tool = await self._tool(ps.server, session, ps.tool) if session is not None else None
         if tool is None:
             return False
         return is_safe_to_repeat(
@@ -568,51 +540,69 @@ class Scheduler:
             idempotent_tool=tool.annotations.idempotent,
         )
 
-    async def _tool(self, server: str, name: str) -> Tool | None:
-        slot = self._slots[server]
-        if slot.tools is None and slot.session is not None:
-            slot.tools = {t.name: t for t in await slot.session.list_tools()}
-        return (slot.tools or {}).get(name)
+    async def _tool(self, server: str, session: Session, name: str) -> Tool | None:
+        tools = self._tools.get((server, id(session)))
+        if tools is None:
+            tools = self._tools[(server, id(session))] = {t.name: t for t in await session.list_tools()}
+        return tools.get(name)
 
     # -- sessions --------------------------------------------------------------------------------------
 
-    async def _session(self, name: str) -> Session:
-        slot = self._slots.get(name)
-        if slot is None:
-            slot = self._slots[name] = _Slot()
-            assert self._sessions_nursery is not None
-            self._sessions_nursery.start_soon(self._hold_session, name, slot)
-        await slot.ready.wait()
-        if slot.error is not None:
-            raise slot.error
-        assert slot.session is not None
-        return slot.session
-
-    async def _hold_session(self, name: str, slot: _Slot) -> None:
+    def _link(self, name: str) -> ServerLink:
+        """The server's link, started on first use (see :mod:`runner.supervisor`)."""
+        link = self._links.get(name)
+        if link is not None:
+            return link
+        ps = self._plan.servers[name]
+        server = ps.server
+        policy = LinkPolicy(
+            connect_timeout=server.connect_timeout or self._options.connect_timeout,
+            reconnect=server.reconnect if server.reconnect is not None else DEFAULT_RECONNECT,
+            retry_first=ps.transport == "http",
+            backoff=self._options.backoff,
+        )
         options = SessionOptions(
             name=name,
             server_log_level=self._options.server_log_level,
+            initialize_timeout=policy.connect_timeout,
             on_log=lambda message, rid: self._on_log(name, message, rid),
             on_warning=self._warn,
         )
-        try:
-            async with self._opener(name, options) as session:
-                slot.session = session
-                self._log.record(
-                    "session_opened",
-                    server=name,
-                    protocol_version=session.protocol_version,
-                    server_info=session.server_info,
-                )
-                slot.ready.set()
-                await self._closing.wait()
-        except McpRunError as exc:
-            if slot.ready.is_set():
-                self._warn(f"{name}: error while closing the session: {str(exc).splitlines()[0]}")
-                return
-            slot.error = exc
-            self._log.record("session_failed", server=name, kind=failure_kind(exc), error=str(exc))
-            slot.ready.set()
+        link = self._links[name] = ServerLink(
+            name, lambda: self._opener(name, options), policy, on_event=self._on_link_event
+        )
+        assert self._sessions_nursery is not None
+        link.start(self._sessions_nursery)
+        return link
+
+    def _on_link_event(self, event: LinkEvent) -> None:
+        if isinstance(event, LinkOpened):
+            session = event.session
+            extra: dict[str, Any] = {}
+            if event.reconnects:
+                extra = {"reconnects": event.reconnects, "down_s": round(event.down_for or 0.0, 3)}
+            self._log.record(
+                "session_opened",
+                server=event.server,
+                protocol_version=session.protocol_version,
+                server_info=session.server_info,
+                **extra,
+            )
+        elif isinstance(event, LinkLost):
+            self._log.record("session_lost", server=event.server, error=_line(event.error))
+        elif isinstance(event, LinkRetrying):
+            self._log.record(
+                "session_retrying",
+                server=event.server,
+                attempt=event.attempt,
+                delay_s=round(event.delay, 3),
+                remaining_s=round(event.remaining, 3),
+                error=_line(event.error),
+            )
+        elif isinstance(event, LinkFailed):
+            self._log.record(
+                "session_failed", server=event.server, kind=failure_kind(event.error), error=str(event.error)
+            )
 
     def _on_log(self, server: str, message: LogMessage, rid: Any) -> None:
         where = self._inflight.get((server, rid)) if rid is not None else None
@@ -620,6 +610,152 @@ class Scheduler:
         if where is not None:
             fields["step"], fields["item"] = where
         self._log.note("log", data=message.data, **fields)
+
+
+class _ItemCall:
+    """One item's tool call across its attempts (the scheduler's item path).
+
+    Each attempt asks the server's link for the current session (waiting while the server is being
+    reconnected), journals its dispatch durably before the request is written (``before_send``), and
+    classifies how it ended:
+
+    - a result (``isError`` or not) or a JSON-RPC error: the server answered; returned or raised;
+    - ``NotDelivered``: the request surely never reached the server; the link is told the connection is
+      gone and the call goes out again on the next session (the link's reconnect budget bounds this);
+    - ``OutcomeUnknown``: sent, result lost; called again (after the backoff) only when the tool is safe
+      to repeat and within ``RetryPolicy.attempts``, else raised (in doubt).
+
+    An attempt that ends without an answer after its dispatch was journaled gets an ``item_failed`` record
+    with ``retrying: true`` before the next one, so the journal tells every attempt apart.
+    """
+
+    def __init__(self, scheduler: Scheduler, ps: PlannedStep, index: int | None, key: str, args: dict[str, Any]):
+        self._s = scheduler
+        self._ps = ps
+        self._index = index
+        self._key = key
+        self._args = args
+        self._attempt = 0
+        self._dispatched: list[Any] = []  # request ids of the current attempt, once journaled
+
+    async def run(self) -> ToolResult:
+        s, ps = self._s, self._ps
+        link = s._link(ps.server)
+        safe = await s._safe_to_repeat(ps)
+        policy = s._options.retry
+        unknown = 0  # attempts whose outcome was unknown
+        started = trio.current_time()
+        while True:
+            session = await self._session(link)
+            try:
+                result = await self._one_attempt(session)
+            except NotDelivered as exc:
+                link.lost(session, exc)
+                self._ended(exc)
+                continue
+            except OutcomeUnknown as exc:
+                unknown += 1
+                delay = s._options.backoff.delay(unknown - 1)
+                if not safe or unknown >= policy.attempts or trio.current_time() + delay - started > policy.total:
+                    raise
+                if session.broken is not None:
+                    link.lost(session, exc)
+                self._ended(exc)
+                s._warn(
+                    f"{ps.id}{f'[{self._key[-24:]}]' if self._key else ''}: {_line(exc)}; "
+                    f"the tool is safe to repeat: calling it again in {delay:.1f}s"
+                )
+                await trio.sleep(delay)
+                continue
+            except JsonRpcError:
+                link.healthy()  # it answered
+                raise
+            link.healthy()
+            return result
+
+    async def _session(self, link: ServerLink) -> Session:
+        """The session to send on; ``_Drained`` when an interrupt comes while the server is down."""
+        s = self._s
+        if s._draining:
+            raise _Drained("the run is being interrupted; not dispatching")
+        with trio.CancelScope() as scope:
+            s._waiting.add(scope)
+            try:
+                return await link.session()
+            finally:
+                s._waiting.discard(scope)
+        raise _Drained("the run is being interrupted; not dispatching")
+
+    async def _one_attempt(self, session: Session) -> ToolResult:
+        s, ps = self._s, self._ps
+        self._attempt += 1
+        self._dispatched.clear()
+        try:
+            async with s._global, s._server_limits[ps.server]:
+                if s._draining:
+                    raise _Drained("the run is being interrupted; not dispatching")
+                return await session.call_tool(
+                    ps.tool,
+                    self._args,
+                    timeout=ps.timeout,
+                    idle_timeout=ps.idle_timeout,
+                    on_progress=self._on_progress,
+                    before_send=self._before_send,
+                    on_resumed=self._on_resumed,
+                )
+        except trio.Cancelled:
+            if self._dispatched:
+                error = "cancelled after it was sent (the run was stopping); the server may have done it"
+                s._log.record(
+                    "item_failed", step=ps.id, item=self._key, index=self._index, kind="cancelled", error=error
+                )
+                s._reports[ps.id].in_doubt += 1
+                s._in_doubt.append(
+                    {"step": ps.id, "item": self._key, "index": self._index, "kind": "cancelled", "error": error}
+                )
+            raise
+        finally:
+            for rid in self._dispatched:
+                s._inflight.pop((ps.server, rid), None)
+
+    def _ended(self, exc: McpRunError) -> None:
+        """Journal how a dispatched attempt ended, when another follows (the next journals its own dispatch)."""
+        if self._dispatched:
+            self._s._log.record(
+                "item_failed",
+                step=self._ps.id,
+                item=self._key,
+                index=self._index,
+                kind=failure_kind(exc),
+                error=_line(exc),
+                retrying=True,
+            )
+
+    async def _before_send(self, rid: Any, token: Any) -> None:
+        s, ps = self._s, self._ps
+        if s._draining:
+            raise _Drained("the run is being interrupted; not dispatching")
+        await s._log.commit(
+            "item_dispatched",
+            step=ps.id,
+            item=self._key,
+            index=self._index,
+            server=ps.server,
+            tool=ps.tool,
+            request_id=rid,
+            progress_token=token,
+            attempt=self._attempt,
+        )
+        self._dispatched.append(rid)
+        s._inflight[(ps.server, rid)] = (ps.id, self._key)
+
+    def _on_progress(self, p: Progress) -> None:
+        self._s._log.note(
+            "progress", step=self._ps.id, item=self._key, progress=p.progress, total=p.total, message=p.message
+        )
+
+    def _on_resumed(self, last_event_id: str) -> None:
+        self._s._log.record("stream_resumed", step=self._ps.id, item=self._key, last_event_id=last_event_id)
 
 
 def _view_status(status: str) -> Any:

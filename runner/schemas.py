@@ -24,7 +24,7 @@ SUMMARY_SCHEMA_PATH = ROOT / "schemas" / "summary.schema.json"
 JOURNAL_SCHEMA_PATH = ROOT / "schemas" / "journal-event.schema.json"
 
 RunStatus = Literal["succeeded", "failed", "in-doubt", "incomplete", "interrupted"]
-StepStatusName = Literal["succeeded", "failed", "skipped", "interrupted", "not-run", "pending", "running"]
+StepStatusName = Literal["succeeded", "failed", "incomplete", "skipped", "interrupted", "not-run", "pending", "running"]
 Kind = FailureKind
 
 
@@ -100,6 +100,23 @@ class SessionOpened(_Event):
     server: str
     protocol_version: str | None
     server_info: dict[str, Any]
+    reconnects: int | None = Field(None, description="How many times this server's session was reopened so far.")
+    down_s: float | None = Field(None, description="Seconds the server was unreachable before this reconnect.")
+
+
+class SessionLost(_Event):
+    type: Literal["session_lost"]
+    server: str
+    error: str = Field(description="How the loss showed (the first line of the error).")
+
+
+class SessionRetrying(_Event):
+    type: Literal["session_retrying"]
+    server: str
+    attempt: int = Field(description="Failed attempts in this outage (the connection loss counts as the first).")
+    delay_s: float = Field(description="The next attempt starts after exactly this many seconds.")
+    remaining_s: float = Field(description="Seconds left in the outage's budget (connect_timeout or reconnect).")
+    error: str
 
 
 class SessionFailed(_Event):
@@ -113,6 +130,7 @@ class StepStarted(_Event):
     type: Literal["step_started"]
     step: str
     items: int | None = Field(None, description="The fan-out's size.")
+    reused: int | None = Field(None, description="Items whose result a resume takes from the journal.")
 
 
 class StepSkipped(_Event):
@@ -200,6 +218,8 @@ JournalEvent = Annotated[
     RunStarted
     | RunResumed
     | SessionOpened
+    | SessionLost
+    | SessionRetrying
     | SessionFailed
     | StepStarted
     | StepSkipped

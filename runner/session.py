@@ -89,11 +89,12 @@ CANCEL_NOTIFY_TIMEOUT: Final = 5.0
 @dataclass(frozen=True, slots=True)
 class SessionOptions:
     """How a session behaves. ``server_log_level`` is what ``logging/setLevel`` asks of the server (None:
-    do not ask); what the console shows is filtered elsewhere."""
+    do not ask); what the console shows is filtered elsewhere. ``initialize_timeout`` bounds the handshake
+    and each page of ``tools/list`` (the server's ``connect_timeout``)."""
 
     name: str = "server"
     server_log_level: str | None = "info"
-    initialize_timeout: float = 60.0
+    initialize_timeout: float = 30.0
     client_name: str = "mcp-run"
     client_version: str = __version__
     on_log: LogHandler | None = None
@@ -150,6 +151,7 @@ class Session:
         self._ids = IdAllocator()
         self._pending: dict[RequestId, _Pending] = {}
         self._broken: McpRunError | None = None
+        self._broken_event = trio.Event()
         self._tools: list[Tool] | None = None
         self._tools_lock = trio.Lock()
         self._init_lock = trio.Lock()
@@ -183,7 +185,9 @@ class Session:
             result = await self.request("initialize", params, timeout=self._options.initialize_timeout)
         except TransportError as exc:
             reason = _first_line(exc.__cause__ if isinstance(exc.__cause__, TransportError) else exc)
-            raise ConnectFailed(f"{self.name}: could not initialize: {reason}", stderr=exc.stderr) from exc
+            raise ConnectFailed(
+                f"{self.name}: could not initialize: {reason}", stderr=exc.stderr, retryable=exc.retryable
+            ) from exc
         version = result.get("protocolVersion")
         if version not in SUPPORTED_PROTOCOL_VERSIONS:
             raise UnsupportedProtocolVersion(LATEST_PROTOCOL_VERSION, str(version))
@@ -229,7 +233,7 @@ class Session:
             seen: set[str] = set()
             for _page in range(MAX_TOOL_PAGES):
                 params = {"cursor": cursor} if cursor is not None else None
-                result = await self.request("tools/list", params)
+                result = await self.request("tools/list", params, timeout=self._options.initialize_timeout)
                 raw_tools = result.get("tools")
                 if not isinstance(raw_tools, list):
                     raise MalformedMessage(f"{self.name}: tools/list result has no 'tools' list")
@@ -429,8 +433,22 @@ class Session:
         if self._broken is None:
             self._fail_all(NotDelivered(f"{self.name}: session closed"), "session closed")
 
+    @property
+    def broken(self) -> McpRunError | None:
+        """Why the session can no longer be used (its connection died, or it was closed); None while it can."""
+        return self._broken
+
+    async def wait_broken(self) -> McpRunError:
+        """Wait until the session can no longer be used (a stdio server exited, the session was closed) and
+        return why. A Streamable HTTP session is not broken by a server that went away: its calls fail
+        ``NotDelivered`` one by one, and whoever owns the session decides."""
+        await self._broken_event.wait()
+        assert self._broken is not None
+        return self._broken
+
     def _fail_all(self, exc: McpRunError, what: str = "connection lost") -> None:
         self._broken = exc
+        self._broken_event.set()
         stderr = exc.stderr if isinstance(exc, TransportError) else None
         reason = _first_line(exc)
         for rid, entry in list(self._pending.items()):

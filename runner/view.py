@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -34,15 +35,21 @@ from runner.protocol import LOG_LEVELS
 
 __all__ = [
     "CallProgress",
+    "FailureGroup",
     "NullView",
     "PlainView",
     "ProgressModel",
+    "RepeatedFailures",
     "StepProgress",
     "View",
+    "failure_key",
     "format_duration",
     "format_failure",
+    "format_group",
     "format_log",
+    "format_session",
     "github_error",
+    "group_failures",
     "make_view",
     "short_key",
     "ts_seconds",
@@ -118,6 +125,116 @@ def format_failure(event: dict[str, Any]) -> str:
     return f"{label} {where(event.get('step'), event.get('item'))}: {event.get('kind')}: {one_line(event.get('error'))}"
 
 
+_NUMBER = re.compile(r"\d+")
+
+
+def failure_key(failure: Mapping[str, Any]) -> tuple[str, str, str]:
+    """What makes two failures "the same": their step, kind, and the first line of their error with the
+    item's key and numbers (request ids, counts) taken out."""
+    text = str(failure.get("error") or "").split("\n", 1)[0]
+    key = str(failure.get("item") or "")
+    if key:
+        text = text.replace(key, "…")
+    return str(failure.get("step")), str(failure.get("kind")), _NUMBER.sub("#", text)
+
+
+@dataclass(slots=True)
+class FailureGroup:
+    """Failures that read the same (see :func:`failure_key`): the first one, and the items of all."""
+
+    first: Mapping[str, Any]
+    items: list[str] = field(default_factory=list)
+
+
+def group_failures(failures: Iterable[Mapping[str, Any]]) -> list[FailureGroup]:
+    """Failures grouped by :func:`failure_key`, in the order each group first appears."""
+    groups: dict[tuple[str, str, str], FailureGroup] = {}
+    for failure in failures:
+        group = groups.setdefault(failure_key(failure), FailureGroup(failure))
+        group.items.append(str(failure.get("item") or ""))
+    return list(groups.values())
+
+
+def format_group(group: FailureGroup, *, label: str = "failed", limit: int = 3) -> str:
+    """``failed convert[a.md]: kind: error`` for one, ``failed convert (16 items: a, b, c, ...): ...`` for more."""
+    first = group.first
+    error = one_line(str(first.get("error") or "").split("\n", 1)[0], 200)
+    if len(group.items) == 1:
+        place = where(first.get("step"), first.get("item"))
+    else:
+        shown = ", ".join(short_key(i, 16) for i in group.items[:limit] if i)
+        more = ", ..." if len(group.items) > limit else ""
+        place = f"{first.get('step')} ({len(group.items)} items: {shown}{more})"
+    return f"{label} {place}: {first.get('kind')}: {error}"
+
+
+class RepeatedFailures:
+    """Failures in a row that read the same are shown once, then counted: 16 items failing because their
+    server went away make two lines, not sixteen. ``absorb`` a failure that repeats the last one shown;
+    ``take`` the line that sums up what was absorbed before anything else is shown."""
+
+    __slots__ = ("_items", "_key")
+
+    def __init__(self) -> None:
+        self._key: tuple[str, str, str] | None = None
+        self._items: list[str] = []
+
+    def absorb(self, event: Mapping[str, Any]) -> bool:
+        if self._key is not None and failure_key(event) == self._key:
+            self._items.append(str(event.get("item") or ""))
+            return True
+        return False
+
+    def shown(self, event: Mapping[str, Any]) -> None:
+        self._key = failure_key(event)
+        self._items = []
+
+    def take(self) -> str | None:
+        text = None
+        if self._items and self._key is not None:
+            shown = ", ".join(short_key(i, 16) for i in self._items[:3] if i)
+            more = ", ..." if len(self._items) > 3 else ""
+            n = len(self._items)
+            text = f"... and {n} more item{'s' if n != 1 else ''} of {self._key[0]} with the same error"
+            text += f" ({shown}{more})" if shown else ""
+        self._key = None
+        self._items = []
+        return text
+
+
+def format_session(event: dict[str, Any]) -> str | None:
+    """The console line(s) for a ``session_*`` event; None for other events. A failure keeps the server's
+    stderr tail on lines of its own."""
+    kind = event.get("type")
+    server = str(event.get("server"))
+    error = _unprefixed(str(event.get("error") or ""), server)
+    if kind == "session_opened":
+        if event.get("reconnects"):
+            return f"server {server} reconnected after {format_duration(float(event.get('down_s') or 0))}"
+        info = event.get("server_info") or {}
+        name = f"{info.get('name', '?')} {info.get('version', '')}".strip()
+        return f"server {server} connected ({name}, protocol {event.get('protocol_version')})"
+    if kind == "session_lost":
+        return f"server {server}: connection lost: {one_line(error)}"
+    if kind == "session_retrying":
+        delay = float(event.get("delay_s") or 0)
+        remaining = float(event.get("remaining_s") or 0)
+        return (
+            f"server {server}: unreachable ({one_line(error, 200)}); trying again in {delay:.1f}s "
+            f"(gives up in {format_duration(remaining)})"
+        )
+    if kind == "session_failed":
+        first, _, rest = error.partition("\n")
+        return f"error server {server}: {one_line(first)}" + (f"\n{rest.rstrip()}" if rest.strip() else "")
+    return None
+
+
+def _unprefixed(error: str, server: str) -> str:
+    """``docs: could not ...`` said about server ``docs``: the name once is enough."""
+    prefix = f"{server}: "
+    return error[len(prefix) :] if error.startswith(prefix) else error
+
+
 def _escape_data(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
@@ -186,6 +303,7 @@ class StepProgress:
     succeeded: int = 0
     failed: int = 0
     in_doubt: int = 0
+    reused: int = 0  # succeeded in an earlier attempt of the run: done from the start, not part of the rate
     finished: float | None = None
     calls: dict[str, CallProgress] = field(default_factory=dict)
 
@@ -194,11 +312,13 @@ class StepProgress:
         return self.succeeded + self.failed + self.in_doubt
 
     def rate(self, now: float) -> float | None:
-        """Items finished per second since the step started; None before any finished."""
+        """Items finished per second since the step started (results reused from the journal do not
+        count); None before any finished."""
         elapsed = (self.finished if self.finished is not None else now) - self.started
-        if self.done == 0 or elapsed <= 0:
+        worked = self.done - self.reused
+        if worked <= 0 or elapsed <= 0:
             return None
-        return self.done / elapsed
+        return worked / elapsed
 
     def eta(self, now: float) -> float | None:
         rate = self.rate(now)
@@ -273,6 +393,9 @@ class ProgressModel:
             items = event.get("items")
             fan_out = isinstance(items, int)
             step = StepProgress(sid, fan_out, items if isinstance(items, int) else 1, now)
+            reused = event.get("reused")
+            if isinstance(reused, int):
+                step.succeeded = step.reused = reused
             self.steps[sid] = step
             if sid not in self.planned:
                 self.planned.append(sid)
@@ -353,9 +476,16 @@ class PlainView:
         self._model = ProgressModel(steps, clock=lambda: self._now)
         self._last_line: dict[str, float] = {}
         self._closed = trio.Event()
+        self._repeats = RepeatedFailures()
+        self._last_ts: Any = None
 
     def _write(self, event: dict[str, Any], text: str) -> None:
-        self._stream.write(f"{_clock_time(event.get('ts'))} {text}\n")
+        when = _clock_time(event.get("ts"))
+        self._last_ts = event.get("ts")
+        repeats = self._repeats.take()
+        if repeats is not None:
+            self._stream.write(f"{when} {repeats}\n")
+        self._stream.write(f"{when} {text}\n")
         self._stream.flush()
 
     def observe(self, event: dict[str, Any]) -> None:
@@ -366,11 +496,12 @@ class PlainView:
                 self._now = now
         step = self._model.observe(event)
         if kind == "item_failed":
-            if not event.get("retrying"):
+            if not event.get("retrying") and not self._repeats.absorb(event):
                 self._write(event, format_failure(event))
-                if self._github:
-                    self._stream.write(github_error(event) + "\n")
-                    self._stream.flush()
+                self._repeats.shown(event)
+            if not event.get("retrying") and self._github:
+                self._stream.write(github_error(event) + "\n")
+                self._stream.flush()
             self._progress_line(event, step)
         elif kind == "item_succeeded":
             self._progress_line(event, step)
@@ -378,26 +509,25 @@ class PlainView:
             if level_index(event.get("level")) >= self._threshold:
                 self._write(event, format_log(event))
         elif kind == "session_failed":
-            self._write(event, f"error server {event.get('server')}: {one_line(event.get('error'))}")
+            self._write(event, format_session(event) or "")
             if self._github:
                 self._stream.write(github_error(event) + "\n")
                 self._stream.flush()
         elif self._quiet:
             return
+        elif kind in ("session_opened", "session_lost", "session_retrying"):
+            self._write(event, format_session(event) or "")
         elif kind == "step_started":
             assert step is not None
             self._last_line[step.id] = self._now
-            self._write(event, f"step {step.id} started" + (f": {step.total} items" if step.fan_out else ""))
+            text = f"step {step.id} started" + (f": {step.total} items" if step.fan_out else "")
+            if step.reused:
+                text += f" ({step.reused} done earlier)"
+            self._write(event, text)
         elif kind == "step_finished":
             self._write(event, f"step {event.get('step')} {event.get('status')}{finished_detail(step, event)}")
         elif kind == "step_skipped":
             self._write(event, f"step {event.get('step')} skipped: {event.get('reason')}")
-        elif kind == "session_opened":
-            info = event.get("server_info") or {}
-            name = f"{info.get('name', '?')} {info.get('version', '')}".strip()
-            self._write(
-                event, f"server {event.get('server')} connected ({name}, protocol {event.get('protocol_version')})"
-            )
         elif kind == "stream_resumed":
             self._write(event, f"{where(event.get('step'), event.get('item'))}: stream resumed")
 
@@ -422,6 +552,10 @@ class PlainView:
         await self._closed.wait()
 
     def close(self) -> None:
+        repeats = self._repeats.take()
+        if repeats is not None:
+            self._stream.write(f"{_clock_time(self._last_ts)} {repeats}\n")
+            self._stream.flush()
         self._closed.set()
 
 

@@ -107,7 +107,7 @@ async def test_live_view_prints_lines_above_and_redraws_at_a_bounded_rate(
     assert 15 <= view.redraws <= 19  # 8 Hz over 2 s, plus the first and the last
     text = out.file.getvalue()  # type: ignore[attr-defined]
     for expected in (
-        "server docs connected (mcp-run-demo 0.1.0)",
+        "server docs connected (mcp-run-demo 0.1.0, protocol 2025-11-25)",
         "✓ step list_files succeeded",
         "log warning docs: notes.md has no heading; titled it 'notes'",
         "log info docs: converted install.md -> install.html (302 bytes)",

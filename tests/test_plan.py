@@ -79,6 +79,38 @@ class TestGraph:
         p = plan({"a": call(), "b": call(timeout=5), "c": {"server": "web", "tool": "t"}})
         assert (p.steps["a"].timeout, p.steps["b"].timeout, p.steps["c"].timeout) == (30.0, 5.0, None)
 
+    def test_idle_timeout_has_a_default_and_none_opts_out(self) -> None:
+        p = plan(
+            {
+                "a": call(),
+                "b": call(idle_timeout="2m"),
+                "c": call(idle_timeout="none"),
+                "d": call(timeout="none"),
+                "e": {"server": "web", "tool": "t"},
+            },
+            servers={**SERVERS, "web": {"url": "http://localhost/mcp", "idle_timeout": "none"}},
+        )
+        idle = {sid: s.idle_timeout for sid, s in p.steps.items()}
+        assert idle == {"a": 300.0, "b": 120.0, "c": None, "d": 300.0, "e": None}
+        assert p.steps["d"].timeout is None  # `none` beats the server's 30s
+        text = render_plan_text(p)
+        assert "idle timeout 2m" in text and text.count("no idle timeout") == 2
+
+    def test_server_connect_timeout_and_reconnect_budget(self) -> None:
+        servers = {"fs": {"command": ["x"], "connect_timeout": "5s", "reconnect": False}, "web": {"url": "http://h/m"}}
+        p = plan({"a": call()}, servers=servers)
+        assert (p.servers["fs"].server.connect_timeout, p.servers["fs"].server.reconnect) == (5.0, 0.0)
+        assert (p.servers["web"].server.connect_timeout, p.servers["web"].server.reconnect) == (None, None)
+        # `none` is written back as `none` (fingerprints and the schema stay JSON)
+        assert (
+            Workflow.model_validate(
+                {"version": 1, "servers": {"fs": {"command": ["x"], "idle_timeout": "none"}}, "steps": {}}
+            )
+            .servers["fs"]
+            .model_dump(mode="json")["idle_timeout"]
+            == "none"
+        )
+
     def test_a_ten_thousand_step_chain(self) -> None:
         n = 10_000
         steps = {"s0": call()}

@@ -1,88 +1,10 @@
-"""Retry policy on trio's virtual clock: the exact backoff schedule, bounds, and what is never retried."""
+"""The retry rule: which failures may lead to another call (the loop is tested with the scheduler)."""
 
 from __future__ import annotations
 
-import pytest
-import trio
-
+from runner.backoff import backoff_delay
 from runner.errors import CallTimeout, JsonRpcError, NotDelivered, OutcomeUnknown
-from runner.retry import RetryPolicy, failure_kind, is_safe_to_repeat, retry_not_delivered
-
-
-async def test_exact_backoff_schedule(autojump_clock: trio.abc.Clock) -> None:
-    times: list[float] = []
-    start = trio.current_time()
-
-    async def attempt() -> str:
-        times.append(trio.current_time() - start)
-        if len(times) < 4:
-            raise NotDelivered("connect refused")
-        return "ok"
-
-    slept: list[float] = []
-    result = await retry_not_delivered(
-        RetryPolicy(attempts=5, initial=1, maximum=30, jitter=0),
-        attempt,
-        before_sleep=lambda n, exc, delay: slept.append(delay),
-    )
-    assert result == "ok"
-    assert times == [0, 1, 3, 7]  # waits of 1, 2, 4 seconds
-    assert slept == [1, 2, 4]
-
-
-async def test_attempts_bound(autojump_clock: trio.abc.Clock) -> None:
-    calls = 0
-
-    async def attempt() -> None:
-        nonlocal calls
-        calls += 1
-        raise NotDelivered("down")
-
-    with pytest.raises(NotDelivered):
-        await retry_not_delivered(RetryPolicy(attempts=3, initial=1, jitter=0), attempt)
-    assert calls == 3
-
-
-async def test_total_time_bound_on_the_trio_clock(autojump_clock: trio.abc.Clock) -> None:
-    calls = 0
-
-    async def attempt() -> None:
-        nonlocal calls
-        calls += 1
-        raise NotDelivered("down")
-
-    start = trio.current_time()
-    with pytest.raises(NotDelivered):
-        await retry_not_delivered(RetryPolicy(attempts=100, initial=10, maximum=10, jitter=0, total=35), attempt)
-    assert calls == 5  # at 0, 10, 20, 30, 40: the deadline (35) passed after the fifth
-    assert trio.current_time() - start == 40
-
-
-@pytest.mark.parametrize("error", [OutcomeUnknown("lost"), CallTimeout("slow"), JsonRpcError(-32602, "bad")])
-async def test_delivered_or_answered_requests_are_not_retried(autojump_clock: trio.abc.Clock, error: Exception) -> None:
-    calls = 0
-
-    async def attempt() -> None:
-        nonlocal calls
-        calls += 1
-        raise error
-
-    with pytest.raises(type(error)):
-        await retry_not_delivered(RetryPolicy(attempts=5, initial=1, jitter=0), attempt)
-    assert calls == 1
-
-
-async def test_cancellation_is_never_retried(autojump_clock: trio.abc.Clock) -> None:
-    calls = 0
-
-    async def attempt() -> None:
-        nonlocal calls
-        calls += 1
-        await trio.sleep_forever()
-
-    with trio.move_on_after(5):
-        await retry_not_delivered(RetryPolicy(attempts=5, initial=1, jitter=0), attempt)
-    assert calls == 1
+from runner.retry import failure_kind, is_safe_to_repeat
 
 
 def test_failure_kinds_and_safety_rule() -> None:
@@ -94,3 +16,9 @@ def test_failure_kinds_and_safety_rule() -> None:
     assert not is_safe_to_repeat(idempotent_step=False, trusted=False, read_only=True, idempotent_tool=True)
     assert is_safe_to_repeat(idempotent_step=False, trusted=True, read_only=True, idempotent_tool=False)
     assert not is_safe_to_repeat(idempotent_step=False, trusted=True, read_only=False, idempotent_tool=False)
+
+
+def test_one_backoff_formula() -> None:
+    assert [backoff_delay(n, initial=1, maximum=10, jitter=0) for n in range(6)] == [1, 2, 4, 8, 10, 10]
+    draws = [backoff_delay(2, initial=1, maximum=10, jitter=0.5, rng=lambda a, b: b) for _ in range(3)]
+    assert draws == [4.5, 4.5, 4.5]  # jitter is added on top, up to `jitter`

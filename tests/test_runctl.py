@@ -12,7 +12,6 @@ import trio
 from runner.connect import HttpTarget, StdioTarget, Target
 from runner.errors import ConnectFailed, HTTPStatusError
 from runner.loader import parse_workflow, validate
-from runner.retry import RetryPolicy
 from runner.runctl import collect_secrets, fingerprints, make_opener
 from runner.session import SessionOptions
 
@@ -54,36 +53,23 @@ class FakeConnect:
         yield "session"
 
 
-@pytest.mark.parametrize(("statuses", "opened"), [([503, 502], True), ([401], False), ([404], False)])
-async def test_http_setup_retried_only_when_briefly_unavailable(
-    autojump_clock: trio.abc.Clock, statuses: list[int], opened: bool
-) -> None:
-    connect = FakeConnect(statuses)
-    opener = make_opener(
-        plan(), {"n": 1}, {"TOKEN": "abc"}, RetryPolicy(attempts=5, initial=1, jitter=0), connect=connect
-    )
-    start = trio.current_time()
-    if opened:
-        async with opener("web", SessionOptions()) as session:
-            assert session == "session"
-        assert [t - start for t in connect.times] == [0, 1, 3]
-    else:
-        with pytest.raises(ConnectFailed, match=str(statuses[0])):
-            async with opener("web", SessionOptions()):
-                pass
-        assert len(connect.times) == 1
+async def test_the_opener_renders_the_target_and_opens_once(autojump_clock: trio.abc.Clock) -> None:
+    # Whether to try again is the server link's decision (tests/test_supervisor.py), not the opener's.
+    connect = FakeConnect([503])
+    opener = make_opener(plan(), {"n": 1}, {"TOKEN": "abc"}, connect=connect)
+    with pytest.raises(ConnectFailed, match="503") as info:
+        async with opener("web", SessionOptions()):
+            pass
+    assert info.value.retryable is False  # FakeConnect builds a plain ConnectFailed
+    async with opener("web", SessionOptions()) as session:
+        assert session == "session"
+    assert len(connect.times) == 2
     target = connect.targets[0]
     assert isinstance(target, HttpTarget) and target.headers == {"Authorization": "Bearer abc"}
     assert "abc" not in repr(target)
-
-
-async def test_stdio_spawn_is_never_retried(autojump_clock: trio.abc.Clock) -> None:
-    connect = FakeConnect([503])
-    opener = make_opener(plan(), {"n": 1}, {}, RetryPolicy(attempts=5, initial=1, jitter=0), connect=connect)
-    with pytest.raises(ConnectFailed):
-        async with opener("local", SessionOptions()):
-            pass
-    assert len(connect.times) == 1 and isinstance(connect.targets[0], StdioTarget)
+    async with opener("local", SessionOptions()):
+        pass
+    assert isinstance(connect.targets[-1], StdioTarget)
 
 
 def test_secrets_collected_from_env_headers_and_secret_inputs() -> None:

@@ -10,6 +10,7 @@ import pytest
 import trio
 
 from runner._trio import single_error
+from runner.backoff import Backoff
 from runner.errors import ConnectFailed, NotDelivered, OutcomeUnknown
 from runner.eventlog import EventLog
 from runner.exitcodes import ExitCode
@@ -89,7 +90,9 @@ async def run_plan(
         env={},
         opener=harness.opener,
         log=log,
-        options=SchedulerOptions(concurrency=concurrency, retry=RetryPolicy(attempts=3, initial=1, jitter=0)),
+        options=SchedulerOptions(
+            concurrency=concurrency, retry=RetryPolicy(attempts=3), backoff=Backoff(initial=1, maximum=30, jitter=0)
+        ),
         prior=prior,
     )
     with single_error():
@@ -381,14 +384,15 @@ steps:
     assert sorted(e["result"]["content"][0]["text"] for e in events if e["type"] == "item_succeeded") == ["a", "b", "c"]
 
 
-async def test_server_that_cannot_start_fails_its_steps(autojump_clock: trio.abc.Clock) -> None:
+async def test_server_that_cannot_start_leaves_the_run_incomplete(autojump_clock: trio.abc.Clock) -> None:
     harness = Harness({"s": echo_tools})
     harness.fail_open.add("s")
     events: list[dict[str, Any]] = []
     outcome = await run_plan(plan_of(CHAIN), harness, events=events)
-    assert outcome.exit_code == ExitCode.UNREACHABLE
-    assert outcome.steps["files"].status == "failed"
+    assert (outcome.exit_code, outcome.status) == (ExitCode.UNREACHABLE, "incomplete")  # open: a resume runs it
+    assert outcome.steps["files"].status == "incomplete"
     assert outcome.steps["convert"].status == "skipped"
+    assert not any(e["type"].startswith("item_") for e in events)  # nothing was dispatched
     assert [e["type"] for e in events if e["type"] == "session_failed"] == ["session_failed"]
 
 
@@ -546,7 +550,9 @@ steps:
     outcome = await run_plan(plan_of(text), harness, events=events)
     assert outcome.status == "succeeded"
     assert len(harness.calls("s")) == 1  # only the delivered attempt reached the server
-    assert trio.current_time() - start == pytest.approx(3)  # backoff 1 s, then 2 s
+    # The server's link reconnects after each loss: backoff 1 s, then 2 s (the call waits for it)
+    assert trio.current_time() - start == pytest.approx(3)
+    assert harness.opened == ["s", "s", "s"]
     kinds = [(e["type"], e.get("attempt") or e.get("kind")) for e in events if e.get("step") == "once"]
     assert kinds == [
         ("step_started", None),
@@ -624,3 +630,77 @@ steps:
     outcome = await run_plan(plan_of(text), Harness({"s": setup}))
     assert outcome.exit_code == ExitCode.OUTCOME_UNKNOWN
     assert [d["kind"] for d in outcome.in_doubt] == ["outcome-unknown"]
+
+
+RESTART = """
+version: 1
+servers:
+  s: {command: [fake], reconnect: RECONNECT}
+inputs:
+  items: {type: array, default: [1, 2, 3, 4, 5, 6, 7, 8]}
+steps:
+  long:
+    server: s
+    tool: slow
+    for_each: ${{ inputs.items }}
+    concurrency: 2
+    idempotent: IDEMPOTENT
+    args: {seconds: 10}
+"""
+
+
+def _kill_first_server_at(harness: Harness, when: float, *, keep_down: bool = False) -> Callable[[Scheduler], Any]:
+    async def control(scheduler: Scheduler) -> None:
+        await trio.sleep(when)
+        if keep_down:
+            harness.fail_open.add("s")
+        harness.servers["s"][0].end.break_connection()
+
+    return control
+
+
+@pytest.mark.parametrize("idempotent", [False, True])
+async def test_a_server_that_dies_mid_fanout_is_restarted(autojump_clock: trio.abc.Clock, idempotent: bool) -> None:
+    text = RESTART.replace("IDEMPOTENT", str(idempotent).lower()).replace("RECONNECT", "1m")
+    harness = Harness({"s": echo_tools})
+    events: list[dict[str, Any]] = []
+    # 2 at a time, 10 s each: at 15 s items 1-2 are done and 3-4 are in flight
+    outcome = await run_plan(plan_of(text), harness, events=events, control=_kill_first_server_at(harness, 15))
+    assert harness.opened == ["s", "s"]  # restarted once
+    counts = outcome.steps["long"].counts()
+    if idempotent:  # the two calls in flight are made again on the new server
+        assert (outcome.status, counts["succeeded"], len(harness.calls("s"))) == ("succeeded", 8, 10)
+    else:  # they may have run: in doubt, never sent again; the rest go to the new server
+        assert (outcome.status, outcome.exit_code) == ("in-doubt", ExitCode.OUTCOME_UNKNOWN)
+        assert (counts["succeeded"], counts["in_doubt"], len(harness.calls("s"))) == (6, 2, 8)
+        first_server = {c.id for c in harness.servers["s"][0].calls}
+        in_flight = {e["item"] for e in events if e["type"] == "item_dispatched" and e["request_id"] in first_server}
+        assert {d["item"] for d in outcome.in_doubt} == in_flight - {
+            e["item"] for e in events if e["type"] == "item_succeeded"
+        }
+    assert [e["type"] for e in events if e["type"].startswith("session_")] == [
+        "session_opened",
+        "session_lost",
+        "session_retrying",
+        "session_opened",
+    ]
+    assert len(fold(events).in_doubt()) == (0 if idempotent else 2)
+
+
+async def test_a_server_that_stays_down_leaves_the_rest_undone(autojump_clock: trio.abc.Clock) -> None:
+    text = RESTART.replace("IDEMPOTENT", "true").replace("RECONNECT", "20s")
+    harness = Harness({"s": echo_tools})
+    events: list[dict[str, Any]] = []
+    control = _kill_first_server_at(harness, 15, keep_down=True)
+    outcome = await run_plan(plan_of(text), harness, events=events, control=control)
+    assert (outcome.status, outcome.exit_code) == ("incomplete", ExitCode.UNREACHABLE)
+    assert outcome.steps["long"].status == "incomplete"
+    state = fold(events)
+    # items 1-2 succeeded; 3-4 were in flight (safe to repeat: waiting to be sent again); 5-8 not yet sent:
+    # six definite "not delivered" failures, which a resume calls (none is in doubt)
+    statuses = {key: (item.status, item.kind) for key, item in state.steps["long"].items.items()}
+    assert sorted(statuses.values(), key=str) == [("failed", "connection-before-send")] * 6 + [("succeeded", None)] * 2
+    assert state.in_doubt() == []
+    retry_waits = [e["delay_s"] for e in events if e["type"] == "session_retrying"]
+    assert retry_waits == [1.0, 2.0, 4.0, 8.0]  # the next (16 s) would end past the 20 s budget
+    assert [e["type"] for e in events if e["type"].startswith("session_")][-1] == "session_failed"

@@ -203,3 +203,90 @@ def test_rich_is_not_imported_without_a_live_view() -> None:
         "assert 'rich' not in sys.modules and 'runner.live' not in sys.modules, sorted(sys.modules)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_resumed_fanout_counts_reused_items_as_done_and_rates_only_new_work() -> None:
+    model = ProgressModel(["convert"], clock=lambda: 100.0)
+    model.observe({"type": "step_started", "step": "convert", "items": 100, "reused": 90})
+    step = model.steps["convert"]
+    assert (step.done, step.total, step.rate(100.0)) == (90, 100, None)  # nothing new finished yet
+    for n in range(5):
+        model.observe({"type": "item_dispatched", "step": "convert", "item": f"k{n}"})
+        model.observe({"type": "item_succeeded", "step": "convert", "item": f"k{n}"})
+    assert step.done == 95
+    assert step.rate(110.0) == pytest.approx(0.5)  # 5 new items in 10 s, not 95
+    assert step.eta(110.0) == pytest.approx(10.0)  # the 5 left at that rate
+    out = io.StringIO()
+    view = PlainView(out)
+    view.observe({"type": "step_started", "step": "convert", "items": 100, "reused": 90, "ts": "2026-01-01T00:00:00Z"})
+    assert "step convert started: 100 items (90 done earlier)" in out.getvalue()
+
+
+def test_session_events_read_as_sentences_and_stderr_keeps_its_lines() -> None:
+    out = io.StringIO()
+    view = PlainView(out)
+    ts = "2026-01-01T00:00:00Z"
+    for event in [
+        {"type": "session_lost", "server": "docs", "error": "docs: server exited with code 1"},
+        {"type": "session_retrying", "server": "docs", "attempt": 1, "delay_s": 0.5, "remaining_s": 300, "error": "x"},
+        {"type": "session_opened", "server": "docs", "reconnects": 1, "down_s": 12.34},
+        {
+            "type": "session_failed",
+            "server": "docs",
+            "kind": "connection-before-send",
+            "error": "docs: could not initialize: server exited with code 3\n"
+            "  server stderr (last lines):\n    Traceback (most recent call last):\n    ValueError: bad config",
+        },
+    ]:
+        view.observe({**event, "ts": ts})
+    lines = [line.split(" ", 1)[1] for line in out.getvalue().splitlines() if line[:2].isdigit()]
+    assert lines == [
+        "server docs: connection lost: server exited with code 1",
+        "server docs: unreachable (x); trying again in 0.5s (gives up in 5m00s)",
+        "server docs reconnected after 12s",
+        "error server docs: could not initialize: server exited with code 3",
+    ]
+    assert "\n    Traceback (most recent call last):\n    ValueError: bad config\n" in out.getvalue()
+
+
+def test_identical_failures_in_a_row_are_shown_once_then_counted() -> None:
+    out = io.StringIO()
+    view = PlainView(out)
+    ts = "2026-01-01T00:00:00Z"
+    for n in range(16):
+        error = f"s: connection lost before tools/call request {n + 10} was sent: s: could not reconnect for 300s"
+        view.observe(
+            {
+                "type": "item_failed",
+                "step": "convert",
+                "item": f"doc{n}.md",
+                "kind": "connection-before-send",
+                "error": error,
+                "ts": ts,
+            }
+        )
+    view.observe(
+        {"type": "item_failed", "step": "convert", "item": "x.md", "kind": "tool-error", "error": "no", "ts": ts}
+    )
+    view.close()
+    lines = [line.split(" ", 1)[1] for line in out.getvalue().splitlines()]
+    assert lines == [
+        "error convert[doc0.md]: connection-before-send: s: connection lost before tools/call request 10 was sent: "
+        "s: could not reconnect for 300s",
+        "... and 15 more items of convert with the same error (doc1.md, doc2.md, doc3.md, ...)",
+        "error convert[x.md]: tool-error: no",
+    ]
+
+
+def test_the_summary_groups_identical_failures() -> None:
+    from runner.view import format_group, group_failures
+
+    failures = [
+        {"step": "c", "item": f"k{n}", "kind": "tool-error", "error": f"file k{n} not found (code {n})"}
+        for n in range(5)
+    ] + [{"step": "c", "item": "z", "kind": "tool-error", "error": "disk full"}]
+    groups = group_failures(failures)
+    assert [format_group(g) for g in groups] == [
+        "failed c (5 items: k0, k1, k2, ...): tool-error: file k0 not found (code 0)",
+        "failed c[z]: tool-error: disk full",
+    ]

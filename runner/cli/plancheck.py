@@ -21,13 +21,12 @@ def check_plan(plan: Plan) -> list[str]:
     from runner.context import make_context
     from runner.errors import McpRunError
     from runner.protocol import Tool
-    from runner.retry import RetryPolicy
     from runner.runctl import env_context, make_opener
     from runner.session import SessionOptions
 
     inputs = dict(plan.input_values or {})
     env = env_context(plan)
-    opener = make_opener(plan, inputs, env, RetryPolicy(attempts=2, total=30))
+    opener = make_opener(plan, inputs, env)
     tools: dict[str, dict[str, Tool] | str] = {}
 
     async def list_all() -> None:

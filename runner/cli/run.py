@@ -78,9 +78,23 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="on the first Ctrl-C/SIGTERM, let calls in flight finish for up to S seconds (default: 10)",
     )
-    parser.add_argument("--retry-attempts", type=int, default=5, metavar="N", help="attempts for undelivered calls")
     parser.add_argument(
-        "--retry-max-time", type=float, default=120.0, metavar="S", help="time bound for those retries (default 120)"
+        "--retry-attempts",
+        type=int,
+        default=5,
+        metavar="N",
+        help="calls in all for a tool safe to repeat whose outcome was unknown (default: 5)",
+    )
+    parser.add_argument(
+        "--retry-max-time", type=float, default=120.0, metavar="S", help="time bound for those calls (default: 120)"
+    )
+    parser.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="bound on starting or reaching a server and its handshake, for servers whose workflow entry sets "
+        "no connect_timeout (default: 30)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON summary on stdout at the end")
     parser.add_argument("--output", metavar="FILE", help="write the workflow's outputs as JSON to FILE")
@@ -209,6 +223,8 @@ def _execute(args: argparse.Namespace, path: Path, *, run_id: str | None) -> int
         raise UsageError("--rerun-in-doubt and --skip-in-doubt contradict each other")
     if args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
+    if args.connect_timeout is not None and not args.connect_timeout > 0:
+        raise UsageError("--connect-timeout must be a positive number of seconds")
     if args.no_journal and args.resume:
         raise UsageError("--no-journal cannot resume: there is no journal")
     if args.output:
@@ -370,12 +386,14 @@ def _run(
 
     from runner.eventlog import EventLog
     from runner.journal import CLOSED_STATUSES
+    from runner.plan import DEFAULT_CONNECT_TIMEOUT
     from runner.retry import RetryPolicy
     from runner.runctl import make_opener
     from runner.scheduler import Scheduler, SchedulerOptions
     from runner.view import make_view
 
     retry = RetryPolicy(attempts=max(1, args.retry_attempts), total=args.retry_max_time)
+    connect_timeout = args.connect_timeout if args.connect_timeout is not None else DEFAULT_CONNECT_TIMEOUT
     fd: int | None = None
     if run_dir is not None:
         if prior is not None:
@@ -389,9 +407,14 @@ def _run(
         plan,
         inputs=inputs,
         env=env,
-        opener=make_opener(plan, inputs, env, retry),
+        opener=make_opener(plan, inputs, env),
         log=log,
-        options=SchedulerOptions(concurrency=args.concurrency, retry=retry, server_log_level=args.server_log_level),
+        options=SchedulerOptions(
+            concurrency=args.concurrency,
+            retry=retry,
+            server_log_level=args.server_log_level,
+            connect_timeout=connect_timeout,
+        ),
         prior=prior,
         on_warning=console.warn,
     )
@@ -569,9 +592,11 @@ def render_summary(summary: dict[str, Any]) -> str:
         f"{summary['status']}: {len(steps)} step{'s' if len(steps) != 1 else ''} ({parts}); "
         f"{done}/{items} calls done in {summary['duration_s']:.1f}s"
     ]
-    for failure in summary["failed"][:20]:
-        where = failure["step"] + (f"[{str(failure['item'])[:16]}]" if failure.get("item") else "")
-        lines.append(f"  failed {where}: {failure['kind']}: {str(failure['error']).splitlines()[0][:200]}")
-    if len(summary["failed"]) > 20:
-        lines.append(f"  ... and {len(summary['failed']) - 20} more failures (mcp-run show {summary['run_id']})")
+    from runner.view import format_group, group_failures
+
+    groups = group_failures(summary["failed"])
+    lines += [f"  {format_group(group)}" for group in groups[:20]]
+    if len(groups) > 20:
+        rest = sum(len(g.items) for g in groups[20:])
+        lines.append(f"  ... and {rest} more failures (mcp-run show {summary['run_id']})")
     return "\n".join(lines)

@@ -167,12 +167,13 @@ async def sdk_http_server(*extra: str) -> AsyncIterator[RunningServer]:
 
 
 @asynccontextmanager
-async def everything_http_server() -> AsyncIterator[RunningServer]:
-    """server-everything over Streamable HTTP on 127.0.0.1 (PORT=0; the preload reports the port)."""
+async def everything_http_server(*, port: int = 0) -> AsyncIterator[RunningServer]:
+    """server-everything over Streamable HTTP on 127.0.0.1 (PORT=0: a free port, which the preload reports;
+    a given port to start it again where it was)."""
     command = everything_command("streamableHttp")
     if command is None:
         missing_peer("server-everything is not installed: run scripts/setup.sh")
         raise AssertionError("unreachable")
-    env = {**os.environ, "PORT": "0"}
+    env = {**os.environ, "PORT": str(port)}
     async with serve_http(command, _loopback_url, env=env) as server:
         yield server

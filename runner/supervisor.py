@@ -1,0 +1,340 @@
+"""One server's session for the length of a run: opened when first needed, reopened when it is lost.
+
+A :class:`ServerLink` owns the session of one server. Every call asks it for the current session
+(:meth:`ServerLink.session`), which waits while the server is being (re)connected; a call that finds the
+connection gone (its request surely not delivered, or the stdio server exited) says so with
+:meth:`ServerLink.lost`, and a call that got an answer says the server is healthy. One task per link
+does the connecting, so a server that went away is probed by one reconnect loop, not by every item at
+once, and the console gets one line per attempt instead of one per item.
+
+States and moves (``_MOVES``)::
+
+    IDLE ──> CONNECTING ──> UP ──> RECONNECTING ──> UP ...
+                 │                      │
+                 └────> FAILED <────────┘          (any other state) ──> CLOSED
+
+- **First connection.** A stdio server gets one attempt: a server that cannot start is misconfigured, and
+  restarting it would only repeat the error. An HTTP server that refused the connection, or answered
+  ``initialize`` with 429/502/503/504, is tried again with backoff until ``connect_timeout`` has passed.
+- **After a loss** (the session was up): reconnect with backoff for at most ``reconnect`` seconds from the
+  moment it was lost. The backoff starts again from its first step only once a call on the new session
+  is answered: a server that comes back and dies at the first call is reconnected ever more slowly.
+- **Waits** come from :mod:`runner.backoff`; each is announced (``LinkRetrying.delay``) and then slept
+  exactly, so the printed schedule is the real one.
+
+Nothing here sends a tool call: what may be sent again is the caller's decision (see
+:mod:`runner.retry`). A lost connection only tells callers to wait for the next session.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Final
+
+import trio
+
+from runner.backoff import Backoff
+from runner.errors import ConnectFailed, McpRunError, NotDelivered, ProtocolError, TransportError
+from runner.session import Session
+
+__all__ = [
+    "LinkEvent",
+    "LinkFailed",
+    "LinkLost",
+    "LinkOpened",
+    "LinkPolicy",
+    "LinkRetrying",
+    "LinkState",
+    "ServerLink",
+]
+
+
+class LinkState(enum.Enum):
+    IDLE = "idle"
+    """Not needed yet."""
+    CONNECTING = "connecting"
+    """The first connection is under way (and maybe being retried)."""
+    UP = "up"
+    """A session is open: calls go out on it."""
+    RECONNECTING = "reconnecting"
+    """The session was lost: waiting, or opening a new one. Calls wait."""
+    FAILED = "failed"
+    """Given up: every call gets the error. Final."""
+    CLOSED = "closed"
+    """The run is over."""
+
+
+_MOVES: Final[dict[LinkState, frozenset[LinkState]]] = {
+    LinkState.IDLE: frozenset({LinkState.CONNECTING, LinkState.CLOSED}),
+    LinkState.CONNECTING: frozenset({LinkState.UP, LinkState.FAILED, LinkState.CLOSED}),
+    LinkState.UP: frozenset({LinkState.RECONNECTING, LinkState.CLOSED}),
+    LinkState.RECONNECTING: frozenset({LinkState.UP, LinkState.FAILED, LinkState.CLOSED}),
+    LinkState.FAILED: frozenset(),
+    LinkState.CLOSED: frozenset(),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LinkPolicy:
+    """``connect_timeout``: how long a first connection may be retried (HTTP only; ``retry_first``).
+    ``reconnect``: how long to keep reconnecting after a loss (0: never)."""
+
+    connect_timeout: float = 30.0
+    reconnect: float = 300.0
+    retry_first: bool = True
+    backoff: Backoff = field(default_factory=Backoff)
+
+
+@dataclass(frozen=True, slots=True)
+class LinkOpened:
+    """A session is up: the first one (``reconnects`` 0) or a new one after ``down_for`` seconds."""
+
+    server: str
+    session: Session
+    reconnects: int
+    down_for: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class LinkLost:
+    """The session in use was lost; a reconnect follows (see ``LinkRetrying``) or the link fails."""
+
+    server: str
+    error: McpRunError
+
+
+@dataclass(frozen=True, slots=True)
+class LinkRetrying:
+    """Attempt ``attempt`` failed (or the session was lost); the next one starts in exactly ``delay``
+    seconds, and the link gives up when the next wait would end ``remaining`` seconds from now."""
+
+    server: str
+    attempt: int
+    delay: float
+    remaining: float
+    error: McpRunError
+    first_connection: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LinkFailed:
+    """Given up: ``error`` is what every call that needs this server gets."""
+
+    server: str
+    error: McpRunError
+
+
+LinkEvent = LinkOpened | LinkLost | LinkRetrying | LinkFailed
+
+
+class ServerUnreachable(ConnectFailed):
+    """The run gave up reconnecting to a server that went away."""
+
+    retryable = True
+
+
+class ServerLink:
+    """The session of server ``name`` for one run; see the module docstring.
+
+    ``open_session()`` opens a fresh session (spawning or reaching the server and running the handshake);
+    ``on_event`` hears about every connection change (the scheduler journals and prints them).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        open_session: Callable[[], AbstractAsyncContextManager[Session]],
+        policy: LinkPolicy,
+        *,
+        on_event: Callable[[LinkEvent], None] | None = None,
+    ) -> None:
+        self.name = name
+        self._open = open_session
+        self._policy = policy
+        self._on_event = on_event
+        self._state = LinkState.IDLE
+        self._session: Session | None = None
+        self._error: McpRunError | None = None
+        self._lost_error: McpRunError | None = None
+        self._changed = trio.Event()
+        self._wake = trio.Event()
+        self._closing = False
+        self._down_since: float | None = None
+        self._failures = 0  # failed attempts in the current outage: the backoff's exponent
+        self.reconnects = 0
+
+    @property
+    def state(self) -> LinkState:
+        return self._state
+
+    @property
+    def error(self) -> McpRunError | None:
+        """Why the link failed (state FAILED)."""
+        return self._error
+
+    def _move(self, state: LinkState) -> None:
+        if state not in _MOVES[self._state]:
+            raise AssertionError(f"link {self.name}: no move from {self._state.name} to {state.name}")
+        self._state = state
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def _emit(self, event: LinkEvent) -> None:
+        if self._on_event is not None:
+            self._on_event(event)
+
+    # -- what callers use --------------------------------------------------------------------------------
+
+    def start(self, nursery: trio.Nursery) -> None:
+        """Start connecting, in ``nursery``, unless already started."""
+        if self._state is LinkState.IDLE:
+            self._move(LinkState.CONNECTING)
+            nursery.start_soon(self._run)
+
+    async def session(self) -> Session:
+        """The session to send on: waits while (re)connecting; raises the link's error once it failed."""
+        while True:
+            if self._state is LinkState.UP:
+                assert self._session is not None
+                return self._session
+            if self._state is LinkState.FAILED:
+                assert self._error is not None
+                raise self._error
+            if self._state is LinkState.CLOSED:
+                raise NotDelivered(f"{self.name}: the run is closing its sessions")
+            if self._state is LinkState.IDLE:
+                raise AssertionError(f"link {self.name} was not started")
+            await self._changed.wait()
+
+    def current(self) -> Session | None:
+        """The session in use, if one is up (never waits)."""
+        return self._session if self._state is LinkState.UP else None
+
+    def lost(self, session: Session, error: McpRunError) -> None:
+        """A call on ``session`` found the connection gone. Ignored unless ``session`` is the one in use
+        (many calls notice the same loss)."""
+        if self._state is LinkState.UP and session is self._session:
+            # Synchronously: a caller asking for a session right after this must wait for the next one.
+            self._lost_error = error
+            self._session = None
+            if self._down_since is None:
+                self._down_since = trio.current_time()
+            self._move(LinkState.RECONNECTING)
+            self._wake.set()
+
+    def healthy(self) -> None:
+        """A call on the current session got an answer: the server works; the next outage's backoff starts
+        from its first step."""
+        if self._state is LinkState.UP:
+            self._failures = 0
+
+    def close(self) -> None:
+        """Close the session (if any) and stop reconnecting; calls waiting get ``NotDelivered``."""
+        self._closing = True
+        self._wake.set()
+
+    # -- the connecting task ---------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        try:
+            await self._connect_loop()
+        finally:
+            self._session = None
+            if self._state not in (LinkState.FAILED, LinkState.CLOSED):  # a failed link keeps its error
+                self._move(LinkState.CLOSED)
+
+    async def _connect_loop(self) -> None:
+        first = True
+        while not self._closing:
+            error: McpRunError
+            try:
+                async with self._open() as session:
+                    error = await self._serve(session, first)
+                    first = False
+                    if self._closing:
+                        return
+                    if self._state is LinkState.UP:  # noticed here (a stdio server exited), not by a caller
+                        self._session = None
+                        if self._down_since is None:  # the outage starts now, not once the session is closed
+                            self._down_since = trio.current_time()
+                        self._move(LinkState.RECONNECTING)
+                    self._emit(LinkLost(self.name, error))
+                # Leaving the `async with` closed the old session (and stopped a stdio server).
+            except McpRunError as exc:
+                if self._closing:
+                    return
+                error = exc
+                if not self._worth_retrying(exc, first):
+                    self._fail(exc)
+                    return
+            if not await self._wait_before_next(error, first):
+                return
+
+    async def _serve(self, session: Session, first: bool) -> McpRunError:
+        """The session is up: hand it out until it is lost (returns why) or the link closes."""
+        now = trio.current_time()
+        down_for = None if first or self._down_since is None else now - self._down_since
+        self._down_since = None  # the outage is over; the backoff exponent stays until a call is answered
+        if not first:
+            self.reconnects += 1
+        self._session = session
+        self._lost_error = None
+        self._move(LinkState.UP)
+        self._emit(LinkOpened(self.name, session, self.reconnects, down_for))
+        async with trio.open_nursery() as watch:
+
+            async def broken() -> None:
+                self._lost_error = self._lost_error or await session.wait_broken()
+                self._wake.set()
+
+            watch.start_soon(broken)
+            await self._wake.wait()
+            self._wake = trio.Event()
+            watch.cancel_scope.cancel()
+        if self._closing:
+            return NotDelivered(f"{self.name}: closed")
+        assert self._lost_error is not None
+        return self._lost_error
+
+    def _worth_retrying(self, exc: McpRunError, first: bool) -> bool:
+        if isinstance(exc, ProtocolError):
+            return False  # it answered, wrongly: trying again gets the same answer
+        if first:
+            return self._policy.retry_first and isinstance(exc, TransportError) and exc.retryable
+        return True
+
+    async def _wait_before_next(self, error: McpRunError, first: bool) -> bool:
+        """Wait the backoff before the next attempt; False (after failing the link) when the budget is
+        spent, or when the link is closing."""
+        now = trio.current_time()
+        if self._down_since is None:
+            self._down_since = now
+        budget = self._policy.connect_timeout if first else self._policy.reconnect
+        deadline = self._down_since + budget
+        delay = self._policy.backoff.delay(self._failures)
+        self._failures += 1
+        if budget <= 0:
+            self._fail(ServerUnreachable(f"{self.name}: the connection was lost (reconnect: false): {_line(error)}"))
+            return False
+        if now + delay > deadline:
+            what = "could not connect" if first else "could not reconnect"
+            waited = now - self._down_since
+            self._fail(ServerUnreachable(f"{self.name}: {what} for {waited:.1f}s, giving up: {_line(error)}"))
+            return False
+        self._emit(LinkRetrying(self.name, self._failures, delay, deadline - now, error, first))
+        with trio.move_on_after(delay):
+            await self._wake.wait()
+        self._wake = trio.Event()
+        return not self._closing
+
+    def _fail(self, error: McpRunError) -> None:
+        self._error = error
+        self._move(LinkState.FAILED)
+        self._emit(LinkFailed(self.name, error))
+
+
+def _line(error: BaseException) -> str:
+    return str(error).split("\n", 1)[0]
