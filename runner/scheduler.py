@@ -129,6 +129,10 @@ class Outcome:
     blocked: bool = False  # stopped before running: in-doubt items need a decision
 
 
+SKIPPED_NOW = "in doubt; skipped by --skip-in-doubt"
+SKIPPED_BEFORE = "was in doubt and skipped by an earlier resume (--rerun-in-doubt calls it again)"
+
+
 class _Drained(McpRunError):
     """An interrupt arrived before the request was dispatched: the item did not run (nothing to record)."""
 
@@ -232,7 +236,17 @@ class Scheduler:
             if safe or prior.in_doubt == "rerun":
                 continue
             if prior.in_doubt == "skip":
+                # The decision is journaled now, before anything runs: it holds even if this resume never
+                # reaches the step (its server cannot be reached, an interrupt).
                 prior.skip.add((sid, item.key))
+                self._log.record(
+                    "item_failed",
+                    step=sid,
+                    item=item.key,
+                    index=item.index,
+                    kind="skipped-in-doubt",
+                    error=SKIPPED_NOW,
+                )
                 continue
             blocked.append(
                 {
@@ -449,12 +463,11 @@ class Scheduler:
                 report.reused += 1
                 return item_entry("succeeded", None, prior.result)
             assert self._prior is not None
-            if prior.in_doubt and (ps.id, key) in self._prior.skip:
-                self._item_failed(ps, index, key, "skipped-in-doubt", "in doubt; skipped by --skip-in-doubt")
-                return item_entry("failed", "in doubt; skipped")
-            if prior.status == "skipped" and self._prior.in_doubt != "rerun":
-                # Skipped by an earlier resume: never called again unless --rerun-in-doubt says so.
-                error = "was in doubt and skipped by an earlier resume (--rerun-in-doubt calls it again)"
+            skipped_now = prior.in_doubt and (ps.id, key) in self._prior.skip
+            if skipped_now or (prior.status == "skipped" and self._prior.in_doubt != "rerun"):
+                # Skipped (journaled when this resume decided it, or by an earlier one): never called again
+                # unless --rerun-in-doubt says so.
+                error = SKIPPED_NOW if skipped_now else SKIPPED_BEFORE
                 report.failed += 1
                 self._failures.append(
                     {"step": ps.id, "item": key, "index": index, "kind": "skipped-in-doubt", "error": error}

@@ -13,7 +13,7 @@ Tools:
     slow(steps=5, delay=0.05) -> "done {steps}"     progress i/steps ("step i/n") + log per step
     fail(message) -> tool error (isError: true) with ``message``
     structured() -> {"name": "mcp-run", "items": [1, 2, 3], "nested": {"ok": true}}
-    count(key) -> key                               appends ``key`` + newline to --count-file
+    count(key, delay=0) -> key                      appends ``key`` + newline to --count-file, then waits
     close_stream(steps=4, delay=0.05) -> "closed-and-finished"
         appends "close_stream" to --count-file, reports progress, closes its SSE stream half-way
         (SEP-1699; effective only over HTTP with --resumable on a 2025-11-25 session, i.e. after
@@ -98,9 +98,11 @@ def build_server(count_file: Path | None) -> MCPServer:
         return Structured(name="mcp-run", items=[1, 2, 3], nested={"ok": True})
 
     @server.tool()
-    async def count(key: str) -> str:
-        """Append `key` to the count file (one line per execution) and return it."""
+    async def count(key: str, delay: float = 0.0) -> str:
+        """Append `key` to the count file (one line per execution), wait `delay` seconds, return it."""
         await record(key)
+        if delay:
+            await anyio.sleep(delay)
         return key
 
     @server.tool()
