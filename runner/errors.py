@@ -190,7 +190,12 @@ class OutcomeUnknown(TransportError):
 
 
 class CallTimeout(OutcomeUnknown):
-    """No result within the timeout; ``notifications/cancelled`` was sent. The server may have acted."""
+    """No result within the timeout; ``notifications/cancelled`` was sent. The server may have acted.
+    ``idle`` when it was the time without progress that ran out, not the hard cap."""
+
+    def __init__(self, message: str, *, idle: bool = False, stderr: str | None = None) -> None:
+        super().__init__(message, stderr=stderr)
+        self.idle = idle
 
 
 class ProtocolError(ServerError):

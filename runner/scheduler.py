@@ -33,6 +33,7 @@ import trio
 from runner.backoff import Backoff
 from runner.context import fanout_view, item_entry, make_context, step_view
 from runner.errors import (
+    CallTimeout,
     JsonRpcError,
     MalformedMessage,
     McpRunError,
@@ -492,7 +493,10 @@ class Scheduler:
         except McpRunError as exc:
             # A reply that could not be read is a lost result: the server may have done the work.
             kind = "outcome-unknown" if isinstance(exc, MalformedMessage) else failure_kind(exc)
-            return item_entry("failed", self._item_failed(ps, index, key, kind, str(exc)))
+            error = str(exc)
+            if isinstance(exc, CallTimeout) and exc.idle:
+                error += " (a slow tool without progress notifications needs a longer idle_timeout, or none)"
+            return item_entry("failed", self._item_failed(ps, index, key, kind, error))
         if result.is_error:
             text = result.text or "tool reported an error"
             self._item_failed(ps, index, key, "tool-error", text, result.raw)

@@ -352,7 +352,7 @@ class Session:
                 if method == "initialize":  # never cancelled
                     raise CallTimeout(f"{self.name}: no answer to initialize ({what})")
                 await self._notify_cancelled(rid, "timeout")
-                raise CallTimeout(f"{self.name}: {method} got no result ({what}); cancellation sent")
+                raise CallTimeout(f"{self.name}: {method} got no result ({what}); cancellation sent", idle=not hard)
         except trio.Cancelled:
             if entry.written and not entry.done.is_set() and method != "initialize":
                 with trio.CancelScope(shield=True):
