@@ -58,10 +58,10 @@ def failure_kind(exc: BaseException) -> str:
         return "timeout"
     if isinstance(exc, OutcomeUnknown):
         return "outcome-unknown"
-    if isinstance(exc, NotDelivered | ConnectFailed | HTTPStatusError):
+    if isinstance(exc, NotDelivered | ConnectFailed):
         return "connection-before-send"
-    if isinstance(exc, ProtocolError):
-        return "protocol-error"
+    if isinstance(exc, ProtocolError | HTTPStatusError):
+        return "protocol-error"  # an HTTPStatusError here is a 4xx to the call: refused, a definite answer
     if isinstance(exc, ToolError):
         return "tool-error"
     return "template-error"

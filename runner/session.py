@@ -155,6 +155,8 @@ class Session:
         self._tools: list[Tool] | None = None
         self._tools_lock = trio.Lock()
         self._init_lock = trio.Lock()
+        self._ready = trio.Event()  # cleared while the session is being re-initialized
+        self._ready.set()
         self._generation = 0
         self.protocol_version: str | None = None
         self.server_info: dict[str, Any] = {}
@@ -209,16 +211,32 @@ class Session:
         level = self._options.server_log_level
         if level is not None and "logging" in capabilities:
             try:
-                await self.request("logging/setLevel", {"level": level}, timeout=30)
+                await self.request("logging/setLevel", {"level": level}, timeout=30, handshake=True)
             except ProtocolError as exc:
                 self._warn(f"{self.name}: logging/setLevel {level} refused: {exc}")
 
     async def _reinitialize(self, seen_generation: int) -> None:
+        """The server forgot our session (it restarted): run the handshake again. Other requests wait until
+        it is done, so none goes out half-way (a server answers those 400 "not initialized"). Raises
+        ``NotDelivered`` when the new handshake fails: the request that found the session gone never ran."""
         async with self._init_lock:
             if self._generation != seen_generation:
                 return  # another caller already started a fresh session
             self._warn(f"{self.name}: session expired on the server; starting a new one")
-            await self.initialize()
+            self._ready = trio.Event()
+            try:
+                await self.initialize()
+            except (TransportError, ProtocolError) as exc:
+                raise NotDelivered(
+                    f"{self.name}: the session expired and a new one could not be started: {exc}"
+                ) from exc
+            finally:
+                self._ready.set()
+
+    async def ping(self) -> None:
+        """A request without side effects: does the server answer on this session? (It re-initializes the
+        session if the server forgot it.)"""
+        await self.request("ping", None, timeout=self._options.initialize_timeout)
 
     # -- tools ---------------------------------------------------------------------------------------
 
@@ -295,11 +313,15 @@ class Session:
         before_send: BeforeSend | None = None,
         on_resumed: Callable[[str], None] | None = None,
         progress: bool = False,
+        handshake: bool = False,
     ) -> dict[str, Any]:
         """Send one request and return its result (the raw result object). Raises ``JsonRpcError`` for
         an error response and the transport errors of the module docstring. ``progress`` adds a progress
-        token (the request id) to ``_meta``."""
+        token (the request id) to ``_meta``. While the session is being re-initialized, requests wait
+        (``handshake``: a request of the handshake itself, which does not)."""
         for _attempt in range(MAX_REINITIALIZE + 1):
+            if not handshake and method != "initialize":
+                await self._ready.wait()
             if self._broken is not None:
                 raise NotDelivered(f"{self.name}: connection is closed: {_first_line(self._broken)}")
             generation = self._generation
@@ -317,7 +339,7 @@ class Session:
                 if method == "initialize":
                     raise
                 await self._reinitialize(generation)
-        raise ConnectFailed(f"{self.name}: the server keeps expiring our session; giving up")
+        raise NotDelivered(f"{self.name}: the server keeps forgetting our session; the request was not run")
 
     async def _send_and_wait(
         self,

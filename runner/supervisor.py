@@ -17,8 +17,12 @@ States and moves (``_MOVES``)::
   restarting it would only repeat the error. An HTTP server that refused the connection, or answered
   ``initialize`` with 429/502/503/504, is tried again with backoff until ``connect_timeout`` has passed.
 - **After a loss** (the session was up): reconnect with backoff for at most ``reconnect`` seconds from the
-  moment it was lost. The backoff starts again from its first step only once a call on the new session
-  is answered: a server that comes back and dies at the first call is reconnected ever more slowly.
+  moment it was lost. A session whose connection died (a stdio server exited) is closed and a new one
+  opened (the server started again); a session that still stands (Streamable HTTP, the server could not be
+  reached) is kept and pinged until it answers, so calls in flight can still resume their streams and a
+  server that restarted and forgot the session gets a new handshake on the same link. The backoff starts
+  again from its first step only once a call is answered: a server that comes back and dies at the first
+  call is reconnected ever more slowly.
 - **Waits** come from :mod:`runner.backoff`; each is announced (``LinkRetrying.delay``) and then slept
   exactly, so the printed schedule is the real one.
 
@@ -252,16 +256,22 @@ class ServerLink:
             error: McpRunError
             try:
                 async with self._open() as session:
-                    error = await self._serve(session, first)
-                    first = False
-                    if self._closing:
-                        return
-                    if self._state is LinkState.UP:  # noticed here (a stdio server exited), not by a caller
-                        self._session = None
-                        if self._down_since is None:  # the outage starts now, not once the session is closed
-                            self._down_since = trio.current_time()
-                        self._move(LinkState.RECONNECTING)
-                    self._emit(LinkLost(self.name, error))
+                    while True:
+                        error = await self._serve(session, first)
+                        first = False
+                        if self._closing:
+                            return
+                        self._lose(error)
+                        if session.broken is not None:
+                            break  # a dead connection (a stdio server exited): a new session is needed
+                        # The connection still stands (Streamable HTTP: the server could not be reached).
+                        # Keep the session: when the server answers again its calls in flight may still
+                        # resume their streams, and a server that forgot the session re-initializes it.
+                        restored = await self._probe(session)
+                        if restored is None:
+                            break
+                        if not restored:
+                            return
                 # Leaving the `async with` closed the old session (and stopped a stdio server).
             except McpRunError as exc:
                 if self._closing:
@@ -272,6 +282,31 @@ class ServerLink:
                     return
             if not await self._wait_before_next(error, first):
                 return
+
+    def _lose(self, error: McpRunError) -> None:
+        if self._state is LinkState.UP:  # noticed here (a stdio server exited), not by a caller
+            self._session = None
+            if self._down_since is None:  # the outage starts now, not once the session is closed
+                self._down_since = trio.current_time()
+            self._move(LinkState.RECONNECTING)
+        self._emit(LinkLost(self.name, error))
+
+    async def _probe(self, session: Session) -> bool | None:
+        """Ping ``session`` after each backoff until the server answers (True), the budget is spent or the
+        link closes (False), or the session breaks (None: open a new one)."""
+        error: McpRunError = self._lost_error or NotDelivered(f"{self.name}: unreachable")
+        while await self._wait_before_next(error, first=False):
+            if session.broken is not None:
+                return None
+            try:
+                await session.ping()
+            except McpRunError as exc:
+                error = exc
+                if session.broken is not None:
+                    return None
+                continue
+            return True
+        return False
 
     async def _serve(self, session: Session, first: bool) -> McpRunError:
         """The session is up: hand it out until it is lost (returns why) or the link closes."""

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from runner._trio import single_error
 from runner.backoff import Backoff
@@ -35,6 +37,8 @@ class Servers:
         self.failures = list(failures or [])
         self.opened_at: list[float] = []
         self.ends: list[MemoryServerEnd] = []
+        self.down_until = 0.0  # until then every request fails NotDelivered (a server that cannot be reached)
+        self.pings: list[float] = []
 
     @asynccontextmanager
     async def open(self) -> AsyncIterator[Session]:
@@ -46,6 +50,16 @@ class Servers:
             async with memory_transport_pair() as (client, end), trio.open_nursery() as nursery:
                 self.ends.append(end)
                 nursery.start_soon(FakeServer(end).serve)
+                send = client.send
+
+                async def unreachable_while_down(message: Any) -> None:
+                    if getattr(message, "method", None) == "ping":
+                        self.pings.append(trio.current_time())
+                    if trio.current_time() < self.down_until:
+                        raise refused()
+                    await send(message)
+
+                client.send = unreachable_while_down  # type: ignore[method-assign]
                 async with open_session(client) as session:
                     yield session
                 nursery.cancel_scope.cancel()
@@ -142,18 +156,22 @@ async def test_a_stdio_server_gets_one_first_attempt(autojump_clock: trio.abc.Cl
     assert servers.opened_at == [0.0]
 
 
-async def test_a_lost_session_is_reopened_with_backoff_within_the_budget(autojump_clock: trio.abc.Clock) -> None:
-    servers = Servers([None, refused(), refused(), None])
+async def test_an_unreachable_server_is_pinged_on_the_same_session_until_it_answers(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    # Streamable HTTP: the connection still stands, so the session (and its calls' streams) is kept.
+    servers = Servers()
     async with running(servers, LinkPolicy(reconnect=60, backoff=NO_JITTER)) as (link, events):
         first = await link.session()
         await trio.sleep(10)
+        servers.down_until = 13.0
         link.lost(first, refused())
         assert link.state is LinkState.RECONNECTING  # at once: a caller asking now waits
         link.lost(first, refused())  # many calls notice the same loss: counted once
-        second = await link.session()
-        assert second is not first
+        assert await link.session() is first
         assert link.reconnects == 1
-    assert servers.opened_at == [0.0, 10.5, 11.5, 13.5]
+    assert servers.opened_at == [0.0]
+    assert servers.pings == [10.5, 11.5, 13.5]
     assert describe(events) == [
         ("opened", 0),
         ("lost", None),
@@ -166,17 +184,49 @@ async def test_a_lost_session_is_reopened_with_backoff_within_the_budget(autojum
     assert opened[1].down_for == pytest.approx(3.5)
 
 
+async def test_a_dead_connection_is_reopened_with_backoff_within_the_budget(autojump_clock: trio.abc.Clock) -> None:
+    servers = Servers([None, refused(), refused(), None])
+    async with running(servers, LinkPolicy(reconnect=60, backoff=NO_JITTER)) as (link, events):
+        first = await link.session()
+        await trio.sleep(10)
+        servers.ends[0].break_connection()  # a stdio server exited
+        await trio.testing.wait_all_tasks_blocked()
+        second = await link.session()
+        assert second is not first
+    assert servers.opened_at == [0.0, 10.5, 11.5, 13.5]
+    assert describe(events) == [
+        ("opened", 0),
+        ("lost", None),
+        ("retry", 0.5),
+        ("retry", 1.0),
+        ("retry", 2.0),
+        ("opened", 1),
+    ]
+
+
 async def test_reconnecting_gives_up_after_the_budget_and_callers_get_the_error(
     autojump_clock: trio.abc.Clock,
 ) -> None:
     servers = Servers([None, *[refused()] * 20])
     async with running(servers, LinkPolicy(reconnect=10, backoff=NO_JITTER)) as (link, events):
-        session = await link.session()
-        link.lost(session, refused())
+        await link.session()
+        servers.ends[0].break_connection()
+        await trio.testing.wait_all_tasks_blocked()
         with pytest.raises(ConnectFailed, match=r"s: could not reconnect for 7.5s, giving up"):
             await link.session()
     assert [round(t, 1) for t in servers.opened_at] == [0.0, 0.5, 1.5, 3.5, 7.5]
     assert describe(events)[-1] == ("failed", None)
+
+
+async def test_pinging_an_unreachable_server_gives_up_after_the_budget(autojump_clock: trio.abc.Clock) -> None:
+    servers = Servers()
+    async with running(servers, LinkPolicy(reconnect=10, backoff=NO_JITTER)) as (link, _):
+        session = await link.session()
+        servers.down_until = 1000.0
+        link.lost(session, refused())
+        with pytest.raises(ConnectFailed, match=r"s: could not reconnect for 7.5s, giving up: .*connection refused"):
+            await link.session()
+    assert servers.pings == [0.5, 1.5, 3.5, 7.5]
 
 
 async def test_reconnect_false_gives_up_at_the_first_loss(autojump_clock: trio.abc.Clock) -> None:
@@ -214,10 +264,12 @@ async def test_the_backoff_starts_over_only_once_a_call_was_answered(autojump_cl
 
 
 async def test_close_while_reconnecting_releases_the_callers(autojump_clock: trio.abc.Clock) -> None:
-    servers = Servers([None, *[refused()] * 50])
+    servers = Servers()
     got: list[BaseException] = []
     async with running(servers, LinkPolicy(reconnect=600, backoff=NO_JITTER)) as (link, _):
-        link.lost(await link.session(), refused())
+        session = await link.session()
+        servers.down_until = 1000.0
+        link.lost(session, refused())
 
         async def caller() -> None:
             try:
