@@ -35,6 +35,7 @@ from runner.view import (
     level_index,
     one_line,
     short_key,
+    shows_failure,
 )
 
 __all__ = ["LiveView", "render"]
@@ -195,8 +196,8 @@ class LiveView:
         step = self.model.observe(event)
         kind = event.get("type")
         if kind == "item_failed":
-            if not event.get("retrying") and not self._repeats.absorb(event):
-                style = "yellow" if event.get("kind") in IN_DOUBT_KINDS else "red"
+            if shows_failure(event) and not self._repeats.absorb(event):
+                style = "yellow" if event.get("kind") in IN_DOUBT_KINDS or event.get("retrying") else "red"
                 self._add(Text(format_failure(event), style=style))
                 self._repeats.shown(event)
         elif kind == "log":

@@ -677,11 +677,7 @@ class _ItemCall:
                     raise
                 if session.broken is not None:
                     link.lost(session, exc)
-                self._ended(exc)
-                s._warn(
-                    f"{ps.id}{f'[{self._key[-24:]}]' if self._key else ''}: {_line(exc)}; "
-                    f"the tool is safe to repeat: calling it again in {delay:.1f}s"
-                )
+                self._ended(exc, retry_in=delay)  # the views say "calling it again in ..."
                 await trio.sleep(delay)
                 continue
             except JsonRpcError:
@@ -735,8 +731,9 @@ class _ItemCall:
             for rid in self._dispatched:
                 s._inflight.pop((ps.server, rid), None)
 
-    def _ended(self, exc: McpRunError) -> None:
-        """Journal how a dispatched attempt ended, when another follows (the next journals its own dispatch)."""
+    def _ended(self, exc: McpRunError, *, retry_in: float | None = None) -> None:
+        """Journal how a dispatched attempt ended, when another follows (the next journals its own dispatch);
+        ``retry_in``: a call safe to repeat is made again after exactly that many seconds."""
         if self._dispatched:
             self._s._log.record(
                 "item_failed",
@@ -746,6 +743,7 @@ class _ItemCall:
                 kind=failure_kind(exc),
                 error=_line(exc),
                 retrying=True,
+                **({"retry_in": round(retry_in, 3)} if retry_in is not None else {}),
             )
 
     async def _before_send(self, rid: Any, token: Any) -> None:

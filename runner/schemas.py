@@ -194,6 +194,9 @@ class ItemFailed(_Event):
     error: str
     result: dict[str, Any] | None = None
     retrying: bool | None = Field(None, description="True when another attempt follows.")
+    retry_in: float | None = Field(
+        None, description="A call safe to repeat whose outcome was unknown is made again after this many seconds."
+    )
 
 
 class StepFinished(_Event):

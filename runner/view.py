@@ -52,6 +52,7 @@ __all__ = [
     "group_failures",
     "make_view",
     "short_key",
+    "shows_failure",
     "ts_seconds",
     "where",
 ]
@@ -119,8 +120,20 @@ def format_log(event: dict[str, Any], key_limit: int = 24) -> str:
     return f"log {event.get('level')} {event.get('server')}{logger}{place}: {one_line(event.get('data'))}"
 
 
+def shows_failure(event: Mapping[str, Any]) -> bool:
+    """Whether a view prints this ``item_failed``: a final failure, or a call safe to repeat that is made
+    again (``retry_in``); not an attempt that was surely not delivered (its server's link reports those)."""
+    return not event.get("retrying") or event.get("retry_in") is not None
+
+
 def format_failure(event: dict[str, Any]) -> str:
-    """``error convert[d2.md]: tool-error: Markdown file not found: ...`` (``in doubt`` for unknown outcomes)."""
+    """``error convert[d2.md]: tool-error: Markdown file not found: ...`` (``in doubt`` for unknown outcomes;
+    ``calling again in 0.9s`` for a call safe to repeat)."""
+    if event.get("retry_in") is not None:
+        return (
+            f"retrying {where(event.get('step'), event.get('item'))} in {float(event['retry_in']):.1f}s (safe to "
+            f"repeat): {event.get('kind')}: {one_line(event.get('error'))}"
+        )
     label = "in doubt" if event.get("kind") in IN_DOUBT_KINDS else "error"
     return f"{label} {where(event.get('step'), event.get('item'))}: {event.get('kind')}: {one_line(event.get('error'))}"
 
@@ -180,14 +193,19 @@ class RepeatedFailures:
         self._items: list[str] = []
 
     def absorb(self, event: Mapping[str, Any]) -> bool:
-        if self._key is not None and failure_key(event) == self._key:
+        if self._key is not None and self._key_of(event) == self._key:
             self._items.append(str(event.get("item") or ""))
             return True
         return False
 
     def shown(self, event: Mapping[str, Any]) -> None:
-        self._key = failure_key(event)
+        self._key = self._key_of(event)
         self._items = []
+
+    @staticmethod
+    def _key_of(event: Mapping[str, Any]) -> tuple[str, str, str]:
+        step, kind, error = failure_key(event)
+        return step, kind + (" (retrying)" if event.get("retrying") else ""), error
 
     def take(self) -> str | None:
         text = None
@@ -195,7 +213,10 @@ class RepeatedFailures:
             shown = ", ".join(short_key(i, 16) for i in self._items[:3] if i)
             more = ", ..." if len(self._items) > 3 else ""
             n = len(self._items)
-            text = f"... and {n} more item{'s' if n != 1 else ''} of {self._key[0]} with the same error"
+            if self._key[1].endswith("(retrying)"):
+                text = f"... and {n} more of {self._key[0]} called again for the same reason"
+            else:
+                text = f"... and {n} more item{'s' if n != 1 else ''} of {self._key[0]} with the same error"
             text += f" ({shown}{more})" if shown else ""
         self._key = None
         self._items = []
@@ -496,7 +517,7 @@ class PlainView:
                 self._now = now
         step = self._model.observe(event)
         if kind == "item_failed":
-            if not event.get("retrying") and not self._repeats.absorb(event):
+            if shows_failure(event) and not self._repeats.absorb(event):
                 self._write(event, format_failure(event))
                 self._repeats.shown(event)
             if not event.get("retrying") and self._github:

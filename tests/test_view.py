@@ -290,3 +290,21 @@ def test_the_summary_groups_identical_failures() -> None:
         "failed c (5 items: k0, k1, k2, ...): tool-error: file k0 not found (code 0)",
         "failed c[z]: tool-error: disk full",
     ]
+
+
+def test_calls_made_again_are_shown_once_then_counted_and_undelivered_attempts_not_at_all() -> None:
+    out = io.StringIO()
+    view = PlainView(out)
+    ts = "2026-01-01T00:00:00Z"
+    base = {"type": "item_failed", "step": "convert", "kind": "outcome-unknown", "retrying": True, "ts": ts}
+    error = "the session expired while the call was in flight"
+    for item, delay in (("a", 0.6), ("b", 0.9), ("c", 0.5)):
+        view.observe({**base, "item": item, "error": error, "retry_in": delay})
+    # an attempt surely not delivered: its server's link reports the outage, not each item
+    view.observe({**base, "item": "d", "kind": "connection-before-send", "error": "could not connect"})
+    view.close()
+    lines = [line.split(" ", 1)[1] for line in out.getvalue().splitlines()]
+    assert lines == [
+        "retrying convert[a] in 0.6s (safe to repeat): outcome-unknown: the session expired while the call was in flight",
+        "... and 2 more of convert called again for the same reason (b, c)",
+    ]
