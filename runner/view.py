@@ -146,8 +146,8 @@ def failure_key(failure: Mapping[str, Any]) -> tuple[str, str, str]:
     item's key and numbers (request ids, counts) taken out."""
     text = str(failure.get("error") or "").split("\n", 1)[0]
     key = str(failure.get("item") or "")
-    if key:
-        text = text.replace(key, "…")
+    if len(key) > 1:  # as a whole word: a one-letter key would match inside every word
+        text = re.sub(rf"(?<!\w){re.escape(key)}(?!\w)", "…", text)
     return str(failure.get("step")), str(failure.get("kind")), _NUMBER.sub("#", text)
 
 

@@ -305,6 +305,7 @@ def test_calls_made_again_are_shown_once_then_counted_and_undelivered_attempts_n
     view.close()
     lines = [line.split(" ", 1)[1] for line in out.getvalue().splitlines()]
     assert lines == [
-        "retrying convert[a] in 0.6s (safe to repeat): outcome-unknown: the session expired while the call was in flight",
+        "retrying convert[a] in 0.6s (safe to repeat): outcome-unknown: "
+        "the session expired while the call was in flight",
         "... and 2 more of convert called again for the same reason (b, c)",
     ]
