@@ -48,7 +48,7 @@ def test_call_prints_progress_and_result(tmp_path: Path) -> None:
         ("bad-version", 3, "'1999-01-01'"),
         ("die-on-init", 4, "fatal: cannot load configuration"),
         ("die-on-call", 5, "connection lost after tools/call request"),
-        ("garbage", 0, "ignored invalid message from server"),
+        ("garbage", 0, 'ignored a line on stdout that is not JSON-RPC (not JSON): "DEBUG: starting work"'),
         ("huge", 5, "exceeded the 1,048,576-byte cap"),  # the answer was lost: in doubt
     ],
 )
