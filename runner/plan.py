@@ -158,10 +158,10 @@ _CREDENTIALS_HINT = (
 )
 
 
-def url_problem(url: str) -> tuple[str, str | None] | None:
+def url_problem(url: str, credentials_hint: str = _CREDENTIALS_HINT) -> tuple[str, str | None] | None:
     """What is wrong with a server URL known before the run, and a hint: None when it is ``http://`` or
     ``https://`` with a host and no credentials. Messages never repeat the URL's user, password or query
-    (any of them may be a secret)."""
+    (any of them may be a secret); ``credentials_hint`` says where credentials go instead."""
     try:
         parts = urlsplit(url)
         _ = parts.port  # parsing it is the check
@@ -173,7 +173,7 @@ def url_problem(url: str) -> tuple[str, str | None] | None:
     if "@" in parts.netloc:
         return (
             "the URL carries credentials (user:password@); URLs are shown and logged, so mcp-run refuses them",
-            f"write {_shown_url(url)!r} and {_CREDENTIALS_HINT}",
+            f"write {_shown_url(url)!r} and {credentials_hint}",
         )
     if not parts.hostname:
         return f"the URL has no host: {_shown_url(url)!r}", "write http://HOST:PORT/PATH"
