@@ -618,7 +618,7 @@ def _quote(raw: bytes, *, quotes: bool = True) -> str:
 
 
 def _quote_id(rid: RequestId) -> str:
-    return f'"{printable(rid)}"' if isinstance(rid, str) else str(rid)
+    return _quote(rid.encode()) if isinstance(rid, str) else str(rid)
 
 
 def check_log_level(level: str) -> str:

@@ -457,3 +457,25 @@ async def test_a_server_that_dies_on_a_call_shows_its_stderr_every_time() -> Non
         lines = str(exc_info.value).splitlines()
         assert lines[0] == "docs: connection lost after tools/call request 2 was sent: server exited with code 1"
         assert lines[1:] == ["  server stderr (last lines):", "    RuntimeError: the tool crashed"]
+
+
+async def test_a_server_that_logs_to_stdout_and_dies_is_told_so_every_time() -> None:
+    # Whether our first write fails (EPIPE) or the reader sees the end first, the session has read the line
+    # before it hears of the death: the error quotes it.
+    from runner.session import SessionOptions, open_session
+
+    command = ["sh", "-c", "echo 'Listening on port 3000'; echo 'Error: EADDRINUSE' >&2; exit 1"]
+    for _attempt in range(20):
+        with trio.fail_after(LIMIT):
+            with pytest.raises(ConnectFailed) as exc_info:
+                async with (
+                    open_stdio_transport(StdioParams(command)) as transport,
+                    open_session(transport, SessionOptions(name="docs", server_log_level=None)),
+                ):
+                    pass  # pragma: no cover
+        assert str(exc_info.value).splitlines() == [
+            "could not initialize: server exited with code 1; it wrote text that is not JSON-RPC on stdout: "
+            '"Listening on port 3000" (an MCP server must write only protocol messages on stdout; logs go to stderr)',
+            "  server stderr (last lines):",
+            "    Error: EADDRINUSE",
+        ]
