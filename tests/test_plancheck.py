@@ -47,10 +47,12 @@ def test_findings_on_the_servers_that_answered_come_with_it(tmp_path: Path, caps
     path = workflow(tmp_path, servers, {"a": ("dead", "echo"), "b": ("modes", "echo")})
     code, lines = check(path, capsys)
     assert code == 4
-    assert (
-        lines[0]
-        == "mcp-run: error: cannot check the plan: server dead: could not initialize: server exited with code 3"
-    )
+    assert lines == [
+        "mcp-run: error: cannot check the plan: server dead: could not initialize: server exited with code 3",
+        "  server stderr (last lines):",
+        "    fatal: no config",
+        "note: step b: echo is annotated destructive",
+    ]
 
 
 def test_errors_in_the_plan_itself_win_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
