@@ -26,7 +26,8 @@ Errors are translated at the boundary where they happen, with the cause kept in 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import unicodedata
+from typing import TYPE_CHECKING, Any, Final
 
 from runner.exitcodes import ExitCode
 
@@ -52,7 +53,30 @@ __all__ = [
     "UnsupportedProtocolVersion",
     "UsageError",
     "WorkflowError",
+    "printable",
 ]
+
+STDERR_TAIL_LINES: Final = 10  # lines of a server's stderr shown with a connection error
+STDERR_LINE_CHARS: Final = 300  # each cut to this many characters
+
+_ESCAPES: Final = {"\n": "\\n", "\r": "\\r"}
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal: control and formatting characters (ANSI escapes, ``\\r``, a
+    bidirectional override) become escapes such as ``\\x1b``, ``\\r``, ``\\u202e``; tabs and spaces stay."""
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch.isprintable() or ch == "\t" or unicodedata.category(ch) == "Zs":
+            out.append(ch)
+        elif ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        else:
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+    return "".join(out)
 
 
 class McpRunError(Exception):
@@ -144,10 +168,19 @@ class TransportError(ServerError):
         self.stderr = stderr
 
     def __str__(self) -> str:
+        """The message, then the server's last stderr lines, each on its own line (indented, control
+        characters escaped, long lines cut): display code shows the first line where space is short and
+        everything where it is not."""
         text = super().__str__()
-        if self.stderr:
-            tail = self.stderr.rstrip()
-            text += "\n  server stderr (last lines):\n    " + "\n    ".join(tail.splitlines()[-10:])
+        lines = [line.rstrip() for line in (self.stderr or "").splitlines()]
+        lines = [line for line in lines if line][-STDERR_TAIL_LINES:]
+        if lines:
+            text += "\n  server stderr (last lines):"
+            for line in lines:
+                shown = printable(line)
+                if len(shown) > STDERR_LINE_CHARS:
+                    shown = shown[: STDERR_LINE_CHARS - 1] + "…"
+                text += "\n    " + shown
         return text
 
 

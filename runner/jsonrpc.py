@@ -10,7 +10,6 @@ Ids are strings or integers (never booleans, floats or null) and are matched exa
 
 from __future__ import annotations
 
-import itertools
 import json
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
@@ -202,10 +201,16 @@ def decode(data: bytes | str) -> list[Message | InvalidMessage]:
 class IdAllocator:
     """Request ids for one session: integers counting up from 1, never reused."""
 
-    __slots__ = ("_counter",)
+    __slots__ = ("_last",)
 
     def __init__(self) -> None:
-        self._counter = itertools.count(1)
+        self._last = 0
 
     def next(self) -> int:
-        return next(self._counter)
+        self._last += 1
+        return self._last
+
+    @property
+    def last(self) -> int:
+        """The last id handed out (0 before the first): every id we issued is an integer in 1..last."""
+        return self._last

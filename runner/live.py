@@ -27,6 +27,7 @@ from runner.view import (
     ProgressModel,
     RepeatedFailures,
     StepProgress,
+    error_detail,
     finished_detail,
     format_duration,
     format_failure,
@@ -178,6 +179,7 @@ class LiveView:
         self._clock = clock
         self._lines: list[Text] = []
         self._repeats = RepeatedFailures()
+        self._details: set[str] = set()
         self._frame = 0
         self._closed = trio.Event()
         # Writes to sys.stderr while the region is up (warnings of the run) are routed above it by rich.
@@ -200,6 +202,10 @@ class LiveView:
                 style = "yellow" if event.get("kind") in IN_DOUBT_KINDS or event.get("retrying") else "red"
                 self._add(Text(format_failure(event), style=style))
                 self._repeats.shown(event)
+                detail = error_detail(event.get("error"))
+                if detail is not None and detail not in self._details:  # a crash's stderr: once
+                    self._details.add(detail)
+                    self._lines.append(Text(detail, style="dim"))
         elif kind == "log":
             level = event.get("level")
             if level_index(level) >= self._threshold:
@@ -214,7 +220,10 @@ class LiveView:
         elif kind == "step_skipped":
             self._add(Text(f"- step {event.get('step')} skipped: {event.get('reason')}", style="dim"))
         elif kind in _SESSION_STYLE:
-            self._add(Text(format_session(event) or "", style=_SESSION_STYLE[str(kind)]))
+            first, _, detail = (format_session(event) or "").partition("\n")
+            self._add(Text(first, style=_SESSION_STYLE[str(kind)]))
+            if detail:
+                self._lines.append(Text(detail, style="dim"))
 
     # -- drawing -----------------------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@ that needs the whole file, collecting every problem before it raises (one
 :class:`~runner.errors.WorkflowError`, or :class:`~runner.model.WorkflowErrors` listing several):
 
 * a server has exactly one of ``command`` (stdio) and ``url`` (HTTP); ``env``/``cwd`` only with a
-  command, ``headers`` only with a url; server templates read only ``inputs`` and ``env``;
+  command, ``headers`` only with a url; server templates read only ``inputs`` and ``env``; a literal
+  ``url`` is ``http(s)://`` with a host and without credentials (see :func:`url_problem`);
 * a step's ``server`` names a server, ``needs`` name steps, ``key``/``concurrency`` only with
   ``for_each``, ``if`` and ``for_each`` are single templates;
 * every template compiles, and reads only what exists: ``inputs.<declared>``, ``steps.<id>.<field>``
@@ -26,6 +27,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from runner.durations import format_duration
 from runner.errors import WorkflowError
@@ -53,6 +55,7 @@ __all__ = [
     "PlannedStep",
     "build_plan",
     "render_plan_text",
+    "url_problem",
 ]
 
 # A call with no progress for this long ends in doubt (cancellation sent). Five times the 60 s the TypeScript
@@ -170,6 +173,43 @@ def _effective(step: float | None, server: float | None, default: float | None) 
     return None if value is None or math.isinf(value) else value
 
 
+_CREDENTIALS_HINT = (
+    'put credentials in a header, from the environment: headers: {Authorization: "Bearer ${{ env.TOKEN }}"}'
+)
+
+
+def url_problem(url: str, credentials_hint: str = _CREDENTIALS_HINT) -> tuple[str, str | None] | None:
+    """What is wrong with a server URL known before the run, and a hint: None when it is ``http://`` or
+    ``https://`` with a host and no credentials. Messages never repeat the URL's user, password or query
+    (any of them may be a secret); ``credentials_hint`` says where credentials go instead."""
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # parsing it is the check
+    except ValueError as exc:
+        return f"invalid URL {_shown_url(url)!r}: {exc}", None
+    if parts.scheme.lower() not in ("http", "https"):
+        hint = f"start it with https:// or http://, as in https://{_shown_url(url)}" if "://" not in url else None
+        return f"expected an http:// or https:// URL, found {_shown_url(url)!r}", hint
+    if "@" in parts.netloc:
+        return (
+            "the URL carries credentials (user:password@); URLs are shown and logged, so mcp-run refuses them",
+            f"write {_shown_url(url)!r} and {credentials_hint}",
+        )
+    if not parts.hostname:
+        return f"the URL has no host: {_shown_url(url)!r}", "write http://HOST:PORT/PATH"
+    return None
+
+
+def _shown_url(url: str) -> str:
+    """``url`` without user, password, query and fragment."""
+    text = url.split("#", 1)[0].split("?", 1)[0]
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "", text
+    authority, slash, path = rest.partition("/")
+    return f"{scheme}{sep}{authority.rpartition('@')[2]}{slash}{path}"
+
+
 def _first_expression(compiled: Compiled) -> str | None:
     expressions = compiled.expressions
     return expressions[0] if expressions else None
@@ -232,13 +272,10 @@ class _Builder:
         if server.cwd is not None and "${{" in server.cwd:
             self.error("templates are not allowed in cwd", (*loc, "cwd"))
         url = self.compile(server.url, (*loc, "url")) if server.url is not None else None
-        if (
-            url is not None
-            and url.is_constant
-            and server.url is not None
-            and not server.url.startswith(("http://", "https://"))
-        ):
-            self.error(f"expected an http:// or https:// URL, found {server.url!r}", (*loc, "url"))
+        if url is not None and url.is_constant and server.url is not None:
+            problem = url_problem(server.url)
+            if problem is not None:
+                self.error(problem[0], (*loc, "url"), suggestion=problem[1])
         headers = self.compile(server.headers, (*loc, "headers")) if server.headers is not None else None
         env = self.compile(server.env, (*loc, "env")) if server.env is not None else None
         for compiled in (url, headers, env):

@@ -128,6 +128,9 @@ class Outcome:
     failures: list[dict[str, Any]]
     in_doubt: list[dict[str, Any]]
     blocked: bool = False  # stopped before running: in-doubt items need a decision
+    # server -> what it sent that matched nothing (lines that are not JSON-RPC, responses to ids never
+    # sent), summed over its sessions; only servers with something to report
+    stray: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 SKIPPED_NOW = "in doubt; skipped by --skip-in-doubt"
@@ -173,6 +176,7 @@ class Scheduler:
         self._draining = False
         self._work_scope: trio.CancelScope | None = None
         self._links: dict[str, ServerLink] = {}
+        self._sessions: dict[str, dict[int, Session]] = {}  # every session each server had, for its stats
         self._tools: dict[tuple[str, int], dict[str, Tool]] = {}  # (server, id of the session) -> tools
         self._waiting: set[trio.CancelScope] = set()  # items waiting for a server: a drain stops them
         self._sessions_nursery: trio.Nursery | None = None
@@ -304,7 +308,17 @@ class Scheduler:
             outputs=outputs,
             failures=self._failures,
             in_doubt=self._in_doubt,
+            stray=self._stray(),
         )
+
+    def _stray(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for server, sessions in self._sessions.items():
+            invalid = sum(session.stats.invalid_lines for session in sessions.values())
+            unmatched = sum(session.stats.unmatched_responses for session in sessions.values())
+            if invalid or unmatched:
+                out[server] = {"invalid_lines": invalid, "unmatched_responses": unmatched}
+        return out
 
     def _context(self, item: Any = None, index: int | None = None) -> dict[str, Any]:
         return make_context(inputs=self._inputs, env=self._env, steps=self._views, item=item, index=index)
@@ -595,6 +609,7 @@ class Scheduler:
     def _on_link_event(self, event: LinkEvent) -> None:
         if isinstance(event, LinkOpened):
             session = event.session
+            self._sessions.setdefault(event.server, {})[id(session)] = session
             extra: dict[str, Any] = {}
             if event.reconnects:
                 extra = {"reconnects": event.reconnects, "down_s": round(event.down_for or 0.0, 3)}

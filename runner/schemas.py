@@ -67,6 +67,11 @@ class Summary(BaseModel):
     outputs: dict[str, Any]
     failed: list[Failure]
     in_doubt: list[Failure]
+    stray: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="Per server, what it sent that matched nothing and was ignored: `invalid_lines` (not "
+        "JSON-RPC) and `unmatched_responses` (to ids never sent). Only servers with something to report.",
+    )
 
 
 class _Event(BaseModel):

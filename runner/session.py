@@ -23,6 +23,17 @@ late response is ignored.
 
 ``before_send`` is awaited after the request id and progress token are chosen and before a byte is
 written: the write-ahead journal records the dispatch there.
+
+What matches nothing is counted (:attr:`Session.stats`) and, the first ``WARN_FIRST`` times of each kind,
+shown through ``on_warning`` with the raw text (cut, control characters escaped), then one line saying that
+further ones are only counted:
+
+- output that is not JSON-RPC (on stdio, mostly log lines printed to stdout instead of stderr);
+- responses whose id matches no request we sent (``"7"`` for our ``7``: ids are matched exactly).
+
+Late responses, to ids we issued and stopped waiting for (a timeout, a cancellation), are expected: counted
+only. When ``initialize`` fails or times out after the server wrote something that is not JSON-RPC, the
+error quotes the first such line: a server that logs to stdout is the usual reason.
 """
 
 from __future__ import annotations
@@ -49,6 +60,7 @@ from runner.errors import (
     SessionExpired,
     TransportError,
     UnsupportedProtocolVersion,
+    printable,
 )
 from runner.jsonrpc import (
     METHOD_NOT_FOUND,
@@ -59,6 +71,7 @@ from runner.jsonrpc import (
     Request,
     RequestId,
     Response,
+    encode,
 )
 from runner.protocol import (
     LATEST_PROTOCOL_VERSION,
@@ -75,7 +88,15 @@ from runner.protocol import (
 )
 from runner.transports.base import RequestLost, StreamResumed, Transport
 
-__all__ = ["BeforeSend", "LogHandler", "ProgressHandler", "Session", "SessionOptions", "open_session"]
+__all__ = [
+    "BeforeSend",
+    "LogHandler",
+    "ProgressHandler",
+    "Session",
+    "SessionOptions",
+    "SessionStats",
+    "open_session",
+]
 
 ProgressHandler = Callable[[Progress], None]
 LogHandler = Callable[[LogMessage, "RequestId | None"], None]
@@ -84,6 +105,8 @@ BeforeSend = Callable[[RequestId, RequestId], Awaitable[None]]
 MAX_TOOL_PAGES: Final = 1000
 MAX_REINITIALIZE: Final = 3
 CANCEL_NOTIFY_TIMEOUT: Final = 5.0
+WARN_FIRST: Final = 3  # of each kind of stray input, how many are shown before they are only counted
+_QUOTE_CHARS: Final = 160  # of a stray line shown in a warning or an error
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +122,20 @@ class SessionOptions:
     client_version: str = __version__
     on_log: LogHandler | None = None
     on_warning: Callable[[str], None] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStats:
+    """What the server sent that matched nothing, counted since the session started.
+
+    ``invalid_lines``: messages that are not JSON-RPC (on stdio: lines on stdout). ``unmatched_responses``:
+    responses and error responses whose id matches no request we ever sent. ``late_responses``: responses to
+    requests we stopped waiting for (timeout, cancellation), which are expected and never warned about.
+    """
+
+    invalid_lines: int = 0
+    unmatched_responses: int = 0
+    late_responses: int = 0
 
 
 class _Pending:
@@ -162,8 +199,13 @@ class Session:
         self.server_info: dict[str, Any] = {}
         self.capabilities: dict[str, Any] = {}
         self.instructions: str | None = None
-        self.invalid_messages = 0
-        self.late_responses = 0
+        self._invalid_lines = 0
+        self._invalid_shown = 0  # of those not tied to a pending call (the others fail their call)
+        self._first_invalid: bytes | None = None
+        self._unmatched_responses = 0
+        self._late_responses = 0
+        # describe() is "stdio: CMD" for a stdio server: its stray lines were on stdout, which says what to fix.
+        self._on_stdout = transport.describe().startswith("stdio:")
 
     @property
     def name(self) -> str:
@@ -173,29 +215,35 @@ class Session:
     def transport(self) -> Transport:
         return self._transport
 
+    @property
+    def stats(self) -> SessionStats:
+        """Stray input counted so far (see the module docstring)."""
+        return SessionStats(self._invalid_lines, self._unmatched_responses, self._late_responses)
+
     # -- the handshake ---------------------------------------------------------------------------------
 
     async def initialize(self) -> None:
         """Run the handshake (again, after a session expired). Raises ``ConnectFailed`` when the server
-        cannot be reached, ``ProtocolError`` when it answers wrongly."""
+        cannot be reached or gives no answer within ``initialize_timeout``, ``ProtocolError`` when it answers
+        wrongly. These errors do not name the server: whoever shows them does (``server docs: ...``)."""
         params = {
             "protocolVersion": LATEST_PROTOCOL_VERSION,
             "capabilities": {},
             "clientInfo": {"name": self._options.client_name, "version": self._options.client_version},
         }
+        timeout = self._options.initialize_timeout
         try:
-            result = await self.request("initialize", params, timeout=self._options.initialize_timeout)
+            result = await self.request("initialize", params, timeout=timeout)
+        except CallTimeout as exc:
+            raise self._initialize_failed(exc, f"no answer within {timeout:g} s") from exc
         except TransportError as exc:
-            reason = _first_line(exc.__cause__ if isinstance(exc.__cause__, TransportError) else exc)
-            raise ConnectFailed(
-                f"{self.name}: could not initialize: {reason}", stderr=exc.stderr, retryable=exc.retryable
-            ) from exc
+            raise self._initialize_failed(exc) from exc
         version = result.get("protocolVersion")
         if version not in SUPPORTED_PROTOCOL_VERSIONS:
             raise UnsupportedProtocolVersion(LATEST_PROTOCOL_VERSION, str(version))
         capabilities = result.get("capabilities")
         if not isinstance(capabilities, dict):
-            raise MalformedMessage(f"{self.name}: initialize result has no capabilities object")
+            raise MalformedMessage("initialize result has no capabilities object")
         server_info = result.get("serverInfo")
         instructions = result.get("instructions")
         self.protocol_version = version
@@ -214,6 +262,31 @@ class Session:
                 await self.request("logging/setLevel", {"level": level}, timeout=30, handshake=True)
             except ProtocolError as exc:
                 self._warn(f"{self.name}: logging/setLevel {level} refused: {exc}")
+
+    def _initialize_failed(self, exc: TransportError, reason: str | None = None) -> ConnectFailed:
+        """``could not initialize: REASON``, with the server's stderr tail and, when it wrote something that is
+        not JSON-RPC, the first such line (the usual cause: a server that logs to stdout)."""
+        broken = self._broken if isinstance(self._broken, TransportError) else None
+        if reason is None:
+            # The connection's own end says it best ("server exited with code 1"), better than what that did
+            # to the request ("connection lost after initialize request 1 was sent: ...").
+            cause = exc.__cause__
+            source = broken or (cause if isinstance(cause, TransportError) else exc)
+            reason = _first_line(source).removeprefix(f"{self.name}: ")
+        text = f"could not initialize: {reason}"
+        if self._first_invalid is not None:
+            quoted = _quote(self._first_invalid)
+            if self._on_stdout:
+                text += (
+                    f"; it wrote text that is not JSON-RPC on stdout: {quoted} (an MCP server must write only "
+                    "protocol messages on stdout; logs go to stderr)"
+                )
+            else:
+                text += f"; it sent something that is not JSON-RPC: {quoted}"
+        stderr = exc.stderr or (broken.stderr if broken is not None else None)
+        error = ConnectFailed(text, stderr=stderr, retryable=exc.retryable)
+        error.server = self.name
+        return error
 
     async def _reinitialize(self, seen_generation: int) -> None:
         """The server forgot our session (it restarted): run the handshake again. Other requests wait until
@@ -323,7 +396,11 @@ class Session:
             if not handshake and method != "initialize":
                 await self._ready.wait()
             if self._broken is not None:
-                raise NotDelivered(f"{self.name}: connection is closed: {_first_line(self._broken)}")
+                broken = self._broken
+                raise NotDelivered(
+                    f"{self.name}: connection is closed: {_first_line(broken)}",
+                    stderr=broken.stderr if isinstance(broken, TransportError) else None,
+                ) from broken
             generation = self._generation
             rid = self._ids.next()
             if progress:
@@ -427,7 +504,7 @@ class Session:
                 if isinstance(event, Response):
                     entry = pending.get(event.id)
                     if entry is None:
-                        self.late_responses += 1
+                        self._on_unmatched(event)
                     else:
                         entry.finish(event.result, None)
                 elif isinstance(event, Notification):
@@ -492,9 +569,30 @@ class Session:
     def _on_error_response(self, event: ErrorResponse) -> None:
         entry = self._pending.get(event.id) if event.id is not None else None
         if entry is None:
-            self._warn(f"{self.name}: server error {event.code} not tied to a pending request: {event.message}")
+            self._on_unmatched(event)
             return
         entry.finish(None, JsonRpcError(event.code, event.message, event.data, method=entry.method))
+
+    def _on_unmatched(self, event: Response | ErrorResponse) -> None:
+        """A response no pending request waits for: late (an id we issued and gave up on) or unmatched."""
+        rid = event.id
+        if type(rid) is int and 0 < rid <= self._ids.last:
+            self._late_responses += 1  # we stopped waiting for it (timeout, cancellation): expected
+            return
+        self._unmatched_responses += 1
+        count = self._unmatched_responses
+        if count > WARN_FIRST + 1:
+            return
+        if count > WARN_FIRST:
+            self._warn(f"{self.name}: more responses that match no request; further ones are only counted")
+            return
+        if rid is None:
+            what = "an error response with a null id"
+        else:
+            what = f"a response with id {_quote_id(rid)}, which matches no request we sent"
+            if isinstance(rid, str) and rid.isdigit() and 0 < int(rid) <= self._ids.last:
+                what += f" (ids are matched exactly: we sent the number {int(rid)}, not the string {_quote_id(rid)})"
+        self._warn(f"{self.name}: ignored {what}: {_quote(encode(event), quotes=False)}")
 
     def _on_notification(self, event: Notification) -> None:
         method = event.method
@@ -518,13 +616,22 @@ class Session:
             self._tools = None
 
     def _on_invalid(self, event: InvalidMessage) -> None:
-        self.invalid_messages += 1
+        self._invalid_lines += 1
+        if self._first_invalid is None:
+            self._first_invalid = event.raw
         entry = self._pending.get(event.request_id) if event.request_id is not None else None
         if entry is not None:
             entry.finish(None, MalformedMessage(f"{self.name}: invalid response to {entry.method}: {event.error}"))
-        else:
-            raw = event.raw[:200].decode(errors="replace")
-            self._warn(f"{self.name}: ignored invalid message from server ({event.error}): {raw}")
+            return
+        self._invalid_shown += 1
+        if self._invalid_shown > WARN_FIRST + 1:
+            return
+        what, further = ("a line on stdout", "lines") if self._on_stdout else ("a message", "messages")
+        if self._invalid_shown > WARN_FIRST:
+            self._warn(f"{self.name}: more output that is not JSON-RPC; further {further} are only counted")
+            return
+        reason = "not JSON" if event.error.startswith("not JSON") else event.error
+        self._warn(f"{self.name}: ignored {what} that is not JSON-RPC ({reason}): {_quote(event.raw)}")
 
     async def _answer(self, request: Request) -> None:
         if request.method == "ping":
@@ -543,6 +650,18 @@ class Session:
 
 def _first_line(exc: BaseException) -> str:
     return str(exc).split("\n", 1)[0]
+
+
+def _quote(raw: bytes, *, quotes: bool = True) -> str:
+    """Stray input as a reader can see it: decoded, cut, control characters escaped, in quotes."""
+    text = raw.decode(errors="replace")
+    cut = len(text) > _QUOTE_CHARS
+    shown = printable(text[:_QUOTE_CHARS]) + ("…" if cut else "")
+    return f'"{shown}"' if quotes else shown
+
+
+def _quote_id(rid: RequestId) -> str:
+    return _quote(rid.encode()) if isinstance(rid, str) else str(rid)
 
 
 def check_log_level(level: str) -> str:

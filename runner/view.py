@@ -42,6 +42,7 @@ __all__ = [
     "RepeatedFailures",
     "StepProgress",
     "View",
+    "error_detail",
     "failure_key",
     "format_duration",
     "format_failure",
@@ -118,6 +119,15 @@ def format_log(event: dict[str, Any], key_limit: int = 24) -> str:
     place = where(event.get("step"), event.get("item"), key_limit)
     place = f" {place}" if place else ""
     return f"log {event.get('level')} {event.get('server')}{logger}{place}: {one_line(event.get('data'))}"
+
+
+def error_detail(error: Any) -> str | None:
+    """What an error says after its first line (a server's stderr tail, already indented and made printable
+    by :mod:`runner.errors`), or None."""
+    if not isinstance(error, str) or "\n" not in error:
+        return None
+    rest = error.split("\n", 1)[1].rstrip()
+    return rest if rest.strip() else None
 
 
 def shows_failure(event: Mapping[str, Any]) -> bool:
@@ -498,6 +508,7 @@ class PlainView:
         self._last_line: dict[str, float] = {}
         self._closed = trio.Event()
         self._repeats = RepeatedFailures()
+        self._details: set[str] = set()
         self._last_ts: Any = None
 
     def _write(self, event: dict[str, Any], text: str) -> None:
@@ -520,6 +531,11 @@ class PlainView:
             if shows_failure(event) and not self._repeats.absorb(event):
                 self._write(event, format_failure(event))
                 self._repeats.shown(event)
+                detail = error_detail(event.get("error"))
+                if detail is not None and detail not in self._details:  # a crash's stderr: once, as it was
+                    self._details.add(detail)
+                    self._stream.write(detail + "\n")
+                    self._stream.flush()
             if not event.get("retrying") and self._github:
                 self._stream.write(github_error(event) + "\n")
                 self._stream.flush()

@@ -99,8 +99,10 @@ def test_error_response_with_null_id() -> None:
 
 def test_ids_never_reused() -> None:
     ids = IdAllocator()
+    assert ids.last == 0
     seen = [ids.next() for _ in range(1000)]
     assert len(set(seen)) == 1000 and seen[0] == 1
+    assert ids.last == seen[-1] == 1000
 
 
 def test_deeply_nested_json_is_invalid_not_a_crash() -> None:

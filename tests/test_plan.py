@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from runner.context import fanout_view, item_entry, make_context, step_view
 from runner.errors import WorkflowError
 from runner.model import Workflow, WorkflowErrors
-from runner.plan import Plan, build_plan, render_plan_text
+from runner.plan import Plan, build_plan, render_plan_text, url_problem
 from runner.template import TemplateError, item_key
 
 SERVERS = {"fs": {"command": ["server-fs"], "timeout": "30s"}, "web": {"url": "http://localhost/mcp"}}
@@ -207,6 +207,10 @@ class TestProblems:
             ({"url": "http://h", "cwd": "/"}, "servers.s.cwd: cwd applies only to stdio servers (command)"),
             ({"command": ["x"], "headers": {"A": "b"}}, "headers applies only to HTTP servers (url)"),
             ({"url": "ftp://h"}, "expected an http:// or https:// URL, found 'ftp://h'"),
+            ({"url": "https://bot:pw@h/mcp"}, "servers.s.url: the URL carries credentials (user:password@)"),
+            ({"url": "https://bot@h/mcp"}, "servers.s.url: the URL carries credentials (user:password@)"),
+            ({"url": "http://"}, "servers.s.url: the URL has no host: 'http://'"),
+            ({"url": "http://h:port/mcp"}, "servers.s.url: invalid URL 'http://h:port/mcp'"),
             ({"command": ["${{ env.X }}"]}, "servers.s.command[0]: templates are not allowed in command"),
             ({"url": "http://h/${{ item }}"}, "server settings may read only inputs and env, found item"),
             ({"url": "http://h/${{ inputs.nope }}"}, "unknown input 'nope'"),
@@ -217,6 +221,20 @@ class TestProblems:
         with pytest.raises(WorkflowError) as info:
             build_plan(Workflow.model_validate(data))
         assert message in str(info.value)
+
+
+def test_url_problems_never_repeat_credentials_or_queries() -> None:
+    for url in ("https://bot:hunter2@h/mcp", "ftp://bot:hunter2@h/x?token=hunter2", "h:x@y:1/?q=hunter2"):
+        problem = url_problem(url)
+        assert problem is not None
+        assert "hunter2" not in " ".join(p or "" for p in problem)
+    assert url_problem("https://bot:hunter2@h/mcp") == (
+        "the URL carries credentials (user:password@); URLs are shown and logged, so mcp-run refuses them",
+        "write 'https://h/mcp' and put credentials in a header, from the environment: "
+        'headers: {Authorization: "Bearer ${{ env.TOKEN }}"}',
+    )
+    assert url_problem("HTTPS://Example.com:8443/mcp") is None
+    assert url_problem("http://[::1]:8000/mcp") is None
 
 
 class TestRendering:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import pytest
@@ -24,9 +24,9 @@ from runner.errors import (
 )
 from runner.jsonrpc import ErrorResponse, InvalidMessage, Notification, Request, Response
 from runner.protocol import LogMessage, Progress
-from runner.session import Session, SessionOptions, open_session
+from runner.session import WARN_FIRST, Session, SessionOptions, SessionStats, open_session
 from runner.transports.base import RequestLost
-from runner.transports.memory import MemoryClientTransport, memory_transport_pair
+from runner.transports.memory import MemoryClientTransport, MemoryServerEnd, memory_transport_pair
 from tests.fake_server import FakeCall, FakeServer, text_result
 
 
@@ -267,11 +267,13 @@ async def test_late_response_after_timeout_is_ignored(autojump_clock: trio.abc.C
         s.tools["late"] = late
         s.tools["echo"] = echo
 
-    async with connected(setup) as (session, _, _):
+    warnings: list[str] = []
+    async with connected(setup, on_warning=warnings.append) as (session, _, _):
         with pytest.raises(CallTimeout):
             await session.call_tool("late", {}, timeout=1)
         await trio.sleep(20)
-        assert session.late_responses == 1
+        assert session.stats == SessionStats(late_responses=1)
+        assert warnings == []  # expected after a timeout: counted, not shown
         assert (await session.call_tool("echo", {"text": "still fine"})).text == "still fine"
 
 
@@ -344,8 +346,8 @@ async def test_invalid_response_with_id_fails_that_call() -> None:
             await session.call_tool("garbage", {})
         await server.end.send(InvalidMessage(b"hello", "not JSON"))
         await trio.testing.wait_all_tasks_blocked()
-        assert session.invalid_messages == 2
-        assert any("hello" in w for w in warnings)
+        assert session.stats.invalid_lines == 2
+        assert warnings == ['server: ignored a message that is not JSON-RPC (not JSON): "hello"']
 
 
 async def test_malformed_result_is_a_protocol_error() -> None:
@@ -379,15 +381,22 @@ async def test_string_and_int_ids_are_distinct() -> None:
     def setup(s: FakeServer) -> None:
         s.tools["silent"] = silent
 
-    async with connected(setup) as (session, server, _), trio.open_nursery() as nursery:
-        nursery.start_soon(lambda: session.call_tool("silent", {}))
-        await trio.testing.wait_all_tasks_blocked()
-        rid = server.calls[0].id
-        assert isinstance(rid, int)
-        await server.end.send(Response(str(rid), {"content": []}))  # the string form is not our id
-        await trio.testing.wait_all_tasks_blocked()
-        assert session.late_responses == 1
-        await server.end.send(Response(rid, {"content": []}))
+    warnings: list[str] = []
+    async with connected(setup, name="docs", on_warning=warnings.append) as (session, server, _):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: session.call_tool("silent", {}))
+            await trio.testing.wait_all_tasks_blocked()
+            rid = server.calls[0].id
+            assert isinstance(rid, int)
+            await server.end.send(Response(str(rid), {"content": []}))  # the string form is not our id
+            await trio.testing.wait_all_tasks_blocked()
+            assert session.stats == SessionStats(unmatched_responses=1)
+            await server.end.send(Response(rid, {"content": []}))
+        assert warnings == [
+            f'docs: ignored a response with id "{rid}", which matches no request we sent (ids are matched '
+            f'exactly: we sent the number {rid}, not the string "{rid}"): '
+            f'{{"jsonrpc":"2.0","id":"{rid}","result":{{"content":[]}}}}'
+        ]
 
 
 async def test_server_dies_during_initialize_is_connect_failed() -> None:
@@ -399,16 +408,23 @@ async def test_server_dies_during_initialize_is_connect_failed() -> None:
 
         nursery.start_soon(die)
         with pytest.raises(ConnectFailed) as info:
-            async with open_session(client):
+            async with open_session(client, SessionOptions(name="docs")):
                 pass
-        assert "ImportError: nope" in str(info.value)
+        # The server's name is left to whoever shows the error ("server docs: could not initialize: ..."),
+        # and its stderr comes on lines of its own.
+        assert str(info.value) == (
+            "could not initialize: server exited with code 3\n  server stderr (last lines):\n    ImportError: nope"
+        )
+        assert info.value.server == "docs"
 
 
 async def test_server_never_answers_initialize(autojump_clock: trio.abc.Clock) -> None:
     async with memory_transport_pair() as (client, end):
-        with pytest.raises(ConnectFailed, match="could not initialize"):
+        with pytest.raises(ConnectFailed) as info:
             async with open_session(client, SessionOptions(initialize_timeout=10)):
                 pass
+        assert str(info.value) == "could not initialize: no answer within 10 s"
+        assert trio.current_time() == 10
         # initialize is never cancelled
         sent = [m for m in client.sent if isinstance(m, Notification)]
         assert sent == []
@@ -507,3 +523,125 @@ async def test_the_deadline_covers_a_send_that_waits_for_the_server(autojump_clo
         with pytest.raises(CallTimeout):
             await session.call_tool("slow", {}, timeout=10)
         assert trio.current_time() - start == pytest.approx(10)
+
+
+def stdio_like_pair() -> AbstractAsyncContextManager[tuple[MemoryClientTransport, MemoryServerEnd]]:
+    """A memory pair whose client describes itself as a stdio server does."""
+    return memory_transport_pair("stdio: fake-server --port 3000")
+
+
+async def test_initialize_timeout_quotes_what_the_server_wrote_instead(autojump_clock: trio.abc.Clock) -> None:
+    async with stdio_like_pair() as (client, end):
+
+        async def logs_to_stdout() -> None:
+            await end.receive()  # initialize: never answered
+            await end.send(InvalidMessage(b"Listening on port 3000", "not JSON: Expecting value"))
+            await end.send(InvalidMessage(b"Ready.", "not JSON: Expecting value"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(logs_to_stdout)
+            with pytest.raises(ConnectFailed) as info:
+                async with open_session(client, SessionOptions(name="docs", initialize_timeout=30)):
+                    pass  # pragma: no cover
+    assert str(info.value) == (
+        'could not initialize: no answer within 30 s; it wrote text that is not JSON-RPC on stdout: "Listening on '
+        'port 3000" (an MCP server must write only protocol messages on stdout; logs go to stderr)'
+    )
+
+
+async def test_a_server_that_logs_to_stdout_and_dies_is_told_so() -> None:
+    async with stdio_like_pair() as (client, end):
+
+        async def dies() -> None:
+            await end.receive()
+            await end.send(InvalidMessage(b"\x1b[32mINFO\x1b[0m starting\r", "not JSON: Expecting value"))
+            end.break_connection(TransportError("server exited with code 1", stderr="Error: EADDRINUSE\n"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(dies)
+            with pytest.raises(ConnectFailed) as info:
+                async with open_session(client, SessionOptions(name="docs")):
+                    pass  # pragma: no cover
+    assert str(info.value).splitlines() == [
+        "could not initialize: server exited with code 1; it wrote text that is not JSON-RPC on stdout: "
+        '"\\x1b[32mINFO\\x1b[0m starting\\r" (an MCP server must write only protocol messages on stdout; logs go '
+        "to stderr)",
+        "  server stderr (last lines):",
+        "    Error: EADDRINUSE",
+    ]
+
+
+async def test_text_that_is_not_json_rpc_over_another_transport_is_quoted_without_the_stdout_advice() -> None:
+    async with memory_transport_pair() as (client, end):
+
+        async def dies() -> None:
+            await end.receive()
+            await end.send(InvalidMessage(b"<html>Bad Gateway</html>", "not JSON: Expecting value"))
+            end.break_connection(TransportError("the stream ended"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(dies)
+            with pytest.raises(ConnectFailed) as info:
+                async with open_session(client):
+                    pass  # pragma: no cover
+    assert str(info.value) == (
+        'could not initialize: the stream ended; it sent something that is not JSON-RPC: "<html>Bad Gateway</html>"'
+    )
+
+
+async def test_lines_that_are_not_json_rpc_are_shown_a_few_times_then_counted() -> None:
+    warnings: list[str] = []
+    async with stdio_like_pair() as (client, end), trio.open_nursery() as nursery:
+        server = FakeServer(end)
+        server.tools["echo"] = echo
+        nursery.start_soon(server.serve)
+        async with open_session(client, SessionOptions(name="docs", on_warning=warnings.append)) as session:
+            await end.send(InvalidMessage(b"plain text", "not JSON: Expecting value: line 1 column 1 (char 0)"))
+            await end.send(InvalidMessage(b'{"jsonrpc":"1.0","method":"x"}', '"jsonrpc" must be "2.0", got \'1.0\''))
+            await end.send(InvalidMessage(b"x" * 1000, "not JSON: Expecting value"))
+            for n in range(20):
+                await end.send(InvalidMessage(f"more {n}".encode(), "not JSON: Expecting value"))
+            assert (await session.call_tool("echo", {"text": "still fine"})).text == "still fine"
+            assert session.stats == SessionStats(invalid_lines=23)
+        nursery.cancel_scope.cancel()
+    assert warnings == [
+        'docs: ignored a line on stdout that is not JSON-RPC (not JSON): "plain text"',
+        'docs: ignored a line on stdout that is not JSON-RPC ("jsonrpc" must be "2.0", got \'1.0\'): '
+        '"{"jsonrpc":"1.0","method":"x"}"',
+        f'docs: ignored a line on stdout that is not JSON-RPC (not JSON): "{"x" * 160}…"',
+        "docs: more output that is not JSON-RPC; further lines are only counted",
+    ]
+    assert WARN_FIRST == 3
+
+
+async def test_responses_that_match_no_request_are_shown_a_few_times_then_counted(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    async def late(call: FakeCall) -> dict[str, Any]:
+        await trio.sleep(10)
+        return text_result("late")
+
+    def setup(s: FakeServer) -> None:
+        s.tools["late"] = late
+
+    warnings: list[str] = []
+    async with connected(setup, name="docs", on_warning=warnings.append) as (session, server, _):
+        with pytest.raises(CallTimeout):
+            await session.call_tool("late", {}, timeout=1)
+        await trio.sleep(20)  # its answer comes late: expected, not unmatched
+        await server.end.send(Response(999, {}))  # an id we never issued
+        await server.end.send(ErrorResponse(None, -32700, "Parse error"))
+        await server.end.send(ErrorResponse("abc", -32603, "boom"))
+        await server.end.send(Response(0, {}))
+        await server.end.send(Response(-2, {}))
+        await trio.testing.wait_all_tasks_blocked()
+        assert session.stats == SessionStats(unmatched_responses=5, late_responses=1)
+    assert warnings == [
+        "docs: ignored a response with id 999, which matches no request we sent: "
+        '{"jsonrpc":"2.0","id":999,"result":{}}',
+        "docs: ignored an error response with a null id: "
+        '{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}',
+        'docs: ignored a response with id "abc", which matches no request we sent: '
+        '{"jsonrpc":"2.0","id":"abc","error":{"code":-32603,"message":"boom"}}',
+        "docs: more responses that match no request; further ones are only counted",
+    ]

@@ -190,6 +190,39 @@ async def test_a_failed_write_is_not_delivered() -> None:
             assert exc_info.value.stderr is not None
 
 
+async def test_a_write_that_fails_as_the_server_dies_waits_for_its_whole_stderr() -> None:
+    # The write fails (EPIPE) while the server still runs; its stderr comes only later, as it dies. The error
+    # waits for the exit and the end of stderr, and comes after the reader has seen the end of stdout.
+    received: list[object] = []
+
+    async def read_all(transport: StdioTransport) -> None:
+        while True:
+            try:
+                received.append(await transport.receive())
+            except TransportError as exc:
+                received.append(exc)
+                return
+
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(params("stdio_dying", "--lines", "3")) as transport:
+            assert await transport.receive() == Notification("ready")  # its stdin is closed from now on
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(read_all, transport)
+
+                async def send() -> None:
+                    with pytest.raises(NotDelivered) as exc_info:
+                        await transport.send(Request(1, "initialize"))
+                    assert str(exc_info.value) == (
+                        "cannot write to the server: server exited with code 1\n"
+                        "  server stderr (last lines):\n    dying 0\n    dying 1\n    dying 2"
+                    )
+                    assert isinstance(received[-1], TransportError)  # the reader heard of the end first
+
+                nursery.start_soon(send)
+                await trio.testing.wait_all_tasks_blocked()  # the write failed; the send waits for the death
+                os.kill(transport.pid, signal.SIGUSR1)
+
+
 async def test_a_send_cancelled_half_way_never_tears_a_line() -> None:
     big = "y" * (512 * 1024)  # far more than a pipe holds: the write blocks part-way
     with trio.fail_after(LIMIT):
@@ -370,3 +403,79 @@ def test_params_want_an_argv_list() -> None:
     with pytest.raises(ValueError, match="empty"):
         StdioParams([])
     assert StdioParams(["a", "b"]).command == ("a", "b")
+
+
+# A crashing server's stderr, through the session, every time. These servers are shell scripts: they start and
+# die faster than a Python one, which makes the race between our first write and their exit as tight as it gets
+# (the write sometimes fails with EPIPE, sometimes goes into the pipe before the server is gone).
+
+CRASH_AT_START = [
+    "sh",
+    "-c",
+    "echo 'Traceback (most recent call last):' >&2; echo 'ImportError: no fastmcp' >&2; exit 3",
+]
+CRASH_ON_CALL = [
+    "sh",
+    "-c",
+    "read -r init; echo '"
+    '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}}}}'
+    "'; read -r initialized; read -r call; echo 'RuntimeError: the tool crashed' >&2; exit 1",
+]
+
+
+async def test_a_server_that_dies_during_initialize_shows_its_stderr_every_time() -> None:
+    from runner.session import SessionOptions, open_session
+
+    for _attempt in range(50):
+        with trio.fail_after(LIMIT):
+            with pytest.raises(ConnectFailed) as exc_info:
+                async with (
+                    open_stdio_transport(StdioParams(CRASH_AT_START)) as transport,
+                    open_session(transport, SessionOptions(name="docs", server_log_level=None)),
+                ):
+                    pass  # pragma: no cover
+        assert str(exc_info.value).splitlines() == [
+            "could not initialize: server exited with code 3",
+            "  server stderr (last lines):",
+            "    Traceback (most recent call last):",
+            "    ImportError: no fastmcp",
+        ]
+
+
+async def test_a_server_that_dies_on_a_call_shows_its_stderr_every_time() -> None:
+    from runner.errors import OutcomeUnknown
+    from runner.session import SessionOptions, open_session
+
+    for _attempt in range(50):
+        with trio.fail_after(LIMIT):
+            async with (
+                open_stdio_transport(StdioParams(CRASH_ON_CALL)) as transport,
+                open_session(transport, SessionOptions(name="docs", server_log_level=None)) as session,
+            ):
+                with pytest.raises(OutcomeUnknown) as exc_info:
+                    await session.call_tool("convert", {})
+        lines = str(exc_info.value).splitlines()
+        assert lines[0] == "docs: connection lost after tools/call request 2 was sent: server exited with code 1"
+        assert lines[1:] == ["  server stderr (last lines):", "    RuntimeError: the tool crashed"]
+
+
+async def test_a_server_that_logs_to_stdout_and_dies_is_told_so_every_time() -> None:
+    # Whether our first write fails (EPIPE) or the reader sees the end first, the session has read the line
+    # before it hears of the death: the error quotes it.
+    from runner.session import SessionOptions, open_session
+
+    command = ["sh", "-c", "echo 'Listening on port 3000'; echo 'Error: EADDRINUSE' >&2; exit 1"]
+    for _attempt in range(20):
+        with trio.fail_after(LIMIT):
+            with pytest.raises(ConnectFailed) as exc_info:
+                async with (
+                    open_stdio_transport(StdioParams(command)) as transport,
+                    open_session(transport, SessionOptions(name="docs", server_log_level=None)),
+                ):
+                    pass  # pragma: no cover
+        assert str(exc_info.value).splitlines() == [
+            "could not initialize: server exited with code 1; it wrote text that is not JSON-RPC on stdout: "
+            '"Listening on port 3000" (an MCP server must write only protocol messages on stdout; logs go to stderr)',
+            "  server stderr (last lines):",
+            "    Error: EADDRINUSE",
+        ]

@@ -309,3 +309,18 @@ def test_calls_made_again_are_shown_once_then_counted_and_undelivered_attempts_n
         "the session expired while the call was in flight",
         "... and 2 more of convert called again for the same reason (b, c)",
     ]
+
+
+def test_a_crashed_servers_stderr_is_shown_once_on_lines_of_its_own() -> None:
+    out = io.StringIO()
+    view = PlainView(out)
+    stderr = "\n  server stderr (last lines):\n    Traceback (most recent call last):\n    KeyError: 'x'"
+    for item in ("a", "b"):
+        view.observe(
+            {"type": "item_failed", "step": "s", "item": item, "kind": "outcome-unknown", "ts": "2026-01-01T00:00:00Z",
+             "error": f"peer: connection lost after tools/call request {ord(item)} was sent: server exited{stderr}"}
+        )  # fmt: skip
+    view.close()
+    text = out.getvalue()
+    assert text.count("KeyError: 'x'") == 1
+    assert "\n    Traceback (most recent call last):\n    KeyError: 'x'\n" in text

@@ -153,6 +153,14 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
     plan.add_argument("file", metavar="WORKFLOW")
     _add_workflow_inputs(plan)
     plan.add_argument("--check", action="store_true", help="connect to the servers and check tools and arguments")
+    plan.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="with --check: bound on reaching each server and its handshake, for servers that set no "
+        "connect_timeout (default: 30)",
+    )
     plan.set_defaults(handler=plan_command)
 
 
@@ -188,8 +196,9 @@ def plan_command(args: argparse.Namespace) -> int:
     print(render_plan_text(plan))
     if args.check:
         from runner.cli.plancheck import check_plan
+        from runner.plan import DEFAULT_CONNECT_TIMEOUT
 
-        problems = check_plan(plan)
+        problems = check_plan(plan, connect_timeout=args.connect_timeout or DEFAULT_CONNECT_TIMEOUT)
         for line in problems:
             print(line, file=sys.stderr)
         return ExitCode.USAGE if any(p.startswith("error") for p in problems) else ExitCode.OK
@@ -577,6 +586,7 @@ def build_summary(plan: Plan, outcome: Outcome, run_dir: RunDir | None, duration
         "outputs": outcome.outputs,
         "failed": outcome.failures,
         "in_doubt": outcome.in_doubt,
+        "stray": outcome.stray,
     }
 
 
@@ -593,6 +603,14 @@ def render_summary(summary: dict[str, Any]) -> str:
         f"{done}/{items} calls done in {summary['duration_s']:.1f}s"
     ]
     from runner.view import format_group, group_failures
+
+    for server, counts in summary.get("stray", {}).items():
+        said = []
+        if counts.get("invalid_lines"):
+            said.append(f"{counts['invalid_lines']} message(s) that are not JSON-RPC")
+        if counts.get("unmatched_responses"):
+            said.append(f"{counts['unmatched_responses']} response(s) to requests never sent")
+        lines.append(f"  server {server} sent {' and '.join(said)}; they were ignored")
 
     groups = group_failures(summary["failed"])
     lines += [f"  {format_group(group)}" for group in groups[:20]]

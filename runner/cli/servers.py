@@ -10,7 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from runner.cli.options import add_log_levels
-from runner.errors import UsageError
+from runner.errors import ConnectFailed, TransportError, UsageError
 from runner.exitcodes import ExitCode
 from runner.protocol import LOG_LEVELS
 
@@ -89,6 +89,13 @@ def _server_options(parser: argparse.ArgumentParser) -> None:
         "--env", action="append", default=[], metavar="NAME=VALUE", help="set a variable for a stdio server"
     )
     parser.add_argument("--cwd", metavar="DIR", help="working directory of a stdio server")
+    parser.add_argument(
+        "--connect-timeout",
+        type=_seconds,
+        default=30.0,
+        metavar="S",
+        help="bound on starting or reaching the server and its handshake (default: 30)",
+    )
     add_log_levels(parser)
     parser.add_argument(
         "--max-message-size",
@@ -99,6 +106,9 @@ def _server_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+_CREDENTIALS_HINT = "give credentials with --header 'Authorization: Bearer $TOKEN' (from the environment)"
+
+
 def _target(args: argparse.Namespace) -> Target:
     from runner.connect import HttpTarget, StdioTarget
 
@@ -106,8 +116,14 @@ def _target(args: argparse.Namespace) -> Target:
     if url is not None and args.server_argv:
         raise UsageError("give either a URL or a command after --, not both")
     if url is not None:
-        if not url.startswith(("http://", "https://")):
-            raise UsageError(f"{url!r} is not an http:// or https:// URL; to run a command, put it after --")
+        from runner.plan import url_problem
+
+        problem = url_problem(url, _CREDENTIALS_HINT)
+        if problem is not None:  # a mistake on the command line: exit 2, before anything is contacted
+            message, hint = problem
+            if not url.startswith(("http://", "https://")):
+                hint = "to run a command, put it after --"
+            raise UsageError(f"URL: {message}" + (f"\n  hint: {hint}" if hint else ""))
         return HttpTarget(url=url, headers=_headers(args.header), max_message_size=args.max_message_size)
     if not args.server_argv:
         raise UsageError("no server given: add a URL, or `-- CMD ARGS...` to start a stdio server")
@@ -162,7 +178,13 @@ def _session_options(args: argparse.Namespace) -> SessionOptions:
     def on_warning(text: str) -> None:
         print(f"mcp-run: warning: {text}", file=sys.stderr)
 
-    return SessionOptions(name="server", server_log_level=args.server_log_level, on_log=on_log, on_warning=on_warning)
+    return SessionOptions(
+        name="server",
+        server_log_level=args.server_log_level,
+        initialize_timeout=args.connect_timeout,
+        on_log=on_log,
+        on_warning=on_warning,
+    )
 
 
 def run_tools(args: argparse.Namespace) -> int:
@@ -176,7 +198,13 @@ def run_tools(args: argparse.Namespace) -> int:
     async def go() -> list[Tool]:
         with single_error():
             async with open_target(target, _session_options(args)) as session:
-                return await session.list_tools()
+                try:
+                    return await session.list_tools()
+                except TransportError as exc:
+                    # Listing tools changes nothing: a connection lost on the way leaves nothing in doubt, the
+                    # server is just unreachable (exit 4), as when it cannot be started or initialized.
+                    reason = str(exc).split("\n", 1)[0].removeprefix(f"{session.name}: ")
+                    raise ConnectFailed(f"could not list the tools: {reason}", stderr=exc.stderr) from exc
 
     tools = trio.run(go)
     if args.json:

@@ -25,9 +25,11 @@ class MemoryClientTransport:
         self,
         outgoing: trio.MemorySendChannel[Message],
         incoming: trio.MemoryReceiveChannel[TransportEvent],
+        description: str = "memory",
     ) -> None:
         self._outgoing = outgoing
         self._incoming = incoming
+        self._description = description
         self.broken: TransportError | None = None
         self.protocol_version: str | None = None
         self.sent: list[Message] = []
@@ -54,7 +56,7 @@ class MemoryClientTransport:
         self.protocol_version = version
 
     def describe(self) -> str:
-        return "memory"
+        return self._description
 
 
 class MemoryServerEnd:
@@ -84,10 +86,14 @@ class MemoryServerEnd:
 
 
 @asynccontextmanager
-async def memory_transport_pair() -> AsyncIterator[tuple[MemoryClientTransport, MemoryServerEnd]]:
+async def memory_transport_pair(
+    description: str = "memory",
+) -> AsyncIterator[tuple[MemoryClientTransport, MemoryServerEnd]]:
+    """A connected pair; ``description`` is what the client's ``describe()`` says (``"stdio: cmd"`` to pass
+    for a stdio server)."""
     to_server_send, to_server_recv = trio.open_memory_channel[Message](math.inf)
     to_client_send, to_client_recv = trio.open_memory_channel[TransportEvent](math.inf)
-    client = MemoryClientTransport(to_server_send, to_client_recv)
+    client = MemoryClientTransport(to_server_send, to_client_recv, description)
     server = MemoryServerEnd(to_server_recv, to_client_send, client)
     try:
         yield client, server

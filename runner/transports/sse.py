@@ -249,6 +249,8 @@ class StreamHub:
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self._pending: dict[RequestId, Stream] = {}
+        self._last_int_id = 0
+        self._string_ids: set[str] = set()
         self._seen_event_ids: set[str] = set()
         self._get_scope: trio.CancelScope | None = None
         self._get_session: str | None = None
@@ -269,10 +271,20 @@ class StreamHub:
 
     # -- requests in flight --------------------------------------------------------------------------
 
+    def _issued(self, request_id: RequestId) -> bool:
+        """Whether a request with this id was ever sent here (ids are issued in order; strings are kept)."""
+        if isinstance(request_id, str):
+            return request_id in self._string_ids
+        return request_id <= self._last_int_id
+
     def register(self, request_id: RequestId) -> Stream:
         """A request is about to be POSTed: its response is now awaited."""
         if request_id in self._pending:
             raise ValueError(f"request id {request_id!r} is already in flight")
+        if isinstance(request_id, str):
+            self._string_ids.add(request_id)
+        else:
+            self._last_int_id = max(self._last_int_id, request_id)
         stream = Stream(request_id)
         self._pending[request_id] = stream
         return stream
@@ -359,7 +371,9 @@ class StreamHub:
     def _dispatch(self, item: Message | InvalidMessage, stream: Stream) -> None:
         stream.delivered += 1
         if isinstance(item, Response | ErrorResponse):
-            if item.id is None or self._answered(item.id, stream):
+            if item.id is None or self._answered(item.id, stream) or not self._issued(item.id):
+                # In flight, or an id never sent on this connection (the string "7" for 7): the session
+                # counts and warns about the latter.
                 self._emit(item)
             else:
                 log.debug("%s: dropping a response to %r, which is not in flight (replayed?)", self._name, item.id)

@@ -21,6 +21,14 @@ is the server's log, never an error: its last ``stderr_tail_bytes`` bytes (``std
 connection error. Connection errors are final: ``receive`` raises the same one again, ``send`` raises
 ``NotDelivered``.
 
+**A crash is reported whole.** A server that dies leaves three things behind: its exit status, the end of
+its stderr and the end of its stdout, which arrive in no set order. No connection error is built before all
+three are in (``EXIT_GRACE`` at most, as a grandchild may hold a pipe open): the end of stdout waits for the
+exit and the end of stderr; a write that fails because the server is gone (``EPIPE``) also waits until
+``receive`` has handed out everything the server wrote before it exited, and the end itself. So the error
+always carries the whole stderr tail and a reader has seen the server's last words before a writer hears of
+its death.
+
 **Writing.** ``send`` may be called from many tasks. It queues its line and waits for one writer task, which
 writes every line queued since its last write with one ``os.write`` when the pipe has room (with many calls in
 flight: fewer system calls, and fewer wake-ups of the server). ``send`` returns once its line is written.
@@ -147,6 +155,7 @@ class StdioTransport:
         self._read_scope = trio.CancelScope()  # of the stdout read in progress
         self._stderr_tail = bytearray()
         self._stderr_closed = trio.Event()
+        self._end_received = trio.Event()  # receive has raised the connection error (everything before it is out)
         self.stray_lines = 0
         """Invalid messages read from stdout so far (mostly log lines printed to the wrong stream)."""
 
@@ -179,7 +188,7 @@ class StdioTransport:
             raise
         if batch.failure is not None and batch.written < batch.ends[index]:
             failure = batch.failure
-            raise NotDelivered(str(failure), stderr=failure.stderr) from failure.__cause__
+            raise NotDelivered(_text(failure), stderr=failure.stderr) from failure.__cause__
 
     async def _write_stdin(self) -> None:
         """The writer task: each batch of queued lines in one write (several when the pipe is full)."""
@@ -222,8 +231,23 @@ class StdioTransport:
                     batch.written += written
         except (OSError, trio.ClosedResourceError) as exc:
             closed = self._stdin.fileno() < 0
-            reason = self._exit_status() or ("the transport is closed" if closed else getattr(exc, "strerror", None))
+            if not closed:  # the server closed its end, mostly by exiting: let it finish dying first
+                await self._settle()
+            error = self._error
+            reason = (
+                _text(error)
+                if error is not None and not isinstance(error, FrameTooLarge)
+                else self._exit_status() or ("the transport is closed" if closed else getattr(exc, "strerror", None))
+            )
             batch.fail(f"cannot write to the server: {reason}", self.stderr_tail(), exc)
+
+    async def _settle(self) -> None:
+        """Wait, ``EXIT_GRACE`` at most, for the server's exit, the end of its stderr, and ``receive`` to have
+        handed out the end of stdout (see "A crash is reported whole" in the module docstring)."""
+        with trio.move_on_after(EXIT_GRACE):
+            await self._process.wait()
+            await self._stderr_closed.wait()
+            await self._end_received.wait()
 
     async def receive(self) -> TransportEvent:
         # An event already read comes back without a trip through trio's scheduler: the session then handles
@@ -235,6 +259,7 @@ class StdioTransport:
                 return await self._events.receive()
         except trio.EndOfChannel:
             assert self._error is not None
+            self._end_received.set()
             raise self._error from None
 
     def set_protocol_version(self, version: str, /) -> None:

@@ -48,7 +48,7 @@ def test_call_prints_progress_and_result(tmp_path: Path) -> None:
         ("bad-version", 3, "'1999-01-01'"),
         ("die-on-init", 4, "fatal: cannot load configuration"),
         ("die-on-call", 5, "connection lost after tools/call request"),
-        ("garbage", 0, "ignored invalid message from server"),
+        ("garbage", 0, 'ignored a line on stdout that is not JSON-RPC (not JSON): "DEBUG: starting work"'),
         ("huge", 5, "exceeded the 1,048,576-byte cap"),  # the answer was lost: in doubt
     ],
 )
@@ -63,6 +63,35 @@ def test_exit_code_per_failure_kind(mode: str, code: int, message: str) -> None:
 def test_silent_server_times_out_as_outcome_unknown() -> None:
     rc, _out, err = call("silent", "--timeout", "1")
     assert rc == 5 and "1 s timeout" in err
+
+
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [
+        ("die-on-init", "could not initialize: server exited with code 3"),
+        ("die-on-list", "could not list the tools: connection lost after tools/list request 2 was sent: server exited "
+                        "with code 1"),
+    ],
+)  # fmt: skip
+def test_tools_of_a_server_that_dies_is_unreachable_with_its_stderr(mode: str, message: str) -> None:
+    result = mcp_run("tools", "--", sys.executable, MODES, mode, timeout=60)
+    assert result.returncode == 4, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"mcp-run: error: {message}"
+    assert lines[1] == "  server stderr (last lines):"
+    assert lines[2] in ("    fatal: cannot load configuration", "    fatal: out of memory")
+
+
+def test_a_url_with_credentials_is_a_usage_error() -> None:
+    result = mcp_run("tools", "https://bot:hunter2@mcp.example.com/mcp")
+    assert result.returncode == 2
+    assert "hunter2" not in result.stderr
+    assert result.stderr.splitlines() == [
+        "mcp-run: error: URL: the URL carries credentials (user:password@); URLs are shown and logged, so mcp-run "
+        "refuses them",
+        "  hint: write 'https://mcp.example.com/mcp' and give credentials with --header 'Authorization: Bearer "
+        "$TOKEN' (from the environment)",
+    ]
 
 
 def test_usage_errors() -> None:

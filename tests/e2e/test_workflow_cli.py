@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,28 @@ steps:
     assert result.returncode == 2
     assert "no tool 'convert_markdwn'; did you mean 'convert_markdown'?" in result.stderr
     assert "step b: args.text: 5 is not of type 'string'" in result.stderr
+
+
+def test_plan_check_of_a_server_nobody_listens_for_is_exit_4(tmp_path: Path) -> None:
+    with socket.socket() as sock:  # a loopback port that was free a moment ago: nothing listens on it
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    flow = tmp_path / "flow.yaml"
+    flow.write_text(
+        f"""
+version: 1
+servers:
+  api: {{url: "http://127.0.0.1:{port}/mcp"}}
+steps:
+  a: {{server: api, tool: echo, args: {{text: hi}}}}
+"""
+    )
+    result = mcp_run("plan", "--check", str(flow))
+    assert result.returncode == 4, result.stderr
+    assert result.stderr.startswith(
+        f"mcp-run: error: cannot check the plan: server api: could not initialize: POST http://127.0.0.1:{port}/mcp: "
+        "could not connect"
+    )
 
 
 def test_output_file(tmp_path: Path) -> None:

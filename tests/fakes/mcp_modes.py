@@ -2,6 +2,7 @@
 
 Modes: ``ok`` (echo tool), ``protocol-error`` (tools/call answers a JSON-RPC error), ``tool-error``,
 ``die-on-call`` (exits after reading a tools/call), ``die-on-init`` (exits with stderr during initialize),
+``die-on-list`` (exits with stderr on tools/list),
 ``garbage`` (prints non-JSON lines and an answer to an unknown id before each real answer), ``silent``
 (never answers tools/call), ``bad-version`` (answers initialize with a version nobody speaks), ``huge``
 (answers tools/call with a line over 2 MiB).
@@ -41,6 +42,9 @@ def main() -> None:
                 }
             )
         elif method == "tools/list":
+            if MODE == "die-on-list":
+                sys.stderr.write("fatal: out of memory\n")
+                sys.exit(1)
             send(
                 {
                     "jsonrpc": "2.0",
