@@ -145,7 +145,8 @@ def format_failure(event: dict[str, Any]) -> str:
             f"repeat): {event.get('kind')}: {one_line(event.get('error'))}"
         )
     label = "in doubt" if event.get("kind") in IN_DOUBT_KINDS else "error"
-    return f"{label} {where(event.get('step'), event.get('item'))}: {event.get('kind')}: {one_line(event.get('error'))}"
+    first = str(event.get("error")).split("\n", 1)[0]  # the rest (a stderr tail) is shown on lines of its own
+    return f"{label} {where(event.get('step'), event.get('item'))}: {event.get('kind')}: {one_line(first)}"
 
 
 _NUMBER = re.compile(r"\d+")
