@@ -189,12 +189,18 @@ def test_the_printed_decision_after_exit_5_resumes_the_run_and_retry_failed_leav
     assert len(commands) == 2
     rerun, skip = commands
     assert "--rerun-in-doubt" in rerun and "--skip-in-doubt" in skip
-    # The run stays open: plain and --resume never start a new one.
-    assert mcp_run(tmp_path, "workflows/batch.yaml").returncode == 2
+    # The run stays open: a plain run is refused, and the command it prints calls nothing and asks again.
+    refused = mcp_run(tmp_path, "workflows/batch.yaml")
+    assert refused.returncode == 2
+    [finish] = printed_commands(refused.stderr)
+    again = paste(tmp_path, finish)
+    assert again.returncode == 5, again.stderr
+    [run_dir] = run_dirs(workflow)
+    assert [e["type"] for e in events(run_dir)].count("item_dispatched") == 1
 
     skipped = paste(tmp_path, skip)
     assert skipped.returncode == 1, skipped.stderr  # a skipped item counts as failed
-    [run_dir] = run_dirs(workflow)
+    assert run_dirs(workflow) == [run_dir]
     assert events(run_dir)[-1]["type"] == "run_finished"
 
     # --retry-failed reopens the run, but an item skipped in doubt is not called again.
@@ -203,7 +209,7 @@ def test_the_printed_decision_after_exit_5_resumes_the_run_and_retry_failed_leav
     assert retried.returncode == 1, retried.stderr
     journal = events(run_dir)
     assert [e["type"] for e in journal].count("item_dispatched") == dispatched
-    assert [e["type"] for e in journal].count("run_resumed") == 2
+    assert [e["type"] for e in journal].count("run_resumed") == 3  # the blocked --resume, the skip, the retry
 
 
 def _dirs(workflow: Path) -> list[Path]:
