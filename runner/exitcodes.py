@@ -25,9 +25,9 @@ _MEANING: dict[ExitCode, str] = {
     ExitCode.FAILED: "failed: a tool error, a failed step or item",
     ExitCode.USAGE: "usage error or invalid workflow",
     ExitCode.PROTOCOL: "protocol error: the server answered with a JSON-RPC error or broke the protocol",
-    ExitCode.UNREACHABLE: "server unreachable: could not connect or initialize",
+    ExitCode.UNREACHABLE: "server unreachable: could not connect or initialize (the run stays open)",
     ExitCode.OUTCOME_UNKNOWN: "outcome unknown: a call may or may not have happened",
-    ExitCode.BUSY: "busy: another process holds the run",
+    ExitCode.BUSY: "busy: another process is running this workflow (or holds the run)",
     ExitCode.SIGINT: "interrupted by SIGINT",
     ExitCode.SIGTERM: "interrupted by SIGTERM",
 }

@@ -4,14 +4,26 @@ Layout::
 
     <state-dir>/runs/<run-id>/journal.jsonl     the journal (0600)
     <state-dir>/runs/<run-id>/lock              flock'ed by the process running the run; holds its pid
+    <state-dir>/locks/<workflow-key>.lock       flock'ed by the process running the workflow (any run of
+                                                it); holds its pid and run id as JSON
 
 The state directory is ``--state-dir``, else ``$MCP_RUN_STATE_DIR``, else ``.mcp-run/`` beside the workflow
-file (for commands that take no workflow: ``./.mcp-run``). Directories are 0700, files 0600.
+file when the command names one, else ``./.mcp-run`` (:func:`resolve_state_dir`). Directories are 0700,
+files 0600.
+
+**One run at a time per workflow.** The workflow lock is taken *before* looking for an open run and held
+until the run ends, so "is there an open run?" and "start a new one" are one atomic decision: of two
+processes started together on the same workflow (and state directory), one runs and the other gets
+:class:`WorkflowBusy`. The run lock stays: it is what ``runs``/``show`` test to tell a live run from a
+dead one. Lock files are never deleted (deleting a lock file that another process is about to open breaks
+the mutual exclusion).
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
+import json
 import os
 import secrets
 import shutil
@@ -24,13 +36,30 @@ from pathlib import Path
 from runner.errors import BusyError, McpRunError, UsageError
 from runner.journal import CLOSED_STATUSES, RunState, peek_journal, read_journal
 
-__all__ = ["RunDir", "RunLock", "RunSummary", "list_runs", "new_run_id", "resolve_state_dir"]
+__all__ = [
+    "AmbiguousRun",
+    "RunDir",
+    "RunLock",
+    "RunSummary",
+    "UnknownRun",
+    "WorkflowBusy",
+    "WorkflowLock",
+    "find_run",
+    "list_runs",
+    "new_run_id",
+    "resolve_state_dir",
+    "runs_of",
+    "unfinished_runs",
+]
 
 JOURNAL = "journal.jsonl"
 LOCK = "lock"
+LOCKS = "locks"
 
 
 def resolve_state_dir(flag: str | None, workflow: Path | None) -> Path:
+    """The one rule for where runs are kept: ``flag`` (``--state-dir``), else ``$MCP_RUN_STATE_DIR``, else
+    ``.mcp-run`` beside ``workflow`` when the command names one, else ``./.mcp-run``."""
     if flag:
         return Path(flag)
     env = os.environ.get("MCP_RUN_STATE_DIR")
@@ -61,15 +90,23 @@ class RunLock:
         self.path = path
         self._fd: int | None = None
 
-    def acquire(self) -> None:
+    def acquire(self, *, wait: float = 0.0) -> None:
+        """Take the lock, or raise :class:`BusyError`. ``wait`` (seconds) rides out a momentary holder:
+        ``runs`` and ``show`` take a shared lock for an instant to see whether a run is live."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pid = _read_pid(fd)
-            os.close(fd)
-            who = f"process {pid}" if pid else "another process"
-            raise BusyError(f"run {self.path.parent.name} is in use by {who}", pid=pid) from None
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() < deadline:
+                    time.sleep(0.005)
+                    continue
+                pid = _read_pid(fd)
+                os.close(fd)
+                who = f"process {pid}" if pid else "another process"
+                raise BusyError(f"run {self.path.parent.name} is in use by {who}", pid=pid) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
@@ -78,6 +115,119 @@ class RunLock:
         if self._fd is not None:
             os.close(self._fd)  # closing drops the flock
             self._fd = None
+
+
+class WorkflowBusy(BusyError):
+    """Another process is running this workflow (it holds the workflow lock): ``pid`` and, once it has
+    chosen one, the ``run_id`` it runs."""
+
+    def __init__(self, message: str, *, pid: int | None, run_id: str | None, workflow: Path) -> None:
+        super().__init__(message, pid=pid)
+        self.run_id = run_id
+        self.workflow = workflow
+
+
+def workflow_key(workflow: Path) -> str:
+    """The name of a workflow's lock file: a hash of its absolute path (symlinks resolved)."""
+    return hashlib.sha256(str(workflow.resolve()).encode()).hexdigest()[:16]
+
+
+class WorkflowLock:
+    """The per-workflow lock: an exclusive ``flock`` on ``<state-dir>/locks/<workflow-key>.lock``, held from
+    before a process looks for an open run until its run ends.
+
+    The file holds the holder's ``{"pid", "run_id", "running"}``: ``running`` is false while the holder is
+    still deciding (a decision that may end without a run: "an unfinished run exists", "nothing to retry"),
+    true once it has chosen to run (:meth:`set_running`). A process that finds the lock held waits (up to
+    ``wait`` seconds) for a deciding holder, so that of two invocations started together the one that will
+    not run never turns the one that would into a busy error; a running holder makes it busy at once."""
+
+    def __init__(self, state_dir: Path, workflow: Path) -> None:
+        self.workflow = workflow
+        self.path = state_dir / LOCKS / f"{workflow_key(workflow)}.lock"
+        self._fd: int | None = None
+        self._run_id: str | None = None
+        self._running = False
+
+    def acquire(self, *, wait: float = 0.0) -> WorkflowLock:
+        """Take the lock or raise :class:`WorkflowBusy`: at once when the holder runs the workflow, after
+        ``wait`` seconds when it is still deciding."""
+        ensure_state_dir(self.path.parent.parent)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = _read_holder(fd)
+                if not holder.get("running") and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                    continue
+                os.close(fd)
+                raise self._busy(holder) from None
+        self._fd = fd
+        self._write()
+        return self
+
+    def _busy(self, holder: dict[str, object]) -> WorkflowBusy:
+        pid, run_id = holder.get("pid"), holder.get("run_id")
+        who = f"process {pid}" if isinstance(pid, int) else "another process"
+        what = f" (run {run_id})" if isinstance(run_id, str) else ""
+        return WorkflowBusy(
+            f"{who} is running workflow {self.workflow}{what}",
+            pid=pid if isinstance(pid, int) else None,
+            run_id=run_id if isinstance(run_id, str) else None,
+            workflow=self.workflow,
+        )
+
+    def set_running(self, run_id: str | None) -> None:
+        """This process runs the workflow (the run ``run_id``, when it has one yet): from now on, whoever
+        finds the lock held is busy at once."""
+        self._running = True
+        self._run_id = run_id
+        self._write()
+
+    def _write(self) -> None:
+        if self._fd is None:
+            return
+        record = {"pid": os.getpid(), "run_id": self._run_id, "running": self._running}
+        data = json.dumps(record).encode() + b"\n"
+        # Overwrite, then cut: a reader sees the old record, the new one, or (for an instant) a mix it
+        # reads again; never an empty file once the first record is written.
+        os.pwrite(self._fd, data, 0)
+        os.ftruncate(self._fd, len(data))
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> WorkflowLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _read_holder(fd: int) -> dict[str, object]:
+    """The holder's record; read again for a moment while the holder has not written it yet (it writes
+    right after taking the lock)."""
+    for _ in range(40):
+        try:
+            value = json.loads(os.pread(fd, 4096, 0))
+            if isinstance(value, dict):
+                return value
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.005)
+    return {}
+
+
+def ensure_state_dir(state_dir: Path) -> None:
+    """Create the state directory and its folders (0700)."""
+    for folder in (state_dir, state_dir / "runs", state_dir / LOCKS):
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
 
 
 def _read_pid(fd: int) -> int | None:
@@ -130,10 +280,30 @@ class RunDir:
                 continue
             return cls(path)
 
-    def lock(self) -> RunLock:
+    def lock(self, *, wait: float = 0.0) -> RunLock:
         lock = RunLock(self.path / LOCK)
-        lock.acquire()
+        lock.acquire(wait=wait)
         return lock
+
+    @property
+    def state_dir(self) -> Path:
+        return self.path.parent.parent
+
+    def workflow(self) -> str | None:
+        """The absolute path of the workflow the run's ``run_started`` record names."""
+        first, _last = peek_journal(self.journal)
+        if first is None or first.get("type") != "run_started":
+            return None
+        workflow = first.get("workflow")
+        return workflow if isinstance(workflow, str) else None
+
+    def closed_status(self) -> str | None:
+        """``succeeded`` or ``failed`` when the run is closed (its last record is ``run_finished`` with a
+        closed status), else None: the run is open."""
+        _first, last = peek_journal(self.journal)
+        if last is not None and last.get("type") == "run_finished" and last.get("status") in CLOSED_STATUSES:
+            return str(last["status"])
+        return None
 
     def open_for_append(self) -> int:
         """Open the journal for appending after cutting a torn tail (call under the lock), so that what a
@@ -200,35 +370,67 @@ def list_runs(state_dir: Path) -> list[RunSummary]:
     return out
 
 
-def unfinished_runs(state_dir: Path, workflow: Path) -> list[RunDir]:
-    """Unfinished runs of this workflow file (matched by absolute path), oldest first. Reads only the ends
-    of each journal: a run is closed when its last complete event is ``run_finished`` with a closed status
-    (see :mod:`runner.journal`)."""
+def runs_of(state_dir: Path, workflow: Path) -> list[RunDir]:
+    """The runs of this workflow file (matched by absolute path), oldest first; reads only the first line
+    of each journal."""
     target = str(workflow.resolve())
-    found = []
-    for run_dir in iter_run_dirs(state_dir):
-        first, last = peek_journal(run_dir.journal)
-        if first is None or first.get("type") != "run_started" or first.get("workflow") != target:
-            continue
-        if last is not None and last.get("type") == "run_finished" and last.get("status") in CLOSED_STATUSES:
-            continue
-        found.append(run_dir)
-    return found
+    return [run_dir for run_dir in iter_run_dirs(state_dir) if run_dir.workflow() == target]
 
 
-def find_run(state_dir: Path, run_id: str) -> RunDir:
-    path = state_dir / "runs" / run_id
-    if not (path / JOURNAL).is_file():
-        known = [r.run_id for r in iter_run_dirs(state_dir)]
-        hint = f"; known runs: {', '.join(known[-5:])}" if known else ""
-        raise UsageError(f"no run {run_id!r} in {state_dir}{hint}")
-    return RunDir(path)
+def unfinished_runs(state_dir: Path, workflow: Path) -> list[RunDir]:
+    """Open runs of this workflow file, oldest first. Reads only the ends of each journal: a run is closed
+    when its last complete event is ``run_finished`` with a closed status (see :mod:`runner.journal`)."""
+    return [run_dir for run_dir in runs_of(state_dir, workflow) if run_dir.closed_status() is None]
 
 
-def prune(state_dir: Path, keep: int) -> list[str]:
-    """Remove all but the newest ``keep`` finished runs; never a running, unfinished or unreadable one."""
+class UnknownRun(UsageError):
+    """No run matches a run id (or its abbreviation)."""
+
+
+class AmbiguousRun(UsageError):
+    """A run id abbreviation that matches more than one run."""
+
+    def __init__(self, message: str, candidates: list[str]) -> None:
+        super().__init__(message)
+        self.candidates = candidates
+
+
+def find_run(state_dir: Path, ref: str, *, workflow: Path | None = None) -> RunDir:
+    """The run ``ref`` names: its full id, or a unique prefix (``20261129T2135``) or suffix (the random part,
+    ``3f9a1c``) of one. With ``workflow``, only that workflow's runs are candidates. Raises
+    :class:`UnknownRun` naming recent runs when nothing matches, and :class:`AmbiguousRun` listing the
+    candidates when several do."""
+    of = f" of {workflow}" if workflow is not None else ""
+    candidates = runs_of(state_dir, workflow) if workflow is not None else list(iter_run_dirs(state_dir))
+    exact = [r for r in candidates if r.run_id == ref]
+    if exact:
+        return exact[0]
+    matches = [r for r in candidates if ref and (r.run_id.startswith(ref) or r.run_id.endswith(ref))]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        listed = "\n  ".join(r.run_id for r in matches[-20:])
+        more = f"\n  ... and {len(matches) - 20} more" if len(matches) > 20 else ""
+        raise AmbiguousRun(
+            f"{ref!r} matches {len(matches)} runs{of} in {state_dir}; say which:\n  {listed}{more}",
+            [r.run_id for r in matches],
+        )
+    known = [r.run_id for r in candidates]
+    hint = f"; known runs: {', '.join(known[-5:])}" if known else ""
+    raise UnknownRun(f"no run {ref!r}{of} in {state_dir}{hint}")
+
+
+def prune(state_dir: Path, keep: int, *, workflow: Path | None = None) -> list[str]:
+    """Remove all but the newest ``keep`` finished runs (of ``workflow``, when given); never a running,
+    unfinished or unreadable one."""
+    target = str(workflow.resolve()) if workflow is not None else None
     finished = [
-        s for s in list_runs(state_dir) if s.running_pid is None and s.state.finished and s.state.status != "corrupt"
+        s
+        for s in list_runs(state_dir)
+        if s.running_pid is None
+        and s.state.finished
+        and s.state.status != "corrupt"
+        and (target is None or s.state.workflow == target)
     ]
     doomed = finished[: max(0, len(finished) - keep)]
     for summary in doomed:

@@ -74,12 +74,13 @@ def test_runs_status_running_comes_from_the_lock(
     _, out, _ = cli(capsys, "runs", "--state-dir", str(state_dir), "--json")
     record = next(r for r in json.loads(out)["runs"] if r["run_id"] == RUNNING_ID)
     assert (record["status"], record["pid"]) == ("running", os.getpid())
-    assert record["items"] == {"succeeded": 1, "failed": 0, "in_doubt": 3}  # dispatched, no outcome yet
+    assert record["items"] == {"succeeded": 1, "failed": 0, "running": 3, "in_doubt": 0}  # dispatched: in flight
     _, out, _ = cli(capsys, "runs", "--state-dir", str(state_dir))
     assert f"running (pid {os.getpid()})" in out
     running.release()
     run = load(RunDir(state_dir / "runs" / RUNNING_ID))
     assert run_record(run, now=0.0)["status"] == "interrupted"
+    assert run_record(run, now=0.0)["items"] == {"succeeded": 1, "failed": 0, "running": 0, "in_doubt": 3}
 
 
 def test_runs_limit_and_state_dir_from_environment(
@@ -96,7 +97,11 @@ def test_runs_limit_and_state_dir_from_environment(
 
 
 @pytest.mark.parametrize("name", JOURNALS)
-def test_show_text_and_json(name: str, state_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_show_text_and_json(
+    name: str, state_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(state_dir)  # the printed commands name the state directory relative to here: "."
+    monkeypatch.delenv("MCP_RUN_STATE_DIR", raising=False)
     run_id = run_id_of(name)
     code, out, _ = cli(capsys, "show", run_id, "--state-dir", str(state_dir))
     assert code == 0
@@ -117,6 +122,7 @@ def test_show_failures_in_doubt_and_logs(state_dir: Path) -> None:
         "reason": "dependency 'convert' failed",
         "succeeded": 0,
         "failed": 0,
+        "running": 0,
         "in_doubt": 0,
     }
     doubt = show_record(load(RunDir(state_dir / "runs" / run_id_of("in_doubt"))), now=0.0)
@@ -142,7 +148,21 @@ def test_unknown_run_is_a_usage_error_listing_recent_ids(state_dir: Path, capsys
         assert "no run '20250101T000000.000000Z-nope00'" in err
         assert "known runs: " in err and run_id_of("in_doubt") in err
     code, _, err = cli(capsys, "show", "2026", "--state-dir", str(state_dir))  # ambiguous prefix
-    assert code == 2 and "known runs" in err
+    assert code == 2 and "'2026' matches 5 runs" in err
+    assert all(run_id_of(name) in err for name in JOURNALS)  # the candidates, listed
+
+
+def test_abbreviated_ids_a_unique_prefix_or_suffix(state_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for ref in ("20260102T0404", "040405.000000Z-failed", "failed"):
+        code, out, _ = cli(capsys, "show", ref, "--state-dir", str(state_dir), "--json")
+        assert code == 0, ref
+        assert json.loads(out)["run_id"] == run_id_of("failed")
+    code, out, _ = cli(capsys, "logs", "succee", "--state-dir", str(state_dir))
+    assert code == 0 and "run finished succeeded" in out
+    code, _, err = cli(capsys, "show", "Z-", "--state-dir", str(state_dir))  # neither prefix nor suffix: none
+    assert code == 2 and "no run 'Z-'" in err
+    code, _, err = cli(capsys, "logs", "20260102T0", "--state-dir", str(state_dir))
+    assert code == 2 and "matches 5 runs" in err
 
 
 def test_prune_keeps_the_newest_finished_and_never_unfinished_running_or_unreadable(

@@ -27,13 +27,17 @@ twice.
 
   mcp-run WORKFLOW.yaml [OPTIONS]           run a workflow (same as `mcp-run run WORKFLOW.yaml`)
   mcp-run WORKFLOW.yaml --resume            finish an interrupted run, or start one (safe in a crontab)
+  mcp-run WORKFLOW.yaml --retry-failed      re-attempt, in the same run, what failed in the newest run
+  mcp-run resume [WORKFLOW.yaml] RUN_ID     resume a run (RUN_ID may be abbreviated: 3f9a1c)
   mcp-run validate WORKFLOW.yaml            check it without contacting a server; `plan` shows its DAG
-  mcp-run runs | show RUN_ID | logs RUN_ID  inspect runs from their journals
+  mcp-run runs [WORKFLOW.yaml] | show [WORKFLOW.yaml] [RUN_ID] | logs ...
+                                            inspect runs from their journals
   mcp-run tools -- CMD ARGS... | URL        list one server's tools
   mcp-run call --tool NAME --args JSON -- CMD ARGS... | URL
                                             call one tool and print its result
 
-Run `mcp-run COMMAND --help` for the options of one command.
+Runs are kept in --state-dir, else $MCP_RUN_STATE_DIR, else .mcp-run beside the workflow (./.mcp-run for a
+command that names no workflow). Run `mcp-run COMMAND --help` for the options of one command.
 """
 
 EXAMPLES = """\

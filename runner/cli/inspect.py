@@ -104,16 +104,25 @@ def _duration(run: Loaded, now: float) -> float | None:
 
 
 def _item_counts(run: Loaded) -> dict[str, int]:
-    counts = {"succeeded": 0, "failed": 0, "in_doubt": 0}
+    """Items by what is known of them: ``running`` are dispatched calls of a live run (a process holds the
+    run's lock); once no process does, they are ``in_doubt``. An item a resume skipped because it was in doubt
+    (``--skip-in-doubt``) has been decided: it counts as failed, as the run's summary counts it."""
+    live = run.running_pid is not None
+    counts = {"succeeded": 0, "failed": 0, "running": 0, "in_doubt": 0}
     for step in run.state.steps.values():
         for item in step.items.values():
-            if item.status == "succeeded":
-                counts["succeeded"] += 1
-            elif item.status == "failed":
-                counts["failed"] += 1
-            else:
-                counts["in_doubt"] += 1
+            counts[_item_bucket(item, live)] += 1
     return counts
+
+
+def _item_bucket(item: Any, live: bool) -> str:
+    if item.status == "succeeded":
+        return "succeeded"
+    if item.status in ("failed", "skipped"):
+        return "failed"
+    if item.status == "dispatched" and live:
+        return "running"
+    return "in_doubt"
 
 
 def run_record(run: Loaded, now: float) -> dict[str, Any]:
@@ -137,12 +146,20 @@ def show_record(run: Loaded, now: float) -> dict[str, Any]:
     """Everything ``mcp-run show`` prints: steps, failures with their error text, in-doubt items, logs."""
     state = run.state
     steps: dict[str, dict[str, Any]] = {}
+    # Failures of sessions and whole steps are those of the latest attempt (a resume, --retry-failed
+    # included, runs them again); an item's failure is its latest record, from the fold.
+    attempt = 0
+    for position, event in enumerate(run.events):
+        if event.get("type") in ("run_started", "run_resumed"):
+            attempt = position
     for event in run.events:
         kind = event.get("type")
         sid = event.get("step")
         if kind == "step_started":
             entry = steps.setdefault(str(sid), {"status": "running"})
             entry["status"] = "running"
+            entry.pop("error", None)
+            entry.pop("reason", None)
             if isinstance(event.get("items"), int):
                 entry["items"] = event["items"]
         elif kind == "step_skipped":
@@ -150,31 +167,33 @@ def show_record(run: Loaded, now: float) -> dict[str, Any]:
         elif kind == "step_finished":
             entry = steps.setdefault(str(sid), {})
             entry["status"] = event.get("status")
+            entry.pop("error", None)
             if event.get("error"):
                 entry["error"] = event["error"]
-    running = run.running_pid is not None
+    live = run.running_pid is not None
     for sid, entry in steps.items():
         step_state = state.steps.get(sid)
-        items = step_state.items.values() if step_state is not None else ()
-        entry["succeeded"] = sum(1 for i in items if i.status == "succeeded")
-        entry["failed"] = sum(1 for i in items if i.status == "failed")
-        entry["in_doubt"] = sum(1 for i in items if i.in_doubt)
-        if entry["status"] == "running" and not running:
+        buckets = [_item_bucket(i, live) for i in (step_state.items.values() if step_state is not None else ())]
+        for bucket in ("succeeded", "failed", "running", "in_doubt"):
+            entry[bucket] = buckets.count(bucket)
+        if entry["status"] == "running" and not live:
             entry["status"] = "unfinished"
     failures: list[dict[str, Any]] = []
-    for event in run.events:
+    for event in run.events[attempt:]:
         if event.get("type") == "session_failed":
             failures.append({"server": event.get("server"), "kind": event.get("kind"), "error": event.get("error")})
-        elif event.get("type") == "step_finished" and event.get("error"):
-            failures.append({"step": event.get("step"), "item": None, "kind": "step", "error": event["error"]})
+    for sid, entry in steps.items():
+        if entry.get("error"):
+            failures.append({"step": sid, "item": None, "kind": "step", "error": entry["error"]})
     for sid, step_state in state.steps.items():
         for item in step_state.items.values():
-            if item.status == "failed":
+            if item.status in ("failed", "skipped"):
                 failures.append(
                     {"step": sid, "item": item.key, "index": item.index, "kind": item.kind, "error": item.error}
                 )
-    in_doubt = [
-        {
+
+    def entry_of(sid: str, item: Any) -> dict[str, Any]:
+        return {
             "step": sid,
             "item": item.key,
             "index": item.index,
@@ -184,8 +203,11 @@ def show_record(run: Loaded, now: float) -> dict[str, Any]:
             "attempts": item.attempts,
             "request_id": item.request_id,
         }
-        for sid, item in state.in_doubt()
-    ]
+
+    running: list[dict[str, Any]] = []
+    in_doubt: list[dict[str, Any]] = []
+    for sid, item in state.in_doubt():
+        (running if live and item.status == "dispatched" else in_doubt).append(entry_of(sid, item))
     logs = [{k: v for k, v in e.items() if k != "seq"} for e in state.logs]
     return {
         "version": RECORD_VERSION,
@@ -194,6 +216,7 @@ def show_record(run: Loaded, now: float) -> dict[str, Any]:
         "pids": state.pids,
         "steps": steps,
         "failures": failures,
+        "running": running,
         "in_doubt": in_doubt,
         "logs": logs,
         "outputs": state.outputs,
@@ -218,7 +241,7 @@ def _dur(value: Any) -> str:
 
 def render_runs(records: list[dict[str, Any]]) -> str:
     """A table, oldest first (the newest nearest the prompt)."""
-    header = ("RUN ID", "WORKFLOW", "STARTED (UTC)", "DURATION", "STATUS", "DONE", "FAILED", "IN DOUBT")
+    header = ("RUN ID", "WORKFLOW", "STARTED (UTC)", "DURATION", "STATUS", "DONE", "FAILED", "RUNNING", "IN DOUBT")
     rows = [
         (
             r["run_id"],
@@ -228,12 +251,13 @@ def render_runs(records: list[dict[str, Any]]) -> str:
             r["status"] + (f" (pid {r['pid']})" if r["pid"] and r["pid"] > 0 else ""),
             str(r["items"]["succeeded"]),
             str(r["items"]["failed"]),
+            str(r["items"]["running"]),
             str(r["items"]["in_doubt"]),
         )
         for r in records
     ]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    right = {5, 6, 7}
+    right = {5, 6, 7, 8}
     lines = []
     for row in [header, *rows]:
         cells = [c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(row)]
@@ -248,8 +272,13 @@ def _indent(text: Any, prefix: str = "      ", max_lines: int = 12) -> str:
     return "\n".join(prefix + line for line in lines)
 
 
-def render_show(record: dict[str, Any]) -> str:
+def render_show(record: dict[str, Any], *, resume: str | None = None, logs_command: str | None = None) -> str:
+    """``show``'s text. ``resume`` and ``logs_command`` are the commands to print as advice (``mcp-run resume
+    WORKFLOW RUN_ID``, ``mcp-run logs ...``, with ``--state-dir`` when needed); by default, the run id form."""
     from runner.view import format_log, one_line, where
+
+    resume = resume or f"mcp-run resume {record['run_id']}"
+    logs_command = logs_command or f"mcp-run logs {record['run_id']}"
 
     status = record["status"]
     if record.get("exit_code") is not None:
@@ -285,6 +314,12 @@ def render_show(record: dict[str, Any]) -> str:
                 head = f"{where(failure['step'], failure['item'], KEY)}: {failure['kind']}"
             lines.append(f"  {head}")
             lines.append(_indent(failure["error"]))
+    if record["running"]:
+        lines.append("")
+        lines.append(f"running ({len(record['running'])}): calls in flight")
+        for item in record["running"]:
+            sent = f"dispatched {_when(item['dispatched_at'])}, attempt {item['attempts']}"
+            lines.append(f"  {where(item['step'], item['item'], KEY)}: {sent}")
     if record["in_doubt"]:
         lines.append("")
         lines.append(f"in doubt ({len(record['in_doubt'])}): the server may or may not have run these calls")
@@ -296,16 +331,20 @@ def render_show(record: dict[str, Any]) -> str:
                 what = f"no outcome recorded ({sent})"
             lines.append(f"  {where(item['step'], item['item'], KEY)}: {what}")
         if record["status"] != "running":
-            lines.append("  check them on the server, then resume with --rerun-in-doubt (call them again)")
-            lines.append(f"  or --skip-in-doubt (mark them failed): mcp-run resume {record['run_id']} ...")
-    elif record["status"] == "interrupted":
+            lines.append("  check them on the server, then resume with one of:")
+            lines.append(f"    {resume} --rerun-in-doubt    # call them again")
+            lines.append(f"    {resume} --skip-in-doubt     # mark them failed")
+    elif record["status"] == "failed":
         lines.append("")
-        lines.append(f"resume it with: mcp-run resume {record['run_id']}")
+        lines.append(f"re-attempt what failed with: {resume} --retry-failed")
+    elif record["status"] not in ("succeeded", "running", "corrupt"):
+        lines.append("")
+        lines.append(f"resume it with: {resume}")
     if record["logs"]:
         lines.append("")
         logs = record["logs"]
         shown = logs[-LOG_TAIL:]
-        more = f", the last {len(shown)} (all: mcp-run logs {record['run_id']})" if len(shown) < len(logs) else ""
+        more = f", the last {len(shown)} (all: {logs_command})" if len(shown) < len(logs) else ""
         lines.append(f"server log ({len(logs)} messages{more})")
         for event in shown:
             lines.append(f"  {_time_of(event.get('ts'))} {format_log(event, KEY)}")
@@ -389,31 +428,31 @@ def follow(
 # -- the commands -------------------------------------------------------------------------------------------
 
 
-def _state_dir(args: argparse.Namespace) -> Path:
-    from runner.rundir import resolve_state_dir
+def _target(args: argparse.Namespace) -> tuple[Path, Path | None, RunDir]:
+    """``[WORKFLOW] [RUN_ID]`` of ``show`` and ``logs``: (state directory, workflow, run). A workflow alone
+    names its newest run."""
+    from runner.cli.where import find_named_run, parse_target, short
+    from runner.rundir import resolve_state_dir, runs_of
 
-    return resolve_state_dir(args.state_dir, None)
-
-
-def _find(state_dir: Path, run_id: str) -> RunDir:
-    """The run ``run_id``, or the one run whose id starts or ends with it (``…-3f9a1c``)."""
-    from runner.rundir import find_run, iter_run_dirs
-
-    try:
-        return find_run(state_dir, run_id)
-    except UsageError:
-        matches = [
-            r for r in iter_run_dirs(state_dir) if run_id and (r.run_id.startswith(run_id) or r.run_id.endswith(run_id))
-        ]
-        if len(matches) == 1:
-            return matches[0]
-        raise
+    workflow, ref = parse_target(args.target, args.run_id)
+    state_dir = resolve_state_dir(args.state_dir, workflow)
+    if ref is not None:
+        return state_dir, workflow, find_named_run(state_dir, ref, workflow)
+    assert workflow is not None
+    runs = runs_of(state_dir, workflow)
+    if not runs:
+        raise UsageError(f"no runs of {short(workflow)} in {short(state_dir)}")
+    return state_dir, workflow, runs[-1]
 
 
 def runs_command(args: argparse.Namespace) -> int:
-    from runner.rundir import iter_run_dirs
+    from runner.cli.where import parse_target, short
+    from runner.rundir import iter_run_dirs, resolve_state_dir, runs_of
 
-    state_dir = _state_dir(args)
+    workflow, _ = parse_target(args.workflow, None) if args.workflow is not None else (None, None)
+    if args.workflow is not None and workflow is None:
+        raise UsageError(f"no workflow file {args.workflow!r} (`runs` takes a WORKFLOW, not a run id)")
+    state_dir = resolve_state_dir(args.state_dir, workflow)
     if args.keep is not None and not args.prune:
         raise UsageError("--keep goes with --prune")
     if args.prune:
@@ -421,32 +460,45 @@ def runs_command(args: argparse.Namespace) -> int:
             raise UsageError("--prune needs --keep N (N >= 0): how many finished runs to keep")
         from runner.rundir import prune
 
-        removed = prune(state_dir, args.keep)
+        removed = prune(state_dir, args.keep, workflow=workflow)
         if args.json:
             print(json.dumps({"removed": removed}, indent=2))
         else:
             print(f"removed {len(removed)} finished run(s)" + "".join(f"\n  {r}" for r in removed))
         return ExitCode.OK
     now = time.time()
-    records = [run_record(load(r), now) for r in iter_run_dirs(state_dir)]
+    run_dirs = runs_of(state_dir, workflow) if workflow is not None else list(iter_run_dirs(state_dir))
+    records = [run_record(load(r), now) for r in run_dirs]
     if args.limit is not None:
         records = records[-args.limit :] if args.limit > 0 else []
     if args.json:
         print(json.dumps({"version": RECORD_VERSION, "state_dir": str(state_dir), "runs": records}, indent=2))
     elif not records:
-        print(f"no runs in {state_dir}", file=sys.stderr)
+        of = f" of {short(workflow)}" if workflow is not None else ""
+        hint = "" if workflow is not None else " (runs are kept beside their workflow: mcp-run runs WORKFLOW)"
+        print(f"no runs{of} in {short(state_dir)}{hint}", file=sys.stderr)
     else:
         print(render_runs(records))
     return ExitCode.OK
 
 
 def show_command(args: argparse.Namespace) -> int:
-    run = load(_find(_state_dir(args), args.run_id))
+    from runner.cli.where import resume_hint, show_hint
+
+    state_dir, _workflow, run_dir = _target(args)
+    run = load(run_dir)
     record = show_record(run, time.time())
     if args.json:
         print(json.dumps(record, indent=2, ensure_ascii=False, default=str))
     else:
-        print(render_show(record))
+        recorded = record["workflow"]
+        print(
+            render_show(
+                record,
+                resume=resume_hint(state_dir, run.run_id, recorded),
+                logs_command=show_hint(state_dir, run.run_id, recorded, command="logs"),
+            )
+        )
     return ExitCode.OK
 
 
@@ -454,7 +506,7 @@ def logs_command(args: argparse.Namespace) -> int:
     from runner.rundir import is_locked
     from runner.view import level_index
 
-    run_dir = _find(_state_dir(args), args.run_id)
+    _state_dir, _workflow, run_dir = _target(args)
     threshold = level_index(args.level)
     for event in follow(
         run_dir.journal,
@@ -474,20 +526,42 @@ def logs_command(args: argparse.Namespace) -> int:
 
 def _add_state_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--state-dir", metavar="DIR", help="where runs are kept (default: $MCP_RUN_STATE_DIR, else ./.mcp-run)"
+        "--state-dir",
+        metavar="DIR",
+        help="where runs are kept (default: $MCP_RUN_STATE_DIR, else .mcp-run beside WORKFLOW when one is "
+        "named, else ./.mcp-run)",
     )
+
+
+TARGET_HELP = """\
+  %(command)s RUN_ID             a run of the state directory (--state-dir, $MCP_RUN_STATE_DIR, else ./.mcp-run)
+  %(command)s WORKFLOW RUN_ID    a run of WORKFLOW (kept beside it unless --state-dir says otherwise)
+  %(command)s WORKFLOW           the newest run of WORKFLOW
+
+RUN_ID may be abbreviated to a unique prefix or suffix (the random part: 3f9a1c). A first argument that is
+an existing file (or ends in .yaml, .yml, .json, or holds a /) is the workflow."""
+
+
+def _add_target(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", metavar="WORKFLOW|RUN_ID", help="a workflow file or a run id")
+    parser.add_argument("run_id", metavar="RUN_ID", nargs="?", help="a run id (after a WORKFLOW)")
 
 
 def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: str) -> None:
     runs = sub.add_parser(
         "runs",
         help="list runs",
-        description="List the runs of the state directory, oldest first, from their journals.\n\n"
-        "STATUS is succeeded, failed, in-doubt or interrupted as the journal says; a run without a final record\n"
-        "is running while a process holds it, else interrupted (the process died: resume it).",
-        epilog="examples:\n  mcp-run runs\n  mcp-run runs --json\n  mcp-run runs --prune --keep 20\n\n" + exit_help,
+        usage="%(prog)s [WORKFLOW] [options]",
+        description="List runs from their journals, oldest first: those of WORKFLOW (kept beside it unless\n"
+        "--state-dir says otherwise), or all those of the state directory ($MCP_RUN_STATE_DIR, else ./.mcp-run).\n\n"
+        "STATUS is succeeded or failed for a closed run; in-doubt, incomplete or interrupted for an open one\n"
+        "(resume it); running while a process holds the run. RUNNING counts the calls in flight of a running\n"
+        "run; IN DOUBT the calls of a run no process holds that were sent without an answer.",
+        epilog="examples:\n  mcp-run runs workflows/convert_docs.yaml\n  mcp-run runs --json\n"
+        "  mcp-run runs workflows/convert_docs.yaml --prune --keep 20\n\n" + exit_help,
         formatter_class=formatter,
     )
+    runs.add_argument("workflow", metavar="WORKFLOW", nargs="?", help="only the runs of this workflow file")
     _add_state_dir(runs)
     runs.add_argument("--json", action="store_true", help="print the runs as JSON")
     runs.add_argument("--limit", type=int, metavar="N", help="only the newest N runs")
@@ -500,12 +574,15 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
     show = sub.add_parser(
         "show",
         help="show one run: steps, failures, in-doubt items, server log",
-        description="Show a run from its journal: its steps, failures with their error text, the items whose\n"
-        "outcome is unknown, and the server log messages. RUN_ID may be abbreviated to a unique prefix or suffix.",
-        epilog=exit_help,
+        usage="%(prog)s [WORKFLOW] RUN_ID [options]\n       %(prog)s WORKFLOW [options]",
+        description="Show a run from its journal: its steps, failures with their error text, the calls in\n"
+        "flight or in doubt, the server log messages, and the command that resumes it.\n\n"
+        + TARGET_HELP
+        % {"command": "mcp-run show"},
+        epilog="examples:\n  mcp-run show workflows/convert_docs.yaml\n  mcp-run show 3f9a1c --json\n\n" + exit_help,
         formatter_class=formatter,
     )
-    show.add_argument("run_id", metavar="RUN_ID")
+    _add_target(show)
     _add_state_dir(show)
     show.add_argument("--json", action="store_true", help="print the run as JSON")
     show.set_defaults(handler=show_command)
@@ -513,12 +590,13 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
     logs = sub.add_parser(
         "logs",
         help="print a run's server log and progress messages",
+        usage="%(prog)s [WORKFLOW] RUN_ID [options]\n       %(prog)s WORKFLOW [options]",
         description="Print the log and progress events of a run's journal; with --follow, keep printing until\n"
-        "the run finishes.",
-        epilog=exit_help,
+        "the run finishes.\n\n" + TARGET_HELP % {"command": "mcp-run logs"},
+        epilog="examples:\n  mcp-run logs workflows/convert_docs.yaml --follow\n\n" + exit_help,
         formatter_class=formatter,
     )
-    logs.add_argument("run_id", metavar="RUN_ID")
+    _add_target(logs)
     _add_state_dir(logs)
     logs.add_argument("--follow", "-f", action="store_true", help="wait for new events until the run finishes")
     logs.add_argument(

@@ -8,35 +8,81 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner.cli.options import add_log_levels
-from runner.errors import UsageError
+from runner.errors import BusyError, UsageError
 from runner.exitcodes import ExitCode, combine
 
 if TYPE_CHECKING:
     from runner.plan import Plan
-    from runner.rundir import RunDir, RunLock
+    from runner.rundir import RunDir, RunLock, WorkflowBusy, WorkflowLock
     from runner.scheduler import Outcome, Prior, Scheduler
 
 SUMMARY_VERSION = 1
 
-RUN_HELP = """\
+STATE_HELP = """\
+Runs are kept in --state-dir, else $MCP_RUN_STATE_DIR, else .mcp-run beside the workflow file (a command
+that names no workflow looks in ./.mcp-run). The commands mcp-run prints (resume, runs, show) carry
+--state-dir when that rule would not find the run from the current directory.
+"""
+# Seconds to wait for a run's lock: `runs` and `show` hold it (shared) for an instant to see if a run is live.
+RUN_LOCK_WAIT = 0.5
+# Seconds to wait for a workflow's lock while its holder is still deciding whether to run (it may decide not
+# to: "an unfinished run exists", "nothing to retry"); a holder that runs makes the workflow busy at once.
+WORKFLOW_LOCK_WAIT = 30.0
+
+RUN_HELP = (
+    """\
 Run a workflow: every step a tool call, wired together by ${{ }} templates, journaled so that an
 interrupted run can be resumed without calling anything twice.
 
-A second run of the same workflow while an earlier one is unfinished is refused: add --resume to finish
-it (or to start a new run when none is unfinished, so a cron line can always carry --resume), or
---new-run to start over.
+One run at a time per workflow: a second run of the same workflow while an earlier one is unfinished
+(interrupted, or stopped with calls in doubt) is refused with exit 2: add --resume to finish it (or to
+start a new run when none is unfinished, so a cron line can always carry --resume), or --new-run to start
+over. While another process runs the workflow, any invocation of it exits 6 (busy), whatever its flags.
+
+--retry-failed re-attempts, in the same run, the items and steps of the newest run that failed (or were
+skipped because something failed); succeeded items are never called again.
+
 """
+    + STATE_HELP
+)
 
 RUN_EXAMPLES = """\
 examples:
   mcp-run workflows/convert_docs.yaml
   mcp-run workflows/convert_docs.yaml --input docs=./notes --json
-  mcp-run workflows/convert_docs.yaml --resume          # in cron: finish an interrupted run, or start one
-  mcp-run resume 20261129T213512.123Z-3f9a1c --skip-in-doubt
+  mcp-run workflows/convert_docs.yaml --resume          # in cron: finish an unfinished run, or start one
+  mcp-run workflows/convert_docs.yaml --retry-failed    # re-attempt what failed in the newest run
+  mcp-run resume workflows/convert_docs.yaml 3f9a1c --skip-in-doubt
+"""
+
+RESUME_HELP = (
+    """\
+Resume a run from its journal: succeeded items are not called again, items that failed with a definite
+answer are, items in doubt wait for --rerun-in-doubt or --skip-in-doubt (unless safe to repeat).
+
+  mcp-run resume RUN_ID             a run of the state directory (--state-dir, $MCP_RUN_STATE_DIR, else
+                                    ./.mcp-run)
+  mcp-run resume WORKFLOW RUN_ID    a run of WORKFLOW (kept beside it unless --state-dir says otherwise)
+  mcp-run resume WORKFLOW           the newest unfinished run of WORKFLOW (never starts a new one)
+
+RUN_ID may be abbreviated to a unique prefix or suffix (the random part: 3f9a1c). A closed run that failed
+is reopened only with --retry-failed. A first argument that is an existing file (or ends in .yaml, .yml,
+.json, or holds a /) is the workflow.
+
+"""
+    + STATE_HELP
+)
+
+RESUME_EXAMPLES = """\
+examples:
+  mcp-run resume 20261129T213512.123456Z-3f9a1c
+  mcp-run resume workflows/convert_docs.yaml 3f9a1c --skip-in-doubt
+  mcp-run resume workflows/convert_docs.yaml --retry-failed
 """
 
 
@@ -54,9 +100,15 @@ def _add_workflow_inputs(parser: argparse.ArgumentParser) -> None:
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--state-dir", metavar="DIR", help="where runs are kept (default: .mcp-run beside the workflow)"
+        "--state-dir",
+        metavar="DIR",
+        help="where runs are kept (default: $MCP_RUN_STATE_DIR, else .mcp-run beside the workflow)",
     )
-    parser.add_argument("--no-journal", action="store_true", help="do not journal (a throwaway run; cannot resume)")
+    parser.add_argument(
+        "--no-journal",
+        action="store_true",
+        help="do not journal (a throwaway run: cannot resume, takes no lock, so it may overlap another run)",
+    )
     parser.add_argument(
         "--concurrency", type=int, default=16, metavar="N", help="at most N calls in flight in all (default: 16)"
     )
@@ -65,6 +117,12 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--skip-in-doubt", action="store_true", help="on resume, mark items whose outcome is unknown as failed"
+    )
+    parser.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="re-attempt, in the same run, what failed: reopens the newest run (or RUN_ID) if it failed, "
+        "resumes it if unfinished; exit 0 if it succeeded (implies resuming)",
     )
     parser.add_argument(
         "--allow-changed",
@@ -120,12 +178,14 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
 
     resume = sub.add_parser(
         "resume",
-        help="resume a run by id",
-        description="Resume a run from its journal: finished items are not called again.",
-        epilog=exit_help,
+        help="resume a run by id, or a workflow's unfinished run",
+        usage="%(prog)s [WORKFLOW] RUN_ID [options]\n       %(prog)s WORKFLOW [options]",
+        description=RESUME_HELP,
+        epilog=RESUME_EXAMPLES + "\n" + exit_help,
         formatter_class=formatter,
     )
-    resume.add_argument("run_id", metavar="RUN_ID")
+    resume.add_argument("target", metavar="WORKFLOW|RUN_ID", help="a workflow file or a run id")
+    resume.add_argument("run_id", metavar="RUN_ID", nargs="?", help="a run id (after a WORKFLOW)")
     _add_workflow_inputs(resume)
     _add_run_options(resume)
     resume.set_defaults(handler=resume_command)
@@ -208,61 +268,153 @@ def plan_command(args: argparse.Namespace) -> int:
 def run_command(args: argparse.Namespace) -> int:
     if args.resume and args.new_run:
         raise UsageError("--resume and --new-run contradict each other")
+    if args.retry_failed and args.new_run:
+        raise UsageError("--retry-failed and --new-run contradict each other: --retry-failed resumes a run")
     return _execute(args, Path(args.file), run_id=None)
 
 
 def resume_command(args: argparse.Namespace) -> int:
-    from runner.journal import peek_journal
-    from runner.rundir import find_run, resolve_state_dir
+    from runner.cli.where import find_named_run, parse_target
+    from runner.rundir import resolve_state_dir
 
-    state_dir = resolve_state_dir(args.state_dir, None)
-    run_dir = find_run(state_dir, args.run_id)
-    first, _last = peek_journal(run_dir.journal)
-    workflow = first.get("workflow") if first is not None and first.get("type") == "run_started" else None
-    if not isinstance(workflow, str):
-        raise UsageError(f"run {args.run_id} has no run_started record; it cannot be resumed")
+    workflow, ref = parse_target(args.target, args.run_id)
     args.resume = True
     args.new_run = False
+    if workflow is not None and ref is None:
+        # `resume WORKFLOW`: its newest open run (with --retry-failed, else its newest run); never a new one.
+        return _execute(args, workflow, run_id=None, start_new=False)
+    assert ref is not None
+    state_dir = resolve_state_dir(args.state_dir, workflow)
+    run_dir = find_named_run(state_dir, ref, workflow)
+    recorded = run_dir.workflow()
+    if recorded is None:
+        raise UsageError(f"run {run_dir.run_id} has no run_started record; it cannot be resumed")
     args.state_dir = str(state_dir)
-    return _execute(args, Path(workflow), run_id=args.run_id)
+    return _execute(args, Path(recorded), run_id=run_dir.run_id)
 
 
-def _execute(args: argparse.Namespace, path: Path, *, run_id: str | None) -> int:
+@dataclass
+class _Selection:
+    """The run a command continues (None: a new one), or why there is nothing to do (exit 0)."""
+
+    run_dir: RunDir | None = None
+    nothing: str | None = None
+
+
+def _select_run(
+    args: argparse.Namespace, state_dir: Path, path: Path, run_id: str | None, *, start_new: bool
+) -> _Selection:
+    """Which run to continue; call it holding the workflow lock, so that no other process starts or
+    continues a run of this workflow between this choice and the run."""
+    from runner.cli.where import run_hint, short
+    from runner.rundir import find_run, is_locked, runs_of, unfinished_runs
+
+    run_dir: RunDir
+    if run_id is not None:
+        run_dir = find_run(state_dir, run_id)
+    elif args.new_run:
+        return _Selection()
+    else:
+        known = path.is_file()
+        unfinished = unfinished_runs(state_dir, path) if known else []
+        if unfinished:
+            run_dir = unfinished[-1]
+            if not args.resume and not args.retry_failed:
+                pid = is_locked(run_dir.path)
+                status = f"running as process {pid}" if pid else "interrupted or in doubt"
+                raise UsageError(
+                    f"run {run_dir.run_id} of {short(path)} is unfinished ({status}). Finish it with:\n"
+                    f"  {run_hint(state_dir, path, '--resume')}\nor start over with --new-run."
+                )
+        elif args.retry_failed:
+            runs = runs_of(state_dir, path) if known else []
+            if not runs:
+                raise UsageError(
+                    f"no run of {short(path)} in {short(state_dir)} to retry; start one with:\n"
+                    f"  {run_hint(state_dir, path)}"
+                )
+            run_dir = runs[-1]
+        elif not start_new:
+            runs = runs_of(state_dir, path) if known else []
+            if runs and runs[-1].closed_status() == "failed":
+                raise UsageError(
+                    f"no unfinished run of {short(path)}: its newest run, {runs[-1].run_id}, failed; re-attempt "
+                    f"what failed with:\n  {run_hint(state_dir, path, '--retry-failed')}"
+                )
+            raise UsageError(
+                f"no unfinished run of {short(path)} in {short(state_dir)}; start one with:\n"
+                f"  {run_hint(state_dir, path)}"
+            )
+        else:
+            return _Selection()
+    if args.retry_failed and run_dir.closed_status() == "succeeded":
+        return _Selection(nothing=f"run {run_dir.run_id} of {short(path)} succeeded: nothing to retry")
+    return _Selection(run_dir)
+
+
+def _execute(args: argparse.Namespace, path: Path, *, run_id: str | None, start_new: bool = True) -> int:
     if args.rerun_in_doubt and args.skip_in_doubt:
         raise UsageError("--rerun-in-doubt and --skip-in-doubt contradict each other")
     if args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     if args.connect_timeout is not None and not args.connect_timeout > 0:
         raise UsageError("--connect-timeout must be a positive number of seconds")
-    if args.no_journal and args.resume:
+    if args.no_journal and (args.resume or args.retry_failed):
         raise UsageError("--no-journal cannot resume: there is no journal")
     if args.output:
         folder = Path(args.output).resolve().parent
         if not folder.is_dir() or not os.access(folder, os.W_OK):
             raise UsageError(f"--output {args.output}: cannot write in {folder}")
+    from runner.rundir import WorkflowBusy, WorkflowLock, resolve_state_dir
+
+    if not path.is_file():  # the loader's error, before any state directory is made beside a typo
+        _load_plan(args, require_inputs=False, file=str(path))
+        raise UsageError(f"no workflow file {str(path)!r}")
+    state_dir = resolve_state_dir(args.state_dir, path)
+    if args.no_journal:  # a throwaway run: no journal, no lock
+        return _execute_locked(args, path, state_dir, None, None)
+    # The workflow lock comes first and stays until the run ends: choosing a run (or none) and running it
+    # are one decision that no other process can interleave with.
+    try:
+        workflow_lock = WorkflowLock(state_dir, path).acquire(wait=WORKFLOW_LOCK_WAIT)
+    except WorkflowBusy as exc:
+        raise _busy(exc, state_dir, path) from None
+    except OSError as exc:
+        raise UsageError(f"cannot keep runs in {state_dir}: {exc.strerror or exc}; choose --state-dir") from None
+    try:
+        selection = _select_run(args, state_dir, path, run_id, start_new=start_new)
+        if selection.nothing is not None:
+            print(f"mcp-run: {selection.nothing}", file=sys.stderr)
+            return ExitCode.OK
+        workflow_lock.set_running(selection.run_dir.run_id if selection.run_dir is not None else None)
+        return _execute_locked(args, path, state_dir, selection.run_dir, workflow_lock)
+    finally:
+        workflow_lock.release()
+
+
+def _busy(exc: WorkflowBusy, state_dir: Path, path: Path) -> BusyError:
+    from runner.cli.where import runs_hint, short
+
+    who = f"process {exc.pid}" if exc.pid is not None else "another process"
+    what = f" (run {exc.run_id})" if exc.run_id else ""
+    return BusyError(
+        f"{who} is running workflow {short(path)}{what}; one run at a time per workflow. "
+        f"See it with:\n  {runs_hint(state_dir, path)}",
+        pid=exc.pid,
+    )
+
+
+def _execute_locked(
+    args: argparse.Namespace,
+    path: Path,
+    state_dir: Path,
+    run_dir: RunDir | None,
+    workflow_lock: WorkflowLock | None,
+) -> int:
     from runner.eventlog import Masker
     from runner.journal import peek_journal
     from runner.runctl import collect_secrets, env_context, fingerprints, restore_env_placeholders, workflow_hash
-    from runner.rundir import RunDir, find_run, is_locked, resolve_state_dir, unfinished_runs
-
-    state_dir = resolve_state_dir(args.state_dir, path)
-    run_dir: RunDir | None = None
-    if run_id is not None:
-        run_dir = find_run(state_dir, run_id)
-    elif not args.no_journal and not args.new_run:
-        unfinished = unfinished_runs(state_dir, path) if path.is_file() else []
-        if unfinished:
-            newest = unfinished[-1]
-            if not args.resume:
-                pid = is_locked(newest.path)
-                status = f"running as process {pid}" if pid else "interrupted"
-                print(
-                    f"mcp-run: run {newest.run_id} of this workflow is unfinished ({status}). Finish it with:\n"
-                    f"  mcp-run {_quote(str(path))} --resume\nor start over with --new-run.",
-                    file=sys.stderr,
-                )
-                return ExitCode.USAGE
-            run_dir = newest
+    from runner.rundir import RunDir
 
     # A resume takes the run's inputs from its journal (flags still override); secret inputs were never
     # written, so they must be given again.
@@ -287,15 +439,17 @@ def _execute(args: argparse.Namespace, path: Path, *, run_id: str | None) -> int
 
     if args.no_journal:
         return _run(args, plan, inputs, env, masker, console, run_dir=None, lock=None, prior=None)
+    assert workflow_lock is not None
     if run_dir is None:
         try:
             run_dir = RunDir.create(state_dir)
         except OSError as exc:
             raise UsageError(f"cannot keep runs in {state_dir}: {exc.strerror or exc}; choose --state-dir") from None
-        lock = run_dir.lock()
+        workflow_lock.set_running(run_dir.run_id)
+        lock = run_dir.lock(wait=RUN_LOCK_WAIT)
         console.info(f"run {run_dir.run_id} (journal: {run_dir.journal})")
         return _run(args, plan, inputs, env, masker, console, run_dir=run_dir, lock=lock, prior=None, start=start)
-    lock = run_dir.lock()
+    lock = run_dir.lock(wait=RUN_LOCK_WAIT)
     try:
         prior = _prepare_resume(args, run_dir, plan, inputs, fps, wf_hash, console, masker)
     except BaseException:
@@ -329,8 +483,14 @@ def _prepare_resume(
             "now; set them again to resume (their values were never written to the journal)"
         )
         return None
-    if state.finished:
-        console.error(f"run {run_dir.run_id} already finished ({state.status}); nothing to resume")
+    if state.finished and not (args.retry_failed and state.status == "failed"):
+        from runner.cli.where import resume_hint
+
+        again = ""
+        if state.status == "failed":
+            hint = resume_hint(run_dir.state_dir, run_dir.run_id, state.workflow, "--retry-failed")
+            again = f"; re-attempt its failed items with:\n  {hint}"
+        console.error(f"run {run_dir.run_id} already finished ({state.status}); nothing to resume{again}")
         return None
     secret = {name for name, spec in plan.workflow.inputs.items() if spec.secret}
     changes = describe_changes(state, wf_hash, fps, inputs, secret)
@@ -347,12 +507,6 @@ def _prepare_resume(
         fresh = changed_steps(state.fingerprints, fps)
     mode = "rerun" if args.rerun_in_doubt else "skip" if args.skip_in_doubt else "ask"
     return Prior(state=state, in_doubt=mode, fresh_steps=fresh)
-
-
-def _quote(text: str) -> str:
-    import shlex
-
-    return shlex.quote(text)
 
 
 class Console:
@@ -456,6 +610,7 @@ def _run(
                     pid=os.getpid(),
                     fingerprints=start["fps"] if start else {},
                     allow_changed=bool(args.allow_changed),
+                    retry_failed=bool(args.retry_failed),
                 )
             watcher = trio.CancelScope()
 
@@ -500,7 +655,7 @@ def _run(
             while isinstance(first, BaseExceptionGroup):
                 first = first.exceptions[0]
             where = f" ({run_dir.journal})" if run_dir is not None else ""
-            resume = f"; when it can be written again: mcp-run resume {run_dir.run_id}" if run_dir else ""
+            resume = f"; when it can be written again: {_resume_hint(run_dir, plan)}" if run_dir else ""
             raise JournalWriteError(f"{first}{where}; the run stopped, calls in flight are in doubt{resume}") from None
     finally:
         if fd is not None:
@@ -551,24 +706,56 @@ def _report(
         print(masker.mask(json.dumps(summary, indent=2, ensure_ascii=False)))
     else:
         if not args.quiet:
-            console.info(render_summary(summary))
+            show = _show_hint(run_dir, plan) if run_dir is not None else None
+            console.info(render_summary(summary, show=show))
         if outcome.outputs:
             print(masker.mask(json.dumps(outcome.outputs, indent=2, ensure_ascii=False)))
     if outcome.blocked or outcome.in_doubt:
+        from runner.view import where
+
         rows = "\n".join(
-            f"  {d['step']}  item {str(d['item'])[:24] or '-'}  "
-            f"({d.get('kind')}; dispatched {d.get('dispatched_at') or '?'})"
+            f"  {where(d['step'], d.get('item'), 40)}: {d.get('kind')}"
+            + (f", dispatched {d['dispatched_at']}" if d.get("dispatched_at") else "")
             for d in outcome.in_doubt[:50]
         )
         more = f"\n  ... and {len(outcome.in_doubt) - 50} more" if len(outcome.in_doubt) > 50 else ""
-        console.error(
-            f"{len(outcome.in_doubt)} call(s) may or may not have happened:\n{rows}{more}\n"
-            "Check them on the server, then resume with --rerun-in-doubt (call them again) or --skip-in-doubt "
-            "(mark them failed)."
-        )
+        if run_dir is not None:
+            decide = (
+                "Check them on the server, then resume with one of:\n"
+                f"  {_resume_hint(run_dir, plan, '--rerun-in-doubt')}    # call them again\n"
+                f"  {_resume_hint(run_dir, plan, '--skip-in-doubt')}     # mark them failed" + _secret_note(plan)
+            )
+        else:
+            decide = "Check them on the server (a run without a journal cannot be resumed)."
+        console.error(f"{len(outcome.in_doubt)} call(s) may or may not have happened:\n{rows}{more}\n{decide}")
     if outcome.status == "interrupted" and run_dir is not None:
-        console.error(f"run interrupted; resume it with:\n  mcp-run resume {run_dir.run_id}")
+        console.error(f"run interrupted; resume it with:\n  {_resume_hint(run_dir, plan)}{_secret_note(plan)}")
+    elif outcome.status == "incomplete" and run_dir is not None:
+        console.error(
+            f"run {run_dir.run_id} is incomplete and stays open; resume it with:\n"
+            f"  {_resume_hint(run_dir, plan)}{_secret_note(plan)}"
+        )
     return int(outcome.exit_code)
+
+
+def _resume_hint(run_dir: RunDir, plan: Plan, *flags: str) -> str:
+    """``mcp-run resume WORKFLOW RUN_ID [--state-dir DIR] FLAGS``: works pasted into the same shell."""
+    from runner.cli.where import resume_hint
+
+    return resume_hint(run_dir.state_dir, run_dir.run_id, plan.file, *flags)
+
+
+def _show_hint(run_dir: RunDir, plan: Plan) -> str:
+    from runner.cli.where import show_hint
+
+    return show_hint(run_dir.state_dir, run_dir.run_id, plan.file)
+
+
+def _secret_note(plan: Plan) -> str:
+    secret = sorted(name for name, spec in plan.workflow.inputs.items() if spec.secret)
+    if not secret:
+        return ""
+    return "\n(secret inputs are never journaled: add " + " ".join(f"--input {n}=..." for n in secret) + ")"
 
 
 def build_summary(plan: Plan, outcome: Outcome, run_dir: RunDir | None, duration: float) -> dict[str, Any]:
@@ -590,7 +777,8 @@ def build_summary(plan: Plan, outcome: Outcome, run_dir: RunDir | None, duration
     }
 
 
-def render_summary(summary: dict[str, Any]) -> str:
+def render_summary(summary: dict[str, Any], *, show: str | None = None) -> str:
+    """The summary's text; ``show``: the command that shows the whole run (it names failures not listed)."""
     steps = summary["steps"]
     by_status: dict[str, int] = {}
     for s in steps.values():
@@ -616,5 +804,5 @@ def render_summary(summary: dict[str, Any]) -> str:
     lines += [f"  {format_group(group)}" for group in groups[:20]]
     if len(groups) > 20:
         rest = sum(len(g.items) for g in groups[20:])
-        lines.append(f"  ... and {rest} more failures (mcp-run show {summary['run_id']})")
+        lines.append(f"  ... and {rest} more failures" + (f" ({show})" if show else ""))
     return "\n".join(lines)

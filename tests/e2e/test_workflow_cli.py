@@ -99,8 +99,12 @@ def test_a_running_run_is_busy_for_a_second_process(tmp_path: Path) -> None:
         second = run_cli(tmp_path, "resume", run_id, "--state-dir", str(tmp_path / "state"), timeout=60)
         assert second.returncode == 6, second.stderr
         assert f"process {proc.pid}" in second.stderr
-        plain = run_cli(tmp_path, str(workflow), "--state-dir", str(tmp_path / "state"), timeout=60)
-        assert plain.returncode == 2 and f"running as process {proc.pid}" in plain.stderr
+        # One run at a time per workflow: busy whatever the flags, naming the holder and how to see it.
+        for flags in ([], ["--new-run"], ["--resume"]):
+            other = run_cli(tmp_path, str(workflow), "--state-dir", str(tmp_path / "state"), *flags, timeout=60)
+            assert other.returncode == 6, other.stderr
+            assert f"process {proc.pid} is running workflow" in other.stderr and run_id in other.stderr
+            assert "mcp-run runs slow.yaml --state-dir state" in other.stderr
     finally:
         proc.kill()
         proc.wait(timeout=30)

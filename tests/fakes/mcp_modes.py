@@ -6,17 +6,48 @@ Modes: ``ok`` (echo tool), ``protocol-error`` (tools/call answers a JSON-RPC err
 ``garbage`` (prints non-JSON lines and an answer to an unknown id before each real answer), ``silent``
 (never answers tools/call), ``bad-version`` (answers initialize with a version nobody speaks), ``huge``
 (answers tools/call with a line over 2 MiB).
+
+``count`` serves a ``count`` tool (``{key}``) that records each execution as a line in ``--count-file``
+(the ground truth of what ran), answers a tool error for the keys listed in ``--fail`` (comma-separated) the
+first time it sees them (a failing-then-succeeding tool), and with ``--gate PATH`` waits for that file to
+exist before executing (a test holds calls in flight with it); a server whose parent died stops waiting.
 """
 
+import argparse
 import json
+import os
 import sys
+import time
+from pathlib import Path
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "ok"
+_options = argparse.ArgumentParser()
+_options.add_argument("--count-file")
+_options.add_argument("--fail", default="")
+_options.add_argument("--gate")
+OPTIONS = _options.parse_args(sys.argv[2:])
+PARENT = os.getppid()
 
 
 def send(obj: object) -> None:
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
+
+
+def count(key: str) -> bool:
+    """Execute the ``count`` tool once; False when it fails (a listed key seen for the first time)."""
+    if OPTIONS.gate:
+        while not os.path.exists(OPTIONS.gate):
+            if os.getppid() != PARENT:
+                sys.exit(0)  # the client is gone: nobody will open the gate
+            time.sleep(0.005)  # a test double polling a file the test creates
+    path = Path(OPTIONS.count_file)
+    seen = path.read_text().split() if path.exists() else []
+    with path.open("a") as file:
+        file.write(key + "\n")
+        file.flush()
+        os.fsync(file.fileno())
+    return not (key in OPTIONS.fail.split(",") and key not in seen)
 
 
 def main() -> None:
@@ -51,6 +82,7 @@ def main() -> None:
                     "id": rid,
                     "result": {
                         "tools": [
+                            {"name": "count", "inputSchema": {"type": "object", "properties": {"key": {}}}},
                             {
                                 "name": "echo",
                                 "inputSchema": {
@@ -58,7 +90,7 @@ def main() -> None:
                                     "properties": {"text": {"type": "string"}},
                                     "required": ["text"],
                                 },
-                            }
+                            },
                         ]
                     },
                 }
@@ -71,7 +103,13 @@ def main() -> None:
             if MODE == "garbage":
                 sys.stdout.write("DEBUG: starting work\n")
                 send({"jsonrpc": "2.0", "id": 999999, "result": {"content": []}})
-            if MODE == "protocol-error":
+            if MODE == "count" and msg["params"].get("name") == "count":
+                key = str(msg["params"]["arguments"].get("key", ""))
+                ok = count(key)
+                text = key if ok else f"{key}: failed on its first call"
+                content = [{"type": "text", "text": text}]
+                send({"jsonrpc": "2.0", "id": rid, "result": {"content": content, "isError": not ok}})
+            elif MODE == "protocol-error":
                 send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "Unknown tool: nope"}})
             elif MODE == "huge":
                 send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "x" * (3 << 20)}]}})

@@ -1,0 +1,131 @@
+"""Where runs are, as the command line names them, and the commands mcp-run prints for the user to paste.
+
+One rule finds the state directory (:func:`runner.rundir.resolve_state_dir`): ``--state-dir``, else
+``$MCP_RUN_STATE_DIR``, else ``.mcp-run`` beside the workflow when the command names one, else
+``./.mcp-run``. ``resume``, ``show`` and ``logs`` take ``[WORKFLOW] [RUN_ID]``: a first argument that is an
+existing file (or reads as a path: ``.yaml``, ``.yml``, ``.json``, a ``/``) is the workflow, anything else
+a run id, full or abbreviated.
+
+Every command printed as advice (``mcp-run resume ...``, ``mcp-run runs ...``) must work when pasted into
+the same shell in the same directory: the workflow is named relative to the current directory when that is
+shorter, and ``--state-dir`` is added whenever the rule would not find the run without it.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from runner.errors import UsageError
+
+if TYPE_CHECKING:
+    from runner.rundir import RunDir
+
+__all__ = [
+    "find_named_run",
+    "parse_target",
+    "resume_hint",
+    "run_hint",
+    "runs_hint",
+    "short",
+    "show_hint",
+    "state_dir_args",
+]
+
+_WORKFLOW_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def parse_target(first: str | None, second: str | None) -> tuple[Path | None, str | None]:
+    """``[WORKFLOW] [RUN_ID]`` from one or two positional arguments: (workflow, run id)."""
+    if second is not None:
+        return _workflow(str(first)), second
+    if first is None:
+        return None, None
+    if Path(first).is_file() or first.endswith(_WORKFLOW_SUFFIXES) or "/" in first or os.sep in first:
+        return _workflow(first), None
+    return None, first
+
+
+def find_named_run(state_dir: Path, ref: str, workflow: Path | None) -> RunDir:
+    """:func:`runner.rundir.find_run`, with a hint when a run id alone found nothing (runs are kept beside
+    their workflow, which a run id does not name)."""
+    from runner.rundir import UnknownRun, find_run
+
+    try:
+        return find_run(state_dir, ref, workflow=workflow)
+    except UnknownRun as exc:
+        if workflow is not None or os.environ.get("MCP_RUN_STATE_DIR"):
+            raise
+        raise UnknownRun(f"{exc}\n(runs are kept beside their workflow: name it, as in WORKFLOW {ref})") from None
+
+
+def _workflow(text: str) -> Path:
+    path = Path(text)
+    if not path.is_file():
+        raise UsageError(f"no workflow file {text!r}")
+    return path
+
+
+def short(path: Path | str) -> str:
+    """``path`` relative to the current directory when that is shorter, else absolute."""
+    absolute = os.path.abspath(path)
+    try:
+        relative = os.path.relpath(absolute)
+    except ValueError:
+        return absolute
+    return relative if len(relative) < len(absolute) else absolute
+
+
+def state_dir_args(state_dir: Path, workflow: Path | None) -> list[str]:
+    """``["--state-dir", DIR]`` when the default rule (for a command naming ``workflow``, or none) would not
+    find ``state_dir`` from here, else nothing."""
+    from runner.rundir import resolve_state_dir
+
+    if resolve_state_dir(None, workflow).resolve() == state_dir.resolve():
+        return []
+    return ["--state-dir", short(state_dir)]
+
+
+def _command(*parts: str) -> str:
+    return "mcp-run " + shlex.join(parts)
+
+
+def _existing(workflow: Path | str | None) -> Path | None:
+    return Path(workflow) if workflow is not None and Path(workflow).is_file() else None
+
+
+def resume_hint(state_dir: Path, run_id: str, workflow: Path | str | None, *extra: str) -> str:
+    """``mcp-run resume WORKFLOW RUN_ID [--state-dir DIR] EXTRA...`` (the run-id form when the workflow file
+    is gone)."""
+    path = _existing(workflow)
+    if path is not None:
+        return _command("resume", short(path), run_id, *state_dir_args(state_dir, path), *extra)
+    return _command("resume", run_id, *state_dir_args(state_dir, None), *extra)
+
+
+def show_hint(state_dir: Path, run_id: str, workflow: Path | str | None, command: str = "show") -> str:
+    """``mcp-run show WORKFLOW RUN_ID [--state-dir DIR]`` (or ``logs``)."""
+    path = _existing(workflow)
+    if path is not None:
+        return _command(command, short(path), run_id, *state_dir_args(state_dir, path))
+    return _command(command, run_id, *state_dir_args(state_dir, None))
+
+
+def runs_hint(state_dir: Path, workflow: Path | str | None) -> str:
+    """``mcp-run runs WORKFLOW [--state-dir DIR]``."""
+    path = _existing(workflow)
+    if path is not None:
+        return _command("runs", short(path), *state_dir_args(state_dir, path))
+    return _command("runs", *state_dir_args(state_dir, None))
+
+
+def run_hint(state_dir: Path, workflow: Path, *flags: str) -> str:
+    """``mcp-run WORKFLOW FLAGS... [--state-dir DIR]``."""
+    from runner.cli import COMMANDS
+
+    name = short(workflow)
+    if name.startswith("-") or name in COMMANDS:
+        name = os.path.join(os.curdir, name)  # not read as an option or a command name
+    return _command(name, *flags, *state_dir_args(state_dir, workflow))
