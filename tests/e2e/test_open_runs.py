@@ -120,3 +120,31 @@ def test_a_server_that_cannot_start_at_resume_leaves_the_run_open(tmp_path: Path
     ran = executions(count_file)
     assert max(ran.values()) == 1, "an item ran twice"
     assert summary["steps"]["each"]["succeeded"] + summary["steps"]["each"]["failed"] == len(items)
+
+
+def test_a_server_answering_garbage_and_wrong_ids_ends_its_calls_at_the_idle_timeout(tmp_path: Path) -> None:
+    modes = Path(__file__).resolve().parents[1] / "fakes" / "mcp_modes.py"
+    (tmp_path / "inputs.json").write_text(json.dumps({"items": ["a", "b", "c", "d", "e"]}))
+    workflow = tmp_path / "wrong.yaml"
+    workflow.write_text(
+        f"""
+version: 1
+servers:
+  odd:
+    command: [{json.dumps(sys.executable)}, {json.dumps(str(modes))}, wrong-ids]
+    idle_timeout: 1s
+inputs:
+  items: {{type: array}}
+steps:
+  each: {{server: odd, tool: echo, for_each: "${{{{ inputs.items }}}}", key: "${{{{ item }}}}",
+         args: {{text: "${{{{ item }}}}"}}}}
+"""
+    )
+    code, summary, stderr = run(tmp_path, workflow)
+    assert (code, summary["status"]) == (5, "in-doubt"), stderr  # never a hang: each call ends at 1 s idle
+    assert sorted(d["item"] for d in summary["in_doubt"]) == ["a", "b", "c", "d", "e"]
+    assert {d["kind"] for d in summary["in_doubt"]} == {"timeout"}
+    assert summary["stray"] == {"odd": {"invalid_lines": 5, "unmatched_responses": 5}}
+    # the first few of each are shown, then only counted
+    assert stderr.count("that is not JSON-RPC (not JSON)") == 3 and stderr.count("matches no request") == 3, stderr
+    assert "further lines are only counted" in stderr and "further ones are only counted" in stderr

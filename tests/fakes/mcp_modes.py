@@ -4,7 +4,8 @@ Modes: ``ok`` (echo tool), ``protocol-error`` (tools/call answers a JSON-RPC err
 ``die-on-call`` (exits after reading a tools/call), ``die-on-init`` (exits with stderr during initialize),
 ``die-on-list`` (exits with stderr on tools/list),
 ``garbage`` (prints non-JSON lines and an answer to an unknown id before each real answer), ``silent``
-(never answers tools/call), ``bad-version`` (answers initialize with a version nobody speaks), ``huge``
+(never answers tools/call), ``wrong-ids`` (prints a line of noise, then answers tools/call under the id's
+string form: ``"7"`` for ``7``), ``bad-version`` (answers initialize with a version nobody speaks), ``huge``
 (answers tools/call with a line over 2 MiB).
 
 ``count`` serves a ``count`` tool (``{key}``) that records each execution as a line in ``--count-file``
@@ -103,6 +104,10 @@ def main() -> None:
             if MODE == "garbage":
                 sys.stdout.write("DEBUG: starting work\n")
                 send({"jsonrpc": "2.0", "id": 999999, "result": {"content": []}})
+            if MODE == "wrong-ids":  # a line of noise, then the answer under the string form of the id
+                sys.stdout.write(f"working on {rid}\n")
+                send({"jsonrpc": "2.0", "id": str(rid), "result": {"content": []}})
+                continue
             if MODE == "count" and msg["params"].get("name") == "count":
                 key = str(msg["params"]["arguments"].get("key", ""))
                 ok = count(key)
