@@ -684,6 +684,17 @@ async def test_404_on_resumption_expires_the_session(autojump_clock: trio.abc.Cl
         await t.send(Request(2, "tools/call"))
         lost = await receive_all(t, 2)
         assert t.session_id is None
+        posts = len(server.of("POST"))
+        # Anything but a new `initialize` now fails as not delivered, without a POST that would carry no
+        # session id (a server answers that 400 "missing session ID"): the session re-initializes.
+        with pytest.raises(SessionExpired):
+            await t.send(Request(3, "tools/call"))
+        with pytest.raises(SessionExpired):
+            await t.send(Notification("notifications/initialized"))
+        assert len(server.of("POST")) == posts
+        await t.send(INIT)  # a new session...
+        await next_event(t)
+        await t.send(Notification("notifications/initialized"))  # ...and everything goes again
     assert {e.request_id for e in lost if isinstance(e, RequestLost)} == {1, 2}
     assert all(isinstance(e, RequestLost) and isinstance(e.error, OutcomeUnknown) for e in lost)
     assert len(server.of("GET")) == 1  # the second stream learned of the expiry without asking

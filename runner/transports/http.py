@@ -233,6 +233,11 @@ class HttpTransport:
         initialize = False
         if type(message) is Request:
             initialize = message.method == "initialize"
+        if self._hub.expired and not initialize:
+            # Found out on a stream (a resumption GET answered 404): sending without the session id would
+            # only get a 400 "missing session ID"; the session re-initializes and sends again.
+            raise SessionExpired(f"{self._name}: the server no longer knows our session")
+        if type(message) is Request:
             stream = self._hub.register(message.id)
         body = encode(message)
         handed_off = False

@@ -247,6 +247,9 @@ class StreamHub:
         self._url = httpx2.URL(params.url)
         self.timeout = httpx2.Timeout(connect=params.connect_timeout, read=None, write=params.write_timeout, pool=None)
         self.session_id: str | None = None
+        # The server forgot our session (a 404 to a stream, or to a POST): nothing but a new `initialize`
+        # may be sent until one captures a new session.
+        self.expired = False
         self.protocol_version: str | None = None
         self._pending: dict[RequestId, Stream] = {}
         self._last_int_id = 0
@@ -322,6 +325,7 @@ class StreamHub:
             return
         if not _valid_session_id(session_id):
             raise ConnectFailed(f"{self._name}: the server sent an invalid Mcp-Session-Id (not visible ASCII)")
+        self.expired = False
         if session_id != self.session_id:
             self.session_id = session_id
             self._seen_event_ids.clear()
@@ -330,6 +334,7 @@ class StreamHub:
         """The server forgot ``session_id``: clear it, and fail every call still streaming in it."""
         if self.session_id == session_id:
             self.session_id = None
+            self.expired = True
             self._seen_event_ids.clear()
             if self._get_scope is not None:
                 self._get_scope.cancel()

@@ -82,6 +82,14 @@ async def start_runner(tmp: Path, path: Path) -> trio.Process:
         os.close(err)
 
 
+async def stop(process: trio.Process) -> None:
+    """Kill ``process`` if a failed test left it running, and reap it."""
+    if process.returncode is None:
+        process.kill()
+    with trio.move_on_after(10, shield=True):
+        await process.wait()
+
+
 def succeeded(tmp: Path) -> int:
     return sum(1 for e in journal(tmp) if e["type"] == "item_succeeded")
 
@@ -102,8 +110,7 @@ async def restart_mid_run(
             with trio.fail_after(120):
                 code = await runner.wait()
     finally:
-        if runner.returncode is None:
-            runner.kill()
+        await stop(runner)
     stderr = (tmp / "err.txt").read_text()
     assert "Traceback" not in stderr, stderr
     return code, json.loads((tmp / "out.json").read_text()), stderr
@@ -145,9 +152,10 @@ async def test_official_sdk_server_restarted_mid_run(tmp_path: Path, idempotent:
 def check_outcome(tmp: Path, code: int, summary: dict[str, Any], stderr: str, idempotent: bool) -> None:
     counts = summary["steps"]["each"]
     events = journal(tmp)
-    assert [e["type"] for e in events].count("session_opened") >= 2, stderr  # reconnected
-    assert "server peer: connection lost" in stderr or "server peer: unreachable" in stderr
-    assert "server peer reconnected after" in stderr
+    # The restart was noticed and got over: by a call that could not connect (the link reconnects:
+    # "reconnected after"), or by the streams of the calls in flight, whose resumption the restarted server
+    # refused, after which the session was re-initialized in place ("starting a new one"), or both.
+    assert "server peer reconnected after" in stderr or "session expired on the server" in stderr, stderr
     if idempotent:
         assert (code, summary["status"], counts["succeeded"]) == (0, "succeeded", ITEMS), stderr
         return
@@ -181,8 +189,7 @@ async def test_a_stdio_server_killed_mid_run_is_restarted(tmp_path: Path) -> Non
         with trio.fail_after(120):
             code = await runner.wait()
     finally:
-        if runner.returncode is None:
-            runner.kill()
+        await stop(runner)
     stderr = (tmp_path / "err.txt").read_text()
     summary = json.loads((tmp_path / "out.json").read_text())
     assert "Traceback" not in stderr
