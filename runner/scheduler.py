@@ -39,6 +39,7 @@ from runner.errors import (
     McpRunError,
     NotDelivered,
     OutcomeUnknown,
+    SessionExpired,
 )
 from runner.eventlog import EventLog, JournalWriteError
 from runner.exitcodes import ExitCode, combine
@@ -133,6 +134,7 @@ class Outcome:
     stray: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
+MAX_RENEWED = 3  # a call refused because the server forgot the session, sent again on a renewed one
 SKIPPED_NOW = "in doubt; skipped by --skip-in-doubt"
 SKIPPED_BEFORE = "was in doubt and skipped by an earlier resume (--rerun-in-doubt calls it again)"
 
@@ -179,6 +181,7 @@ class Scheduler:
         self._sessions: dict[str, dict[int, Session]] = {}  # every session each server had, for its stats
         self._tools: dict[tuple[str, int], dict[str, Tool]] = {}  # (server, id of the session) -> tools
         self._waiting: set[trio.CancelScope] = set()  # items waiting for a server: a drain stops them
+        self._attempted: set[tuple[str, str]] = set()  # (step, item) this invocation decided or called
         self._sessions_nursery: trio.Nursery | None = None
         self._inflight: dict[tuple[str, Any], tuple[str, str]] = {}
         self._global = trio.CapacityLimiter(self._options.concurrency)
@@ -236,7 +239,7 @@ class Scheduler:
             ps = self._plan.steps[sid]
             try:
                 safe = await self._safe_to_repeat(ps, connect=True)
-            except McpRunError:
+            except (McpRunError, _Drained):
                 safe = False
             if safe or prior.in_doubt == "rerun":
                 continue
@@ -278,7 +281,31 @@ class Scheduler:
             blocked=True,
         )
 
+    def _leftover_in_doubt(self) -> None:
+        """Items an earlier attempt left in doubt that this one neither decided nor called again (their step
+        did not run: a dependency failed, an interrupt) are still in doubt: the run must stay open."""
+        prior = self._prior
+        if prior is None:
+            return
+        for sid, item in prior.state.in_doubt():
+            if sid not in self._plan.steps or sid in prior.fresh_steps or (sid, item.key) in prior.skip:
+                continue
+            if (sid, item.key) in self._attempted:
+                continue
+            self._in_doubt.append(
+                {
+                    "step": sid,
+                    "item": item.key,
+                    "index": item.index,
+                    "dispatched_at": item.dispatched_at,
+                    "kind": item.kind or "outcome-unknown",
+                    "error": item.error or "dispatched; no result recorded (not called again: its step did not run)",
+                }
+            )
+            self._codes.add(ExitCode.OUTCOME_UNKNOWN)
+
     def _finish(self) -> Outcome:
+        self._leftover_in_doubt()
         for report in self._reports.values():
             if report.status in ("pending", "running"):
                 report.status = "not-run"
@@ -408,7 +435,11 @@ class Scheduler:
         )
         if reused < len(items):
             try:
-                await self._link(ps.server).session()
+                await self._wait_for(self._link(ps.server))
+            except _Drained:
+                report.status = "interrupted"
+                self._log.record("step_finished", step=ps.id, status=report.status, counts=report.counts())
+                return
             except McpRunError as exc:
                 self._fail_step(ps, _line(exc), failure_kind(exc))
                 return
@@ -471,6 +502,7 @@ class Scheduler:
 
     async def _item(self, ps: PlannedStep, index: int | None, item: Any, key: str) -> dict[str, Any] | None:
         report = self._reports[ps.id]
+        self._attempted.add((ps.id, key))
         prior = self._prior_item(ps.id, key)
         if prior is not None:
             if prior.status == "succeeded":
@@ -560,7 +592,7 @@ class Scheduler:
         if not self._plan.servers[ps.server].server.trust_annotations:
             return False
         link = self._link(ps.server)
-        session = await link.session() if connect else link.current()
+        session = await self._wait_for(link) if connect else link.current()
         tool = await self._tool(ps.server, session, ps.tool) if session is not None else None
         if tool is None:
             return False
@@ -578,6 +610,19 @@ class Scheduler:
         return tools.get(name)
 
     # -- sessions --------------------------------------------------------------------------------------
+
+    async def _wait_for(self, link: ServerLink) -> Session:
+        """The link's session, waiting while its server is being (re)connected; ``_Drained`` when an
+        interrupt comes first (the run dispatches nothing new)."""
+        if self._draining:
+            raise _Drained("the run is being interrupted; not dispatching")
+        with trio.CancelScope() as scope:
+            self._waiting.add(scope)
+            try:
+                return await link.session()
+            finally:
+                self._waiting.discard(scope)
+        raise _Drained("the run is being interrupted; not dispatching")
 
     def _link(self, name: str) -> ServerLink:
         """The server's link, started on first use (see :mod:`runner.supervisor`)."""
@@ -673,14 +718,23 @@ class _ItemCall:
     async def run(self) -> ToolResult:
         s, ps = self._s, self._ps
         link = s._link(ps.server)
-        safe = await s._safe_to_repeat(ps)
         policy = s._options.retry
         unknown = 0  # attempts whose outcome was unknown
+        renewed = 0  # sessions the server forgot in a row (each re-initialized by the session)
         started = trio.current_time()
         while True:
-            session = await self._session(link)
+            session = await s._wait_for(link)
             try:
                 result = await self._one_attempt(session)
+            except SessionExpired as exc:
+                # Refused, not run: the session was renewed; send again on it (a few times, then the link
+                # decides whether the server is usable at all).
+                self._ended(exc)
+                renewed += 1
+                if renewed > MAX_RENEWED:
+                    link.lost(session, exc)
+                    renewed = 0
+                continue
             except NotDelivered as exc:
                 link.lost(session, exc)
                 self._ended(exc)
@@ -688,7 +742,8 @@ class _ItemCall:
             except OutcomeUnknown as exc:
                 unknown += 1
                 delay = s._options.backoff.delay(unknown - 1)
-                if not safe or unknown >= policy.attempts or trio.current_time() + delay - started > policy.total:
+                late = unknown >= policy.attempts or trio.current_time() + delay - started > policy.total
+                if late or not await self._safe():
                     raise
                 if session.broken is not None:
                     link.lost(session, exc)
@@ -701,18 +756,13 @@ class _ItemCall:
             link.healthy()
             return result
 
-    async def _session(self, link: ServerLink) -> Session:
-        """The session to send on; ``_Drained`` when an interrupt comes while the server is down."""
-        s = self._s
-        if s._draining:
-            raise _Drained("the run is being interrupted; not dispatching")
-        with trio.CancelScope() as scope:
-            s._waiting.add(scope)
-            try:
-                return await link.session()
-            finally:
-                s._waiting.discard(scope)
-        raise _Drained("the run is being interrupted; not dispatching")
+    async def _safe(self) -> bool:
+        """Whether the call may be made again now that its outcome is unknown. Asked only then: listing a
+        server's tools to read their annotations must never be what makes an item fail or wait."""
+        try:
+            return await self._s._safe_to_repeat(self._ps)
+        except McpRunError:
+            return False
 
     async def _one_attempt(self, session: Session) -> ToolResult:
         s, ps = self._s, self._ps

@@ -298,7 +298,13 @@ class Session:
             self._warn(f"{self.name}: session expired on the server; starting a new one")
             self._ready = trio.Event()
             try:
-                await self.initialize()
+                # Bounded as a whole (the initialized notification too): requests wait for it.
+                with trio.fail_after(2 * self._options.initialize_timeout):
+                    await self.initialize()
+            except trio.TooSlowError:
+                raise NotDelivered(
+                    f"{self.name}: the session expired and a new one could not be started in time"
+                ) from None
             except (TransportError, ProtocolError) as exc:
                 raise NotDelivered(
                     f"{self.name}: the session expired and a new one could not be started: {exc}"
@@ -413,9 +419,13 @@ class Session:
                     rid, method, params, timeout, idle_timeout, _Pending(method, on_progress, on_resumed)
                 )
             except SessionExpired:
-                if method == "initialize":
-                    raise
+                if method == "initialize" or handshake:
+                    raise  # the handshake under way (it holds the lock) is what failed: no new one from here
                 await self._reinitialize(generation)
+                if before_send is not None:
+                    # A journaled call: its caller records how this attempt ended and sends it again itself,
+                    # so every dispatch in the journal has an end.
+                    raise
         raise NotDelivered(f"{self.name}: the server keeps forgetting our session; the request was not run")
 
     async def _send_and_wait(

@@ -17,12 +17,12 @@ States and moves (``_MOVES``)::
   restarting it would only repeat the error. An HTTP server that refused the connection, or answered
   ``initialize`` with 429/502/503/504, is tried again with backoff until ``connect_timeout`` has passed.
 - **After a loss** (the session was up): reconnect with backoff for at most ``reconnect`` seconds from the
-  moment it was lost. A session whose connection died (a stdio server exited) is closed and a new one
-  opened (the server started again); a session that still stands (Streamable HTTP, the server could not be
-  reached) is kept and pinged until it answers, so calls in flight can still resume their streams and a
-  server that restarted and forgot the session gets a new handshake on the same link. The backoff starts
-  again from its first step only once a call is answered: a server that comes back and dies at the first
-  call is reconnected ever more slowly.
+  moment it was lost; the outage ends when a call on the new session is answered, not when it opens. A
+  session whose connection died (a stdio server exited) is closed and a new one opened (the server started
+  again); a session that still stands (Streamable HTTP, the server could not be reached) is kept and pinged
+  until it answers, so calls in flight can still resume their streams and a server that restarted and
+  forgot the session gets a new handshake on the same link. A server that comes back and fails every call
+  at once is reconnected ever more slowly, within the same budget.
 - **Waits** come from :mod:`runner.backoff`; each is announced (``LinkRetrying.delay``) and then slept
   exactly, so the printed schedule is the real one.
 
@@ -230,9 +230,10 @@ class ServerLink:
             self._wake.set()
 
     def healthy(self) -> None:
-        """A call on the current session got an answer: the server works; the next outage's backoff starts
-        from its first step."""
+        """A call on the current session got an answer: the server works, the outage (if any) is over; the
+        next one gets a whole budget and a backoff from its first step."""
         if self._state is LinkState.UP:
+            self._down_since = None
             self._failures = 0
 
     def close(self) -> None:
@@ -311,8 +312,9 @@ class ServerLink:
     async def _serve(self, session: Session, first: bool) -> McpRunError:
         """The session is up: hand it out until it is lost (returns why) or the link closes."""
         now = trio.current_time()
+        # The outage is over only once a call on this session is answered (`healthy`): a server that comes
+        # back and fails every call at once stays in the same outage, bounded by the same budget.
         down_for = None if first or self._down_since is None else now - self._down_since
-        self._down_since = None  # the outage is over; the backoff exponent stays until a call is answered
         if not first:
             self.reconnects += 1
         self._session = session

@@ -149,17 +149,18 @@ def format_failure(event: dict[str, Any]) -> str:
     return f"{label} {where(event.get('step'), event.get('item'))}: {event.get('kind')}: {one_line(first)}"
 
 
-_NUMBER = re.compile(r"\d+")
+# Numbers that differ from call to call without making the failure a different one: request ids.
+_REQUEST_NUMBER = re.compile(r"\b(request|requests|id) \d+\b")
 
 
 def failure_key(failure: Mapping[str, Any]) -> tuple[str, str, str]:
     """What makes two failures "the same": their step, kind, and the first line of their error with the
-    item's key and numbers (request ids, counts) taken out."""
+    item's key and request ids taken out (other numbers, exit codes among them, keep errors apart)."""
     text = str(failure.get("error") or "").split("\n", 1)[0]
     key = str(failure.get("item") or "")
     if len(key) > 1:  # as a whole word: a one-letter key would match inside every word
         text = re.sub(rf"(?<!\w){re.escape(key)}(?!\w)", "…", text)
-    return str(failure.get("step")), str(failure.get("kind")), _NUMBER.sub("#", text)
+    return str(failure.get("step")), str(failure.get("kind")), _REQUEST_NUMBER.sub(r"\1 #", text)
 
 
 @dataclass(slots=True)

@@ -109,6 +109,9 @@ def test_status_rows(status: int, carried_session: bool, action: Action) -> None
     [
         (": Bad Request: No valid session ID provided (-32000)", True, Action.SESSION_EXPIRED),
         (": Session not found", True, Action.SESSION_EXPIRED),
+        (": invalid session id", True, Action.SESSION_EXPIRED),
+        (": session has expired", True, Action.SESSION_EXPIRED),
+        (": the session parameter 'lang' is required", True, Action.REJECTED),  # mentions it, says nothing of it
         (": Bad Request: No valid session ID provided (-32000)", False, Action.REJECTED),
         (": Invalid params (-32602)", True, Action.REJECTED),
     ],
@@ -121,7 +124,7 @@ def test_the_table_is_drawn_in_the_docstring() -> None:
     doc = http_classify.__doc__ or ""
     for needle in [
         "ConnectError, ConnectTimeout, PoolTimeout",
-        "404, or 400 whose body mentions the session",
+        "404, or 400 whose body says the session is",
         "429",
         "5xx",
     ]:

@@ -11,7 +11,7 @@ import trio
 
 from runner._trio import single_error
 from runner.backoff import Backoff
-from runner.errors import ConnectFailed, NotDelivered, OutcomeUnknown
+from runner.errors import ConnectFailed, NotDelivered, OutcomeUnknown, SessionExpired
 from runner.eventlog import EventLog
 from runner.exitcodes import ExitCode
 from runner.journal import fold
@@ -43,6 +43,7 @@ class Harness:
         self.opened: list[str] = []
         self.fail_open: set[str] = set()
         self.undelivered_calls = 0  # this many tools/call sends fail before a byte is written
+        self.expired_calls = 0  # this many tools/call sends find the session forgotten (then renewed)
 
     @asynccontextmanager
     async def opener(self, name: str, options: SessionOptions) -> AsyncIterator[Session]:
@@ -61,6 +62,9 @@ class Harness:
                     if getattr(message, "method", None) == "tools/call" and self.undelivered_calls > 0:
                         self.undelivered_calls -= 1
                         raise NotDelivered("connection refused")
+                    if getattr(message, "method", None) == "tools/call" and self.expired_calls > 0:
+                        self.expired_calls -= 1
+                        raise SessionExpired("404: the server no longer knows the session")
                     await original_send(message)
 
                 client.send = send  # type: ignore[method-assign]
@@ -705,3 +709,57 @@ async def test_a_server_that_stays_down_leaves_the_rest_undone(autojump_clock: t
     retry_waits = [e["delay_s"] for e in events if e["type"] == "session_retrying"]
     assert retry_waits == [1.0, 2.0, 4.0, 8.0]  # the next (16 s) would end past the 20 s budget
     assert [e["type"] for e in events if e["type"].startswith("session_")][-1] == "session_failed"
+
+
+async def test_an_in_doubt_item_whose_step_does_not_run_keeps_the_run_open(autojump_clock: trio.abc.Clock) -> None:
+    plan = plan_of(CHAIN)
+    events: list[dict[str, Any]] = []
+    await run_plan(plan, Harness({"s": echo_tools}), events=events, concurrency=1)
+    dispatches = [i for i, e in enumerate(events) if e["type"] == "item_dispatched" and e["step"] == "convert"]
+    cut = events[: dispatches[0] + 1]  # a convert item in doubt
+    # This time `files` fails (its listing is a tool error), so `convert` is skipped: its item in doubt was
+    # neither decided nor called again, and must not let the run close as merely failed.
+    files_failed = {"seq": 998, "type": "item_failed", "step": "files", "item": "", "kind": "tool-error", "error": "x"}
+    broken = [*cut[: dispatches[0]], files_failed, cut[-1]]
+
+    def failing_listing(server: FakeServer) -> None:
+        echo_tools(server)
+        server.tools["listing"] = server.tools["fail"]
+
+    outcome = await run_plan(plan, Harness({"s": failing_listing}), prior=Prior(state=fold(broken), in_doubt="rerun"))
+    assert outcome.steps["convert"].status == "skipped"
+    assert (outcome.status, outcome.exit_code) == ("in-doubt", ExitCode.OUTCOME_UNKNOWN)
+    assert [d["step"] for d in outcome.in_doubt] == ["convert"]
+
+
+async def test_a_server_that_answers_pings_but_never_takes_a_call_is_given_up(autojump_clock: trio.abc.Clock) -> None:
+    text = RESTART.replace("IDEMPOTENT", "false").replace("RECONNECT", "30s").replace("seconds: 10", "seconds: 1")
+    harness = Harness({"s": echo_tools})
+    harness.undelivered_calls = 10**9  # every tools/call fails before a byte is written; pings work
+    events: list[dict[str, Any]] = []
+    start = trio.current_time()
+    outcome = await run_plan(plan_of(text), harness, events=events)
+    assert (outcome.status, outcome.exit_code) == ("incomplete", ExitCode.UNREACHABLE)
+    assert trio.current_time() - start < 60  # bounded by the 30 s budget, not a loop
+    assert harness.calls("s") == []
+    assert [e["type"] for e in events].count("item_dispatched") < 30
+
+
+async def test_a_call_refused_for_an_expired_session_is_journaled_then_sent_again(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    harness = Harness({"s": echo_tools})
+    harness.expired_calls = 1
+    events: list[dict[str, Any]] = []
+    outcome = await run_plan(
+        plan_of(FLAKY.replace("IDEMPOTENT", "false").replace("flaky", "echo")), harness, events=events
+    )
+    assert outcome.status == "succeeded"
+    kinds = [(e["type"], e.get("kind")) for e in events if e["type"].startswith("item_")]
+    assert kinds == [
+        ("item_dispatched", None),
+        ("item_failed", "connection-before-send"),  # refused: the server forgot the session; not run
+        ("item_dispatched", None),
+        ("item_succeeded", None),
+    ]
+    assert len(harness.calls("s")) == 1

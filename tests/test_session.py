@@ -455,6 +455,63 @@ async def test_session_expiry_reinitializes_and_resends() -> None:
         nursery.cancel_scope.cancel()
 
 
+async def test_a_journaled_call_refused_for_an_expired_session_is_handed_back_after_renewal() -> None:
+    # With before_send (the write-ahead journal), the caller records how the attempt ended and sends again
+    # itself: the session renews the session and raises, it never sends the call a second time on its own.
+    async with memory_transport_pair() as (client, end), trio.open_nursery() as nursery:
+        server = FakeServer(end)
+        server.tools["echo"] = echo
+        nursery.start_soon(server.serve)
+        async with open_session(client) as session:
+            original_send = client.send
+            expired = [True]
+
+            async def send_once_expired(message: Any) -> None:
+                if isinstance(message, Request) and message.method == "tools/call" and expired:
+                    expired.clear()
+                    raise SessionExpired("404 on POST")
+                await original_send(message)
+
+            client.send = send_once_expired  # type: ignore[method-assign]
+            journaled: list[Any] = []
+
+            async def before_send(rid: Any, token: Any) -> None:
+                journaled.append(rid)
+
+            with pytest.raises(SessionExpired):
+                await session.call_tool("echo", {"text": "x"}, before_send=before_send)
+            assert len(journaled) == 1 and server.calls == []
+            inits = [m for m in server.received if isinstance(m, Request) and m.method == "initialize"]
+            assert len(inits) == 2  # renewed: the next call goes out on the new session
+            result = await session.call_tool("echo", {"text": "again"}, before_send=before_send)
+            assert result.text == "again" and len(server.calls) == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_expiry_during_the_renewal_handshake_fails_cleanly() -> None:
+    async with memory_transport_pair() as (client, end), trio.open_nursery() as nursery:
+        server = FakeServer(end, capabilities={"tools": {}, "logging": {}})
+        server.tools["echo"] = echo
+        nursery.start_soon(server.serve)
+        async with open_session(client, SessionOptions(server_log_level="info")) as session:
+            original_send = client.send
+            script = ["tools/call", "logging/setLevel"]  # the call finds the session gone, then so does renewal
+
+            async def send(message: Any) -> None:
+                if isinstance(message, Request) and script and message.method == script[0]:
+                    script.pop(0)
+                    raise SessionExpired("404 on POST")
+                await original_send(message)
+
+            client.send = send  # type: ignore[method-assign]
+            with pytest.raises(NotDelivered, match="a new one could not be started"):
+                await session.call_tool("echo", {"text": "x"})
+            assert server.calls == []
+            result = await session.call_tool("echo", {"text": "later"})  # the session is usable again
+            assert result.text == "later"
+        nursery.cancel_scope.cancel()
+
+
 async def test_before_send_runs_before_the_request_is_written() -> None:
     order: list[str] = []
 

@@ -282,13 +282,17 @@ def test_the_summary_groups_identical_failures() -> None:
     from runner.view import format_group, group_failures
 
     failures = [
-        {"step": "c", "item": f"k{n}", "kind": "tool-error", "error": f"file k{n} not found (code {n})"}
+        {"step": "c", "item": f"k{n}", "kind": "tool-error", "error": f"file k{n} not found (request {n + 10})"}
         for n in range(5)
-    ] + [{"step": "c", "item": "z", "kind": "tool-error", "error": "disk full"}]
+    ] + [
+        {"step": "c", "item": "z", "kind": "tool-error", "error": "server exited with code 1"},
+        {"step": "c", "item": "y", "kind": "tool-error", "error": "server exited with code 137"},
+    ]
     groups = group_failures(failures)
     assert [format_group(g) for g in groups] == [
-        "failed c (5 items: k0, k1, k2, ...): tool-error: file k0 not found (code 0)",
-        "failed c[z]: tool-error: disk full",
+        "failed c (5 items: k0, k1, k2, ...): tool-error: file k0 not found (request 10)",
+        "failed c[z]: tool-error: server exited with code 1",  # other numbers keep errors apart
+        "failed c[y]: tool-error: server exited with code 137",
     ]
 
 

@@ -627,7 +627,10 @@ def _run(
             if signals:
                 code = combine([code, ExitCode.SIGINT if signals[0] == signal.SIGINT else ExitCode.SIGTERM])
                 outcome.exit_code = code
-            if not outcome.blocked:
+            if outcome.blocked:
+                # Nothing ran: the run stays open, in doubt until decided (`runs` must say so).
+                log.record("run_stopped", status=outcome.status, exit_code=int(code), outputs={})
+            else:
                 # Closed only with a definite answer for every item; otherwise the run stays open.
                 if outcome.status == "interrupted":
                     log.record("run_interrupted", status=outcome.status, exit_code=int(code))
@@ -718,7 +721,10 @@ def _report(
             + (f", dispatched {d['dispatched_at']}" if d.get("dispatched_at") else "")
             for d in outcome.in_doubt[:50]
         )
-        more = f"\n  ... and {len(outcome.in_doubt) - 50} more" if len(outcome.in_doubt) > 50 else ""
+        more = ""
+        if len(outcome.in_doubt) > 50:
+            more = f"\n  ... and {len(outcome.in_doubt) - 50} more"
+            more += f" ({_show_hint(run_dir, plan)})" if run_dir is not None else ""
         if run_dir is not None:
             decide = (
                 "Check them on the server, then resume with one of:\n"
@@ -804,5 +810,7 @@ def render_summary(summary: dict[str, Any], *, show: str | None = None) -> str:
     lines += [f"  {format_group(group)}" for group in groups[:20]]
     if len(groups) > 20:
         rest = sum(len(g.items) for g in groups[20:])
-        lines.append(f"  ... and {rest} more failures" + (f" ({show})" if show else ""))
+        lines.append(f"  ... and {rest} more failures")
+    if show and (len(groups) > 20 or any(len(g.items) > 3 for g in groups)):
+        lines.append(f"  every failed item: {show}")
     return "\n".join(lines)

@@ -10,8 +10,8 @@ No I/O: the transport asks ``classify_exception`` or ``classify_status`` and act
                                                                     server within its reconnect budget)
     UnsupportedProtocol, LocalProtocolError,      never sent        ConnectFailed (our configuration is
       InvalidURL (other errors before writing)                        wrong; retrying cannot help)
-    404, or 400 whose body mentions the session,  not processed     clear the session id, fail the streams
-      and the POST carried a session id                             of that session as outcome unknown,
+    404, or 400 whose body says the session is    not processed     clear the session id, fail the streams
+      unknown, and the POST carried a session id                    of that session as outcome unknown,
                                                                     raise SessionExpired: the session
                                                                     re-initializes and resends
     3xx                                           rejected          HTTPStatusError naming the Location;
@@ -103,7 +103,13 @@ def classify_exception(exc: BaseException) -> Verdict:
     return Verdict(Action.IN_DOUBT, "may have been delivered")
 
 
-_UNKNOWN_SESSION = re.compile(r"session", re.IGNORECASE)
+# What servers say about a session they do not know (TypeScript SDK: "Bad Request: No valid session ID
+# provided"; others: "Session not found", "invalid session id", "unknown session", "session expired").
+_UNKNOWN_SESSION = re.compile(
+    r"\b(no valid|invalid|unknown|expired|missing) session"
+    r"|\bsession( id)? ((is |was )?(not found|invalid|unknown|expired)|has expired|does not exist)",
+    re.IGNORECASE,
+)
 
 
 def classify_status(status: int, *, carried_session: bool, body: str = "") -> Verdict:

@@ -120,10 +120,6 @@ def everything(port: int) -> AbstractAsyncContextManager[RunningServer]:
     return everything_http_server(port=port)
 
 
-def sdk(port: int) -> AbstractAsyncContextManager[RunningServer]:
-    return sdk_http_server("--port", str(port))
-
-
 @pytest.mark.parametrize("idempotent", [True, False])
 async def test_server_everything_restarted_mid_run(tmp_path: Path, idempotent: bool) -> None:
     async with everything_http_server() as first:
@@ -141,12 +137,20 @@ async def test_server_everything_restarted_mid_run(tmp_path: Path, idempotent: b
 
 @pytest.mark.parametrize("idempotent", [True, False])
 async def test_official_sdk_server_restarted_mid_run(tmp_path: Path, idempotent: bool) -> None:
-    async with sdk_http_server() as first:
-        path = workflow(
-            tmp_path, tool="slow", args="{steps: 2, delay: 0.15}", idempotent=idempotent, server=f"    url: {first.url}"
-        )
-        code, summary, stderr = await restart_mid_run(tmp_path, path, sdk, first)
+    count_file = tmp_path / "executions.txt"  # what the server ran, across both of its lives
+
+    def serve(port: int) -> AbstractAsyncContextManager[RunningServer]:
+        return sdk_http_server("--port", str(port), "--count-file", str(count_file))
+
+    async with sdk_http_server("--count-file", str(count_file)) as first:
+        args = "{key: '${{ item }}', delay: 0.2}"
+        path = workflow(tmp_path, tool="count", args=args, idempotent=idempotent, server=f"    url: {first.url}")
+        code, summary, stderr = await restart_mid_run(tmp_path, path, serve, first)
     check_outcome(tmp_path, code, summary, stderr, idempotent)
+    executions = Counter(count_file.read_text().split())
+    assert set(executions) >= {f"item-{i:02d}" for i in range(ITEMS)} - {d["item"] for d in summary["in_doubt"]}
+    if not idempotent:
+        assert max(executions.values()) == 1, "an item ran twice"
 
 
 def check_outcome(tmp: Path, code: int, summary: dict[str, Any], stderr: str, idempotent: bool) -> None:
