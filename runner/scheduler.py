@@ -441,6 +441,7 @@ class Scheduler:
                 self._log.record("step_finished", step=ps.id, status=report.status, counts=report.counts())
                 return
             except McpRunError as exc:
+                report.succeeded = report.reused = reused  # what earlier attempts did stays done
                 self._fail_step(ps, _line(exc), failure_kind(exc))
                 return
         keep = ps.referenced

@@ -180,9 +180,12 @@ def group_failures(failures: Iterable[Mapping[str, Any]]) -> list[FailureGroup]:
     return list(groups.values())
 
 
-def format_group(group: FailureGroup, *, label: str = "failed", limit: int = 3) -> str:
-    """``failed convert[a.md]: kind: error`` for one, ``failed convert (16 items: a, b, c, ...): ...`` for more."""
+def format_group(group: FailureGroup, *, label: str | None = None, limit: int = 3) -> str:
+    """``failed convert[a.md]: kind: error`` for one, ``failed convert (16 items: a, b, c, ...): ...`` for more;
+    ``not sent`` instead of ``failed`` when the server could not be reached (a resume runs them)."""
     first = group.first
+    if label is None:
+        label = "not sent" if first.get("kind") == "connection-before-send" else "failed"
     error = one_line(str(first.get("error") or "").split("\n", 1)[0], 200)
     if len(group.items) == 1:
         place = where(first.get("step"), first.get("item"))
