@@ -1,7 +1,7 @@
 """Wiring: from a description of a server (argv or URL) to an open MCP session.
 
 This is the one place that knows the concrete transports. The workflow scheduler never imports it: it is
-handed a function that opens sessions (see :mod:`runner.scheduler`).
+handed a function that opens sessions (see :mod:`runner.engine.scheduler`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from runner.framing import DEFAULT_MAX_MESSAGE_SIZE
+from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
 from runner.session import Session, SessionOptions, open_session
 
 __all__ = ["HttpTarget", "StdioTarget", "Target", "open_target"]
@@ -53,7 +53,7 @@ async def open_target(target: Target, options: SessionOptions) -> AsyncIterator[
         async with open_stdio_transport(params) as transport, open_session(transport, options) as session:
             yield session
     else:
-        from runner.transports.http import HttpParams, open_http_transport
+        from runner.transports.http.transport import HttpParams, open_http_transport
 
         http_params = HttpParams(
             url=target.url,

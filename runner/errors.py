@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 from runner.exitcodes import ExitCode
 
 if TYPE_CHECKING:
-    from runner.protocol import ToolResult
+    from runner.protocol.mcp import ToolResult
 
 __all__ = [
     "BusyError",

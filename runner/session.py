@@ -62,7 +62,7 @@ from runner.errors import (
     UnsupportedProtocolVersion,
     printable,
 )
-from runner.jsonrpc import (
+from runner.protocol.jsonrpc import (
     METHOD_NOT_FOUND,
     ErrorResponse,
     IdAllocator,
@@ -73,7 +73,7 @@ from runner.jsonrpc import (
     Response,
     encode,
 )
-from runner.protocol import (
+from runner.protocol.mcp import (
     LATEST_PROTOCOL_VERSION,
     LOG_LEVELS,
     SUPPORTED_PROTOCOL_VERSIONS,

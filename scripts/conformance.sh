@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run the pinned MCP conformance suite (peers/: @modelcontextprotocol/conformance 0.1.16, Node 22) against
-# mcp-run's client, `python -m runner.conformance`, one client scenario at a time.
+# mcp-run's client, `python -m runner.testing.conformance`, one client scenario at a time.
 #
 #     scripts/conformance.sh              every client scenario the suite lists
 #     scripts/conformance.sh sse-retry    only the scenarios named
@@ -18,7 +18,7 @@ NODE=peers/node_modules/.bin/node
 SUITE=peers/node_modules/@modelcontextprotocol/conformance/dist/index.js
 BASELINE=tests/conformance/expected-failures.yaml
 PYTHON=.venv/bin/python
-CLIENT="$PYTHON -m runner.conformance"
+CLIENT="$PYTHON -m runner.testing.conformance"
 
 for needed in "$NODE" "$SUITE" "$PYTHON"; do
     if [ ! -e "$needed" ]; then

@@ -1,7 +1,7 @@
-"""Regenerate ``schemas/workflow.schema.json`` from the pydantic models in :mod:`runner.model`.
+"""Regenerate ``schemas/workflow.schema.json`` from the pydantic models in :mod:`runner.workflow.model`.
 
 Usage: ``python scripts/gen_schema.py`` (write) or ``python scripts/gen_schema.py --check`` (exit 1 when
-the committed file is stale). ``python -m runner.model`` does the same.
+the committed file is stale). ``python -m runner.workflow.model`` does the same.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runner.model import SCHEMA_PATH, write_schema
+from runner.workflow.model import SCHEMA_PATH, write_schema
 
 
 def main(argv: list[str]) -> int:

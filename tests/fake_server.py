@@ -11,8 +11,8 @@ from typing import Any
 
 import trio
 
-from runner.jsonrpc import ErrorResponse, Message, Notification, Request, Response
-from runner.transports.memory import MemoryServerEnd
+from runner.protocol.jsonrpc import ErrorResponse, Message, Notification, Request, Response
+from runner.testing.memory import MemoryServerEnd
 
 
 @dataclass

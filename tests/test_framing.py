@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runner.errors import FrameTooLarge
-from runner.framing import LineDecoder
+from runner.protocol.framing import LineDecoder
 
 lines = st.lists(st.binary(min_size=1, max_size=60).map(lambda b: b.replace(b"\n", b"x").replace(b"\r", b"y")))
 

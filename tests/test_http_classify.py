@@ -1,4 +1,4 @@
-"""The classification table of :mod:`runner.transports.http_classify`, row by row, and the retry timings."""
+"""The classification table of :mod:`runner.transports.http.classify`, row by row, and the retry timings."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import httpx2
 import pytest
 import trio
 
-from runner.transports import http_classify
-from runner.transports.http_classify import (
+from runner.transports.http import classify as http_classify
+from runner.transports.http.classify import (
     Action,
     ResumeBudget,
     backoff_delay,

@@ -27,10 +27,10 @@ from runner.errors import (
     SessionExpired,
     TransportError,
 )
-from runner.jsonrpc import InvalidMessage, Notification, Request, Response
+from runner.protocol.jsonrpc import InvalidMessage, Notification, Request, Response
 from runner.transports.base import RequestLost, StreamResumed, TransportEvent
-from runner.transports.http import HttpParams, HttpTransport, open_http_transport
-from runner.transports.sse import SSEEvent, SSEParser
+from runner.transports.http.streams import SSEEvent, SSEParser
+from runner.transports.http.transport import HttpParams, HttpTransport, open_http_transport
 
 URL = "http://mcp.test/mcp"
 

@@ -13,7 +13,7 @@ import pytest
 
 from runner.cli import main
 from runner.cli.inspect import JournalTail, follow, format_event, load, run_record, show_record
-from runner.rundir import RunDir, RunLock
+from runner.engine.rundir import RunDir, RunLock
 from tests.snapshots import JOURNALS, SNAPSHOTS, check, events
 
 RUNNING_ID = "20260102T030405.000000Z-runnin"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from runner.errors import WorkflowError
-from runner.loader import parse_workflow, validate
-from runner.model import WorkflowErrors
+from runner.workflow.loader import parse_workflow, validate
+from runner.workflow.model import WorkflowErrors
 
 HERE = Path(__file__).parent / "workflows_invalid"
 CASES = sorted(HERE.glob("*.yaml"))

@@ -12,10 +12,10 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from runner.engine.eventlog import EventLog, Masker
+from runner.engine.journal import JournalCorrupt, fold, parse_journal
+from runner.engine.rundir import RunDir, is_locked, list_runs, new_run_id, prune
 from runner.errors import BusyError
-from runner.eventlog import EventLog, Masker
-from runner.journal import JournalCorrupt, fold, parse_journal
-from runner.rundir import RunDir, is_locked, list_runs, new_run_id, prune
 
 
 def line(**event: Any) -> bytes:

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runner.errors import MalformedMessage
-from runner.jsonrpc import (
+from runner.protocol.jsonrpc import (
     ErrorResponse,
     IdAllocator,
     InvalidMessage,

@@ -9,8 +9,8 @@ import trio
 import trio.testing
 from rich.console import Console
 
-from runner.live import LiveView, render
-from runner.view import ProgressModel
+from runner.view.live import LiveView, render
+from runner.view.plain import ProgressModel
 from tests.snapshots import check, events
 
 STEPS = ["list_files", "convert", "summary"]

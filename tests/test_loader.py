@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runner.errors import WorkflowError
-from runner.loader import load_inputs_file, load_workflow, parse_workflow, parse_yaml, validate
+from runner.workflow.loader import load_inputs_file, load_workflow, parse_workflow, parse_yaml, validate
 
 HERE = Path(__file__).parent
 VALID = HERE / "workflows_valid" / "convert.yaml"

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from runner.durations import format_duration, parse_duration
 from runner.errors import WorkflowError
-from runner.model import (
+from runner.workflow.durations import format_duration, parse_duration
+from runner.workflow.model import (
     Input,
     Positions,
     Step,
@@ -206,7 +206,13 @@ class TestResolveInputs:
 
 
 class TestModuleSurface:
-    MODULES = ("runner.durations", "runner.model", "runner.template", "runner.plan", "runner.loader")
+    MODULES = (
+        "runner.workflow.durations",
+        "runner.workflow.model",
+        "runner.workflow.template",
+        "runner.workflow.plan",
+        "runner.workflow.loader",
+    )
 
     @pytest.mark.parametrize("name", MODULES)
     def test_all_lists_every_public_definition(self, name: str) -> None:
@@ -219,7 +225,10 @@ class TestModuleSurface:
         assert defined <= set(module.__all__)
         assert all(hasattr(module, attr) for attr in module.__all__)
 
-    @pytest.mark.parametrize("name", ["runner.durations", "runner.model", "runner.template", "runner.plan"])
+    @pytest.mark.parametrize(
+        "name",
+        ["runner.workflow.durations", "runner.workflow.model", "runner.workflow.template", "runner.workflow.plan"],
+    )
     def test_the_pure_core_imports_no_io_library(self, name: str) -> None:
         source = Path(importlib.import_module(name).__file__ or "").read_text(encoding="utf-8")
         names = {

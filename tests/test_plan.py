@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runner.context import fanout_view, item_entry, make_context, step_view
 from runner.errors import WorkflowError
-from runner.model import Workflow, WorkflowErrors
-from runner.plan import Plan, build_plan, render_plan_text, url_problem
-from runner.template import TemplateError, item_key
+from runner.workflow.context import fanout_view, item_entry, make_context, step_view
+from runner.workflow.model import Workflow, WorkflowErrors
+from runner.workflow.plan import Plan, build_plan, render_plan_text, url_problem
+from runner.workflow.template import TemplateError, item_key
 
 SERVERS = {"fs": {"command": ["server-fs"], "timeout": "30s"}, "web": {"url": "http://localhost/mcp"}}
 

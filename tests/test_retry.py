@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from runner.backoff import backoff_delay
+from runner.engine.retry import failure_kind, is_safe_to_repeat
 from runner.errors import CallTimeout, JsonRpcError, NotDelivered, OutcomeUnknown
-from runner.retry import failure_kind, is_safe_to_repeat
 
 
 def test_failure_kinds_and_safety_rule() -> None:

@@ -10,10 +10,10 @@ import pytest
 import trio
 
 from runner.connect import HttpTarget, StdioTarget, Target
+from runner.engine.runctl import collect_secrets, fingerprints, make_opener
 from runner.errors import ConnectFailed, HTTPStatusError
-from runner.loader import parse_workflow, validate
-from runner.runctl import collect_secrets, fingerprints, make_opener
 from runner.session import SessionOptions
+from runner.workflow.loader import parse_workflow, validate
 
 WORKFLOW = """
 version: 1

@@ -12,8 +12,7 @@ import pytest
 
 from runner.cli import main
 from runner.cli.where import parse_target, resume_hint, run_hint, runs_hint, state_dir_args
-from runner.errors import BusyError, UsageError
-from runner.rundir import (
+from runner.engine.rundir import (
     AmbiguousRun,
     RunDir,
     WorkflowBusy,
@@ -23,6 +22,7 @@ from runner.rundir import (
     runs_of,
     unfinished_runs,
 )
+from runner.errors import BusyError, UsageError
 
 
 @pytest.fixture(autouse=True)

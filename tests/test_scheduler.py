@@ -11,16 +11,16 @@ import trio
 
 from runner._trio import single_error
 from runner.backoff import Backoff
+from runner.engine.eventlog import EventLog
+from runner.engine.journal import fold
+from runner.engine.retry import RetryPolicy
+from runner.engine.scheduler import Outcome, Prior, Scheduler, SchedulerOptions
 from runner.errors import ConnectFailed, NotDelivered, OutcomeUnknown, SessionExpired
-from runner.eventlog import EventLog
 from runner.exitcodes import ExitCode
-from runner.journal import fold
-from runner.loader import parse_workflow, validate
-from runner.plan import Plan
-from runner.retry import RetryPolicy
-from runner.scheduler import Outcome, Prior, Scheduler, SchedulerOptions
 from runner.session import Session, SessionOptions, open_session
-from runner.transports.memory import memory_transport_pair
+from runner.testing.memory import memory_transport_pair
+from runner.workflow.loader import parse_workflow, validate
+from runner.workflow.plan import Plan
 from tests.fake_server import FakeCall, FakeServer, text_result
 
 Setup = Callable[[FakeServer], None]

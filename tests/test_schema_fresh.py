@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from runner.model import SCHEMA_PATH, schema_text
+from runner.workflow.model import SCHEMA_PATH, schema_text
 
 VALID = Path(__file__).parent / "workflows_valid"
 
@@ -16,7 +16,7 @@ VALID = Path(__file__).parent / "workflows_valid"
 def test_committed_schema_is_fresh() -> None:
     committed = SCHEMA_PATH.read_text(encoding="utf-8") if SCHEMA_PATH.exists() else ""
     assert committed == schema_text(), (
-        f"{SCHEMA_PATH} is stale; regenerate it with: python scripts/gen_schema.py (or python -m runner.model)"
+        f"{SCHEMA_PATH} is stale; regenerate it with: python scripts/gen_schema.py (or python -m runner.workflow.model)"
     )
 
 

@@ -22,11 +22,11 @@ from runner.errors import (
     TransportError,
     UnsupportedProtocolVersion,
 )
-from runner.jsonrpc import ErrorResponse, InvalidMessage, Notification, Request, Response
-from runner.protocol import LogMessage, Progress
+from runner.protocol.jsonrpc import ErrorResponse, InvalidMessage, Notification, Request, Response
+from runner.protocol.mcp import LogMessage, Progress
 from runner.session import WARN_FIRST, Session, SessionOptions, SessionStats, open_session
+from runner.testing.memory import MemoryClientTransport, MemoryServerEnd, memory_transport_pair
 from runner.transports.base import RequestLost
-from runner.transports.memory import MemoryClientTransport, MemoryServerEnd, memory_transport_pair
 from tests.fake_server import FakeCall, FakeServer, text_result
 
 

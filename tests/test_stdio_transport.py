@@ -17,7 +17,7 @@ import trio
 import trio.testing
 
 from runner.errors import ConnectFailed, FrameTooLarge, NotDelivered, TransportError
-from runner.jsonrpc import InvalidMessage, Notification, Request, Response
+from runner.protocol.jsonrpc import InvalidMessage, Notification, Request, Response
 from runner.transports import stdio
 from runner.transports.base import Transport
 from runner.transports.stdio import StdioParams, StdioTransport, open_stdio_transport

@@ -12,9 +12,7 @@ import trio.testing
 
 from runner._trio import single_error
 from runner.backoff import Backoff
-from runner.errors import ConnectFailed, HTTPStatusError, McpRunError, NotDelivered, UnsupportedProtocolVersion
-from runner.session import Session, open_session
-from runner.supervisor import (
+from runner.engine.supervisor import (
     LinkEvent,
     LinkFailed,
     LinkLost,
@@ -24,7 +22,9 @@ from runner.supervisor import (
     LinkState,
     ServerLink,
 )
-from runner.transports.memory import MemoryServerEnd, memory_transport_pair
+from runner.errors import ConnectFailed, HTTPStatusError, McpRunError, NotDelivered, UnsupportedProtocolVersion
+from runner.session import Session, open_session
+from runner.testing.memory import MemoryServerEnd, memory_transport_pair
 from tests.fake_server import FakeServer
 
 NO_JITTER = Backoff(initial=0.5, maximum=30.0, jitter=0.0)

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runner.context import fanout_view, item_entry, make_context, step_view
 from runner.errors import WorkflowError
 from runner.exitcodes import ExitCode
-from runner.template import (
+from runner.workflow.context import fanout_view, item_entry, make_context, step_view
+from runner.workflow.template import (
     Reference,
     TemplateError,
     TemplateSyntaxError,

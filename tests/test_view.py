@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from runner.view import (
+from runner.view.plain import (
     NullView,
     PlainView,
     ProgressModel,
@@ -178,7 +178,7 @@ def test_make_view_chooses_by_terminal_and_flags() -> None:
 def test_a_terminal_without_rich_gets_plain_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    monkeypatch.delitem(sys.modules, "runner.live", raising=False)
+    monkeypatch.delitem(sys.modules, "runner.view.live", raising=False)
     monkeypatch.setitem(sys.modules, "rich.console", None)  # importing it raises ImportError
     view = make_view(args(), ["a"], FakeTerminal(), environ={"TERM": "xterm"})
     assert isinstance(view, PlainView)
@@ -196,11 +196,11 @@ def test_make_view_respects_no_color_and_github() -> None:
 def test_rich_is_not_imported_without_a_live_view() -> None:
     code = (
         "import sys, io, argparse\n"
-        "import runner.cli, runner.view\n"
+        "import runner.cli, runner.view.plain\n"
         "from runner.cli import build_parser\n"
         "build_parser()\n"
-        "runner.view.make_view(argparse.Namespace(), ['a'], io.StringIO())\n"
-        "assert 'rich' not in sys.modules and 'runner.live' not in sys.modules, sorted(sys.modules)\n"
+        "runner.view.plain.make_view(argparse.Namespace(), ['a'], io.StringIO())\n"
+        "assert 'rich' not in sys.modules and 'runner.view.live' not in sys.modules, sorted(sys.modules)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
@@ -279,7 +279,7 @@ def test_identical_failures_in_a_row_are_shown_once_then_counted() -> None:
 
 
 def test_the_summary_groups_identical_failures() -> None:
-    from runner.view import format_group, group_failures
+    from runner.view.plain import format_group, group_failures
 
     failures = [
         {"step": "c", "item": f"k{n}", "kind": "tool-error", "error": f"file k{n} not found (request {n + 10})"}

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 from runner.errors import UsageError
 from runner.exitcodes import ExitCode
-from runner.protocol import LOG_LEVELS
+from runner.protocol.mcp import LOG_LEVELS
 
 if TYPE_CHECKING:
-    from runner.journal import RunState
-    from runner.rundir import RunDir
+    from runner.engine.journal import RunState
+    from runner.engine.rundir import RunDir
 
 __all__ = [
     "JournalTail",
@@ -60,9 +60,9 @@ class Loaded:
 
 
 def load(run_dir: RunDir) -> Loaded:
+    from runner.engine.journal import RunState, fold, parse_journal
+    from runner.engine.rundir import is_locked
     from runner.errors import McpRunError
-    from runner.journal import RunState, fold, parse_journal
-    from runner.rundir import is_locked
 
     pid = is_locked(run_dir.path)
     try:
@@ -84,7 +84,7 @@ def _status(run: Loaded) -> str:
 
 
 def _ts(value: Any) -> float | None:
-    from runner.view import ts_seconds
+    from runner.view.plain import ts_seconds
 
     return ts_seconds(value) if value else None
 
@@ -234,7 +234,7 @@ def _when(ts: Any) -> str:
 
 
 def _dur(value: Any) -> str:
-    from runner.view import format_duration
+    from runner.view.plain import format_duration
 
     return format_duration(value) if isinstance(value, int | float) else "-"
 
@@ -275,7 +275,7 @@ def _indent(text: Any, prefix: str = "      ", max_lines: int = 12) -> str:
 def render_show(record: dict[str, Any], *, resume: str | None = None, logs_command: str | None = None) -> str:
     """``show``'s text. ``resume`` and ``logs_command`` are the commands to print as advice (``mcp-run resume
     WORKFLOW RUN_ID``, ``mcp-run logs ...``, with ``--state-dir`` when needed); by default, the run id form."""
-    from runner.view import format_log, one_line, where
+    from runner.view.plain import format_log, one_line, where
 
     resume = resume or f"mcp-run resume {record['run_id']}"
     logs_command = logs_command or f"mcp-run logs {record['run_id']}"
@@ -359,7 +359,7 @@ def _time_of(ts: Any) -> str:
 
 def format_event(event: dict[str, Any]) -> str | None:
     """One journal event as a line of ``mcp-run logs``, or None for the events it does not show."""
-    from runner.view import format_log, one_line, where
+    from runner.view.plain import format_log, one_line, where
 
     kind = event.get("type")
     when = _time_of(event.get("ts"))
@@ -394,7 +394,7 @@ class JournalTail:
         self.offset = 0
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
-        from runner.journal import parse_journal
+        from runner.engine.journal import parse_journal
 
         self.offset += len(data)
         buffer = self._pending + data
@@ -432,7 +432,7 @@ def _target(args: argparse.Namespace) -> tuple[Path, Path | None, RunDir]:
     """``[WORKFLOW] [RUN_ID]`` of ``show`` and ``logs``: (state directory, workflow, run). A workflow alone
     names its newest run."""
     from runner.cli.where import find_named_run, parse_target, short
-    from runner.rundir import resolve_state_dir, runs_of
+    from runner.engine.rundir import resolve_state_dir, runs_of
 
     workflow, ref = parse_target(args.target, args.run_id)
     state_dir = resolve_state_dir(args.state_dir, workflow)
@@ -447,7 +447,7 @@ def _target(args: argparse.Namespace) -> tuple[Path, Path | None, RunDir]:
 
 def runs_command(args: argparse.Namespace) -> int:
     from runner.cli.where import parse_target, short
-    from runner.rundir import iter_run_dirs, resolve_state_dir, runs_of
+    from runner.engine.rundir import iter_run_dirs, resolve_state_dir, runs_of
 
     workflow, _ = parse_target(args.workflow, None) if args.workflow is not None else (None, None)
     if args.workflow is not None and workflow is None:
@@ -458,7 +458,7 @@ def runs_command(args: argparse.Namespace) -> int:
     if args.prune:
         if args.keep is None or args.keep < 0:
             raise UsageError("--prune needs --keep N (N >= 0): how many finished runs to keep")
-        from runner.rundir import prune
+        from runner.engine.rundir import prune
 
         removed = prune(state_dir, args.keep, workflow=workflow)
         if args.json:
@@ -503,8 +503,8 @@ def show_command(args: argparse.Namespace) -> int:
 
 
 def logs_command(args: argparse.Namespace) -> int:
-    from runner.rundir import is_locked
-    from runner.view import level_index
+    from runner.engine.rundir import is_locked
+    from runner.view.plain import level_index
 
     _state_dir, _workflow, run_dir = _target(args)
     threshold = level_index(args.level)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from runner.protocol import LOG_LEVELS
+from runner.protocol.mcp import LOG_LEVELS
 
 
 def add_log_levels(parser: argparse.ArgumentParser) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 from runner.errors import McpRunError, TransportError
 from runner.exitcodes import ExitCode, combine
-from runner.plan import DEFAULT_CONNECT_TIMEOUT, Plan
+from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, Plan
 
 __all__ = ["PlanCheckFailed", "check_plan"]
 
@@ -38,10 +38,10 @@ def check_plan(plan: Plan, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) 
     import trio
 
     from runner._trio import single_error
-    from runner.context import make_context
-    from runner.protocol import Tool
-    from runner.runctl import env_context, make_opener
+    from runner.engine.runctl import env_context, make_opener
+    from runner.protocol.mcp import Tool
     from runner.session import SessionOptions
+    from runner.workflow.context import make_context
 
     inputs = dict(plan.input_values or {})
     env = env_context(plan)
@@ -76,7 +76,7 @@ def check_plan(plan: Plan, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) 
             continue
         tool = found.get(step.tool)
         if tool is None:
-            from runner.template import did_you_mean
+            from runner.workflow.template import did_you_mean
 
             hint = did_you_mean(step.tool, found) or f"the server has: {', '.join(sorted(found)) or 'no tools'}"
             findings.append(f"error: step {sid}: server {step.server} has no tool {step.tool!r}; {hint}")

@@ -17,9 +17,9 @@ from runner.errors import BusyError, UsageError
 from runner.exitcodes import ExitCode, combine
 
 if TYPE_CHECKING:
-    from runner.plan import Plan
-    from runner.rundir import RunDir, RunLock, WorkflowBusy, WorkflowLock
-    from runner.scheduler import Outcome, Prior, Scheduler
+    from runner.engine.rundir import RunDir, RunLock, WorkflowBusy, WorkflowLock
+    from runner.engine.scheduler import Outcome, Prior, Scheduler
+    from runner.workflow.plan import Plan
 
 SUMMARY_VERSION = 1
 
@@ -231,7 +231,7 @@ def _load_plan(
     file: str | None = None,
     base_inputs: dict[str, Any] | None = None,
 ) -> Plan:
-    from runner.loader import load_inputs_file, validate
+    from runner.workflow.loader import load_inputs_file, validate
 
     path = file or args.file
     inputs_file = load_inputs_file(args.inputs_file) if getattr(args, "inputs_file", None) else None
@@ -250,13 +250,13 @@ def validate_command(args: argparse.Namespace) -> int:
 
 
 def plan_command(args: argparse.Namespace) -> int:
-    from runner.plan import render_plan_text
+    from runner.workflow.plan import render_plan_text
 
     plan = _load_plan(args, require_inputs=False)
     print(render_plan_text(plan))
     if args.check:
         from runner.cli.plancheck import check_plan
-        from runner.plan import DEFAULT_CONNECT_TIMEOUT
+        from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT
 
         problems = check_plan(plan, connect_timeout=args.connect_timeout or DEFAULT_CONNECT_TIMEOUT)
         for line in problems:
@@ -275,7 +275,7 @@ def run_command(args: argparse.Namespace) -> int:
 
 def resume_command(args: argparse.Namespace) -> int:
     from runner.cli.where import find_named_run, parse_target
-    from runner.rundir import resolve_state_dir
+    from runner.engine.rundir import resolve_state_dir
 
     workflow, ref = parse_target(args.target, args.run_id)
     args.resume = True
@@ -307,7 +307,7 @@ def _select_run(
     """Which run to continue; call it holding the workflow lock, so that no other process starts or
     continues a run of this workflow between this choice and the run."""
     from runner.cli.where import run_hint, short
-    from runner.rundir import find_run, is_locked, runs_of, unfinished_runs
+    from runner.engine.rundir import find_run, is_locked, runs_of, unfinished_runs
 
     run_dir: RunDir
     if run_id is not None:
@@ -365,7 +365,7 @@ def _execute(args: argparse.Namespace, path: Path, *, run_id: str | None, start_
         folder = Path(args.output).resolve().parent
         if not folder.is_dir() or not os.access(folder, os.W_OK):
             raise UsageError(f"--output {args.output}: cannot write in {folder}")
-    from runner.rundir import WorkflowBusy, WorkflowLock, resolve_state_dir
+    from runner.engine.rundir import WorkflowBusy, WorkflowLock, resolve_state_dir
 
     if not path.is_file():  # the loader's error, before any state directory is made beside a typo
         _load_plan(args, require_inputs=False, file=str(path))
@@ -411,10 +411,10 @@ def _execute_locked(
     run_dir: RunDir | None,
     workflow_lock: WorkflowLock | None,
 ) -> int:
-    from runner.eventlog import Masker
-    from runner.journal import peek_journal
-    from runner.runctl import collect_secrets, env_context, fingerprints, restore_env_placeholders, workflow_hash
-    from runner.rundir import RunDir
+    from runner.engine.eventlog import Masker
+    from runner.engine.journal import peek_journal
+    from runner.engine.runctl import collect_secrets, env_context, fingerprints, restore_env_placeholders, workflow_hash
+    from runner.engine.rundir import RunDir
 
     # A resume takes the run's inputs from its journal (flags still override); secret inputs were never
     # written, so they must be given again.
@@ -472,8 +472,8 @@ def _prepare_resume(
     console: Console,
     masker: Any,
 ) -> Prior | None:
-    from runner.runctl import changed_steps, describe_changes
-    from runner.scheduler import Prior
+    from runner.engine.runctl import changed_steps, describe_changes
+    from runner.engine.scheduler import Prior
 
     state = run_dir.read(keep_results={sid for sid, s in plan.steps.items() if s.referenced}, unmask=masker.unmask)
     missing = [name for name in state.env_names if os.environ.get(name) is None]
@@ -547,13 +547,13 @@ def _run(
 ) -> int:
     import trio
 
-    from runner.eventlog import EventLog
-    from runner.journal import CLOSED_STATUSES
-    from runner.plan import DEFAULT_CONNECT_TIMEOUT
-    from runner.retry import RetryPolicy
-    from runner.runctl import make_opener
-    from runner.scheduler import Scheduler, SchedulerOptions
-    from runner.view import make_view
+    from runner.engine.eventlog import EventLog
+    from runner.engine.journal import CLOSED_STATUSES
+    from runner.engine.retry import RetryPolicy
+    from runner.engine.runctl import make_opener
+    from runner.engine.scheduler import Scheduler, SchedulerOptions
+    from runner.view.plain import make_view
+    from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT
 
     retry = RetryPolicy(attempts=max(1, args.retry_attempts), total=args.retry_max_time)
     connect_timeout = args.connect_timeout if args.connect_timeout is not None else DEFAULT_CONNECT_TIMEOUT
@@ -647,7 +647,7 @@ def _run(
         return outcome
 
     from runner._trio import single_error
-    from runner.eventlog import JournalWriteError
+    from runner.engine.eventlog import JournalWriteError
 
     try:
         try:
@@ -714,7 +714,7 @@ def _report(
         if outcome.outputs:
             print(masker.mask(json.dumps(outcome.outputs, indent=2, ensure_ascii=False)))
     if outcome.blocked or outcome.in_doubt:
-        from runner.view import where
+        from runner.view.plain import where
 
         rows = "\n".join(
             f"  {where(d['step'], d.get('item'), 40)}: {d.get('kind')}"
@@ -796,7 +796,7 @@ def render_summary(summary: dict[str, Any], *, show: str | None = None) -> str:
         f"{summary['status']}: {len(steps)} step{'s' if len(steps) != 1 else ''} ({parts}); "
         f"{done}/{items} calls done in {summary['duration_s']:.1f}s"
     ]
-    from runner.view import format_group, group_failures
+    from runner.view.plain import format_group, group_failures
 
     for server, counts in summary.get("stray", {}).items():
         said = []

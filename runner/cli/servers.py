@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 from runner.cli.options import add_log_levels
 from runner.errors import ConnectFailed, TransportError, UsageError
 from runner.exitcodes import ExitCode
-from runner.protocol import LOG_LEVELS
+from runner.protocol.mcp import LOG_LEVELS
 
 if TYPE_CHECKING:
     from runner.connect import Target
-    from runner.protocol import LogMessage, Progress, Tool, ToolResult
+    from runner.protocol.mcp import LogMessage, Progress, Tool, ToolResult
     from runner.session import SessionOptions
 
 
@@ -116,7 +116,7 @@ def _target(args: argparse.Namespace) -> Target:
     if url is not None and args.server_argv:
         raise UsageError("give either a URL or a command after --, not both")
     if url is not None:
-        from runner.plan import url_problem
+        from runner.workflow.plan import url_problem
 
         problem = url_problem(url, _CREDENTIALS_HINT)
         if problem is not None:  # a mistake on the command line: exit 2, before anything is contacted

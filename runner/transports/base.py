@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeAlias
 
 from runner.errors import TransportError
-from runner.jsonrpc import InvalidMessage, Message, RequestId
+from runner.protocol.jsonrpc import InvalidMessage, Message, RequestId
 
 __all__ = ["RequestLost", "StreamResumed", "Transport", "TransportEvent"]
 

@@ -65,8 +65,8 @@ import trio
 
 from runner._trio import single_error
 from runner.errors import ConnectFailed, FrameTooLarge, NotDelivered, ServerError, TransportError
-from runner.framing import DEFAULT_MAX_MESSAGE_SIZE, LineDecoder
-from runner.jsonrpc import InvalidMessage, Message, decode, encode
+from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE, LineDecoder
+from runner.protocol.jsonrpc import InvalidMessage, Message, decode, encode
 from runner.transports.base import TransportEvent
 
 __all__ = [

@@ -228,7 +228,7 @@ def bench_engine(sizes: Sizes, tmp: Path) -> list[dict[str, Any]]:
 
 
 def bench_planning(sizes: Sizes, tmp: Path) -> dict[str, Any]:
-    """runner.loader.validate on a generated DAG: a chain of layers, each step reading the step before it."""
+    """runner.workflow.loader.validate on a generated DAG: a chain of layers, each step reading the step before it."""
     n = sizes.dag_steps
     lines = ["version: 1", "servers:", f"  echo: {{command: {json.dumps(ECHO)}}}", "steps:"]
     for i in range(n):
@@ -240,7 +240,7 @@ def bench_planning(sizes: Sizes, tmp: Path) -> dict[str, Any]:
     path = tmp / f"dag-{n}.yaml"
     path.write_text("\n".join(lines) + "\n")
     code = (
-        "import sys, time; t = time.perf_counter(); from runner.loader import validate; "
+        "import sys, time; t = time.perf_counter(); from runner.workflow.loader import validate; "
         "plan = validate(sys.argv[1], require_inputs=False); "
         "print(time.perf_counter() - t, len(plan.steps), len(plan.layers))"
     )
@@ -261,7 +261,7 @@ def bench_resume(sizes: Sizes, tmp: Path) -> list[dict[str, Any]]:
     cut = next(i for i, line in enumerate(lines) if b'"type":"step_started","step":"done"' in line)
     journal.write_bytes(b"".join(lines[:cut]))
     code = (
-        "import sys, time; t = time.perf_counter(); from runner.journal import fold, parse_journal; "
+        "import sys, time; t = time.perf_counter(); from runner.engine.journal import fold, parse_journal; "
         "data = open(sys.argv[1], 'rb').read(); events, _ = parse_journal(data); state = fold(events); "
         "print(time.perf_counter() - t, len(events))"
     )

@@ -14,7 +14,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from runner.schemas import JOURNAL_SCHEMA_PATH, SUMMARY_SCHEMA_PATH
+from runner.engine.schemas import JOURNAL_SCHEMA_PATH, SUMMARY_SCHEMA_PATH
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / "workflows"

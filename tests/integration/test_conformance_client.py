@@ -1,4 +1,4 @@
-"""``python -m runner.conformance`` against the official SDK server (the conformance suite itself runs in
+"""``python -m runner.testing.conformance`` against the official SDK server (the conformance suite itself runs in
 scripts/conformance.sh): scenarios that fit the server succeed, the others fail with a reason, and the
 command line writes nothing to stdout."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from runner.conformance import ScenarioFailed, main, run_scenario
+from runner.testing.conformance import ScenarioFailed, main, run_scenario
 from tests.integration.peers import sdk_http_server
 
 pytestmark = pytest.mark.integration

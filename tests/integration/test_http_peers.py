@@ -18,10 +18,10 @@ import trio
 from runner._trio import single_error
 from runner.connect import HttpTarget, open_target
 from runner.errors import JsonRpcError, OutcomeUnknown
-from runner.jsonrpc import RequestId
-from runner.protocol import LogMessage, Progress
+from runner.protocol.jsonrpc import RequestId
+from runner.protocol.mcp import LogMessage, Progress
 from runner.session import Session, SessionOptions, open_session
-from runner.transports.http import HttpParams, open_http_transport
+from runner.transports.http.transport import HttpParams, open_http_transport
 from tests.integration.peers import everything_http_server, sdk_http_server
 
 pytestmark = pytest.mark.integration

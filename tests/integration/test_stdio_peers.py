@@ -15,7 +15,7 @@ import trio
 from runner._trio import single_error
 from runner.connect import StdioTarget, open_target
 from runner.errors import JsonRpcError
-from runner.protocol import LogMessage, Progress
+from runner.protocol.mcp import LogMessage, Progress
 from runner.session import Session, SessionOptions
 from tests.integration.peers import SDK_SERVER, everything_command, require_peers
 

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 import trio
 
 from runner.errors import NotDelivered, TransportError
-from runner.jsonrpc import Message
+from runner.protocol.jsonrpc import Message
 from runner.transports.base import TransportEvent
 
 __all__ = ["MemoryClientTransport", "MemoryServerEnd", "memory_transport_pair"]

@@ -27,7 +27,7 @@ States and moves (``_MOVES``)::
   exactly, so the printed schedule is the real one.
 
 Nothing here sends a tool call: what may be sent again is the caller's decision (see
-:mod:`runner.retry`). A lost connection only tells callers to wait for the next session.
+:mod:`runner.engine.retry`). A lost connection only tells callers to wait for the next session.
 """
 
 from __future__ import annotations

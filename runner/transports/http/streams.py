@@ -33,12 +33,12 @@ import httpx2
 import trio
 
 from runner.errors import ConnectFailed, FrameTooLarge, OutcomeUnknown, TransportError
-from runner.jsonrpc import ErrorResponse, InvalidMessage, Message, Notification, RequestId, Response, decode
+from runner.protocol.jsonrpc import ErrorResponse, InvalidMessage, Message, Notification, RequestId, Response, decode
 from runner.transports.base import RequestLost, StreamResumed, TransportEvent
-from runner.transports.http_classify import ResumeBudget
+from runner.transports.http.classify import ResumeBudget
 
 if TYPE_CHECKING:
-    from runner.transports.http import HttpParams
+    from runner.transports.http.transport import HttpParams
 
 __all__ = [
     "ACCEPT_SSE",
@@ -52,7 +52,7 @@ __all__ = [
     "pump_body",
 ]
 
-log = logging.getLogger("runner.transports.http")
+log = logging.getLogger("runner.transports.http.transport")
 
 DEFAULT_MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
 DRAIN_AFTER_RESPONSE: Final = 1.0

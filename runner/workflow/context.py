@@ -1,7 +1,7 @@
 """The context templates are evaluated against: its roots, and what a step shows in it.
 
 This is the contract between the scheduler, which fills the context as steps finish, and the planner, which
-checks that templates read only what will exist (see :mod:`runner.template`).
+checks that templates read only what will exist (see :mod:`runner.workflow.template`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from runner.template import StepStatus
+from runner.workflow.template import StepStatus
 
 __all__ = ["fanout_view", "item_entry", "make_context", "step_view"]
 

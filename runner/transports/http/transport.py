@@ -59,16 +59,16 @@ from runner.errors import (
     SessionExpired,
     TransportError,
 )
-from runner.jsonrpc import ErrorResponse, Message, Notification, Request, decode, encode
+from runner.protocol.jsonrpc import ErrorResponse, Message, Notification, Request, decode, encode
 from runner.transports.base import TransportEvent
-from runner.transports.http_classify import (
+from runner.transports.http.classify import (
     Action,
     backoff_delay,
     classify_exception,
     classify_status,
     parse_retry_after,
 )
-from runner.transports.sse import (
+from runner.transports.http.streams import (
     DEFAULT_MAX_EVENT_BYTES,
     Stream,
     StreamHub,

@@ -1,4 +1,4 @@
-"""YAML -> :class:`~runner.model.Workflow`, with the line and column of every key and value.
+"""YAML -> :class:`~runner.workflow.model.Workflow`, with the line and column of every key and value.
 
 Entry points::
 
@@ -9,7 +9,7 @@ Entry points::
     load_inputs_file(path) -> dict                   an --inputs-file (YAML or JSON mapping)
 
 Every problem is a :class:`~runner.errors.WorkflowError` naming file, line, column and key path; when
-there are several, one :class:`~runner.model.WorkflowErrors` lists them all (``.errors``). No input
+there are several, one :class:`~runner.workflow.model.WorkflowErrors` lists them all (``.errors``). No input
 makes these functions raise anything else.
 
 YAML dialect. The file is composed into nodes (libyaml when available, the pure-Python parser
@@ -36,7 +36,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from runner.errors import WorkflowError
-from runner.model import (
+from runner.workflow.model import (
     Input,
     Loc,
     Positions,
@@ -49,8 +49,8 @@ from runner.model import (
     resolve_inputs,
     suggest_identifier,
 )
-from runner.plan import Plan, build_plan
-from runner.template import did_you_mean
+from runner.workflow.plan import Plan, build_plan
+from runner.workflow.template import did_you_mean
 
 __all__ = [
     "LoadedWorkflow",
@@ -300,7 +300,7 @@ def validate(
     input_pairs: Sequence[str] = (),
     inputs_file: Mapping[str, Any] | None = None,
 ) -> Plan:
-    """Run every check and return the :class:`~runner.plan.Plan`.
+    """Run every check and return the :class:`~runner.workflow.plan.Plan`.
 
     Inputs given (``input_pairs`` as ``NAME=VALUE`` strings, ``inputs_file`` already parsed) are always
     checked and resolved into ``plan.input_values``; a missing required input is an error only with

@@ -2,7 +2,7 @@
 
 Three views, chosen by :func:`make_view`:
 
-- the **live view** (:mod:`runner.live`, drawn with ``rich``) when stderr is a terminal: one line per running
+- the **live view** (:mod:`runner.view.live`, drawn with ``rich``) when stderr is a terminal: one line per running
   step, redrawn at a bounded rate by its own task; log messages, failures and finished steps print above it;
 - :class:`PlainView` otherwise (CI logs, cron mail, pipes), or with ``--no-progress``: timestamped lines for
   step started and finished, a fan-out progress line at most every ``interval`` seconds (not with
@@ -12,9 +12,9 @@ Three views, chosen by :func:`make_view`:
 
 ``observe(event)`` is called synchronously for every event the run emits, so it only updates counters
 (:class:`ProgressModel`) and, for the plain view, writes the rare line; it never draws. Events reach a view
-already masked by the :class:`~runner.eventlog.EventLog`.
+already masked by the :class:`~runner.engine.eventlog.EventLog`.
 
-This module imports no ``rich``: ``runner.live`` is imported only when a live view is drawn.
+This module imports no ``rich``: ``runner.view.live`` is imported only when a live view is drawn.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from typing import Any, Protocol, TextIO
 
 import trio
 
-from runner.journal import IN_DOUBT_KINDS
-from runner.protocol import LOG_LEVELS
+from runner.engine.journal import IN_DOUBT_KINDS
+from runner.protocol.mcp import LOG_LEVELS
 
 __all__ = [
     "CallProgress",
@@ -628,7 +628,7 @@ def make_view(
     github = env.get("GITHUB_ACTIONS") == "true"
     if not quiet and not no_progress and wants_live(stream, env):
         try:
-            from runner.live import LiveView
+            from runner.view.live import LiveView
         except ImportError:  # rich is missing from a partial install: plain lines still tell the story
             pass
         else:

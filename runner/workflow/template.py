@@ -20,12 +20,12 @@ Context (the contract with the scheduler)
         env      the environment variables the workflow refers to (env.NAME), and only those
         steps    steps.<id>: a plain step's view is step_view(result) -> {result, structured, text, json,
                  status}; a fan-out step's view is fanout_view(items, entries) -> {items, results, status}
-                 with each entry built by item_entry(...) (all three in :mod:`runner.context`)
+                 with each entry built by item_entry(...) (all three in :mod:`runner.workflow.context`)
         item     the current item, in a for_each step's args and key only
         index    the current item's position (0-based), likewise
 
-    :func:`runner.context.make_context` builds it. A name outside these roots is a compile-time error, and so is a
-    reference to ``steps`` or ``env`` that does not name a step or variable statically
+    :func:`runner.workflow.context.make_context` builds it. A name outside these roots is a compile-time
+    error, and so is a reference to ``steps`` or ``env`` that does not name a step or variable statically
     (``steps.*``, ``steps[0]``, ``env``): the planner must see every dependency.
 
 Truthiness (``if``) follows JMESPath: false, null, "", [] and {} are false; everything else, 0

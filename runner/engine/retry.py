@@ -19,7 +19,7 @@ trio cancellation (interrupt)                   cancelled            never (in d
 ==============================================  ===================  ===================================
 
 The waits come from :mod:`runner.backoff`; the loop that applies this table is the scheduler's item path
-(``runner.scheduler._ItemCall``), and reconnecting is :mod:`runner.supervisor`'s.
+(``runner.engine.scheduler._ItemCall``), and reconnecting is :mod:`runner.engine.supervisor`'s.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class RetryPolicy:
 
 
 def failure_kind(exc: BaseException) -> str:
-    """The journal's name for how a call failed (``runner.journal.FAILURE_KINDS``)."""
+    """The journal's name for how a call failed (``runner.engine.journal.FAILURE_KINDS``)."""
     if isinstance(exc, trio.Cancelled):
         return "cancelled"
     if isinstance(exc, CallTimeout):

@@ -16,7 +16,7 @@ Rules it keeps (the README states them for users):
   only when some template or output reads them.
 - Each call's dispatch is journaled durably *before* the request is written; its result after it arrives.
   Requests that surely never left are retried with backoff; a call whose outcome is unknown is retried
-  only when safe (see :mod:`runner.retry`), otherwise it is reported *in doubt*.
+  only when safe (see :mod:`runner.engine.retry`), otherwise it is reported *in doubt*.
 - ``drain()`` (first interrupt) stops dispatching; ``cancel()`` (second, or after the grace period)
   cancels calls in flight, which send ``notifications/cancelled`` and are journaled as cancelled.
 """
@@ -31,7 +31,18 @@ from typing import Any
 import trio
 
 from runner.backoff import Backoff
-from runner.context import fanout_view, item_entry, make_context, step_view
+from runner.engine.eventlog import EventLog, JournalWriteError
+from runner.engine.journal import IN_DOUBT_KINDS, RunState
+from runner.engine.retry import RetryPolicy, failure_kind, is_safe_to_repeat
+from runner.engine.supervisor import (
+    LinkEvent,
+    LinkFailed,
+    LinkLost,
+    LinkOpened,
+    LinkPolicy,
+    LinkRetrying,
+    ServerLink,
+)
 from runner.errors import (
     CallTimeout,
     JsonRpcError,
@@ -41,23 +52,12 @@ from runner.errors import (
     OutcomeUnknown,
     SessionExpired,
 )
-from runner.eventlog import EventLog, JournalWriteError
 from runner.exitcodes import ExitCode, combine
-from runner.journal import IN_DOUBT_KINDS, RunState
-from runner.plan import DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECONNECT, Plan, PlannedStep
-from runner.protocol import LogMessage, Progress, Tool, ToolResult
-from runner.retry import RetryPolicy, failure_kind, is_safe_to_repeat
+from runner.protocol.mcp import LogMessage, Progress, Tool, ToolResult
 from runner.session import Session, SessionOptions
-from runner.supervisor import (
-    LinkEvent,
-    LinkFailed,
-    LinkLost,
-    LinkOpened,
-    LinkPolicy,
-    LinkRetrying,
-    ServerLink,
-)
-from runner.template import TemplateError
+from runner.workflow.context import fanout_view, item_entry, make_context, step_view
+from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECONNECT, Plan, PlannedStep
+from runner.workflow.template import TemplateError
 
 __all__ = ["Outcome", "Prior", "Scheduler", "SchedulerOptions", "SessionOpener"]
 
@@ -626,7 +626,7 @@ class Scheduler:
         raise _Drained("the run is being interrupted; not dispatching")
 
     def _link(self, name: str) -> ServerLink:
-        """The server's link, started on first use (see :mod:`runner.supervisor`)."""
+        """The server's link, started on first use (see :mod:`runner.engine.supervisor`)."""
         link = self._links.get(name)
         if link is not None:
             return link

@@ -1,6 +1,6 @@
 """The live terminal view, drawn with ``rich``; imported only when a terminal is there to draw on.
 
-:class:`LiveView` keeps the run's counters in a :class:`~runner.view.ProgressModel` that ``observe`` updates
+:class:`LiveView` keeps the run's counters in a :class:`~runner.view.plain.ProgressModel` that ``observe`` updates
 and never draws from: drawing is the job of :meth:`LiveView.run`, a task that redraws at most ``hz`` times a
 second (8 by default) whatever the rate of events, so a fast batch is not slowed by its own display. Lines
 that must stay (log messages at or above ``--log-level``, failures, steps finished) are queued by
@@ -22,8 +22,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from runner.journal import IN_DOUBT_KINDS
-from runner.view import (
+from runner.engine.journal import IN_DOUBT_KINDS
+from runner.view.plain import (
     ProgressModel,
     RepeatedFailures,
     StepProgress,

@@ -1,4 +1,4 @@
-"""The client the MCP conformance suite drives: ``python -m runner.conformance URL``.
+"""The client the MCP conformance suite drives: ``python -m runner.testing.conformance URL``.
 
 The suite (npm ``@modelcontextprotocol/conformance``, see scripts/conformance.sh) starts a mock server for
 one scenario, runs this command with the server's URL appended and the scenario's name in the
@@ -111,7 +111,10 @@ async def run_scenario(scenario: str, url: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print(f"usage: python -m runner.conformance SERVER_URL  (the scenario in ${SCENARIO_ENV})", file=sys.stderr)
+        print(
+            f"usage: python -m runner.testing.conformance SERVER_URL  (the scenario in ${SCENARIO_ENV})",
+            file=sys.stderr,
+        )
         return 2
     scenario = os.environ.get(SCENARIO_ENV, "initialize")
     try:

@@ -22,10 +22,10 @@ A workflow (YAML, ``version: 1``)::
 
 These models check *shape* only (unknown keys are refused, types are strict: ``"5"`` is not an integer
 and ``yes`` is not a boolean). What needs the whole workflow (servers that exist, templates, references,
-cycles, one of ``command``/``url``) is checked by :mod:`runner.plan`; where a value sits in the file is
-recorded by :mod:`runner.loader` in a :class:`Positions`.
+cycles, one of ``command``/``url``) is checked by :mod:`runner.workflow.plan`; where a value sits in the file is
+recorded by :mod:`runner.workflow.loader` in a :class:`Positions`.
 
-Regenerate the JSON schema with ``python -m runner.model`` (writes ``schemas/workflow.schema.json``;
+Regenerate the JSON schema with ``python -m runner.workflow.model`` (writes ``schemas/workflow.schema.json``;
 ``--check`` only compares). ``scripts/gen_schema.py`` does the same.
 """
 
@@ -54,8 +54,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from runner.durations import NO_LIMIT, parse_duration, parse_limit
 from runner.errors import WorkflowError
+from runner.workflow.durations import NO_LIMIT, parse_duration, parse_limit
 
 __all__ = [
     "IDENTIFIER",
@@ -84,7 +84,7 @@ __all__ = [
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 INPUT_TYPES: tuple[str, ...] = ("string", "integer", "number", "boolean", "array", "object")
 InputType = Literal["string", "integer", "number", "boolean", "array", "object"]
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "workflow.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "workflow.schema.json"
 Loc = tuple[str | int, ...]
 
 _TEMPLATE_SCHEMA = r".*\$\{\{.*\}\}.*"
@@ -627,7 +627,7 @@ def write_schema(path: Path = SCHEMA_PATH, *, check: bool = False) -> bool:
 def _main(argv: Sequence[str]) -> int:
     check = "--check" in argv
     if not write_schema(check=check):
-        sys.stderr.write(f"{SCHEMA_PATH} is stale; regenerate it with: python -m runner.model\n")
+        sys.stderr.write(f"{SCHEMA_PATH} is stale; regenerate it with: python -m runner.workflow.model\n")
         return 1
     sys.stdout.write(f"{SCHEMA_PATH} is up to date\n" if check else f"wrote {SCHEMA_PATH}\n")
     return 0

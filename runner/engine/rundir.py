@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from runner.engine.journal import CLOSED_STATUSES, RunState, peek_journal, read_journal
 from runner.errors import BusyError, McpRunError, UsageError
-from runner.journal import CLOSED_STATUSES, RunState, peek_journal, read_journal
 
 __all__ = [
     "AmbiguousRun",
@@ -379,7 +379,7 @@ def runs_of(state_dir: Path, workflow: Path) -> list[RunDir]:
 
 def unfinished_runs(state_dir: Path, workflow: Path) -> list[RunDir]:
     """Open runs of this workflow file, oldest first. Reads only the ends of each journal: a run is closed
-    when its last complete event is ``run_finished`` with a closed status (see :mod:`runner.journal`)."""
+    when its last complete event is ``run_finished`` with a closed status (see :mod:`runner.engine.journal`)."""
     return [run_dir for run_dir in runs_of(state_dir, workflow) if run_dir.closed_status() is None]
 
 

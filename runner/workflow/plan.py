@@ -1,8 +1,8 @@
 """The plan: a checked workflow, its templates compiled, its steps in dependency order.
 
-:func:`build_plan` takes a :class:`~runner.model.Workflow` (shape already checked) and checks everything
+:func:`build_plan` takes a :class:`~runner.workflow.model.Workflow` (shape already checked) and checks everything
 that needs the whole file, collecting every problem before it raises (one
-:class:`~runner.errors.WorkflowError`, or :class:`~runner.model.WorkflowErrors` listing several):
+:class:`~runner.errors.WorkflowError`, or :class:`~runner.workflow.model.WorkflowErrors` listing several):
 
 * a server has exactly one of ``command`` (stdio) and ``url`` (HTTP); ``env``/``cwd`` only with a
   command, ``headers`` only with a url; server templates read only ``inputs`` and ``env``; a literal
@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from runner.durations import format_duration
 from runner.errors import WorkflowError
-from runner.model import Loc, Positions, Server, Step, Workflow, describe, raise_errors
-from runner.template import (
+from runner.workflow.durations import format_duration
+from runner.workflow.model import Loc, Positions, Server, Step, Workflow, describe, raise_errors
+from runner.workflow.template import (
     Compiled,
     Occurrence,
     TemplateError,
@@ -479,7 +479,7 @@ def _field_hint(name: str, field: str, fields: tuple[str, ...], fan_out: bool) -
 def build_plan(workflow: Workflow, positions: Positions | None = None) -> Plan:
     """Check ``workflow`` as a whole and plan it; raise a WorkflowError listing every problem found.
 
-    ``positions`` (from :mod:`runner.loader`) locates errors in the file; without it errors carry only
+    ``positions`` (from :mod:`runner.workflow.loader`) locates errors in the file; without it errors carry only
     the key path.
     """
     builder = _Builder(workflow, positions or Positions())

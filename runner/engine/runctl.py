@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from runner.connect import HttpTarget, StdioTarget, Target, open_target
-from runner.context import make_context
+from runner.engine.journal import RunState
+from runner.engine.scheduler import SessionOpener
 from runner.errors import McpRunError
-from runner.journal import RunState
-from runner.plan import Plan
-from runner.scheduler import SessionOpener
 from runner.session import Session, SessionOptions
-from runner.template import canonical_json
+from runner.workflow.context import make_context
+from runner.workflow.plan import Plan
+from runner.workflow.template import canonical_json
 
 __all__ = [
     "collect_secrets",
@@ -134,7 +134,7 @@ def make_opener(
     connect: Callable[[Target, SessionOptions], AbstractAsyncContextManager[Session]] = open_target,
 ) -> SessionOpener:
     """Open a server's session, once: whether and when to try again is the caller's decision (the
-    scheduler's :class:`~runner.supervisor.ServerLink`)."""
+    scheduler's :class:`~runner.engine.supervisor.ServerLink`)."""
 
     def opener(name: str, options: SessionOptions) -> AbstractAsyncContextManager[Session]:
         return connect(render_target(plan, name, inputs, env), options)

@@ -2,7 +2,7 @@
 
 The models here document the formats; the code that writes them builds plain dicts on the hot path, and
 tests validate real output against the generated schemas (``schemas/summary.schema.json`` and
-``schemas/journal-event.schema.json``). Regenerate with ``python -m runner.schemas`` (``--check`` only
+``schemas/journal-event.schema.json``). Regenerate with ``python -m runner.engine.schemas`` (``--check`` only
 compares).
 """
 
@@ -15,11 +15,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from runner.journal import FailureKind
+from runner.engine.journal import FailureKind
 
 __all__ = ["JOURNAL_SCHEMA_PATH", "SUMMARY_SCHEMA_PATH", "journal_event_schema", "summary_schema", "write_schemas"]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SUMMARY_SCHEMA_PATH = ROOT / "schemas" / "summary.schema.json"
 JOURNAL_SCHEMA_PATH = ROOT / "schemas" / "journal-event.schema.json"
 
