@@ -1,11 +1,58 @@
-"""Shared test settings: a derandomized, deadline-free hypothesis profile in CI."""
+"""Shared test settings: a derandomized, deadline-free hypothesis profile in CI; and, once the suite has
+run, a check that every journal it produced reads the same in `runs`, `show` and the summary."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
 from hypothesis import settings
 
 settings.register_profile("ci", derandomize=True, deadline=None, max_examples=200, print_blob=True)
 settings.register_profile("dev", deadline=None, max_examples=100)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+def journal_counts_agree(journal: Path) -> list[str]:
+    """Where `runs`, `show` and the run's summary would disagree about a journal's items (empty: they agree;
+    unreadable journals, which some tests write on purpose, are not compared)."""
+    import time
+
+    from runner.cli.inspect import load, run_record, show_record
+    from runner.engine.journal import read_journal
+    from runner.engine.rundir import RunDir
+    from runner.errors import McpRunError
+
+    try:
+        state = read_journal(journal, keep_results=set())
+    except (McpRunError, OSError):
+        return []
+    loaded = load(RunDir(journal.parent))
+    if loaded.corrupt is not None:
+        return []
+    now = time.time()
+    listed = run_record(loaded, now)["items"]
+    shown = show_record(loaded, now)["steps"].values()
+    summed = {name: sum(step[name] for step in shown) for name in ("succeeded", "failed", "in_doubt")}
+    summary = {name: 0 for name in ("succeeded", "failed", "in_doubt")}
+    for step in state.steps.values():
+        counts = step.counts(live=loaded.running_pid is not None).as_dict()
+        for name in summary:
+            summary[name] += counts[name]
+    problems = []
+    for name in summary:
+        if not listed[name] == summed[name] == summary[name]:
+            problems.append(f"{journal}: {name}: runs {listed[name]}, show {summed[name]}, summary {summary[name]}")
+    return problems
+
+
+@pytest.fixture(scope="session", autouse=True)
+def every_journal_reads_the_same_everywhere(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """After the whole suite: every journal any test produced is folded, and `runs`, `show` and the summary
+    count its items the same way (they read one RunState; this keeps it so)."""
+    yield
+    base = tmp_path_factory.getbasetemp()
+    problems = [p for journal in sorted(base.rglob("journal.jsonl")) for p in journal_counts_agree(journal)]
+    assert not problems, "\n".join(problems[:20])

@@ -13,8 +13,10 @@ import pytest
 
 from runner.cli import main
 from runner.cli.inspect import JournalTail, follow, format_event, load, run_record, show_record
+from runner.engine.events import encode
 from runner.engine.rundir import RunDir, RunLock
 from tests.snapshots import JOURNALS, SNAPSHOTS, check, events
+from tests.support import entry
 
 RUNNING_ID = "20260102T030405.000000Z-runnin"
 
@@ -199,11 +201,12 @@ def test_logs_prints_log_and_progress_events(state_dir: Path, capsys: pytest.Cap
         capsys, "logs", run_id_of("succeeded"), "--state-dir", str(state_dir), "--level", "warning",
         "--no-progress-events",
     )  # fmt: skip
-    assert out.splitlines() == [
+    assert [line for line in out.splitlines() if " step " not in line] == [
         "03:04:05.000 run started",
         "03:04:05.640 log warning docs: notes.md has no heading; titled it 'notes'",
         "03:04:06.520 run finished succeeded",
     ]
+    assert "03:04:05.240 step convert started: 3 items" in out  # steps start and finish, in order
 
 
 def test_format_event() -> None:
@@ -215,16 +218,17 @@ def test_format_event() -> None:
 
 def test_journal_tail_waits_for_the_rest_of_a_line() -> None:
     tail = JournalTail()
-    line = b'{"seq":1,"type":"log","data":"x"}\n'
+    line = b'{"seq":1,"ts":"2026-01-01T00:00:00.000Z","type":"log","server":"s","level":"info","data":"x"}\n'
+    event = {"seq": 1, "ts": "2026-01-01T00:00:00.000Z", "type": "log", "server": "s", "level": "info", "data": "x"}
     assert tail.feed(line[:10]) == []
-    assert tail.feed(line[10:] + line[:5]) == [{"seq": 1, "type": "log", "data": "x"}]
-    assert tail.feed(line[5:]) == [{"seq": 1, "type": "log", "data": "x"}]
+    assert tail.feed(line[10:] + line[:5]) == [event]
+    assert tail.feed(line[5:]) == [event]
 
 
 def test_follow_reads_appended_lines_until_the_lock_is_released(tmp_path: Path) -> None:
     """The run writes between polls; the follower stops once no process holds the run (or it finishes)."""
     journal = tmp_path / "journal.jsonl"
-    lines = [json.dumps({"seq": n, "type": "log", "data": f"m{n}"}) + "\n" for n in range(1, 6)]
+    lines = [json.dumps(encode(entry({"type": "log", "data": f"m{n}"}, seq=n))) + "\n" for n in range(1, 6)]
     journal.write_text(lines[0])
     alive = [True]
     sleeps: list[float] = []
@@ -246,13 +250,12 @@ def test_follow_reads_appended_lines_until_the_lock_is_released(tmp_path: Path) 
 
 def test_follow_stops_at_run_finished_and_without_follow(tmp_path: Path) -> None:
     journal = tmp_path / "journal.jsonl"
-    journal.write_text(
-        "".join(json.dumps(e) + "\n" for e in [{"seq": 1, "type": "log"}, {"seq": 2, "type": "run_finished"}])
-    )
+    log, finished = entry({"type": "log"}, seq=1), entry({"type": "run_finished"}, seq=2)
+    journal.write_text("".join(json.dumps(encode(e)) + "\n" for e in (log, finished)))
 
     def never(seconds: float) -> Any:
         raise AssertionError("should not wait")
 
     assert len(list(follow(journal, running=lambda: True, sleep=never))) == 2
-    journal.write_text(json.dumps({"seq": 1, "type": "log"}) + "\n")
+    journal.write_text(json.dumps(encode(log)) + "\n")
     assert len(list(follow(journal, running=lambda: True, sleep=never, keep_going=False))) == 1

@@ -13,13 +13,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runner.engine.eventlog import EventLog, Masker
-from runner.engine.journal import JournalCorrupt, fold, parse_journal
+from runner.engine.events import ItemDispatched, LogMessage, ProgressNoted, RunFinished, encode
+from runner.engine.journal import JournalCorrupt, parse_journal
 from runner.engine.rundir import RunDir, is_locked, list_runs, new_run_id, prune
+from runner.engine.state import fold
 from runner.errors import BusyError
+from tests.support import entry, folded
 
 
 def line(**event: Any) -> bytes:
-    return json.dumps(event).encode() + b"\n"
+    """One journal line: ``event`` with the fields it leaves out filled in (see tests.support)."""
+    return json.dumps(encode(entry(event))).encode() + b"\n"
 
 
 def sample_journal() -> bytes:
@@ -59,20 +63,22 @@ def test_torn_last_line_is_ignored_other_corruption_named() -> None:
     events, end = parse_journal(data + b'{"seq": 99, "type": "item_succ')
     assert end == len(data) and len(events) == len(parse_journal(data)[0])
     broken = data.replace(b'"type": "progress"', b'"type": progress', 1)
+    assert broken != data
     with pytest.raises(JournalCorrupt, match=r"journal.jsonl:3: corrupt journal line"):
         parse_journal(broken)
 
 
 def test_cancelled_and_timeout_are_in_doubt_tool_errors_are_not() -> None:
-    events = [
-        {"seq": 1, "type": "item_dispatched", "step": "s", "item": "a"},
-        {"seq": 2, "type": "item_failed", "step": "s", "item": "a", "kind": "cancelled"},
-        {"seq": 3, "type": "item_dispatched", "step": "s", "item": "b"},
-        {"seq": 4, "type": "item_failed", "step": "s", "item": "b", "kind": "timeout"},
-        {"seq": 5, "type": "item_dispatched", "step": "s", "item": "c"},
-        {"seq": 6, "type": "item_failed", "step": "s", "item": "c", "kind": "connection-before-send"},
-    ]
-    state = fold(events)
+    state = folded(
+        [
+            {"type": "item_dispatched", "step": "s", "item": "a"},
+            {"type": "item_failed", "step": "s", "item": "a", "kind": "cancelled"},
+            {"type": "item_dispatched", "step": "s", "item": "b"},
+            {"type": "item_failed", "step": "s", "item": "b", "kind": "timeout"},
+            {"type": "item_dispatched", "step": "s", "item": "c"},
+            {"type": "item_failed", "step": "s", "item": "c", "kind": "connection-before-send"},
+        ]
+    )
     assert sorted(i.key for _, i in state.in_doubt()) == ["a", "b"]
     assert state.steps["s"].items["c"].status == "failed"
 
@@ -98,11 +104,12 @@ def test_any_cut_then_resume_never_claims_success_without_its_record(data: st.Da
     events, valid = parse_journal(resumed)
     assert valid == len(resumed)  # a resumed journal always reads cleanly
     state = fold(events)
-    complete_prefix = journal[: journal[:cut].rfind(b"\n") + 1]
+    complete_prefix = journal[: journal[:cut].rfind(b"\n") + 1].splitlines()
     for step in state.steps.values():
         for key, item in step.items.items():
             if item.status == "succeeded":
-                assert f'"item": "{key}", "result"'.encode() in complete_prefix
+                record = f'"item": "{key}"'.encode()
+                assert any(b'"item_succeeded"' in row and record in row for row in complete_prefix)
 
 
 # -- the writer ----------------------------------------------------------------------------------------
@@ -116,20 +123,23 @@ async def test_commit_is_durable_and_group_committed(tmp_path: Path) -> None:
         await nursery.start(log.run)
 
         async def dispatch(i: int) -> None:
-            await log.commit("item_dispatched", step="s", item=str(i))
+            dispatch = ItemDispatched(
+                step="s", item=str(i), index=None, server="s", tool="t", request_id=i, progress_token=i, attempt=1
+            )
+            await log.commit(dispatch)
             # when commit returns, the line is in the file
             assert f'"item":"{i}"'.encode() in path.read_bytes()
 
         async with trio.open_nursery() as calls:
             for i in range(50):
                 calls.start_soon(dispatch, i)
-        log.note("progress", step="s", item="0", progress=1)
-        log.record("run_finished", status="succeeded")
+        log.note(ProgressNoted(step="s", item="0", progress=1))
+        log.record(RunFinished(status="succeeded", exit_code=0))
         log.close()
     os.close(fd)
     events, _ = parse_journal(path.read_bytes())
-    assert [e["seq"] for e in events] == list(range(1, 53))
-    assert events[-1]["type"] == "run_finished"
+    assert [e.seq for e in events] == list(range(1, 53))
+    assert isinstance(events[-1].event, RunFinished)
     assert log.fsyncs < 50  # group commit: fewer fsyncs than durable records
 
 
@@ -143,7 +153,7 @@ async def test_notes_are_flushed_on_a_timer(tmp_path: Path, autojump_clock: trio
     log = EventLog(fd, flush_interval=0.5, offload=inline)
     async with trio.open_nursery() as nursery:
         await nursery.start(log.run)
-        log.note("progress", step="s", progress=1)
+        log.note(ProgressNoted(step="s", item="", progress=1))
         await trio.sleep(0.1)
         assert path.read_bytes() == b""
         await trio.sleep(1)
@@ -166,11 +176,11 @@ def test_masker_masks_and_unmasks() -> None:
 
 
 async def test_observers_never_see_secrets() -> None:
-    seen: list[dict[str, Any]] = []
+    seen: list[Any] = []
     log = EventLog(None, masker=Masker({"env.TOKEN": "abcdef123"}))
     log.subscribe(seen.append)
-    log.record("log", data="token is abcdef123")
-    assert seen[0]["data"] == "token is ***env.TOKEN***"
+    log.record(LogMessage(server="s", level="info", data="token is abcdef123"))
+    assert seen[0].event.data == "token is ***env.TOKEN***"
 
 
 # -- run directories -------------------------------------------------------------------------------

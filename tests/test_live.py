@@ -9,9 +9,12 @@ import trio
 import trio.testing
 from rich.console import Console
 
+from runner.engine.events import Entry
+from runner.engine.state import RunState
 from runner.view.live import LiveView, render
-from runner.view.plain import ProgressModel
-from tests.snapshots import check, events
+from runner.view.text import ts_seconds
+from tests.snapshots import check, entries
+from tests.support import entry, folded
 
 STEPS = ["list_files", "convert", "summary"]
 
@@ -20,26 +23,33 @@ def console() -> Console:
     return Console(file=io.StringIO(), width=100, force_terminal=True, color_system=None)
 
 
-def draw(model: ProgressModel, now: float, frame: int = 0) -> str:
+def draw(
+    state: RunState, now: float, frame: int = 0, *, planned: list[str] | None = None, started: float | None = None
+) -> str:
     out = console()
-    out.print(render(model, now, frame))
+    out.print(render(state, now, frame, planned=planned or [], started=started))
     text = out.file.getvalue()  # type: ignore[attr-defined]
     return "\n".join(line.rstrip() for line in text.splitlines())
 
 
-def model_after(name: str, count: int, clock: list[float]) -> ProgressModel:
-    model = ProgressModel(STEPS, clock=lambda: clock[0])
-    for event in events(name)[:count]:
-        model.observe(event)
-    return model
+def at(seconds: float) -> str:
+    """A journal timestamp ``seconds`` after 2026-01-01T00:00:00Z."""
+    whole, millis = divmod(round(seconds * 1000), 1000)
+    return f"2026-01-01T00:{whole // 60:02d}:{whole % 60:02d}.{millis:03d}Z"
+
+
+ZERO = ts_seconds(at(0)) or 0.0
 
 
 def test_fan_out_line_has_bar_counts_rate_eta_and_latest_message() -> None:
-    clock = [100.0]
-    seen = events("succeeded")
-    first_done = next(i for i, e in enumerate(seen) if e["type"] == "item_succeeded" and e["step"] == "convert")
-    model = model_after("succeeded", first_done + 1, clock)
-    text = draw(model, now=102.0)
+    seen = entries("succeeded")
+    first_done = next(
+        i for i, e in enumerate(seen) if e.event.type == "item_succeeded" and getattr(e.event, "step", "") == "convert"
+    )
+    state = folded(seen[: first_done + 1])
+    started = ts_seconds(state.steps["convert"].started_at)
+    assert started is not None
+    text = draw(state, now=started + 2.0, planned=STEPS, started=started)
     lines = text.splitlines()
     assert len(lines) == 2, text
     row, footer = lines
@@ -47,7 +57,7 @@ def test_fan_out_line_has_bar_counts_rate_eta_and_latest_message() -> None:
     assert "━━━━━━━━" + "─" * 16 in row  # 1/3 of a 24-cell bar
     assert " 1/3 " in row
     assert "0.5/s eta 4.0s" in row  # 1 item in 2 s; 2 to go
-    latest = model.steps["convert"].latest_call()
+    latest = state.steps["convert"].latest_call()
     assert latest is not None and latest[1].message is not None
     assert latest[1].message in row
     assert footer == "steps: 1 done, 1 running, 1 pending · 2 calls in flight · 2.0s"
@@ -55,14 +65,17 @@ def test_fan_out_line_has_bar_counts_rate_eta_and_latest_message() -> None:
 
 
 def test_single_call_shows_its_own_progress_or_a_spinner_and_count() -> None:
-    model = ProgressModel(["fetch", "index"], clock=lambda: 0.0)
-    model.observe({"type": "step_started", "step": "fetch"})
-    model.observe({"type": "step_started", "step": "index"})
-    model.observe({"type": "item_dispatched", "step": "fetch", "item": "", "seq": 1})
-    model.observe({"type": "item_dispatched", "step": "index", "item": "", "seq": 2})
-    model.observe({"type": "progress", "step": "fetch", "item": "", "progress": 30, "total": 40, "message": "page 3"})
-    model.observe({"type": "progress", "step": "index", "item": "", "progress": 17, "message": "rows"})
-    lines = draw(model, now=3.5, frame=2).splitlines()
+    state = folded(
+        [
+            {"type": "step_started", "step": "fetch", "ts": at(0)},
+            {"type": "step_started", "step": "index", "ts": at(0)},
+            {"type": "item_dispatched", "step": "fetch", "item": ""},
+            {"type": "item_dispatched", "step": "index", "item": ""},
+            {"type": "progress", "step": "fetch", "item": "", "progress": 30, "total": 40, "message": "page 3"},
+            {"type": "progress", "step": "index", "item": "", "progress": 17, "message": "rows"},
+        ]
+    )
+    lines = draw(state, now=ZERO + 3.5, frame=2, planned=["fetch", "index"], started=ZERO).splitlines()
     fetch, index, footer = lines
     assert fetch.startswith("⠹ fetch ")
     assert "━" * 18 + "─" * 6 in fetch and "30/40" in fetch and "3.5s" in fetch and fetch.endswith("page 3")
@@ -72,35 +85,42 @@ def test_single_call_shows_its_own_progress_or_a_spinner_and_count() -> None:
 
 
 def test_many_running_steps_are_summarized() -> None:
-    model = ProgressModel(clock=lambda: 0.0)
-    for n in range(20):
-        model.observe({"type": "step_started", "step": f"s{n:02d}"})
-    lines = draw(model, now=1.0).splitlines()
+    state = folded([{"type": "step_started", "step": f"s{n:02d}"} for n in range(20)])
+    lines = draw(state, now=ZERO + 1.0).splitlines()
     assert len(lines) == 13
     assert lines[-1].startswith("steps: 0 done, 20 running, 0 pending (8 running not shown)")
 
 
 def test_long_messages_are_cut_to_the_line() -> None:
-    model = ProgressModel(clock=lambda: 0.0)
-    model.observe({"type": "step_started", "step": "s", "items": 2})
-    model.observe({"type": "item_dispatched", "step": "s", "item": "k", "seq": 1})
-    model.observe({"type": "progress", "step": "s", "item": "k", "progress": 1, "total": 2, "message": "x" * 300})
-    row = draw(model, now=1.0).splitlines()[0]
+    state = folded(
+        [
+            {"type": "step_started", "step": "s", "items": 2},
+            {"type": "item_dispatched", "step": "s", "item": "k"},
+            {"type": "progress", "step": "s", "item": "k", "progress": 1, "total": 2, "message": "x" * 300},
+        ]
+    )
+    row = draw(state, now=ZERO + 1.0).splitlines()[0]
     assert len(row) <= 100 and row.endswith("…")
+
+
+def feed(view: LiveView, items: list[Entry]) -> None:
+    """What a run does: the state applies each entry, then the view observes it."""
+    for item in items:
+        view.state.apply(item)
+        view.observe(item)
 
 
 async def test_live_view_prints_lines_above_and_redraws_at_a_bounded_rate(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     out = console()
-    view = LiveView(io.StringIO(), steps=STEPS, log_level="info", console=out, clock=trio.current_time)
-    recorded = events("succeeded")
+    view = LiveView(io.StringIO(), RunState(), steps=STEPS, log_level="info", console=out, clock=trio.current_time)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(view.run)
-        for event in recorded:
-            view.observe(event)
-        for n in range(10_000):  # a burst of events draws nothing by itself
-            view.observe({"type": "progress", "step": "convert", "item": "x", "progress": n, "seq": n})
+        feed(view, entries("succeeded"))
+        burst = entry({"type": "progress", "step": "convert", "item": "x", "progress": 1})
+        for _ in range(10_000):  # a burst of events draws nothing by itself
+            feed(view, [burst])
         assert view.redraws <= 1
         await trio.sleep(2.0)
         view.close()
@@ -119,11 +139,10 @@ async def test_live_view_prints_lines_above_and_redraws_at_a_bounded_rate(
 
 async def test_live_view_failures_and_skips_print_above(autojump_clock: trio.testing.MockClock) -> None:
     out = console()
-    view = LiveView(io.StringIO(), steps=["convert", "summary"], console=out, clock=trio.current_time)
+    view = LiveView(io.StringIO(), RunState(), steps=["convert", "summary"], console=out, clock=trio.current_time)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(view.run)
-        for event in events("failed"):
-            view.observe(event)
+        feed(view, entries("failed"))
         view.close()
     text = out.file.getvalue()  # type: ignore[attr-defined]
     assert "error convert[docs/missing.md]: tool-error: Error executing tool convert_markdown" in text
@@ -133,29 +152,29 @@ async def test_live_view_failures_and_skips_print_above(autojump_clock: trio.tes
 
 
 def test_observe_never_draws() -> None:
-    """observe() only counts: a whole 10,000-item fan-out observed without one redraw or one byte written."""
-    view = LiveView(io.StringIO(), console=console())
-    batch: list[dict[str, Any]] = [{"type": "step_started", "step": "s", "items": 10_000, "seq": 0}]
+    """observe() only queues lines: a whole 10,000-item fan-out observed without one redraw or one byte
+    written, and the state the view draws from counts every item."""
+    view = LiveView(io.StringIO(), RunState(), console=console())
+    batch: list[dict[str, Any]] = [{"type": "step_started", "step": "s", "items": 10_000}]
     for n in range(10_000):
         key = f"i{n}"
         batch += [
-            {"type": "item_dispatched", "step": "s", "item": key, "seq": 4 * n + 1},
-            {"type": "progress", "step": "s", "item": key, "progress": 1, "total": 2, "seq": 4 * n + 2},
-            {"type": "item_succeeded", "step": "s", "item": key, "seq": 4 * n + 3},
+            {"type": "item_dispatched", "step": "s", "item": key},
+            {"type": "progress", "step": "s", "item": key, "progress": 1, "total": 2},
+            {"type": "item_succeeded", "step": "s", "item": key},
         ]
-    for event in batch:
-        view.observe(event)
-    assert view.model.steps["s"].succeeded == 10_000
+    feed(view, [entry(fields, seq=n) for n, fields in enumerate(batch, start=1)])
+    assert view.state.steps["s"].counts().succeeded == 10_000
     assert view.redraws == 0
     assert view.console.file.getvalue() == ""  # type: ignore[attr-defined]
 
 
 def test_a_narrow_terminal_gets_a_shorter_bar_and_keeps_the_counts() -> None:
-    model = ProgressModel(clock=lambda: 0.0)
-    model.observe({"type": "step_started", "step": "convert_documents", "items": 600})
-    for n in range(193):
-        model.observe({"type": "item_succeeded", "step": "convert_documents", "item": str(n)})
+    state = folded(
+        [{"type": "step_started", "step": "convert_documents", "items": 600}]
+        + [{"type": "item_succeeded", "step": "convert_documents", "item": str(n)} for n in range(193)]
+    )
     out = Console(file=io.StringIO(), width=60, force_terminal=True, color_system=None)
-    out.print(render(model, 1.4, 0, width=60))
+    out.print(render(state, ZERO + 1.4, 0, width=60))
     row = out.file.getvalue().splitlines()[0]  # type: ignore[attr-defined]
     assert "━━━─────────" in row and "193/600" in row and len(row.rstrip()) <= 60

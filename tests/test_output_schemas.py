@@ -9,8 +9,9 @@ from typing import Any
 import jsonschema
 import trio
 
-from runner.cli.run import build_summary
 from runner.engine.eventlog import EventLog
+from runner.engine.events import SessionOpened, StepSkipped
+from runner.engine.outcome import summary
 from runner.engine.schemas import JOURNAL_SCHEMA_PATH, SUMMARY_SCHEMA_PATH, write_schemas
 from tests.test_scheduler import CHAIN, Harness, echo_tools, plan_of, run_plan
 
@@ -26,8 +27,7 @@ async def test_real_summary_and_events_validate(autojump_clock: trio.abc.Clock) 
     events: list[dict[str, Any]] = []
     plan = plan_of(CHAIN)
     outcome = await run_plan(plan, Harness({"s": echo_tools}), events=events)
-    summary = build_summary(plan, outcome, None, 1.5)
-    jsonschema.validate(summary, SUMMARY_SCHEMA)
+    jsonschema.validate(summary(plan, outcome, run_id=None, duration=1.5), SUMMARY_SCHEMA)
     validator = jsonschema.Draft202012Validator(EVENT_SCHEMA)
     for event in events:
         errors = list(validator.iter_errors(event))
@@ -35,9 +35,11 @@ async def test_real_summary_and_events_validate(autojump_clock: trio.abc.Clock) 
     assert {e["type"] for e in events} >= {"session_opened", "step_started", "item_dispatched", "item_succeeded"}
 
 
-def test_event_log_fields_are_json() -> None:
+def test_event_log_numbers_and_stamps_entries() -> None:
     log = EventLog(None)
-    seen: list[dict[str, Any]] = []
+    seen: list[Any] = []
     log.subscribe(seen.append)
-    log.record("step_skipped", step="a", reason="x")
-    assert seen[0]["seq"] == 1 and seen[0]["ts"].endswith("Z")
+    log.record(StepSkipped(step="a", reason="x"))
+    log.record(SessionOpened(server="s", protocol_version=None, server_info={}))
+    assert [e.seq for e in seen] == [1, 2] and all(e.ts.endswith("Z") for e in seen)
+    assert isinstance(seen[0].event, StepSkipped)

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from runner.backoff import backoff_delay
+from runner.engine.events import FailureKind
 from runner.engine.retry import failure_kind, is_safe_to_repeat
 from runner.errors import CallTimeout, JsonRpcError, NotDelivered, OutcomeUnknown
 
 
 def test_failure_kinds_and_safety_rule() -> None:
-    assert failure_kind(NotDelivered("x")) == "connection-before-send"
-    assert failure_kind(OutcomeUnknown("x")) == "outcome-unknown"
-    assert failure_kind(CallTimeout("x")) == "timeout"
-    assert failure_kind(JsonRpcError(1, "x")) == "protocol-error"
+    assert failure_kind(NotDelivered("x")) == FailureKind.NOT_SENT
+    assert failure_kind(OutcomeUnknown("x")) == FailureKind.OUTCOME_UNKNOWN
+    assert failure_kind(CallTimeout("x")) == FailureKind.TIMEOUT
+    assert failure_kind(JsonRpcError(1, "x")) == FailureKind.PROTOCOL_ERROR
     assert is_safe_to_repeat(idempotent_step=True, trusted=False, read_only=False, idempotent_tool=False)
     assert not is_safe_to_repeat(idempotent_step=False, trusted=False, read_only=True, idempotent_tool=True)
     assert is_safe_to_repeat(idempotent_step=False, trusted=True, read_only=True, idempotent_tool=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -12,9 +13,11 @@ import trio
 from runner._trio import single_error
 from runner.backoff import Backoff
 from runner.engine.eventlog import EventLog
-from runner.engine.journal import fold
+from runner.engine.events import encode
+from runner.engine.outcome import Outcome
 from runner.engine.retry import RetryPolicy
-from runner.engine.scheduler import Outcome, Prior, Scheduler, SchedulerOptions
+from runner.engine.scheduler import Prior, Scheduler, SchedulerOptions
+from runner.engine.state import RunState
 from runner.errors import ConnectFailed, NotDelivered, OutcomeUnknown, SessionExpired
 from runner.exitcodes import ExitCode
 from runner.session import Session, SessionOptions, open_session
@@ -22,6 +25,7 @@ from runner.testing.memory import memory_transport_pair
 from runner.workflow.loader import parse_workflow, validate
 from runner.workflow.plan import Plan
 from tests.fake_server import FakeCall, FakeServer, text_result
+from tests.support import folded
 
 Setup = Callable[[FakeServer], None]
 
@@ -76,28 +80,45 @@ class Harness:
         return [c for s in self.servers.get(name, []) for c in s.calls]
 
 
+@dataclass
+class Resume:
+    """A resume in a test: the journal so far (its events), and the decisions about what it left."""
+
+    events: list[dict[str, Any]]
+    in_doubt: str = "ask"
+    fresh_steps: set[str] = field(default_factory=set)
+
+
+def fold(events: list[dict[str, Any]]) -> RunState:
+    return folded(events)
+
+
 async def run_plan(
     plan: Plan,
     harness: Harness,
     *,
-    prior: Prior | None = None,
+    prior: Resume | None = None,
     events: list[dict[str, Any]] | None = None,
     concurrency: int = 16,
     control: Callable[[Scheduler], Any] | None = None,
 ) -> Outcome:
-    log = EventLog(None)
+    """Run ``plan`` on the harness's fake servers; ``events`` collects what the run journaled (journal form)."""
+    state = folded(prior.events) if prior is not None else RunState()
+    log = EventLog(None, start_seq=state.last_seq)
+    log.subscribe(state.apply)
     if events is not None:
-        log.subscribe(events.append)
+        log.subscribe(lambda entry: events.append(encode(entry)))
     scheduler = Scheduler(
         plan,
         inputs=dict(plan.input_values or {}),
         env={},
         opener=harness.opener,
         log=log,
+        state=state,
         options=SchedulerOptions(
             concurrency=concurrency, retry=RetryPolicy(attempts=3), backoff=Backoff(initial=1, maximum=30, jitter=0)
         ),
-        prior=prior,
+        prior=Prior(in_doubt=prior.in_doubt, fresh_steps=prior.fresh_steps) if prior is not None else None,  # type: ignore[arg-type]
     )
     with single_error():
         async with trio.open_nursery() as nursery:
@@ -451,9 +472,8 @@ async def test_resume_reuses_succeeded_items_and_runs_the_rest(autojump_clock: t
     # keep the journal up to the second convert success: files done, 2 of 4 converted
     successes = [i for i, e in enumerate(events) if e["type"] == "item_succeeded"]
     cut = events[: successes[2] + 1]
-    state = fold(cut)
     harness = Harness({"s": echo_tools})
-    outcome = await run_plan(plan, harness, prior=Prior(state=state))
+    outcome = await run_plan(plan, harness, prior=Resume(events=cut))
     assert outcome.outputs == {"report": "F0,F1,F2,F3", "count": 4}
     assert [c.params["name"] for c in harness.calls("s")] == ["upper", "upper", "echo"]
     assert outcome.steps["convert"].reused == 2
@@ -467,18 +487,18 @@ async def test_resume_stops_on_unsafe_in_doubt_items(autojump_clock: trio.abc.Cl
     dispatches = [i for i, e in enumerate(events) if e["type"] == "item_dispatched" and e["step"] == "convert"]
     cut = events[: dispatches[0] + 1]
     harness = Harness({"s": echo_tools})
-    outcome = await run_plan(plan, harness, prior=Prior(state=fold(cut)))
+    outcome = await run_plan(plan, harness, prior=Resume(events=cut))
     assert outcome.blocked and outcome.exit_code == ExitCode.OUTCOME_UNKNOWN
     assert [d["step"] for d in outcome.in_doubt] == ["convert"]
     assert harness.calls("s") == []
 
     harness = Harness({"s": echo_tools})
-    outcome = await run_plan(plan, harness, prior=Prior(state=fold(cut), in_doubt="skip"))
+    outcome = await run_plan(plan, harness, prior=Resume(events=cut, in_doubt="skip"))
     assert outcome.steps["convert"].counts()["failed"] == 1
     assert len([c for c in harness.calls("s") if c.params["name"] == "upper"]) == 3
 
     harness = Harness({"s": echo_tools})
-    outcome = await run_plan(plan, harness, prior=Prior(state=fold(cut), in_doubt="rerun"))
+    outcome = await run_plan(plan, harness, prior=Resume(events=cut, in_doubt="rerun"))
     assert outcome.status == "succeeded"
     assert len([c for c in harness.calls("s") if c.params["name"] == "upper"]) == 4
 
@@ -606,14 +626,14 @@ async def test_an_item_skipped_by_a_resume_stays_skipped(autojump_clock: trio.ab
     key = events[dispatches[0]]["item"]
     skipped = [*cut, {"seq": 999, "type": "item_failed", "step": "convert", "item": key, "kind": "skipped-in-doubt"}]
     harness = Harness({"s": echo_tools})
-    outcome = await run_plan(plan, harness, prior=Prior(state=fold(skipped)))
+    outcome = await run_plan(plan, harness, prior=Resume(events=skipped))
     assert not outcome.blocked
     assert len([c for c in harness.calls("s") if c.params["name"] == "upper"]) == 3  # not the skipped one
     assert outcome.exit_code == ExitCode.FAILED
     assert [f["kind"] for f in outcome.failures] == ["skipped-in-doubt"]
 
     harness = Harness({"s": echo_tools})
-    outcome = await run_plan(plan, harness, prior=Prior(state=fold(skipped), in_doubt="rerun"))
+    outcome = await run_plan(plan, harness, prior=Resume(events=skipped, in_doubt="rerun"))
     assert len([c for c in harness.calls("s") if c.params["name"] == "upper"]) == 4
     assert outcome.status == "succeeded"
 
@@ -703,7 +723,9 @@ async def test_a_server_that_stays_down_leaves_the_rest_undone(autojump_clock: t
     state = fold(events)
     # items 1-2 succeeded; 3-4 were in flight (safe to repeat: waiting to be sent again); 5-8 not yet sent:
     # six definite "not delivered" failures, which a resume calls (none is in doubt)
-    statuses = {key: (item.status, item.kind) for key, item in state.steps["long"].items.items()}
+    statuses = {
+        key: (item.status.value, item.kind and item.kind.value) for key, item in state.steps["long"].items.items()
+    }
     assert sorted(statuses.values(), key=str) == [("failed", "connection-before-send")] * 6 + [("succeeded", None)] * 2
     assert state.in_doubt() == []
     retry_waits = [e["delay_s"] for e in events if e["type"] == "session_retrying"]
@@ -726,7 +748,7 @@ async def test_an_in_doubt_item_whose_step_does_not_run_keeps_the_run_open(autoj
         echo_tools(server)
         server.tools["listing"] = server.tools["fail"]
 
-    outcome = await run_plan(plan, Harness({"s": failing_listing}), prior=Prior(state=fold(broken), in_doubt="rerun"))
+    outcome = await run_plan(plan, Harness({"s": failing_listing}), prior=Resume(events=broken, in_doubt="rerun"))
     assert outcome.steps["convert"].status == "skipped"
     assert (outcome.status, outcome.exit_code) == ("in-doubt", ExitCode.OUTCOME_UNKNOWN)
     assert [d["step"] for d in outcome.in_doubt] == ["convert"]

@@ -1,8 +1,7 @@
-"""The plain view and the counters behind both views, on recorded event sequences (tests/snapshots/)."""
+"""The plain view and the words both views use, on recorded journals (tests/snapshots/)."""
 
 from __future__ import annotations
 
-import argparse
 import io
 import subprocess
 import sys
@@ -10,18 +9,20 @@ from typing import Any
 
 import pytest
 
-from runner.view.plain import (
-    NullView,
-    PlainView,
-    ProgressModel,
-    format_duration,
+from runner.engine.events import Entry
+from runner.engine.state import RunState
+from runner.view.plain import NullView, PlainView, ViewOptions, make_view, rate_and_eta
+from runner.view.text import (
+    format_elapsed,
     format_failure,
+    format_group,
     format_log,
     github_error,
-    make_view,
+    group_failures,
     short_key,
 )
-from tests.snapshots import JOURNALS, check, events
+from tests.snapshots import JOURNALS, check, entries
+from tests.support import entry, folded
 
 MODES: dict[str, dict[str, Any]] = {
     "default": {},
@@ -32,12 +33,41 @@ MODES: dict[str, dict[str, Any]] = {
 }
 
 
+def watch(view: PlainView, items: list[Entry]) -> None:
+    """What a run does: the state applies each entry, then the view observes it."""
+    for item in items:
+        view_state(view).apply(item)
+        view.observe(item)
+
+
+_STATES: dict[int, RunState] = {}
+
+
+def view_state(view: PlainView) -> RunState:
+    return _STATES[id(view)]
+
+
+def plain_view(out: io.StringIO, **options: Any) -> PlainView:
+    state = RunState()
+    view = PlainView(out, state, **options)
+    _STATES[id(view)] = state
+    return view
+
+
 def plain(name: str, **options: Any) -> str:
     out = io.StringIO()
-    view = PlainView(out, **options)
-    for event in events(name):
-        view.observe(event)
+    view = plain_view(out, **options)
+    watch(view, entries(name))
     return out.getvalue()
+
+
+def lines_of(fields: list[dict[str, Any]], **options: Any) -> list[str]:
+    """The view's lines (without their time) for entries made from ``fields``, after ``close``."""
+    out = io.StringIO()
+    view = plain_view(out, **options)
+    watch(view, [entry(f, seq=n) for n, f in enumerate(fields, start=1)])
+    view.close()
+    return [line.split(" ", 1)[1] if line[:2].isdigit() else line for line in out.getvalue().splitlines()]
 
 
 @pytest.mark.parametrize("name", JOURNALS)
@@ -98,53 +128,28 @@ def test_failure_and_log_lines_name_step_and_item() -> None:
 def test_short_key_and_durations() -> None:
     assert short_key("abc") == "abc"
     assert short_key("x" * 30, 10) == "…xxxxxxxxx"
-    assert [format_duration(s) for s in (0.42, 12.4, 185, 7620)] == ["0.4s", "12s", "3m05s", "2h07m"]
+    assert [format_elapsed(s) for s in (0.42, 12.4, 185, 7620)] == ["0.4s", "12s", "3m05s", "2h07m"]
 
 
-# -- the counters -------------------------------------------------------------------------------------------
+# -- rates -------------------------------------------------------------------------------------------------
 
 
-def test_progress_model_counts_a_recorded_fan_out() -> None:
-    now = [0.0]
-    model = ProgressModel(["list_files", "convert", "summary"], clock=lambda: now[0])
-    seen = events("succeeded")
-    for event in seen[:16]:
-        model.observe(event)
-    convert = model.steps["convert"]
-    assert (convert.total, convert.done, len(convert.calls), model.in_flight) == (3, 0, 3, 3)
-    latest = convert.latest_call()
-    assert latest is not None and latest[1].message is not None
-    assert model.counts() == (1, 1, 1)
-    for event in seen[16:]:
-        model.observe(event)
-    assert (convert.succeeded, convert.failed, model.in_flight) == (3, 0, 0)
-    assert model.counts() == (3, 0, 0)
-
-
-def test_progress_model_retries_doubt_and_late_progress() -> None:
-    model = ProgressModel(clock=lambda: 10.0)
-    model.observe({"type": "step_started", "step": "s", "items": 3})
-    model.observe({"type": "item_dispatched", "step": "s", "item": "a", "seq": 1})
-    model.observe({"type": "item_failed", "step": "s", "item": "a", "kind": "outcome-unknown", "retrying": True})
-    assert model.steps["s"].done == 0 and model.in_flight == 0
-    model.observe({"type": "item_dispatched", "step": "s", "item": "a", "seq": 2})
-    model.observe({"type": "item_failed", "step": "s", "item": "a", "kind": "timeout"})
-    model.observe({"type": "progress", "step": "s", "item": "a", "progress": 1, "total": 2})  # late: ignored
-    model.observe({"type": "item_failed", "step": "s", "item": "b", "kind": "tool-error"})
-    step = model.steps["s"]
-    assert (step.in_doubt, step.failed, step.calls) == (1, 1, {})
-
-
-def test_rate_and_eta() -> None:
-    now = [100.0]
-    model = ProgressModel(clock=lambda: now[0])
-    model.observe({"type": "step_started", "step": "s", "items": 10})
-    step = model.steps["s"]
-    assert step.rate(104.0) is None and step.eta(104.0) is None
+def test_rate_and_eta_count_only_this_attempts_work() -> None:
+    start = "2026-01-01T00:00:00.000Z"
+    state = folded([{"type": "step_started", "step": "s", "items": 10, "ts": start}])
+    step = state.steps["s"]
+    base = 1767225600.0  # 2026-01-01T00:00:00Z
+    assert rate_and_eta(step, base + 4) == (None, None)
     for key in "abcd":
-        model.observe({"type": "item_succeeded", "step": "s", "item": key})
-    assert step.rate(102.0) == 2.0
-    assert step.eta(102.0) == 3.0
+        state.apply(entry({"type": "item_succeeded", "step": "s", "item": key}))
+    assert rate_and_eta(step, base + 2) == (2.0, 3.0)
+    earlier = [{"type": "item_succeeded", "step": "s", "item": f"old{n}"} for n in range(90)]
+    resumed = folded([*earlier, {"type": "step_started", "step": "s", "items": 100, "reused": 90, "ts": start}])
+    for n in range(5):
+        resumed.apply(entry({"type": "item_dispatched", "step": "s", "item": f"k{n}"}))
+        resumed.apply(entry({"type": "item_succeeded", "step": "s", "item": f"k{n}"}))
+    rate, eta = rate_and_eta(resumed.steps["s"], base + 10)
+    assert rate == pytest.approx(0.5) and eta == pytest.approx(10.0)  # 5 new items in 10 s, not 95; 5 left
 
 
 # -- choosing a view ----------------------------------------------------------------------------------------
@@ -155,24 +160,23 @@ class FakeTerminal(io.StringIO):
         return True
 
 
-def args(**kw: Any) -> argparse.Namespace:
-    base = {"quiet": False, "no_progress": False, "log_level": "warning", "json": False}
-    return argparse.Namespace(**{**base, **kw})
+def opts(**kw: Any) -> ViewOptions:
+    return ViewOptions(**kw)
 
 
 def test_make_view_chooses_by_terminal_and_flags() -> None:
     env = {"TERM": "xterm"}
-    live = make_view(args(), ["a"], FakeTerminal(), environ=env)
+    state = RunState()
+    live = make_view(opts(), ["a"], state, FakeTerminal(), environ=env)
     assert type(live).__name__ == "LiveView"
-    assert type(make_view(args(json=True), ["a"], FakeTerminal(), environ=env)).__name__ == "LiveView"
     for view in (
-        make_view(args(), ["a"], io.StringIO(), environ=env),
-        make_view(args(no_progress=True), ["a"], FakeTerminal(), environ=env),
-        make_view(args(quiet=True), ["a"], FakeTerminal(), environ=env),
-        make_view(args(), ["a"], FakeTerminal(), environ={"TERM": "dumb"}),
+        make_view(opts(), ["a"], state, io.StringIO(), environ=env),
+        make_view(opts(progress=False), ["a"], state, FakeTerminal(), environ=env),
+        make_view(opts(quiet=True), ["a"], state, FakeTerminal(), environ=env),
+        make_view(opts(), ["a"], state, FakeTerminal(), environ={"TERM": "dumb"}),
     ):
         assert isinstance(view, PlainView)
-    assert not isinstance(make_view(args(), [], io.StringIO(), environ={}), NullView)
+    assert not isinstance(make_view(opts(), [], state, io.StringIO(), environ={}), NullView)
 
 
 def test_a_terminal_without_rich_gets_plain_lines(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -180,16 +184,16 @@ def test_a_terminal_without_rich_gets_plain_lines(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.delitem(sys.modules, "runner.view.live", raising=False)
     monkeypatch.setitem(sys.modules, "rich.console", None)  # importing it raises ImportError
-    view = make_view(args(), ["a"], FakeTerminal(), environ={"TERM": "xterm"})
+    view = make_view(opts(), ["a"], RunState(), FakeTerminal(), environ={"TERM": "xterm"})
     assert isinstance(view, PlainView)
 
 
 def test_make_view_respects_no_color_and_github() -> None:
-    live: Any = make_view(args(), ["a"], FakeTerminal(), environ={"TERM": "xterm", "NO_COLOR": "1"})
+    live: Any = make_view(opts(), ["a"], RunState(), FakeTerminal(), environ={"TERM": "xterm", "NO_COLOR": "1"})
     assert live.console.no_color
     out = io.StringIO()
-    view = make_view(args(), ["s"], out, environ={"GITHUB_ACTIONS": "true"})
-    view.observe({"type": "item_failed", "ts": "2026-01-02T03:04:05Z", "step": "s", "kind": "tool-error", "error": "e"})
+    view = make_view(opts(), ["s"], RunState(), out, environ={"GITHUB_ACTIONS": "true"})
+    view.observe(entry({"type": "item_failed", "step": "s", "kind": "tool-error", "error": "e"}))
     assert out.getvalue().splitlines()[-1] == "::error title=mcp-run step s::s: tool-error: e"
 
 
@@ -199,34 +203,22 @@ def test_rich_is_not_imported_without_a_live_view() -> None:
         "import runner.cli, runner.view.plain\n"
         "from runner.cli import build_parser\n"
         "build_parser()\n"
-        "runner.view.plain.make_view(argparse.Namespace(), ['a'], io.StringIO())\n"
+        "from runner.engine.state import RunState\n"
+        "runner.view.plain.make_view(runner.view.plain.ViewOptions(), ['a'], RunState(), io.StringIO())\n"
         "assert 'rich' not in sys.modules and 'runner.view.live' not in sys.modules, sorted(sys.modules)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
-def test_a_resumed_fanout_counts_reused_items_as_done_and_rates_only_new_work() -> None:
-    model = ProgressModel(["convert"], clock=lambda: 100.0)
-    model.observe({"type": "step_started", "step": "convert", "items": 100, "reused": 90})
-    step = model.steps["convert"]
-    assert (step.done, step.total, step.rate(100.0)) == (90, 100, None)  # nothing new finished yet
-    for n in range(5):
-        model.observe({"type": "item_dispatched", "step": "convert", "item": f"k{n}"})
-        model.observe({"type": "item_succeeded", "step": "convert", "item": f"k{n}"})
-    assert step.done == 95
-    assert step.rate(110.0) == pytest.approx(0.5)  # 5 new items in 10 s, not 95
-    assert step.eta(110.0) == pytest.approx(10.0)  # the 5 left at that rate
-    out = io.StringIO()
-    view = PlainView(out)
-    view.observe({"type": "step_started", "step": "convert", "items": 100, "reused": 90, "ts": "2026-01-01T00:00:00Z"})
-    assert "step convert started: 100 items (90 done earlier)" in out.getvalue()
+def test_a_resumed_fanout_counts_reused_items_as_done() -> None:
+    lines = lines_of([{"type": "step_started", "step": "convert", "items": 100, "reused": 90}])
+    assert lines == ["step convert started: 100 items (90 done earlier)"]
 
 
 def test_session_events_read_as_sentences_and_stderr_keeps_its_lines() -> None:
     out = io.StringIO()
-    view = PlainView(out)
-    ts = "2026-01-01T00:00:00Z"
-    for event in [
+    view = plain_view(out)
+    fields: list[dict[str, Any]] = [
         {"type": "session_lost", "server": "docs", "error": "docs: server exited with code 1"},
         {"type": "session_retrying", "server": "docs", "attempt": 1, "delay_s": 0.5, "remaining_s": 300, "error": "x"},
         {"type": "session_opened", "server": "docs", "reconnects": 1, "down_s": 12.34},
@@ -237,8 +229,8 @@ def test_session_events_read_as_sentences_and_stderr_keeps_its_lines() -> None:
             "error": "docs: could not initialize: server exited with code 3\n"
             "  server stderr (last lines):\n    Traceback (most recent call last):\n    ValueError: bad config",
         },
-    ]:
-        view.observe({**event, "ts": ts})
+    ]
+    watch(view, [entry(f, seq=n) for n, f in enumerate(fields, start=1)])
     lines = [line.split(" ", 1)[1] for line in out.getvalue().splitlines() if line[:2].isdigit()]
     assert lines == [
         "server docs: connection lost: server exited with code 1",
@@ -250,27 +242,20 @@ def test_session_events_read_as_sentences_and_stderr_keeps_its_lines() -> None:
 
 
 def test_identical_failures_in_a_row_are_shown_once_then_counted() -> None:
-    out = io.StringIO()
-    view = PlainView(out)
-    ts = "2026-01-01T00:00:00Z"
+    fields: list[dict[str, Any]] = []
     for n in range(16):
         error = f"s: connection lost before tools/call request {n + 10} was sent: s: could not reconnect for 300s"
-        view.observe(
+        fields.append(
             {
                 "type": "item_failed",
                 "step": "convert",
                 "item": f"doc{n}.md",
                 "kind": "connection-before-send",
                 "error": error,
-                "ts": ts,
             }
         )
-    view.observe(
-        {"type": "item_failed", "step": "convert", "item": "x.md", "kind": "tool-error", "error": "no", "ts": ts}
-    )
-    view.close()
-    lines = [line.split(" ", 1)[1] for line in out.getvalue().splitlines()]
-    assert lines == [
+    fields.append({"type": "item_failed", "step": "convert", "item": "x.md", "kind": "tool-error", "error": "no"})
+    assert lines_of(fields) == [
         "error convert[doc0.md]: connection-before-send: s: connection lost before tools/call request 10 was sent: "
         "s: could not reconnect for 300s",
         "... and 15 more items of convert with the same error (doc1.md, doc2.md, doc3.md, ...)",
@@ -279,8 +264,6 @@ def test_identical_failures_in_a_row_are_shown_once_then_counted() -> None:
 
 
 def test_the_summary_groups_identical_failures() -> None:
-    from runner.view.plain import format_group, group_failures
-
     failures = [
         {"step": "c", "item": f"k{n}", "kind": "tool-error", "error": f"file k{n} not found (request {n + 10})"}
         for n in range(5)
@@ -297,18 +280,15 @@ def test_the_summary_groups_identical_failures() -> None:
 
 
 def test_calls_made_again_are_shown_once_then_counted_and_undelivered_attempts_not_at_all() -> None:
-    out = io.StringIO()
-    view = PlainView(out)
-    ts = "2026-01-01T00:00:00Z"
-    base = {"type": "item_failed", "step": "convert", "kind": "outcome-unknown", "retrying": True, "ts": ts}
+    base = {"type": "item_failed", "step": "convert", "kind": "outcome-unknown", "retrying": True}
     error = "the session expired while the call was in flight"
-    for item, delay in (("a", 0.6), ("b", 0.9), ("c", 0.5)):
-        view.observe({**base, "item": item, "error": error, "retry_in": delay})
+    fields = [
+        {**base, "item": item, "error": error, "retry_in": delay}
+        for item, delay in (("a", 0.6), ("b", 0.9), ("c", 0.5))
+    ]
     # an attempt surely not delivered: its server's link reports the outage, not each item
-    view.observe({**base, "item": "d", "kind": "connection-before-send", "error": "could not connect"})
-    view.close()
-    lines = [line.split(" ", 1)[1] for line in out.getvalue().splitlines()]
-    assert lines == [
+    fields.append({**base, "item": "d", "kind": "connection-before-send", "error": "could not connect"})
+    assert lines_of(fields) == [
         "retrying convert[a] in 0.6s (safe to repeat): outcome-unknown: "
         "the session expired while the call was in flight",
         "... and 2 more of convert called again for the same reason (b, c)",
@@ -316,15 +296,12 @@ def test_calls_made_again_are_shown_once_then_counted_and_undelivered_attempts_n
 
 
 def test_a_crashed_servers_stderr_is_shown_once_on_lines_of_its_own() -> None:
-    out = io.StringIO()
-    view = PlainView(out)
     stderr = "\n  server stderr (last lines):\n    Traceback (most recent call last):\n    KeyError: 'x'"
-    for item in ("a", "b"):
-        view.observe(
-            {"type": "item_failed", "step": "s", "item": item, "kind": "outcome-unknown", "ts": "2026-01-01T00:00:00Z",
-             "error": f"peer: connection lost after tools/call request {ord(item)} was sent: server exited{stderr}"}
-        )  # fmt: skip
-    view.close()
-    text = out.getvalue()
+    fields = [
+        {"type": "item_failed", "step": "s", "item": item, "kind": "outcome-unknown",
+         "error": f"peer: connection lost after tools/call request {ord(item)} was sent: server exited{stderr}"}
+        for item in ("a", "b")
+    ]  # fmt: skip
+    text = "\n".join(lines_of(fields)) + "\n"
     assert text.count("KeyError: 'x'") == 1
     assert "\n    Traceback (most recent call last):\n    KeyError: 'x'\n" in text

@@ -25,8 +25,8 @@ from runner.exitcodes import ExitCode
 from runner.protocol.mcp import LOG_LEVELS
 
 if TYPE_CHECKING:
-    from runner.engine.journal import RunState
     from runner.engine.rundir import RunDir
+    from runner.engine.state import ItemState, RunState, StepState
 
 __all__ = [
     "JournalTail",
@@ -49,27 +49,27 @@ KEY = 80  # item keys are cut to this many characters in text (the JSON has them
 
 @dataclass
 class Loaded:
-    """A run directory read once: its events, their fold, and who holds it."""
+    """A run directory read once: its state (the fold of its journal), and who holds it."""
 
     run_id: str
     path: Path
-    events: list[dict[str, Any]]
     running_pid: int | None
     state: RunState
     corrupt: str | None = None
 
 
 def load(run_dir: RunDir) -> Loaded:
-    from runner.engine.journal import RunState, fold, parse_journal
+    from runner.engine.journal import read_journal
     from runner.engine.rundir import is_locked
+    from runner.engine.state import RunState
     from runner.errors import McpRunError
 
     pid = is_locked(run_dir.path)
     try:
-        events, _ = parse_journal(run_dir.journal.read_bytes(), source=str(run_dir.journal))
+        state = read_journal(run_dir.journal, keep_results=set())
     except (McpRunError, OSError) as exc:
-        return Loaded(run_dir.run_id, run_dir.path, [], pid, RunState(run_id=run_dir.run_id), corrupt=str(exc))
-    return Loaded(run_dir.run_id, run_dir.path, events, pid, fold(events, keep_results=set()))
+        return Loaded(run_dir.run_id, run_dir.path, pid, RunState(run_id=run_dir.run_id), corrupt=str(exc))
+    return Loaded(run_dir.run_id, run_dir.path, pid, state)
 
 
 def _status(run: Loaded) -> str:
@@ -77,52 +77,45 @@ def _status(run: Loaded) -> str:
         return "corrupt"
     if run.running_pid is not None:
         return "running"
-    last = run.events[-1]["type"] if run.events else None
-    if last == "run_interrupted":
-        return "interrupted"
-    return str(run.state.status) if run.state.status is not None else "interrupted"
+    return run.state.status.value if run.state.status is not None else "interrupted"
 
 
 def _ts(value: Any) -> float | None:
-    from runner.view.plain import ts_seconds
+    from runner.view.text import ts_seconds
 
     return ts_seconds(value) if value else None
 
 
-def _started(run: Loaded) -> str | None:
-    return next((str(e["ts"]) for e in run.events if e.get("type") == "run_started" and e.get("ts")), None)
-
-
 def _duration(run: Loaded, now: float) -> float | None:
-    start = _ts(_started(run))
+    start = _ts(run.state.started_at)
     if start is None:
         return None
     if run.running_pid is not None:
         return max(now - start, 0.0)
-    end = _ts(run.events[-1].get("ts")) if run.events else None
+    end = _ts(run.state.last_ts)
     return max(end - start, 0.0) if end is not None else None
 
 
+def _step_counts(step: StepState, live: bool) -> dict[str, int]:
+    """A step's items by what is known of them: ``running`` are dispatched calls of a live run (a process
+    holds the run's lock); once no process does, they are ``in_doubt``. An item a resume skipped because it
+    was in doubt (``--skip-in-doubt``) has been decided: it counts as failed, as the run's summary counts it."""
+    counts = step.counts(live=live)
+    return {
+        "succeeded": counts.succeeded,
+        "failed": counts.failed,
+        "running": counts.running,
+        "in_doubt": counts.in_doubt,
+    }
+
+
 def _item_counts(run: Loaded) -> dict[str, int]:
-    """Items by what is known of them: ``running`` are dispatched calls of a live run (a process holds the
-    run's lock); once no process does, they are ``in_doubt``. An item a resume skipped because it was in doubt
-    (``--skip-in-doubt``) has been decided: it counts as failed, as the run's summary counts it."""
     live = run.running_pid is not None
-    counts = {"succeeded": 0, "failed": 0, "running": 0, "in_doubt": 0}
+    total = {"succeeded": 0, "failed": 0, "running": 0, "in_doubt": 0}
     for step in run.state.steps.values():
-        for item in step.items.values():
-            counts[_item_bucket(item, live)] += 1
-    return counts
-
-
-def _item_bucket(item: Any, live: bool) -> str:
-    if item.status == "succeeded":
-        return "succeeded"
-    if item.status in ("failed", "skipped"):
-        return "failed"
-    if item.status == "dispatched" and live:
-        return "running"
-    return "in_doubt"
+        for bucket, n in _step_counts(step, live).items():
+            total[bucket] += n
+    return total
 
 
 def run_record(run: Loaded, now: float) -> dict[str, Any]:
@@ -133,8 +126,8 @@ def run_record(run: Loaded, now: float) -> dict[str, Any]:
         "workflow": run.state.workflow,
         "status": _status(run),
         "exit_code": run.state.exit_code,
-        "started": _started(run),
-        "finished": run.state.finished_at,
+        "started": run.state.started_at,
+        "finished": run.state.ended_at,
         "duration_s": round(duration, 3) if duration is not None else None,
         "pid": run.running_pid,
         "items": _item_counts(run),
@@ -143,61 +136,43 @@ def run_record(run: Loaded, now: float) -> dict[str, Any]:
 
 
 def show_record(run: Loaded, now: float) -> dict[str, Any]:
-    """Everything ``mcp-run show`` prints: steps, failures with their error text, in-doubt items, logs."""
-    state = run.state
-    steps: dict[str, dict[str, Any]] = {}
-    # Failures of sessions and whole steps are those of the latest attempt (a resume, --retry-failed
-    # included, runs them again); an item's failure is its latest record, from the fold.
-    attempt = 0
-    for position, event in enumerate(run.events):
-        if event.get("type") in ("run_started", "run_resumed"):
-            attempt = position
-    for event in run.events:
-        kind = event.get("type")
-        sid = event.get("step")
-        if kind == "step_started":
-            entry = steps.setdefault(str(sid), {"status": "running"})
-            entry["status"] = "running"
-            entry.pop("error", None)
-            entry.pop("reason", None)
-            if isinstance(event.get("items"), int):
-                entry["items"] = event["items"]
-        elif kind == "step_skipped":
-            steps[str(sid)] = {"status": "skipped", "reason": event.get("reason")}
-        elif kind == "step_finished":
-            entry = steps.setdefault(str(sid), {})
-            entry["status"] = event.get("status")
-            entry.pop("error", None)
-            if event.get("error"):
-                entry["error"] = event["error"]
-    live = run.running_pid is not None
-    for sid, entry in steps.items():
-        step_state = state.steps.get(sid)
-        buckets = [_item_bucket(i, live) for i in (step_state.items.values() if step_state is not None else ())]
-        for bucket in ("succeeded", "failed", "running", "in_doubt"):
-            entry[bucket] = buckets.count(bucket)
-        if entry["status"] == "running" and not live:
-            entry["status"] = "unfinished"
-    failures: list[dict[str, Any]] = []
-    for event in run.events[attempt:]:
-        if event.get("type") == "session_failed":
-            failures.append({"server": event.get("server"), "kind": event.get("kind"), "error": event.get("error")})
-    for sid, entry in steps.items():
-        if entry.get("error"):
-            failures.append({"step": sid, "item": None, "kind": "step", "error": entry["error"]})
-    for sid, step_state in state.steps.items():
-        for item in step_state.items.values():
-            if item.status in ("failed", "skipped"):
-                failures.append(
-                    {"step": sid, "item": item.key, "index": item.index, "kind": item.kind, "error": item.error}
-                )
+    """Everything ``mcp-run show`` prints: steps, failures with their error text, in-doubt items, logs. All of
+    it is read off the run's state: the same counts as ``runs`` and the run's summary."""
+    from runner.engine.events import ItemStatus, StepStatus, encode
 
-    def entry_of(sid: str, item: Any) -> dict[str, Any]:
+    state = run.state
+    live = run.running_pid is not None
+    steps: dict[str, dict[str, Any]] = {}
+    failures: list[dict[str, Any]] = []
+    for session in state.sessions.values():
+        if session.status == "failed":  # of the latest attempt: a resume starts its sessions afresh
+            failures.append(
+                {"server": session.server, "kind": session.kind.value if session.kind else None, "error": session.error}
+            )
+    for sid, step in state.steps.items():
+        status = step.status.value
+        if step.status is StepStatus.RUNNING and not live:
+            status = "unfinished"
+        entry: dict[str, Any] = {"status": status}
+        if step.status is StepStatus.SKIPPED and step.reason:
+            entry["reason"] = step.reason
+        if step.fan_out:
+            entry["items"] = step.total
+        if step.kind is not None and step.reason:
+            entry["error"] = step.reason
+            failures.append({"step": sid, "item": None, "kind": "step", "error": step.reason})
+        entry.update(_step_counts(step, live))
+        steps[sid] = entry
+    for sid, item in state.items_in(ItemStatus.FAILED, ItemStatus.SKIPPED):
+        kind = item.kind.value if item.kind else None
+        failures.append({"step": sid, "item": item.key, "index": item.index, "kind": kind, "error": item.error})
+
+    def entry_of(sid: str, item: ItemState) -> dict[str, Any]:
         return {
             "step": sid,
             "item": item.key,
             "index": item.index,
-            "kind": item.kind,
+            "kind": item.kind.value if item.kind else None,
             "error": item.error,
             "dispatched_at": item.dispatched_at,
             "attempts": item.attempts,
@@ -207,8 +182,8 @@ def show_record(run: Loaded, now: float) -> dict[str, Any]:
     running: list[dict[str, Any]] = []
     in_doubt: list[dict[str, Any]] = []
     for sid, item in state.in_doubt():
-        (running if live and item.status == "dispatched" else in_doubt).append(entry_of(sid, item))
-    logs = [{k: v for k, v in e.items() if k != "seq"} for e in state.logs]
+        (running if live and item.status is ItemStatus.DISPATCHED else in_doubt).append(entry_of(sid, item))
+    logs = [{k: v for k, v in encode(e).items() if k != "seq"} for e in state.logs]
     return {
         "version": RECORD_VERSION,
         **run_record(run, now),
@@ -234,7 +209,7 @@ def _when(ts: Any) -> str:
 
 
 def _dur(value: Any) -> str:
-    from runner.view.plain import format_duration
+    from runner.view.text import format_elapsed as format_duration
 
     return format_duration(value) if isinstance(value, int | float) else "-"
 
@@ -275,7 +250,7 @@ def _indent(text: Any, prefix: str = "      ", max_lines: int = 12) -> str:
 def render_show(record: dict[str, Any], *, resume: str | None = None, logs_command: str | None = None) -> str:
     """``show``'s text. ``resume`` and ``logs_command`` are the commands to print as advice (``mcp-run resume
     WORKFLOW RUN_ID``, ``mcp-run logs ...``, with ``--state-dir`` when needed); by default, the run id form."""
-    from runner.view.plain import format_log, one_line, where
+    from runner.view.text import format_log, one_line, where
 
     resume = resume or f"mcp-run resume {record['run_id']}"
     logs_command = logs_command or f"mcp-run logs {record['run_id']}"
@@ -359,7 +334,7 @@ def _time_of(ts: Any) -> str:
 
 def format_event(event: dict[str, Any]) -> str | None:
     """One journal event as a line of ``mcp-run logs``, or None for the events it does not show."""
-    from runner.view.plain import format_log, one_line, where
+    from runner.view.text import format_log, one_line, where
 
     kind = event.get("type")
     when = _time_of(event.get("ts"))
@@ -370,9 +345,17 @@ def format_event(event: dict[str, Any]) -> str | None:
         amount = _num(event.get("progress")) + (f"/{_num(total)}" if total else "")
         message = f" {one_line(event['message'], 200)}" if event.get("message") else ""
         return f"{when} progress {where(event.get('step'), event.get('item'), KEY)} {amount}{message}"
-    if kind in ("run_started", "run_resumed", "run_finished", "run_interrupted"):
+    if kind in ("run_started", "run_resumed", "run_finished", "run_stopped", "run_interrupted"):
         status = f" {event['status']}" if event.get("status") else ""
         return f"{when} {kind.replace('_', ' ')}{status}"
+    if kind == "step_started":
+        items = f": {event['items']} items" if event.get("items") is not None else ""
+        return f"{when} step {event.get('step')} started{items}"
+    if kind == "step_finished":
+        error = f": {one_line(event['error'], 200)}" if event.get("error") else ""
+        return f"{when} step {event.get('step')} {event.get('status')}{error}"
+    if kind == "step_skipped":
+        return f"{when} step {event.get('step')} skipped: {event.get('reason')}"
     return None
 
 
@@ -394,13 +377,14 @@ class JournalTail:
         self.offset = 0
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
+        from runner.engine.events import encode
         from runner.engine.journal import parse_journal
 
         self.offset += len(data)
         buffer = self._pending + data
-        events, end = parse_journal(buffer)
+        entries, end = parse_journal(buffer)
         self._pending = buffer[end:]
-        return events
+        return [encode(entry) for entry in entries]
 
 
 def follow(
@@ -411,16 +395,17 @@ def follow(
     poll: float = 0.25,
     keep_going: bool = True,
 ) -> Iterator[dict[str, Any]]:
-    """Every event of the journal at ``path``; with ``keep_going``, keep reading what is appended until the run
-    finishes (a ``run_finished`` record) or no process holds it any more, polling every ``poll`` seconds
-    (less while lines keep coming)."""
+    """Every event of the journal at ``path`` (in its journal form); with ``keep_going``, keep reading what is
+    appended until the run ends (its ``run_finished``, ``run_stopped`` or ``run_interrupted`` record) or no
+    process holds it any more, polling every ``poll`` seconds (less while lines keep coming)."""
     tail = JournalTail()
     with path.open("rb") as file:
         while True:
             alive = running()  # asked before reading: what was written before the lock went is read below
             events = tail.feed(file.read())
             yield from events
-            if not keep_going or not alive or any(e.get("type") == "run_finished" for e in events):
+            ended = any(e.get("type") in ("run_finished", "run_stopped", "run_interrupted") for e in events)
+            if not keep_going or not alive or ended:
                 return
             sleep(poll / 4 if events else poll)
 
@@ -504,7 +489,7 @@ def show_command(args: argparse.Namespace) -> int:
 
 def logs_command(args: argparse.Namespace) -> int:
     from runner.engine.rundir import is_locked
-    from runner.view.plain import level_index
+    from runner.view.text import level_index
 
     _state_dir, _workflow, run_dir = _target(args)
     threshold = level_index(args.level)

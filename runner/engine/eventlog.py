@@ -26,17 +26,21 @@ from typing import Any
 
 import trio
 
+from runner.engine.events import AnyEvent, Entry, decode, encode
 from runner.errors import McpRunError
 
 __all__ = ["EventLog", "JournalWriteError", "Masker", "Observer"]
 
-Observer = Callable[[dict[str, Any]], None]
+Observer = Callable[[Entry], object]
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
 
 
 class JournalWriteError(McpRunError):
-    """The journal could not be written (disk full, permissions): the run stops rather than go on blind."""
+    """The journal could not be written (disk full, permissions): the run stops rather than go on blind.
+    ``run_id``: the run, when the lifecycle knows it (the CLI prints how to resume it)."""
+
+    run_id: str | None = None
 
 
 class Masker:
@@ -168,22 +172,26 @@ class EventLog:
 
     # -- producing events ----------------------------------------------------------------------------
 
-    def _emit(self, event_type: str, fields: dict[str, Any]) -> str | None:
+    def _emit(self, event: AnyEvent) -> str | None:
         self._seq += 1
-        event = {"seq": self._seq, "ts": _now(), "type": event_type, **fields}
+        entry = Entry(self._seq, _now(), event)
+        obj = encode(entry)
         if self._masker:
-            event = self._masker.mask_value(event)
-        line = _dumps(event) if self._fd is not None else None
+            masked = self._masker.mask_value(obj)
+            if masked is not obj:  # a secret in it: observers see the masked event too
+                obj = masked
+                entry = decode(masked)
+        line = _dumps(obj) if self._fd is not None else None
         for observer in self._observers:
-            observer(event)
+            observer(entry)
         return line
 
-    async def commit(self, event_type: str, /, **fields: Any) -> None:
+    async def commit(self, event: AnyEvent, /) -> None:
         """Emit and wait until the line is durable (written and fsynced). Raises ``JournalWriteError`` once
         the journal cannot be written: nothing may be dispatched without its record."""
         if self._failed is not None:
             raise self._failed
-        line = self._emit(event_type, fields)
+        line = self._emit(event)
         if self._fd is None or line is None:
             return
         done = trio.Event()
@@ -194,18 +202,18 @@ class EventLog:
         if self._failed is not None:
             raise self._failed
 
-    def record(self, event_type: str, /, **fields: Any) -> None:
+    def record(self, event: AnyEvent, /) -> None:
         """Emit; the line is written at the writer's next wake (now). Once the journal has failed, the
         event still reaches observers (the run is stopping; its next ``commit`` raised)."""
-        line = self._emit(event_type, fields)
+        line = self._emit(event)
         if self._fd is not None and line is not None and self._failed is None:
             self._buffer.append(line + "\n")
             self._unsynced = True
             self._wake.set()
 
-    def note(self, event_type: str, /, **fields: Any) -> None:
+    def note(self, event: AnyEvent, /) -> None:
         """Emit a high-volume event (progress, log); written within ``flush_interval``."""
-        line = self._emit(event_type, fields)
+        line = self._emit(event)
         if self._fd is not None and line is not None and self._failed is None:
             self._buffer.append(line + "\n")
             if not self._lazy_pending:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import trio
 
+from runner.engine.events import FailureKind
 from runner.errors import (
     CallTimeout,
     ConnectFailed,
@@ -50,21 +51,21 @@ class RetryPolicy:
     total: float = 120.0
 
 
-def failure_kind(exc: BaseException) -> str:
-    """The journal's name for how a call failed (``runner.engine.journal.FAILURE_KINDS``)."""
+def failure_kind(exc: BaseException) -> FailureKind:
+    """How a call failed, in the journal's words (:class:`~runner.engine.events.FailureKind`)."""
     if isinstance(exc, trio.Cancelled):
-        return "cancelled"
+        return FailureKind.CANCELLED
     if isinstance(exc, CallTimeout):
-        return "timeout"
+        return FailureKind.TIMEOUT
     if isinstance(exc, OutcomeUnknown):
-        return "outcome-unknown"
+        return FailureKind.OUTCOME_UNKNOWN
     if isinstance(exc, NotDelivered | ConnectFailed):
-        return "connection-before-send"
+        return FailureKind.NOT_SENT
     if isinstance(exc, ProtocolError | HTTPStatusError):
-        return "protocol-error"  # an HTTPStatusError here is a 4xx to the call: refused, a definite answer
+        return FailureKind.PROTOCOL_ERROR  # an HTTPStatusError here is a 4xx to the call: refused, an answer
     if isinstance(exc, ToolError):
-        return "tool-error"
-    return "template-error"
+        return FailureKind.TOOL_ERROR
+    return FailureKind.TEMPLATE_ERROR
 
 
 def is_safe_to_repeat(*, idempotent_step: bool, trusted: bool, read_only: bool, idempotent_tool: bool) -> bool:

@@ -3,13 +3,11 @@
 - what must never be written in clear (:func:`collect_secrets`);
 - step fingerprints and the workflow hash, so a resume can tell what changed;
 - how to open each server's session (:func:`make_opener`);
-- which runs of a workflow are unfinished, and what a resume must do about items in doubt.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -18,9 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.connect import HttpTarget, StdioTarget, Target, open_target
-from runner.engine.journal import RunState
 from runner.engine.scheduler import SessionOpener
-from runner.errors import McpRunError
 from runner.session import Session, SessionOptions
 from runner.workflow.context import make_context
 from runner.workflow.plan import Plan
@@ -140,30 +136,3 @@ def make_opener(
         return connect(render_target(plan, name, inputs, env), options)
 
     return opener
-
-
-def changed_steps(old: Mapping[str, str], new: Mapping[str, str]) -> set[str]:
-    return {sid for sid, fp in new.items() if old.get(sid) != fp}
-
-
-def describe_changes(
-    state: RunState, new_hash: str, new_fps: Mapping[str, str], inputs: Mapping[str, Any], secret: set[str]
-) -> list[str]:
-    """What differs between the run's journal and now. Secret inputs are never compared (their values were
-    never written)."""
-    changes = []
-    if state.workflow_hash != new_hash:
-        changes.append("the workflow file changed since the run started")
-    changed = changed_steps(state.fingerprints, new_fps)
-    if changed:
-        changes.append("steps whose definition or inputs changed: " + ", ".join(sorted(changed)))
-    old_inputs = state.inputs or {}
-    for name in sorted((set(old_inputs) | set(inputs)) - secret):
-        old, new = old_inputs.get(name), inputs.get(name)
-        if json.dumps(old, sort_keys=True) != json.dumps(new, sort_keys=True):
-            changes.append(f"input {name!r} was {json.dumps(old)}, now {json.dumps(new)}")
-    return changes
-
-
-def first_error(exc: McpRunError) -> str:
-    return str(exc).split("\n", 1)[0]

@@ -33,7 +33,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from runner.engine.journal import CLOSED_STATUSES, RunState, peek_journal, read_journal
+from runner.engine.events import RunStarted
+from runner.engine.journal import closes, peek_journal, read_journal
+from runner.engine.state import RunState
 from runner.errors import BusyError, McpRunError, UsageError
 
 __all__ = [
@@ -292,17 +294,16 @@ class RunDir:
     def workflow(self) -> str | None:
         """The absolute path of the workflow the run's ``run_started`` record names."""
         first, _last = peek_journal(self.journal)
-        if first is None or first.get("type") != "run_started":
+        if first is None or not isinstance(first.event, RunStarted):
             return None
-        workflow = first.get("workflow")
-        return workflow if isinstance(workflow, str) else None
+        return first.event.workflow
 
     def closed_status(self) -> str | None:
         """``succeeded`` or ``failed`` when the run is closed (its last record is ``run_finished`` with a
         closed status), else None: the run is open."""
         _first, last = peek_journal(self.journal)
-        if last is not None and last.get("type") == "run_finished" and last.get("status") in CLOSED_STATUSES:
-            return str(last["status"])
+        if last is not None and closes(last):
+            return str(getattr(last.event, "status", ""))
         return None
 
     def open_for_append(self) -> int:
@@ -337,17 +338,23 @@ def _last_newline(fd: int, before: int) -> int:
 
 @dataclass
 class RunSummary:
+    """A run as ``runs`` lists it: its state, the pid holding it (None when no process does), and why its
+    journal could not be read, if it could not."""
+
     run_dir: RunDir
     state: RunState
     running_pid: int | None
+    corrupt: str | None = None
 
     @property
     def status(self) -> str:
+        if self.corrupt is not None:
+            return "corrupt"
         if self.running_pid is not None:
             return "running"
         if self.state.status is None:
             return "interrupted"
-        return self.state.status
+        return self.state.status.value
 
 
 def iter_run_dirs(state_dir: Path) -> Iterator[RunDir]:
@@ -362,11 +369,12 @@ def iter_run_dirs(state_dir: Path) -> Iterator[RunDir]:
 def list_runs(state_dir: Path) -> list[RunSummary]:
     out = []
     for run_dir in iter_run_dirs(state_dir):
+        corrupt = None
         try:
             state = run_dir.read(keep_results=set())
-        except McpRunError:  # a corrupt journal is shown as such, not a crash of `runs`
-            state = RunState(run_id=run_dir.run_id, status="corrupt")
-        out.append(RunSummary(run_dir, state, is_locked(run_dir.path)))
+        except McpRunError as exc:  # a corrupt journal is shown as such, not a crash of `runs`
+            state, corrupt = RunState(run_id=run_dir.run_id), str(exc)
+        out.append(RunSummary(run_dir, state, is_locked(run_dir.path), corrupt))
     return out
 
 
@@ -429,7 +437,7 @@ def prune(state_dir: Path, keep: int, *, workflow: Path | None = None) -> list[s
         for s in list_runs(state_dir)
         if s.running_pid is None
         and s.state.finished
-        and s.state.status != "corrupt"
+        and s.corrupt is None
         and (target is None or s.state.workflow == target)
     ]
     doomed = finished[: max(0, len(finished) - keep)]

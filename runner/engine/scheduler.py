@@ -2,7 +2,11 @@
 pools, one shared session per server, every state change journaled.
 
 The scheduler does not know transports: it is handed an ``opener`` that turns a server name (and the
-session options the scheduler wants, with its log routing) into an open session.
+session options the scheduler wants, with its log routing) into an open session. It emits typed events
+(:mod:`runner.engine.events`) to an :class:`~runner.engine.eventlog.EventLog`, which applies each to the run's
+live :class:`~runner.engine.state.RunState`; the scheduler reads that state for its decisions and settles
+the outcome from it (:func:`runner.engine.outcome.settle`), so what it decides, what the views show and what
+the summary says are one fold.
 
 Rules it keeps (the README states them for users):
 
@@ -14,9 +18,9 @@ Rules it keeps (the README states them for users):
 - Concurrency is bounded globally, per server (``max_concurrency``) and per step (``concurrency``); a
   fan-out of 100,000 items runs through that many workers, not 100,000 tasks, and keeps results in memory
   only when some template or output reads them.
-- Each call's dispatch is journaled durably *before* the request is written; its result after it arrives.
-  Requests that surely never left are retried with backoff; a call whose outcome is unknown is retried
-  only when safe (see :mod:`runner.engine.retry`), otherwise it is reported *in doubt*.
+- Each call's dispatch is journaled durably *before* the request is written; its result after it arrives
+  (:mod:`runner.engine.calls`). A server that goes away is reconnected by its link
+  (:mod:`runner.engine.supervisor`) while its calls wait.
 - ``drain()`` (first interrupt) stops dispatching; ``cancel()`` (second, or after the grace period)
   cancels calls in flight, which send ``notifications/cancelled`` and are journaled as cancelled.
 """
@@ -26,14 +30,31 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import trio
 
 from runner.backoff import Backoff
+from runner.engine.calls import CallSite, Drained, ItemCall
 from runner.engine.eventlog import EventLog, JournalWriteError
-from runner.engine.journal import IN_DOUBT_KINDS, RunState
+from runner.engine.events import (
+    FailureKind,
+    ItemFailed,
+    ItemStatus,
+    ItemSucceeded,
+    LogMessage,
+    SessionFailed,
+    SessionLost,
+    SessionOpened,
+    SessionRetrying,
+    StepFinished,
+    StepSkipped,
+    StepStarted,
+    StepStatus,
+)
+from runner.engine.outcome import Outcome, settle
 from runner.engine.retry import RetryPolicy, failure_kind, is_safe_to_repeat
+from runner.engine.state import ItemState, RunState, StepState
 from runner.engine.supervisor import (
     LinkEvent,
     LinkFailed,
@@ -43,17 +64,9 @@ from runner.engine.supervisor import (
     LinkRetrying,
     ServerLink,
 )
-from runner.errors import (
-    CallTimeout,
-    JsonRpcError,
-    MalformedMessage,
-    McpRunError,
-    NotDelivered,
-    OutcomeUnknown,
-    SessionExpired,
-)
-from runner.exitcodes import ExitCode, combine
-from runner.protocol.mcp import LogMessage, Progress, Tool, ToolResult
+from runner.errors import CallTimeout, MalformedMessage, McpRunError
+from runner.protocol.mcp import LogMessage as McpLogMessage
+from runner.protocol.mcp import Tool
 from runner.session import Session, SessionOptions
 from runner.workflow.context import fanout_view, item_entry, make_context, step_view
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECONNECT, Plan, PlannedStep
@@ -63,16 +76,8 @@ __all__ = ["Outcome", "Prior", "Scheduler", "SchedulerOptions", "SessionOpener"]
 
 SessionOpener = Callable[[str, SessionOptions], AbstractAsyncContextManager[Session]]
 
-KIND_EXIT: dict[str, ExitCode] = {
-    "tool-error": ExitCode.FAILED,
-    "template-error": ExitCode.FAILED,
-    "skipped-in-doubt": ExitCode.FAILED,
-    "protocol-error": ExitCode.PROTOCOL,
-    "connection-before-send": ExitCode.UNREACHABLE,
-    "outcome-unknown": ExitCode.OUTCOME_UNKNOWN,
-    "timeout": ExitCode.OUTCOME_UNKNOWN,
-    "cancelled": ExitCode.OUTCOME_UNKNOWN,
-}
+SKIPPED_NOW: Final = "in doubt; skipped by --skip-in-doubt"
+IDLE_HINT: Final = " (a slow tool without progress notifications needs a longer idle_timeout, or none)"
 
 
 @dataclass(frozen=True)
@@ -89,58 +94,12 @@ class SchedulerOptions:
 
 @dataclass
 class Prior:
-    """What a resumed run brings from its journal."""
+    """How a resume treats what earlier attempts left: ``in_doubt`` says what to do with items in doubt that
+    are not safe to call again ("ask": stop before anything runs; "rerun"; "skip"); ``fresh_steps`` are
+    steps whose definition changed (their history is ignored)."""
 
-    state: RunState
-    in_doubt: str = "ask"  # what to do with unsafe in-doubt items: "ask" (stop), "rerun" or "skip"
-    fresh_steps: set[str] = field(default_factory=set)  # changed steps: their history is ignored
-    skip: set[tuple[str, str]] = field(default_factory=set)  # filled by the scheduler
-
-
-@dataclass
-class StepReport:
-    status: str = "pending"
-    reason: str | None = None
-    total: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    in_doubt: int = 0
-    skipped: int = 0
-    reused: int = 0
-    unreachable: int = 0  # of the failed: never delivered (their server could not be reached)
-
-    def counts(self) -> dict[str, int]:
-        return {
-            "total": self.total,
-            "succeeded": self.succeeded,
-            "failed": self.failed,
-            "in_doubt": self.in_doubt,
-            "skipped": self.skipped,
-            "reused": self.reused,
-        }
-
-
-@dataclass
-class Outcome:
-    status: str
-    exit_code: ExitCode
-    steps: dict[str, StepReport]
-    outputs: dict[str, Any]
-    failures: list[dict[str, Any]]
-    in_doubt: list[dict[str, Any]]
-    blocked: bool = False  # stopped before running: in-doubt items need a decision
-    # server -> what it sent that matched nothing (lines that are not JSON-RPC, responses to ids never
-    # sent), summed over its sessions; only servers with something to report
-    stray: dict[str, dict[str, int]] = field(default_factory=dict)
-
-
-MAX_RENEWED = 3  # a call refused because the server forgot the session, sent again on a renewed one
-SKIPPED_NOW = "in doubt; skipped by --skip-in-doubt"
-SKIPPED_BEFORE = "was in doubt and skipped by an earlier resume (--rerun-in-doubt calls it again)"
-
-
-class _Drained(McpRunError):
-    """An interrupt arrived before the request was dispatched: the item did not run (nothing to record)."""
+    in_doubt: str = "ask"
+    fresh_steps: set[str] = field(default_factory=set)
 
 
 def _line(error: BaseException) -> str:
@@ -148,6 +107,10 @@ def _line(error: BaseException) -> str:
 
 
 class Scheduler:
+    """Runs ``plan``. ``state`` is the run's live state: for a resume, its journal folded (the events of
+    this attempt are applied on top); ``log`` must apply every event it emits to that same state (the run
+    subscribes ``state.apply`` first)."""
+
     def __init__(
         self,
         plan: Plan,
@@ -156,6 +119,7 @@ class Scheduler:
         env: Mapping[str, Any],
         opener: SessionOpener,
         log: EventLog,
+        state: RunState,
         options: SchedulerOptions | None = None,
         prior: Prior | None = None,
         on_warning: Callable[[str], None] | None = None,
@@ -165,28 +129,37 @@ class Scheduler:
         self._env = env
         self._opener = opener
         self._log = log
+        self._state = state
         self._options = options or SchedulerOptions()
         self._prior = prior
         self._on_warning = on_warning
         self._views: dict[str, Any] = {}
-        self._reports: dict[str, StepReport] = {sid: StepReport() for sid in plan.order}
         self._done: dict[str, trio.Event] = {sid: trio.Event() for sid in plan.order}
-        self._codes: set[ExitCode] = set()
-        self._failures: list[dict[str, Any]] = []
-        self._in_doubt: list[dict[str, Any]] = []
         self._stop_new: str | None = None
         self._draining = False
         self._work_scope: trio.CancelScope | None = None
         self._links: dict[str, ServerLink] = {}
         self._sessions: dict[str, dict[int, Session]] = {}  # every session each server had, for its stats
         self._tools: dict[tuple[str, int], dict[str, Tool]] = {}  # (server, id of the session) -> tools
-        self._waiting: set[trio.CancelScope] = set()  # items waiting for a server: a drain stops them
-        self._attempted: set[tuple[str, str]] = set()  # (step, item) this invocation decided or called
+        self._waiting: set[trio.CancelScope] = set()  # waits for a server: a drain stops them
         self._sessions_nursery: trio.Nursery | None = None
-        self._inflight: dict[tuple[str, Any], tuple[str, str]] = {}
+        self._in_flight: dict[tuple[str, Any], tuple[str, str]] = {}
         self._global = trio.CapacityLimiter(self._options.concurrency)
         self._server_limits = {
             name: trio.CapacityLimiter(ps.server.max_concurrency) for name, ps in plan.servers.items()
+        }
+        self._sites = {
+            name: CallSite(
+                log=log,
+                retry=self._options.retry,
+                backoff=self._options.backoff,
+                wait_for=self._wait_for,
+                limits=(self._global, limit),
+                draining=lambda: self._draining,
+                in_flight=self._in_flight,
+                safe_to_repeat=self._safe_to_repeat,
+            )
+            for name, limit in self._server_limits.items()
         }
 
     # -- control -------------------------------------------------------------------------------------
@@ -215,9 +188,8 @@ class Scheduler:
             try:
                 with trio.CancelScope() as scope:
                     self._work_scope = scope
-                    blocked = await self._resolve_in_doubt()
-                    if blocked:
-                        return self._blocked_outcome(blocked)
+                    if await self._resolve_in_doubt():
+                        return settle(self._plan, self._state, blocked=True)
                     async with trio.open_nursery() as steps:
                         for sid in self._plan.order:
                             steps.start_soon(self._step_task, sid)
@@ -226,115 +198,53 @@ class Scheduler:
                     link.close()
         return self._finish()
 
-    async def _resolve_in_doubt(self) -> list[dict[str, Any]]:
-        """Decide, before anything runs, what happens to items a previous run left in doubt. Returns the
-        ones that block the run (unsafe, and neither --rerun-in-doubt nor --skip-in-doubt given)."""
+    async def _resolve_in_doubt(self) -> bool:
+        """Decide, before anything runs, what happens to items an earlier attempt left in doubt. True when
+        some block the run (unsafe, and neither --rerun-in-doubt nor --skip-in-doubt given)."""
         prior = self._prior
         if prior is None:
-            return []
-        blocked: list[dict[str, Any]] = []
-        for sid, item in prior.state.in_doubt():
+            return False
+        blocked = False
+        for sid, item in self._state.in_doubt():
             if sid not in self._plan.steps or sid in prior.fresh_steps:
                 continue
-            ps = self._plan.steps[sid]
             try:
-                safe = await self._safe_to_repeat(ps, connect=True)
-            except (McpRunError, _Drained):
+                safe = await self._safe_to_repeat(self._plan.steps[sid], connect=True)
+            except (McpRunError, Drained):
                 safe = False
             if safe or prior.in_doubt == "rerun":
                 continue
             if prior.in_doubt == "skip":
-                # The decision is journaled now, before anything runs: it holds even if this resume never
-                # reaches the step (its server cannot be reached, an interrupt).
-                prior.skip.add((sid, item.key))
+                # Journaled now, before anything runs: the decision holds even if this resume never reaches
+                # the step (its server cannot be reached, an interrupt).
                 self._log.record(
-                    "item_failed",
-                    step=sid,
-                    item=item.key,
-                    index=item.index,
-                    kind="skipped-in-doubt",
-                    error=SKIPPED_NOW,
+                    ItemFailed(
+                        step=sid,
+                        item=item.key,
+                        index=item.index,
+                        kind=FailureKind.SKIPPED_IN_DOUBT.value,
+                        error=SKIPPED_NOW,
+                    )
                 )
                 continue
-            blocked.append(
-                {
-                    "step": sid,
-                    "item": item.key,
-                    "index": item.index,
-                    "dispatched_at": item.dispatched_at,
-                    "kind": item.kind or "outcome-unknown",
-                    "error": item.error or "dispatched; no result recorded",
-                }
-            )
+            blocked = True
         return blocked
 
-    def _blocked_outcome(self, blocked: list[dict[str, Any]]) -> Outcome:
-        for sid in self._plan.order:
-            self._reports[sid].status = "not-run"
-        return Outcome(
-            status="in-doubt",
-            exit_code=ExitCode.OUTCOME_UNKNOWN,
-            steps=self._reports,
-            outputs={},
-            failures=[],
-            in_doubt=blocked,
-            blocked=True,
-        )
-
-    def _leftover_in_doubt(self) -> None:
-        """Items an earlier attempt left in doubt that this one neither decided nor called again (their step
-        did not run: a dependency failed, an interrupt) are still in doubt: the run must stay open."""
-        prior = self._prior
-        if prior is None:
-            return
-        for sid, item in prior.state.in_doubt():
-            if sid not in self._plan.steps or sid in prior.fresh_steps or (sid, item.key) in prior.skip:
-                continue
-            if (sid, item.key) in self._attempted:
-                continue
-            self._in_doubt.append(
-                {
-                    "step": sid,
-                    "item": item.key,
-                    "index": item.index,
-                    "dispatched_at": item.dispatched_at,
-                    "kind": item.kind or "outcome-unknown",
-                    "error": item.error or "dispatched; no result recorded (not called again: its step did not run)",
-                }
-            )
-            self._codes.add(ExitCode.OUTCOME_UNKNOWN)
-
     def _finish(self) -> Outcome:
-        self._leftover_in_doubt()
-        for report in self._reports.values():
-            if report.status in ("pending", "running"):
-                report.status = "not-run"
         outputs: dict[str, Any] = {}
+        outputs_failed = False
         if not self._draining:
             try:
                 outputs = self._plan.render_outputs(self._context())
             except TemplateError as exc:
                 self._warn(f"outputs: {exc}")
-                self._codes.add(ExitCode.FAILED)
-        # Open (resumable) unless every item has a definite answer: in doubt, or left undone because a
-        # server could not be reached.
-        if self._draining:
-            status = "interrupted"
-        elif self._in_doubt:
-            status = "in-doubt"
-        elif ExitCode.UNREACHABLE in self._codes:
-            status = "incomplete"
-        elif any(c != ExitCode.OK for c in self._codes):
-            status = "failed"
-        else:
-            status = "succeeded"
-        return Outcome(
-            status=status,
-            exit_code=combine(self._codes),
-            steps=self._reports,
+                outputs_failed = True
+        return settle(
+            self._plan,
+            self._state,
+            interrupted=self._draining,
             outputs=outputs,
-            failures=self._failures,
-            in_doubt=self._in_doubt,
+            outputs_failed=outputs_failed,
             stray=self._stray(),
         )
 
@@ -358,7 +268,6 @@ class Scheduler:
 
     async def _step_task(self, sid: str) -> None:
         ps = self._plan.steps[sid]
-        report = self._reports[sid]
         try:
             for dep in ps.dependencies:
                 await self._done[dep].wait()
@@ -371,22 +280,21 @@ class Scheduler:
                     self._skip(ps, "its `if` condition is false")
                     return
             except TemplateError as exc:
-                self._fail_step(ps, f"if: {exc}", "template-error")
+                self._fail_step(ps, f"if: {exc}", FailureKind.TEMPLATE_ERROR)
                 return
-            report.status = "running"
-            await self._run_step(ps, report)
+            await self._run_step(ps)
         finally:
             self._done[sid].set()
 
     def _blocked_by(self, ps: PlannedStep) -> str | None:
         for dep in ps.dependencies:
-            status = self._reports[dep].status
-            if status == "failed" and not self._plan.steps[dep].continue_on_error:
+            status = self._state.step(dep).status
+            if status is StepStatus.FAILED and not self._plan.steps[dep].continue_on_error:
                 return f"dependency {dep!r} failed"
-            if status == "incomplete":
+            if status is StepStatus.INCOMPLETE:
                 return f"dependency {dep!r} is incomplete (its server could not be reached)"
-            if status not in ("succeeded", "failed"):
-                return f"dependency {dep!r} was {status}"
+            if status not in (StepStatus.SUCCEEDED, StepStatus.FAILED):
+                return f"dependency {dep!r} was {status.value}"
         if self._draining:
             return "the run was interrupted"
         if self._stop_new is not None:
@@ -394,54 +302,42 @@ class Scheduler:
         return None
 
     def _skip(self, ps: PlannedStep, reason: str) -> None:
-        report = self._reports[ps.id]
-        report.status = "skipped"
-        report.reason = reason
         self._views[ps.id] = fanout_view([], [], "skipped") if ps.fan_out else step_view(None, status="skipped")
-        self._log.record("step_skipped", step=ps.id, reason=reason)
+        self._log.record(StepSkipped(step=ps.id, reason=reason))
 
-    def _fail_step(self, ps: PlannedStep, error: str, kind: str) -> None:
-        report = self._reports[ps.id]
+    def _fail_step(self, ps: PlannedStep, error: str, kind: FailureKind) -> None:
         # A server that could not be reached leaves the step undone, not failed: a resume runs it.
-        unreachable = kind == "connection-before-send"
-        report.status = "incomplete" if unreachable else "failed"
-        report.reason = error
+        status = StepStatus.INCOMPLETE if kind is FailureKind.NOT_SENT else StepStatus.FAILED
         self._views[ps.id] = step_view(None, status="failed") if not ps.fan_out else fanout_view([], [], "failed")
-        self._failures.append({"step": ps.id, "item": None, "index": None, "kind": kind, "error": error})
-        if unreachable:
-            self._codes.add(ExitCode.UNREACHABLE)
-        elif not ps.continue_on_error:
-            self._codes.add(KIND_EXIT.get(kind, ExitCode.FAILED))
+        if status is StepStatus.FAILED and not ps.continue_on_error:
             self._stop_new = self._stop_new or ps.id
-        self._log.record("step_finished", step=ps.id, status=report.status, error=error, counts=report.counts())
+        counts = self._state.step(ps.id).counts(live=False).as_dict()
+        self._log.record(StepFinished(step=ps.id, status=status.value, counts=counts, error=error, kind=kind.value))
 
-    async def _run_step(self, ps: PlannedStep, report: StepReport) -> None:
+    async def _run_step(self, ps: PlannedStep) -> None:
         if ps.fan_out:
             try:
                 items = ps.render_items(self._context())
                 keys = self._keys(ps, items)
             except TemplateError as exc:
-                self._fail_step(ps, f"for_each: {exc}", "template-error")
+                self._fail_step(ps, f"for_each: {exc}", FailureKind.TEMPLATE_ERROR)
                 return
         else:
             items, keys = [None], [""]
-        report.total = len(items)
-        reused = sum(1 for key in keys if self._reused(ps.id, key))
+        fresh = self._prior is not None and ps.id in self._prior.fresh_steps
+        reused = 0 if fresh else sum(1 for key in keys if self._reused(ps.id, key))
         self._log.record(
-            "step_started",
-            step=ps.id,
-            **({"items": len(items)} if ps.fan_out else {}),
-            **({"reused": reused} if reused else {}),
+            StepStarted(
+                step=ps.id, items=len(items) if ps.fan_out else None, reused=reused or None, fresh=fresh or None
+            )
         )
         if reused < len(items):
             try:
                 await self._wait_for(self._link(ps.server))
-            except _Drained:
-                report.status = "interrupted"
-                self._log.record("step_finished", step=ps.id, status=report.status, counts=report.counts())
+            except Drained:
+                self._finish_step(ps, StepStatus.INTERRUPTED)
                 return
             except McpRunError as exc:
-                report.succeeded = report.reused = reused  # what earlier attempts did stays done
                 self._fail_step(ps, _line(exc), failure_kind(exc))
                 return
         keep = ps.referenced
@@ -465,21 +361,32 @@ class Scheduler:
         async with trio.open_nursery() as pool:
             for _ in range(max(workers, 1)):
                 pool.start_soon(worker)
-        if self._draining and report.succeeded + report.failed + report.in_doubt + report.skipped < report.total:
-            report.status = "interrupted"
-        elif report.unreachable and not report.in_doubt and report.failed == report.unreachable:
-            report.status = "incomplete"
-        else:
-            report.status = "failed" if (report.failed or report.in_doubt) else "succeeded"
+        status = self._step_outcome(self._state.step(ps.id), keys)
         if ps.fan_out:
-            self._views[ps.id] = fanout_view(items if keep else [], results, _view_status(report.status))
+            self._views[ps.id] = fanout_view(items if keep else [], results, _view_status(status))
         else:
-            view = single or step_view(None, status=_view_status(report.status))
+            view = single or step_view(None, status=_view_status(status))
             view.pop("error", None)
             self._views[ps.id] = view
-        if report.status == "failed" and not ps.continue_on_error:
+        if status is StepStatus.FAILED and not ps.continue_on_error:
             self._stop_new = self._stop_new or ps.id
-        self._log.record("step_finished", step=ps.id, status=report.status, counts=report.counts())
+        self._finish_step(ps, status)
+
+    def _step_outcome(self, step: StepState, keys: list[str]) -> StepStatus:
+        """How a step that ran ended, from its items in this attempt."""
+        mine = [step.items[key] for key in keys if key in step.items]
+        undone = len(keys) - len(mine) + sum(1 for item in mine if item.status is ItemStatus.DISPATCHED)
+        if self._draining and undone:
+            return StepStatus.INTERRUPTED
+        failed = [item for item in mine if item.status in (ItemStatus.FAILED, ItemStatus.SKIPPED)]
+        doubt = any(item.in_doubt for item in mine)
+        if failed and not doubt and all(item.kind is FailureKind.NOT_SENT for item in failed):
+            return StepStatus.INCOMPLETE
+        return StepStatus.FAILED if failed or doubt else StepStatus.SUCCEEDED
+
+    def _finish_step(self, ps: PlannedStep, status: StepStatus) -> None:
+        counts = self._state.step(ps.id).counts(live=False).as_dict()
+        self._log.record(StepFinished(step=ps.id, status=status.value, counts=counts))
 
     def _keys(self, ps: PlannedStep, items: list[Any]) -> list[str]:
         keys: list[str] = []
@@ -497,94 +404,62 @@ class Scheduler:
 
     # -- items -----------------------------------------------------------------------------------------
 
+    def _prior_item(self, sid: str, key: str) -> ItemState | None:
+        """What earlier attempts left of an item (None for a changed step: its history is ignored)."""
+        if self._prior is None or sid in self._prior.fresh_steps:
+            return None
+        return self._state.item(sid, key)
+
     def _reused(self, sid: str, key: str) -> bool:
         prior = self._prior_item(sid, key)
-        return prior is not None and prior.status == "succeeded"
+        return prior is not None and prior.status is ItemStatus.SUCCEEDED
 
     async def _item(self, ps: PlannedStep, index: int | None, item: Any, key: str) -> dict[str, Any] | None:
-        report = self._reports[ps.id]
-        self._attempted.add((ps.id, key))
         prior = self._prior_item(ps.id, key)
         if prior is not None:
-            if prior.status == "succeeded":
-                report.succeeded += 1
-                report.reused += 1
+            if prior.status is ItemStatus.SUCCEEDED:
                 return item_entry("succeeded", None, prior.result)
             assert self._prior is not None
-            skipped_now = prior.in_doubt and (ps.id, key) in self._prior.skip
-            if skipped_now or (prior.status == "skipped" and self._prior.in_doubt != "rerun"):
-                # Skipped (journaled when this resume decided it, or by an earlier one): never called again
-                # unless --rerun-in-doubt says so.
-                error = SKIPPED_NOW if skipped_now else SKIPPED_BEFORE
-                report.failed += 1
-                self._failures.append(
-                    {"step": ps.id, "item": key, "index": index, "kind": "skipped-in-doubt", "error": error}
-                )
-                self._codes.add(ExitCode.FAILED)
-                return item_entry("failed", error)
+            if prior.status is ItemStatus.SKIPPED and self._prior.in_doubt != "rerun":
+                # Skipped in doubt (by this resume, or an earlier one): never called again unless
+                # --rerun-in-doubt says so.
+                return item_entry("failed", prior.error or SKIPPED_NOW)
         try:
             args = ps.render_args(self._context(item, index))
         except TemplateError as exc:
-            self._item_failed(ps, index, key, "template-error", str(exc))
-            return item_entry("failed", str(exc))
+            return item_entry("failed", self._item_failed(ps, index, key, FailureKind.TEMPLATE_ERROR, str(exc)))
         if not isinstance(args, dict):
             error = f"args rendered to {type(args).__name__}, expected an object"
-            self._item_failed(ps, index, key, "template-error", error)
-            return item_entry("failed", error)
+            return item_entry("failed", self._item_failed(ps, index, key, FailureKind.TEMPLATE_ERROR, error))
         try:
-            result = await _ItemCall(self, ps, index, key, args).run()
-        except _Drained:
+            result = await ItemCall(self._sites[ps.server], self._link(ps.server), ps, index, key, args).run()
+        except Drained:
             return None
         except JournalWriteError:
             raise  # nothing may be dispatched unrecorded: the run stops
         except McpRunError as exc:
             # A reply that could not be read is a lost result: the server may have done the work.
-            kind = "outcome-unknown" if isinstance(exc, MalformedMessage) else failure_kind(exc)
-            error = str(exc)
-            if isinstance(exc, CallTimeout) and exc.idle:
-                error += " (a slow tool without progress notifications needs a longer idle_timeout, or none)"
+            kind = FailureKind.OUTCOME_UNKNOWN if isinstance(exc, MalformedMessage) else failure_kind(exc)
+            error = str(exc) + (IDLE_HINT if isinstance(exc, CallTimeout) and exc.idle else "")
             return item_entry("failed", self._item_failed(ps, index, key, kind, error))
         if result.is_error:
             text = result.text or "tool reported an error"
-            self._item_failed(ps, index, key, "tool-error", text, result.raw)
+            self._item_failed(ps, index, key, FailureKind.TOOL_ERROR, text, result.raw)
             return item_entry("failed", text, result.raw)
-        report.succeeded += 1
-        self._log.record("item_succeeded", step=ps.id, item=key, index=index, result=result.raw)
+        self._log.record(ItemSucceeded(step=ps.id, item=key, index=index, result=result.raw))
         # The entry (its text parsed as JSON, among others) is made only for a step whose results are kept.
         return item_entry("succeeded", None, result.raw) if ps.referenced else None
-
-    def _prior_item(self, sid: str, key: str) -> Any:
-        if self._prior is None or sid in self._prior.fresh_steps:
-            return None
-        return self._prior.state.item(sid, key)
 
     def _item_failed(
         self,
         ps: PlannedStep,
         index: int | None,
         key: str,
-        kind: str,
+        kind: FailureKind,
         error: str,
         result: dict[str, Any] | None = None,
     ) -> str:
-        report = self._reports[ps.id]
-        entry = {"step": ps.id, "item": key, "index": index, "kind": kind, "error": error}
-        if kind in IN_DOUBT_KINDS:
-            report.in_doubt += 1
-            self._in_doubt.append(entry)
-            self._codes.add(ExitCode.OUTCOME_UNKNOWN)
-        elif kind == "connection-before-send":
-            # Surely never run: the item is left for a resume, whatever continue_on_error says.
-            report.failed += 1
-            report.unreachable += 1
-            self._failures.append(entry)
-            self._codes.add(ExitCode.UNREACHABLE)
-        else:
-            report.failed += 1
-            self._failures.append(entry)
-            if not ps.continue_on_error:
-                self._codes.add(KIND_EXIT.get(kind, ExitCode.FAILED))
-        self._log.record("item_failed", step=ps.id, item=key, index=index, kind=kind, error=error, result=result)
+        self._log.record(ItemFailed(step=ps.id, item=key, index=index, kind=kind.value, error=error, result=result))
         return error
 
     async def _safe_to_repeat(self, ps: PlannedStep, *, connect: bool = False) -> bool:
@@ -613,17 +488,17 @@ class Scheduler:
     # -- sessions --------------------------------------------------------------------------------------
 
     async def _wait_for(self, link: ServerLink) -> Session:
-        """The link's session, waiting while its server is being (re)connected; ``_Drained`` when an
+        """The link's session, waiting while its server is being (re)connected; ``Drained`` when an
         interrupt comes first (the run dispatches nothing new)."""
         if self._draining:
-            raise _Drained("the run is being interrupted; not dispatching")
+            raise Drained("the run is being interrupted; not dispatching")
         with trio.CancelScope() as scope:
             self._waiting.add(scope)
             try:
                 return await link.session()
             finally:
                 self._waiting.discard(scope)
-        raise _Drained("the run is being interrupted; not dispatching")
+        raise Drained("the run is being interrupted; not dispatching")
 
     def _link(self, name: str) -> ServerLink:
         """The server's link, started on first use (see :mod:`runner.engine.supervisor`)."""
@@ -656,188 +531,38 @@ class Scheduler:
         if isinstance(event, LinkOpened):
             session = event.session
             self._sessions.setdefault(event.server, {})[id(session)] = session
-            extra: dict[str, Any] = {}
-            if event.reconnects:
-                extra = {"reconnects": event.reconnects, "down_s": round(event.down_for or 0.0, 3)}
             self._log.record(
-                "session_opened",
-                server=event.server,
-                protocol_version=session.protocol_version,
-                server_info=session.server_info,
-                **extra,
+                SessionOpened(
+                    server=event.server,
+                    protocol_version=session.protocol_version,
+                    server_info=session.server_info,
+                    reconnects=event.reconnects or None,
+                    down_s=round(event.down_for or 0.0, 3) if event.reconnects else None,
+                )
             )
         elif isinstance(event, LinkLost):
-            self._log.record("session_lost", server=event.server, error=_line(event.error))
+            self._log.record(SessionLost(server=event.server, error=_line(event.error)))
         elif isinstance(event, LinkRetrying):
             self._log.record(
-                "session_retrying",
-                server=event.server,
-                attempt=event.attempt,
-                delay_s=round(event.delay, 3),
-                remaining_s=round(event.remaining, 3),
-                error=_line(event.error),
+                SessionRetrying(
+                    server=event.server,
+                    attempt=event.attempt,
+                    delay_s=round(event.delay, 3),
+                    remaining_s=round(event.remaining, 3),
+                    error=_line(event.error),
+                )
             )
         elif isinstance(event, LinkFailed):
             self._log.record(
-                "session_failed", server=event.server, kind=failure_kind(event.error), error=str(event.error)
+                SessionFailed(server=event.server, kind=failure_kind(event.error).value, error=str(event.error))
             )
 
-    def _on_log(self, server: str, message: LogMessage, rid: Any) -> None:
-        where = self._inflight.get((server, rid)) if rid is not None else None
-        fields: dict[str, Any] = {"server": server, "level": message.level, "logger": message.logger}
-        if where is not None:
-            fields["step"], fields["item"] = where
-        self._log.note("log", data=message.data, **fields)
+    def _on_log(self, server: str, message: McpLogMessage, rid: Any) -> None:
+        where = self._in_flight.get((server, rid)) if rid is not None else None
+        step, item = where if where is not None else (None, None)
+        level, logger, data = message.level, message.logger, message.data
+        self._log.note(LogMessage(server=server, level=level, logger=logger, data=data, step=step, item=item))
 
 
-class _ItemCall:
-    """One item's tool call across its attempts (the scheduler's item path).
-
-    Each attempt asks the server's link for the current session (waiting while the server is being
-    reconnected), journals its dispatch durably before the request is written (``before_send``), and
-    classifies how it ended:
-
-    - a result (``isError`` or not) or a JSON-RPC error: the server answered; returned or raised;
-    - ``NotDelivered``: the request surely never reached the server; the link is told the connection is
-      gone and the call goes out again on the next session (the link's reconnect budget bounds this);
-    - ``OutcomeUnknown``: sent, result lost; called again (after the backoff) only when the tool is safe
-      to repeat and within ``RetryPolicy.attempts``, else raised (in doubt).
-
-    An attempt that ends without an answer after its dispatch was journaled gets an ``item_failed`` record
-    with ``retrying: true`` before the next one, so the journal tells every attempt apart.
-    """
-
-    def __init__(self, scheduler: Scheduler, ps: PlannedStep, index: int | None, key: str, args: dict[str, Any]):
-        self._s = scheduler
-        self._ps = ps
-        self._index = index
-        self._key = key
-        self._args = args
-        self._attempt = 0
-        self._dispatched: list[Any] = []  # request ids of the current attempt, once journaled
-
-    async def run(self) -> ToolResult:
-        s, ps = self._s, self._ps
-        link = s._link(ps.server)
-        policy = s._options.retry
-        unknown = 0  # attempts whose outcome was unknown
-        renewed = 0  # sessions the server forgot in a row (each re-initialized by the session)
-        started = trio.current_time()
-        while True:
-            session = await s._wait_for(link)
-            try:
-                result = await self._one_attempt(session)
-            except SessionExpired as exc:
-                # Refused, not run: the session was renewed; send again on it (a few times, then the link
-                # decides whether the server is usable at all).
-                self._ended(exc)
-                renewed += 1
-                if renewed > MAX_RENEWED:
-                    link.lost(session, exc)
-                    renewed = 0
-                continue
-            except NotDelivered as exc:
-                link.lost(session, exc)
-                self._ended(exc)
-                continue
-            except OutcomeUnknown as exc:
-                unknown += 1
-                delay = s._options.backoff.delay(unknown - 1)
-                late = unknown >= policy.attempts or trio.current_time() + delay - started > policy.total
-                if late or not await self._safe():
-                    raise
-                if session.broken is not None:
-                    link.lost(session, exc)
-                self._ended(exc, retry_in=delay)  # the views say "calling it again in ..."
-                await trio.sleep(delay)
-                continue
-            except JsonRpcError:
-                link.healthy()  # it answered
-                raise
-            link.healthy()
-            return result
-
-    async def _safe(self) -> bool:
-        """Whether the call may be made again now that its outcome is unknown. Asked only then: listing a
-        server's tools to read their annotations must never be what makes an item fail or wait."""
-        try:
-            return await self._s._safe_to_repeat(self._ps)
-        except McpRunError:
-            return False
-
-    async def _one_attempt(self, session: Session) -> ToolResult:
-        s, ps = self._s, self._ps
-        self._attempt += 1
-        self._dispatched.clear()
-        try:
-            async with s._global, s._server_limits[ps.server]:
-                if s._draining:
-                    raise _Drained("the run is being interrupted; not dispatching")
-                return await session.call_tool(
-                    ps.tool,
-                    self._args,
-                    timeout=ps.timeout,
-                    idle_timeout=ps.idle_timeout,
-                    on_progress=self._on_progress,
-                    before_send=self._before_send,
-                    on_resumed=self._on_resumed,
-                )
-        except trio.Cancelled:
-            if self._dispatched:
-                error = "cancelled after it was sent (the run was stopping); the server may have done it"
-                s._log.record(
-                    "item_failed", step=ps.id, item=self._key, index=self._index, kind="cancelled", error=error
-                )
-                s._reports[ps.id].in_doubt += 1
-                s._in_doubt.append(
-                    {"step": ps.id, "item": self._key, "index": self._index, "kind": "cancelled", "error": error}
-                )
-            raise
-        finally:
-            for rid in self._dispatched:
-                s._inflight.pop((ps.server, rid), None)
-
-    def _ended(self, exc: McpRunError, *, retry_in: float | None = None) -> None:
-        """Journal how a dispatched attempt ended, when another follows (the next journals its own dispatch);
-        ``retry_in``: a call safe to repeat is made again after exactly that many seconds."""
-        if self._dispatched:
-            self._s._log.record(
-                "item_failed",
-                step=self._ps.id,
-                item=self._key,
-                index=self._index,
-                kind=failure_kind(exc),
-                error=_line(exc),
-                retrying=True,
-                **({"retry_in": round(retry_in, 3)} if retry_in is not None else {}),
-            )
-
-    async def _before_send(self, rid: Any, token: Any) -> None:
-        s, ps = self._s, self._ps
-        if s._draining:
-            raise _Drained("the run is being interrupted; not dispatching")
-        await s._log.commit(
-            "item_dispatched",
-            step=ps.id,
-            item=self._key,
-            index=self._index,
-            server=ps.server,
-            tool=ps.tool,
-            request_id=rid,
-            progress_token=token,
-            attempt=self._attempt,
-        )
-        self._dispatched.append(rid)
-        s._inflight[(ps.server, rid)] = (ps.id, self._key)
-
-    def _on_progress(self, p: Progress) -> None:
-        self._s._log.note(
-            "progress", step=self._ps.id, item=self._key, progress=p.progress, total=p.total, message=p.message
-        )
-
-    def _on_resumed(self, last_event_id: str) -> None:
-        self._s._log.record("stream_resumed", step=self._ps.id, item=self._key, last_event_id=last_event_id)
-
-
-def _view_status(status: str) -> Any:
-    return status if status in ("succeeded", "failed", "skipped") else "failed"
+def _view_status(status: StepStatus) -> Any:
+    return status.value if status.value in ("succeeded", "failed", "skipped") else "failed"

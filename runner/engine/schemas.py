@@ -1,9 +1,10 @@
 """JSON Schemas of what mcp-run writes for machines: the ``--json`` run summary and journal events.
 
-The models here document the formats; the code that writes them builds plain dicts on the hot path, and
-tests validate real output against the generated schemas (``schemas/summary.schema.json`` and
-``schemas/journal-event.schema.json``). Regenerate with ``python -m runner.engine.schemas`` (``--check`` only
-compares).
+The journal's schema is generated from the event classes themselves (:mod:`runner.engine.events`), with
+``seq`` and ``ts`` added to each; the summary's from the model here, whose vocabularies are the events'
+enums. Tests validate real output against both (``schemas/summary.schema.json`` and
+``schemas/journal-event.schema.json``) and check they are fresh. Regenerate with
+``python -m runner.engine.schemas`` (``--check`` only compares).
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field
 
-from runner.engine.journal import FailureKind
+from runner.engine.events import FailureKind, RunStatus, StepStatus, event_adapter
 
 __all__ = ["JOURNAL_SCHEMA_PATH", "SUMMARY_SCHEMA_PATH", "journal_event_schema", "summary_schema", "write_schemas"]
 
@@ -23,17 +24,13 @@ ROOT = Path(__file__).resolve().parents[2]
 SUMMARY_SCHEMA_PATH = ROOT / "schemas" / "summary.schema.json"
 JOURNAL_SCHEMA_PATH = ROOT / "schemas" / "journal-event.schema.json"
 
-RunStatus = Literal["succeeded", "failed", "in-doubt", "incomplete", "interrupted"]
-StepStatusName = Literal["succeeded", "failed", "incomplete", "skipped", "interrupted", "not-run", "pending", "running"]
-Kind = FailureKind
-
 
 class _Open(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
 class StepSummary(BaseModel):
-    status: StepStatusName
+    status: StepStatus
     reason: str | None = Field(None, description="Why a step was skipped or failed as a whole.")
     total: int = Field(description="Items (1 for a plain step).")
     succeeded: int
@@ -47,7 +44,7 @@ class Failure(BaseModel):
     step: str
     item: str | None = Field(description="The item's key (empty or null for a plain step).")
     index: int | None
-    kind: Kind
+    kind: FailureKind
     error: str
     dispatched_at: str | None = None
 
@@ -74,182 +71,22 @@ class Summary(BaseModel):
     )
 
 
-class _Event(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    seq: int = Field(ge=1, description="1, 2, 3, ... over the life of the run, resumes included.")
-    ts: str = Field(description="UTC time, ISO 8601 with milliseconds.")
-
-
-class RunStarted(_Event):
-    type: Literal["run_started"]
-    run_id: str | None
-    workflow: str | None
-    workflow_hash: str | None
-    inputs: dict[str, Any] = Field(description="Resolved inputs; secret ones are placeholders.")
-    fingerprints: dict[str, str]
-    env: list[str] = Field(description="Names of the environment variables the run read (never values).")
-    pid: int
-
-
-class RunResumed(_Event):
-    type: Literal["run_resumed"]
-    pid: int
-    fingerprints: dict[str, str]
-    allow_changed: bool
-    retry_failed: bool | None = Field(None, description="True when --retry-failed reopened the run.")
-
-
-class SessionOpened(_Event):
-    type: Literal["session_opened"]
-    server: str
-    protocol_version: str | None
-    server_info: dict[str, Any]
-    reconnects: int | None = Field(None, description="How many times this server's session was reopened so far.")
-    down_s: float | None = Field(None, description="Seconds the server was unreachable before this reconnect.")
-
-
-class SessionLost(_Event):
-    type: Literal["session_lost"]
-    server: str
-    error: str = Field(description="How the loss showed (the first line of the error).")
-
-
-class SessionRetrying(_Event):
-    type: Literal["session_retrying"]
-    server: str
-    attempt: int = Field(description="Failed attempts in this outage (the connection loss counts as the first).")
-    delay_s: float = Field(description="The next attempt starts after exactly this many seconds.")
-    remaining_s: float = Field(description="Seconds left in the outage's budget (connect_timeout or reconnect).")
-    error: str
-
-
-class SessionFailed(_Event):
-    type: Literal["session_failed"]
-    server: str
-    kind: Kind
-    error: str
-
-
-class StepStarted(_Event):
-    type: Literal["step_started"]
-    step: str
-    items: int | None = Field(None, description="The fan-out's size.")
-    reused: int | None = Field(None, description="Items whose result a resume takes from the journal.")
-
-
-class StepSkipped(_Event):
-    type: Literal["step_skipped"]
-    step: str
-    reason: str
-
-
-class ItemDispatched(_Event):
-    type: Literal["item_dispatched"]
-    step: str
-    item: str
-    index: int | None
-    server: str
-    tool: str
-    request_id: int | str
-    progress_token: int | str
-    attempt: int
-
-
-class ProgressEvent(_Event):
-    type: Literal["progress"]
-    step: str
-    item: str
-    progress: float
-    total: float | None
-    message: str | None
-
-
-class LogEvent(_Event):
-    type: Literal["log"]
-    server: str
-    level: str
-    logger: str | None
-    data: Any
-    step: str | None = None
-    item: str | None = None
-
-
-class StreamResumed(_Event):
-    type: Literal["stream_resumed"]
-    step: str
-    item: str
-    last_event_id: str
-
-
-class ItemSucceeded(_Event):
-    type: Literal["item_succeeded"]
-    step: str
-    item: str
-    index: int | None
-    result: dict[str, Any] = Field(description="The MCP tools/call result.")
-
-
-class ItemFailed(_Event):
-    type: Literal["item_failed"]
-    step: str
-    item: str
-    index: int | None
-    kind: Kind
-    error: str
-    result: dict[str, Any] | None = None
-    retrying: bool | None = Field(None, description="True when another attempt follows.")
-    retry_in: float | None = Field(
-        None, description="A call safe to repeat whose outcome was unknown is made again after this many seconds."
-    )
-
-
-class StepFinished(_Event):
-    type: Literal["step_finished"]
-    step: str
-    status: StepStatusName
-    counts: dict[str, int]
-    error: str | None = None
-
-
-class RunFinished(_Event):
-    type: Literal["run_finished", "run_stopped", "run_interrupted"] = Field(
-        description="run_finished closes the run (succeeded, failed); run_stopped (in-doubt, incomplete) and "
-        "run_interrupted leave it open for a resume."
-    )
-    status: RunStatus
-    exit_code: int
-    outputs: dict[str, Any] | None = None
-
-
-JournalEvent = Annotated[
-    RunStarted
-    | RunResumed
-    | SessionOpened
-    | SessionLost
-    | SessionRetrying
-    | SessionFailed
-    | StepStarted
-    | StepSkipped
-    | ItemDispatched
-    | ProgressEvent
-    | LogEvent
-    | StreamResumed
-    | ItemSucceeded
-    | ItemFailed
-    | StepFinished
-    | RunFinished,
-    Field(discriminator="type"),
-]
-
-
 def summary_schema() -> dict[str, Any]:
     schema = Summary.model_json_schema()
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
 
 def journal_event_schema() -> dict[str, Any]:
-    schema = TypeAdapter(JournalEvent).json_schema()
+    schema = event_adapter().json_schema()
+    stamp = {
+        "seq": {"type": "integer", "minimum": 1, "description": "1, 2, 3, ... over the life of the run."},
+        "ts": {"type": "string", "description": "UTC time, ISO 8601 with milliseconds."},
+    }
+    for definition in schema.get("$defs", {}).values():
+        properties = definition.get("properties", {})
+        if "type" in properties:  # an event
+            definition["properties"] = {**stamp, **properties}
+            definition["required"] = ["seq", "ts", *definition.get("required", [])]
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "mcp-run journal event (one line of journal.jsonl)",

@@ -1,12 +1,12 @@
 """The live terminal view, drawn with ``rich``; imported only when a terminal is there to draw on.
 
-:class:`LiveView` keeps the run's counters in a :class:`~runner.view.plain.ProgressModel` that ``observe`` updates
-and never draws from: drawing is the job of :meth:`LiveView.run`, a task that redraws at most ``hz`` times a
-second (8 by default) whatever the rate of events, so a fast batch is not slowed by its own display. Lines
-that must stay (log messages at or above ``--log-level``, failures, steps finished) are queued by
-``observe`` and printed above the live region at the next redraw, in one write.
+:class:`LiveView` draws from the run's :class:`~runner.engine.state.RunState`, which the run keeps up to date;
+``observe`` only queues the lines that must stay (log messages at or above ``--log-level``, failures, steps
+finished), printed above the live region at the next redraw, in one write. Drawing is the job of
+:meth:`LiveView.run`, a task that redraws at most ``hz`` times a second (8 by default) whatever the rate of
+events, so a fast batch is not slowed by its own display.
 
-:func:`render` is a pure function of the model and the time, so tests draw it on a fixed-width console.
+:func:`render` is a pure function of the state and the time, so tests draw it on a fixed-width console.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, TextIO
+from typing import TextIO
 
 import trio
 from rich.console import Console, Group, RenderableType
@@ -22,14 +22,26 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from runner.engine.journal import IN_DOUBT_KINDS
-from runner.view.plain import (
-    ProgressModel,
+from runner.engine.events import (
+    Entry,
+    FailureKind,
+    ItemFailed,
+    LogMessage,
+    SessionFailed,
+    SessionLost,
+    SessionOpened,
+    SessionRetrying,
+    StepFinished,
+    StepSkipped,
+    StepStatus,
+    encode,
+)
+from runner.engine.state import CallProgress, RunState, StepState
+from runner.view.plain import finished_detail, rate_and_eta
+from runner.view.text import (
     RepeatedFailures,
-    StepProgress,
     error_detail,
-    finished_detail,
-    format_duration,
+    format_elapsed,
     format_failure,
     format_log,
     format_session,
@@ -37,6 +49,7 @@ from runner.view.plain import (
     one_line,
     short_key,
     shows_failure,
+    ts_seconds,
 )
 
 __all__ = ["LiveView", "render"]
@@ -55,14 +68,21 @@ _LEVEL_STYLE = {
     "alert": "bold red",
     "emergency": "bold red",
 }
-_SESSION_STYLE = {
-    "session_failed": "red",
-    "session_lost": "yellow",
-    "session_retrying": "yellow",
-    "session_opened": "dim",
+_SESSION_STYLE: dict[type, str] = {
+    SessionFailed: "red",
+    SessionLost: "yellow",
+    SessionRetrying: "yellow",
+    SessionOpened: "dim",
 }
 _STATUS_STYLE = {"succeeded": "green", "failed": "red", "interrupted": "yellow", "skipped": "dim"}
 _STATUS_MARK = {"succeeded": "✓", "failed": "✗", "interrupted": "!", "skipped": "-"}
+
+
+def _in_doubt(kind: str) -> bool:
+    try:
+        return FailureKind.of(kind).in_doubt
+    except KeyError:
+        return False
 
 
 def _bar(done: float, total: float, width: int) -> Text:
@@ -79,7 +99,7 @@ def _number(value: float | None) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
 
 
-def _call_text(key: str, progress: Any, frame: int) -> Text:
+def _call_text(key: str, progress: CallProgress, frame: int) -> Text:
     """The latest progress of one call: ``d2.md 2/4 render d2.md``, or ``⠙ 17 rows`` without a total."""
     text = Text()
     if key:
@@ -94,22 +114,22 @@ def _call_text(key: str, progress: Any, frame: int) -> Text:
     return text
 
 
-def _step_row(step: StepProgress, now: float, frame: int, bar_width: int) -> list[RenderableType]:
+def _step_row(step: StepState, now: float, frame: int, bar_width: int) -> list[RenderableType]:
     spinner = Text(SPINNER[frame % len(SPINNER)], style="cyan")
     name = Text(step.id, style="bold", overflow="ellipsis", no_wrap=True)
     latest = step.latest_call()
     if step.fan_out:
-        bar = _bar(step.done, step.total, bar_width)
-        count = Text(f"{step.done}/{step.total}")
-        if step.failed:
-            count.append(f" {step.failed}✗", style="red")
-        if step.in_doubt:
-            count.append(f" {step.in_doubt}?", style="yellow")
-        rate = step.rate(now)
-        eta = step.eta(now)
+        counts = step.counts()
+        bar = _bar(counts.done, counts.total, bar_width)
+        count = Text(f"{counts.done}/{counts.total}")
+        if counts.failed:
+            count.append(f" {counts.failed}✗", style="red")
+        if counts.in_doubt:
+            count.append(f" {counts.in_doubt}?", style="yellow")
+        rate, eta = rate_and_eta(step, now)
         speed = Text(f"{rate:.1f}/s" if rate is not None else "", style="dim")
         if eta is not None:
-            speed.append(f" eta {format_duration(eta)}", style="dim")
+            speed.append(f" eta {format_elapsed(eta)}", style="dim")
         message = _call_text(latest[0], latest[1], frame) if latest is not None else Text()
     else:
         # one call: its own progress is the bar (a spinner and a count when the server sends no total)
@@ -123,16 +143,26 @@ def _step_row(step: StepProgress, now: float, frame: int, bar_width: int) -> lis
         else:
             bar = Text(" " * bar_width)
             count = Text("")
-        speed = Text(format_duration(now - step.started), style="dim")
+        started = ts_seconds(step.started_at)
+        speed = Text(format_elapsed(now - started) if started is not None else "", style="dim")
         message = Text(one_line(call.message, 120), style="dim") if call is not None and call.message else Text()
     message.no_wrap = True
     message.overflow = "ellipsis"
     return [spinner, name, bar, count, speed, message]
 
 
-def render(model: ProgressModel, now: float, frame: int = 0, width: int = 100) -> RenderableType:
+def render(
+    state: RunState,
+    now: float,
+    frame: int = 0,
+    width: int = 100,
+    *,
+    planned: Iterable[str] = (),
+    started: float | None = None,
+) -> RenderableType:
     """The live region: one line per running step, then a footer with the step counts and calls in flight.
-    ``width`` is the terminal's: a narrow one gets a shorter bar."""
+    ``now`` and ``started`` are POSIX times (the state's are UTC timestamps); ``planned`` the plan's steps;
+    ``width`` the terminal's: a narrow one gets a shorter bar."""
     bar_width = BAR_WIDTH if width >= 90 else BAR_WIDTH // 2 if width >= 60 else 6
     table = Table.grid(padding=(0, 1), expand=True)  # expand: the message column (ratio 1) takes what is left
     table.add_column(width=1, no_wrap=True)
@@ -141,16 +171,19 @@ def render(model: ProgressModel, now: float, frame: int = 0, width: int = 100) -
     table.add_column(justify="right", no_wrap=True)
     table.add_column(no_wrap=True)
     table.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
-    running = model.running()
+    steps = [state.step(sid) for sid in planned] or list(state.steps.values())
+    running = [s for s in steps if s.status is StepStatus.RUNNING]
     for step in running[:MAX_STEPS]:
         table.add_row(*_step_row(step, now, frame, bar_width))
-    done, n_running, pending = model.counts()
-    footer = Text(f"steps: {done} done, {n_running} running, {pending} pending", style="dim")
+    pending = sum(1 for s in steps if s.status is StepStatus.PENDING)
+    done = len(steps) - len(running) - pending
+    footer = Text(f"steps: {done} done, {len(running)} running, {pending} pending", style="dim")
     if len(running) > MAX_STEPS:
         footer.append(f" ({len(running) - MAX_STEPS} running not shown)", style="dim")
-    footer.append(f" · {model.in_flight} call{'s' if model.in_flight != 1 else ''} in flight", style="dim")
-    if model.started is not None:
-        footer.append(f" · {format_duration(now - model.started)}", style="dim")
+    in_flight = state.in_flight()
+    footer.append(f" · {in_flight} call{'s' if in_flight != 1 else ''} in flight", style="dim")
+    if started is not None:
+        footer.append(f" · {format_elapsed(now - started)}", style="dim")
     return Group(table, footer)
 
 
@@ -164,19 +197,22 @@ class LiveView:
     def __init__(
         self,
         stream: TextIO,
+        state: RunState,
         *,
         steps: Iterable[str] = (),
         log_level: str = "warning",
         no_color: bool = False,
         hz: float = 8.0,
         console: Console | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.console = console or Console(file=stream, no_color=no_color, highlight=False, soft_wrap=False)
-        self.model = ProgressModel(steps, clock=clock)
+        self.state = state
+        self._planned = list(steps)
         self._threshold = level_index(log_level)
         self._interval = 1.0 / hz
         self._clock = clock
+        self._started: float | None = None
         self._lines: list[Text] = []
         self._repeats = RepeatedFailures()
         self._details: set[str] = set()
@@ -186,7 +222,7 @@ class LiveView:
         self._redirect = stream is sys.stderr
         self.redraws = 0
 
-    # -- called for every event: counters only ---------------------------------------------------------
+    # -- called for every entry: lines to print, never a drawing -----------------------------------------
 
     def _add(self, line: Text) -> None:
         repeats = self._repeats.take()
@@ -194,34 +230,37 @@ class LiveView:
             self._lines.append(Text(repeats, style="dim"))
         self._lines.append(line)
 
-    def observe(self, event: dict[str, Any]) -> None:
-        step = self.model.observe(event)
-        kind = event.get("type")
-        if kind == "item_failed":
-            if shows_failure(event) and not self._repeats.absorb(event):
-                style = "yellow" if event.get("kind") in IN_DOUBT_KINDS or event.get("retrying") else "red"
-                self._add(Text(format_failure(event), style=style))
-                self._repeats.shown(event)
-                detail = error_detail(event.get("error"))
+    def observe(self, entry: Entry) -> None:
+        event = entry.event
+        if self._started is None:
+            self._started = self._clock()
+        if isinstance(event, ItemFailed):
+            fields = encode(entry)
+            if shows_failure(fields) and not self._repeats.absorb(fields):
+                doubt = event.retrying or _in_doubt(event.kind)
+                self._add(Text(format_failure(fields), style="yellow" if doubt else "red"))
+                self._repeats.shown(fields)
+                detail = error_detail(event.error)
                 if detail is not None and detail not in self._details:  # a crash's stderr: once
                     self._details.add(detail)
                     self._lines.append(Text(detail, style="dim"))
-        elif kind == "log":
-            level = event.get("level")
-            if level_index(level) >= self._threshold:
-                self._add(Text(format_log(event), style=_LEVEL_STYLE.get(str(level), "")))
-        elif kind == "step_finished":
-            status = str(event.get("status"))
+        elif isinstance(event, LogMessage):
+            if level_index(event.level) >= self._threshold:
+                self._add(Text(format_log(encode(entry)), style=_LEVEL_STYLE.get(event.level, "")))
+        elif isinstance(event, StepFinished):
+            step = self.state.step(event.step)
+            status = event.status
             line = Text(f"{_STATUS_MARK.get(status, '·')} ", style=_STATUS_STYLE.get(status, ""))
-            line.append(f"step {event.get('step')} {status}{finished_detail(step, event)}")
-            if step is not None and step.finished is not None:
-                line.append(f" in {format_duration(step.finished - step.started)}", style="dim")
+            line.append(f"step {event.step} {status}{finished_detail(step, event.error)}")
+            begun, ended = ts_seconds(step.started_at), ts_seconds(entry.ts)
+            if begun is not None and ended is not None:
+                line.append(f" in {format_elapsed(ended - begun)}", style="dim")
             self._add(line)
-        elif kind == "step_skipped":
-            self._add(Text(f"- step {event.get('step')} skipped: {event.get('reason')}", style="dim"))
-        elif kind in _SESSION_STYLE:
-            first, _, detail = (format_session(event) or "").partition("\n")
-            self._add(Text(first, style=_SESSION_STYLE[str(kind)]))
+        elif isinstance(event, StepSkipped):
+            self._add(Text(f"- step {event.step} skipped: {event.reason}", style="dim"))
+        elif type(event) in _SESSION_STYLE:
+            first, _, detail = (format_session(encode(entry)) or "").partition("\n")
+            self._add(Text(first, style=_SESSION_STYLE[type(event)]))
             if detail:
                 self._lines.append(Text(detail, style="dim"))
 
@@ -233,7 +272,15 @@ class LiveView:
             lines, self._lines = self._lines, []
             live.console.print(Group(*lines), soft_wrap=True)
         self._frame += 1
-        live.update(render(self.model, self._clock(), self._frame, live.console.width), refresh=True)
+        region = render(
+            self.state,
+            self._clock(),
+            self._frame,
+            live.console.width,
+            planned=self._planned,
+            started=self._started,
+        )
+        live.update(region, refresh=True)
         self.redraws += 1
 
     async def run(self) -> None:

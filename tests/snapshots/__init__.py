@@ -10,12 +10,20 @@ import os
 from pathlib import Path
 from typing import Any
 
+from runner.engine.events import Entry, decode
+
 SNAPSHOTS = Path(__file__).parent
 JOURNALS = ("succeeded", "failed", "fanout", "interrupted", "in_doubt")
 
 
 def events(name: str) -> list[dict[str, Any]]:
+    """A recorded journal's lines, as dicts."""
     return [json.loads(line) for line in (SNAPSHOTS / f"{name}.jsonl").read_text().splitlines() if line.strip()]
+
+
+def entries(name: str) -> list[Entry]:
+    """A recorded journal's lines, decoded as a journal reader decodes them."""
+    return [decode(event) for event in events(name)]
 
 
 def check(actual: str, filename: str) -> None:

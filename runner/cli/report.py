@@ -1,0 +1,187 @@
+"""What ``mcp-run run``/``resume`` print when a run ends, and the refusals they print before one starts.
+
+Everything here turns a library value (an :class:`~runner.engine.outcome.Outcome`, a typed refusal from
+:mod:`runner.engine.decide`) into text; the commands it names go through :mod:`runner.cli.where`, so they
+work when pasted into the same shell in the same directory.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runner.cli.where import resume_hint, run_hint, runs_hint, short, show_hint
+from runner.engine.decide import NoRunToRetry, NothingToRetry, NoUnfinishedRun, RunAlreadyFinished, UnfinishedRun
+from runner.engine.eventlog import JournalWriteError, Masker
+from runner.engine.events import RunStatus
+from runner.engine.outcome import Outcome
+from runner.engine.rundir import WorkflowBusy
+from runner.errors import BusyError, McpRunError, UsageError
+from runner.view.text import format_group, group_failures, where
+from runner.workflow.plan import Plan
+
+__all__ = ["Console", "ReportOptions", "explain", "render_summary", "report"]
+
+
+class Console:
+    """What a run prints on stderr as it goes (progress aside): masked, filtered by ``--quiet``. It is the
+    run's :class:`~runner.engine.run.Reporter`."""
+
+    def __init__(self, quiet: bool, masker: Masker | None = None) -> None:
+        self.quiet = quiet
+        self.masker = masker or Masker()
+
+    def info(self, text: str) -> None:
+        if not self.quiet:
+            print(self.masker.mask(text), file=sys.stderr, flush=True)
+
+    def warn(self, text: str) -> None:
+        if not self.quiet:
+            print("mcp-run: warning: " + self.masker.mask(text), file=sys.stderr, flush=True)
+
+    def error(self, text: str) -> None:
+        print("mcp-run: " + self.masker.mask(text), file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True, slots=True)
+class ReportOptions:
+    json: bool = False
+    output: str | None = None
+    quiet: bool = False
+
+
+def explain(exc: McpRunError, *, state_dir: Path, workflow: Path) -> McpRunError:
+    """A refusal of the library as the CLI says it: with the command that does what was meant."""
+    name = short(workflow)
+    if isinstance(exc, UnfinishedRun):
+        status = f"running as process {exc.running_pid}" if exc.running_pid else "interrupted or in doubt"
+        return UsageError(
+            f"run {exc.run_id} of {name} is unfinished ({status}). "
+            f"Finish it with:\n  {run_hint(state_dir, workflow, '--resume')}\nor start over with --new-run."
+        )
+    if isinstance(exc, NoRunToRetry):
+        return UsageError(
+            f"no run of {name} in {short(state_dir)} to retry; start one with:\n  {run_hint(state_dir, workflow)}"
+        )
+    if isinstance(exc, NoUnfinishedRun):
+        if exc.newest_failed is not None:
+            return UsageError(
+                f"no unfinished run of {name}: its newest run, {exc.newest_failed}, failed; re-attempt what "
+                f"failed with:\n  {run_hint(state_dir, workflow, '--retry-failed')}"
+            )
+        return UsageError(
+            f"no unfinished run of {name} in {short(state_dir)}; start one with:\n  {run_hint(state_dir, workflow)}"
+        )
+    if isinstance(exc, RunAlreadyFinished):
+        again = ""
+        if exc.status is RunStatus.FAILED:
+            hint = resume_hint(state_dir, exc.run_id, workflow, "--retry-failed")
+            again = f"; re-attempt its failed items with:\n  {hint}"
+        return UsageError(f"{exc}{again}")
+    if isinstance(exc, WorkflowBusy):
+        who = f"process {exc.pid}" if exc.pid is not None else "another process"
+        what = f" (run {exc.run_id})" if exc.run_id else ""
+        return BusyError(
+            f"{who} is running workflow {name}{what}; one run at a time per workflow. "
+            f"See it with:\n  {runs_hint(state_dir, workflow)}",
+            pid=exc.pid,
+        )
+    if isinstance(exc, JournalWriteError) and exc.run_id is not None:
+        error = JournalWriteError(
+            f"{exc}; when it can be written again: {resume_hint(state_dir, exc.run_id, workflow)}"
+        )
+        error.run_id = exc.run_id
+        return error
+    if isinstance(exc, NothingToRetry):
+        return NothingToRetry(exc.run_id)
+    return exc
+
+
+def _secret_note(plan: Plan) -> str:
+    secret = sorted(name for name, spec in plan.workflow.inputs.items() if spec.secret)
+    if not secret:
+        return ""
+    return "\n(secret inputs are never journaled: add " + " ".join(f"--input {n}=..." for n in secret) + ")"
+
+
+def report(outcome: Outcome, options: ReportOptions, console: Console, *, state_dir: Path | None) -> int:
+    """Print the summary (text on stderr, or ``--json`` on stdout), the outputs, and what to do about items
+    in doubt or a run left open; return the exit code."""
+    plan = outcome.plan
+    assert plan is not None
+    masker = console.masker
+    summary = outcome.summary()
+    run_id = outcome.run_id
+    workflow = Path(plan.file) if plan.file else None
+    resumable = run_id is not None and state_dir is not None and workflow is not None
+
+    def resume(*flags: str) -> str:
+        assert run_id is not None and state_dir is not None and workflow is not None
+        return resume_hint(state_dir, run_id, workflow, *flags)
+
+    show = show_hint(state_dir, run_id, workflow) if resumable and state_dir and run_id and workflow else None
+    if options.output:
+        Path(options.output).write_text(masker.mask(json.dumps(outcome.outputs, indent=2, ensure_ascii=False)) + "\n")
+    if options.json:
+        print(masker.mask(json.dumps(summary, indent=2, ensure_ascii=False)))
+    else:
+        if not options.quiet:
+            console.info(render_summary(summary, show=show))
+        if outcome.outputs:
+            print(masker.mask(json.dumps(outcome.outputs, indent=2, ensure_ascii=False)))
+    if outcome.blocked or outcome.in_doubt:
+        rows = "\n".join(
+            f"  {where(d['step'], d.get('item'), 40)}: {d.get('kind')}"
+            + (f", dispatched {d['dispatched_at']}" if d.get("dispatched_at") else "")
+            for d in outcome.in_doubt[:50]
+        )
+        more = ""
+        if len(outcome.in_doubt) > 50:
+            more = f"\n  ... and {len(outcome.in_doubt) - 50} more" + (f" ({show})" if show else "")
+        if resumable:
+            decide = (
+                "Check them on the server, then resume with one of:\n"
+                f"  {resume('--rerun-in-doubt')}    # call them again\n"
+                f"  {resume('--skip-in-doubt')}     # mark them failed" + _secret_note(plan)
+            )
+        else:
+            decide = "Check them on the server (a run without a journal cannot be resumed)."
+        console.error(f"{len(outcome.in_doubt)} call(s) may or may not have happened:\n{rows}{more}\n{decide}")
+    if resumable and outcome.status is RunStatus.INTERRUPTED:
+        console.error(f"run interrupted; resume it with:\n  {resume()}{_secret_note(plan)}")
+    elif resumable and outcome.status is RunStatus.INCOMPLETE:
+        console.error(f"run {run_id} is incomplete and stays open; resume it with:\n  {resume()}{_secret_note(plan)}")
+    return int(outcome.exit_code)
+
+
+def render_summary(summary: dict[str, Any], *, show: str | None = None) -> str:
+    """The summary's text; ``show``: the command that shows the whole run (it names failures not listed)."""
+    steps = summary["steps"]
+    by_status: dict[str, int] = {}
+    for s in steps.values():
+        by_status[s["status"]] = by_status.get(s["status"], 0) + 1
+    items = sum(s["total"] for s in steps.values())
+    done = sum(s["succeeded"] for s in steps.values())
+    parts = ", ".join(f"{n} {status}" for status, n in sorted(by_status.items()))
+    lines = [
+        f"{summary['status']}: {len(steps)} step{'s' if len(steps) != 1 else ''} ({parts}); "
+        f"{done}/{items} calls done in {summary['duration_s']:.1f}s"
+    ]
+    for server, counts in summary.get("stray", {}).items():
+        said = []
+        if counts.get("invalid_lines"):
+            said.append(f"{counts['invalid_lines']} message(s) that are not JSON-RPC")
+        if counts.get("unmatched_responses"):
+            said.append(f"{counts['unmatched_responses']} response(s) to requests never sent")
+        lines.append(f"  server {server} sent {' and '.join(said)}; they were ignored")
+    groups = group_failures(summary["failed"])
+    lines += [f"  {format_group(group)}" for group in groups[:20]]
+    if len(groups) > 20:
+        rest = sum(len(g.items) for g in groups[20:])
+        lines.append(f"  ... and {rest} more failures")
+    if show and (len(groups) > 20 or any(len(g.items) > 3 for g in groups)):
+        lines.append(f"  every failed item: {show}")
+    return "\n".join(lines)

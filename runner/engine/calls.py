@@ -1,0 +1,208 @@
+"""One item's tool call across its attempts: the scheduler's item path.
+
+Each attempt asks the server's link for the current session (waiting while the server is being
+reconnected), journals its dispatch durably before the request is written (``before_send``), and classifies
+how it ended:
+
+- a result (``isError`` or not) or a JSON-RPC error: the server answered; returned or raised;
+- ``SessionExpired``: refused, not run (the server forgot the session, which the session renewed): sent
+  again on the renewed session, a few times, then the link is told;
+- ``NotDelivered``: the request surely never reached the server; the link is told the connection is gone and
+  the call goes out again on the next session (the link's reconnect budget bounds this);
+- ``OutcomeUnknown``: sent, result lost; called again (after the backoff) only when the tool is safe to
+  repeat and within ``RetryPolicy``, else raised (in doubt).
+
+An attempt that ends without an answer after its dispatch was journaled gets an ``item_failed`` record with
+``retrying: true`` before the next one, so the journal tells every attempt apart. A call cancelled after its
+dispatch (the run is stopping) is journaled as ``cancelled``: in doubt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import trio
+
+from runner.backoff import Backoff
+from runner.engine.eventlog import EventLog
+from runner.engine.events import FailureKind, ItemDispatched, ItemFailed, ProgressNoted, StreamResumed
+from runner.engine.retry import RetryPolicy, failure_kind
+from runner.engine.supervisor import ServerLink
+from runner.errors import JsonRpcError, McpRunError, NotDelivered, OutcomeUnknown, SessionExpired
+from runner.protocol.mcp import Progress, ToolResult
+from runner.session import Session
+from runner.workflow.plan import PlannedStep
+
+__all__ = ["MAX_RENEWED", "CallSite", "Drained", "ItemCall"]
+
+MAX_RENEWED: Final = 3  # a call refused because the server forgot the session, sent again on a renewed one
+
+
+class Drained(McpRunError):
+    """An interrupt arrived before the request was dispatched: the item did not run (nothing to record)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallSite:
+    """What an item's call needs from the run: where to journal, how to pace and bound retries, the server's
+    link, the concurrency limits, whether the run is draining, and the table of calls in flight (which routes
+    a server's log messages to their item)."""
+
+    log: EventLog
+    retry: RetryPolicy
+    backoff: Backoff
+    wait_for: Callable[[ServerLink], Awaitable[Session]]
+    limits: tuple[trio.CapacityLimiter, trio.CapacityLimiter]
+    draining: Callable[[], bool]
+    in_flight: dict[tuple[str, Any], tuple[str, str]]
+    safe_to_repeat: Callable[[PlannedStep], Awaitable[bool]]
+
+
+def _line(error: BaseException) -> str:
+    return str(error).split("\n", 1)[0]
+
+
+class ItemCall:
+    """The call of one item (see the module docstring): ``await ItemCall(...).run()``."""
+
+    def __init__(
+        self,
+        site: CallSite,
+        link: ServerLink,
+        ps: PlannedStep,
+        index: int | None,
+        key: str,
+        args: dict[str, Any],
+    ) -> None:
+        self._site = site
+        self._link = link
+        self._ps = ps
+        self._index = index
+        self._key = key
+        self._args = args
+        self._attempt = 0
+        self._dispatched: list[Any] = []  # request ids of the current attempt, once journaled
+
+    async def run(self) -> ToolResult:
+        site, link = self._site, self._link
+        unknown = 0  # attempts whose outcome was unknown
+        renewed = 0  # sessions the server forgot in a row (each renewed by the session)
+        started = trio.current_time()
+        while True:
+            session = await site.wait_for(link)
+            try:
+                result = await self._one_attempt(session)
+            except SessionExpired as exc:
+                self._ended(exc)
+                renewed += 1
+                if renewed > MAX_RENEWED:
+                    link.lost(session, exc)
+                    renewed = 0
+                continue
+            except NotDelivered as exc:
+                link.lost(session, exc)
+                self._ended(exc)
+                continue
+            except OutcomeUnknown as exc:
+                unknown += 1
+                delay = site.backoff.delay(unknown - 1)
+                late = unknown >= site.retry.attempts or trio.current_time() + delay - started > site.retry.total
+                if late or not await self._safe():
+                    raise
+                if session.broken is not None:
+                    link.lost(session, exc)
+                self._ended(exc, retry_in=delay)  # the views say "calling it again in ..."
+                await trio.sleep(delay)
+                continue
+            except JsonRpcError:
+                link.healthy()  # it answered
+                raise
+            link.healthy()
+            return result
+
+    async def _safe(self) -> bool:
+        """Whether the call may be made again now that its outcome is unknown. Asked only then: listing a
+        server's tools to read their annotations must never be what makes an item fail or wait."""
+        try:
+            return await self._site.safe_to_repeat(self._ps)
+        except McpRunError:
+            return False
+
+    async def _one_attempt(self, session: Session) -> ToolResult:
+        site, ps = self._site, self._ps
+        self._attempt += 1
+        self._dispatched.clear()
+        limit_all, limit_server = site.limits
+        try:
+            async with limit_all, limit_server:
+                if site.draining():
+                    raise Drained("the run is being interrupted; not dispatching")
+                return await session.call_tool(
+                    ps.tool,
+                    self._args,
+                    timeout=ps.timeout,
+                    idle_timeout=ps.idle_timeout,
+                    on_progress=self._on_progress,
+                    before_send=self._before_send,
+                    on_resumed=self._on_resumed,
+                )
+        except trio.Cancelled:
+            if self._dispatched:
+                site.log.record(
+                    ItemFailed(
+                        step=ps.id,
+                        item=self._key,
+                        index=self._index,
+                        kind=FailureKind.CANCELLED.value,
+                        error="cancelled after it was sent (the run was stopping); the server may have done it",
+                    )
+                )
+            raise
+        finally:
+            for rid in self._dispatched:
+                site.in_flight.pop((ps.server, rid), None)
+
+    def _ended(self, exc: McpRunError, *, retry_in: float | None = None) -> None:
+        """Journal how a dispatched attempt ended, when another follows (the next journals its own dispatch);
+        ``retry_in``: a call safe to repeat is made again after exactly that many seconds."""
+        if self._dispatched:
+            self._site.log.record(
+                ItemFailed(
+                    step=self._ps.id,
+                    item=self._key,
+                    index=self._index,
+                    kind=failure_kind(exc).value,
+                    error=_line(exc),
+                    retrying=True,
+                    retry_in=round(retry_in, 3) if retry_in is not None else None,
+                )
+            )
+
+    async def _before_send(self, rid: Any, token: Any) -> None:
+        site, ps = self._site, self._ps
+        if site.draining():
+            raise Drained("the run is being interrupted; not dispatching")
+        await site.log.commit(
+            ItemDispatched(
+                step=ps.id,
+                item=self._key,
+                index=self._index,
+                server=ps.server,
+                tool=ps.tool,
+                request_id=rid,
+                progress_token=token,
+                attempt=self._attempt,
+            )
+        )
+        self._dispatched.append(rid)
+        site.in_flight[(ps.server, rid)] = (ps.id, self._key)
+
+    def _on_progress(self, p: Progress) -> None:
+        self._site.log.note(
+            ProgressNoted(step=self._ps.id, item=self._key, progress=p.progress, total=p.total, message=p.message)
+        )
+
+    def _on_resumed(self, last_event_id: str) -> None:
+        self._site.log.record(StreamResumed(step=self._ps.id, item=self._key, last_event_id=last_event_id))

@@ -1,0 +1,438 @@
+"""The events of a run: one frozen class per journal event type, their encoding, and their vocabularies.
+
+Every state change of a run is one of these. The scheduler emits them; the
+:class:`~runner.engine.eventlog.EventLog` numbers and timestamps each (an :class:`Entry`), masks secrets,
+appends it to the journal as one JSON object per line and hands it to observers; the
+:class:`~runner.engine.state.RunState` folds them. ``schemas/journal-event.schema.json`` is generated from
+these classes (``python -m runner.engine.schemas``).
+
+A journal line is ``{"seq": N, "ts": "...", "type": "...", **fields}``. A field whose value is ``None`` and
+whose default is ``None`` is left out. :func:`decode` checks every field's type (a wrong-typed field raises
+``ValueError`` naming it; the journal reader turns that into ``JournalCorrupt`` with the line number),
+ignores fields it does not know (so a field added later does not break an older reader) and refuses a
+``type`` it does not know. ``run_started.journal`` says which format wrote the journal; a newer one is
+refused by name.
+
+The vocabularies are enums, each in one place: :class:`ItemStatus`, :class:`StepStatus`,
+:class:`RunStatus`, and :class:`FailureKind`, which carries the exit code a failure of that kind means and
+whether the server may have done the work.
+"""
+
+from __future__ import annotations
+
+import enum
+import typing
+from dataclasses import dataclass, field, fields
+from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias
+
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
+
+from runner.exitcodes import ExitCode
+
+__all__ = [
+    "JOURNAL_FORMAT",
+    "Entry",
+    "Event",
+    "FailureKind",
+    "ItemDispatched",
+    "ItemFailed",
+    "ItemStatus",
+    "ItemSucceeded",
+    "LogMessage",
+    "ProgressNoted",
+    "RunEnded",
+    "RunFinished",
+    "RunInterrupted",
+    "RunResumed",
+    "RunStarted",
+    "RunStatus",
+    "RunStopped",
+    "SessionFailed",
+    "SessionLost",
+    "SessionOpened",
+    "SessionRetrying",
+    "StepFinished",
+    "StepSkipped",
+    "StepStarted",
+    "StepStatus",
+    "StreamResumed",
+    "decode",
+    "encode",
+    "event_adapter",
+]
+
+JOURNAL_FORMAT: Final = 1
+"""The journal format this version writes and reads (``run_started.journal``; absent means 1)."""
+
+
+# -- vocabularies -------------------------------------------------------------------------------------------
+
+
+class FailureKind(enum.Enum):
+    """How a call (or a step) failed. ``exit_code``: what a failure of this kind makes the run exit with;
+    ``in_doubt``: the server may have done the work; ``words``: how the console says it."""
+
+    NOT_SENT = "connection-before-send"
+    OUTCOME_UNKNOWN = "outcome-unknown"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+    PROTOCOL_ERROR = "protocol-error"
+    TOOL_ERROR = "tool-error"
+    SKIPPED_IN_DOUBT = "skipped-in-doubt"
+    TEMPLATE_ERROR = "template-error"
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return _KIND_FACTS[self][0]
+
+    @property
+    def in_doubt(self) -> bool:
+        return _KIND_FACTS[self][1]
+
+    @property
+    def words(self) -> str:
+        return _KIND_FACTS[self][2]
+
+    @classmethod
+    def of(cls, value: str) -> FailureKind:
+        """The kind named ``value``; ``KeyError`` for a name this version does not know."""
+        return _KINDS[value]
+
+
+_KIND_FACTS: Final[dict[FailureKind, tuple[ExitCode, bool, str]]] = {
+    FailureKind.NOT_SENT: (ExitCode.UNREACHABLE, False, "not sent: server unreachable"),
+    FailureKind.OUTCOME_UNKNOWN: (ExitCode.OUTCOME_UNKNOWN, True, "outcome unknown"),
+    FailureKind.TIMEOUT: (ExitCode.OUTCOME_UNKNOWN, True, "timed out"),
+    FailureKind.CANCELLED: (ExitCode.OUTCOME_UNKNOWN, True, "cancelled"),
+    FailureKind.PROTOCOL_ERROR: (ExitCode.PROTOCOL, False, "protocol error"),
+    FailureKind.TOOL_ERROR: (ExitCode.FAILED, False, "tool error"),
+    FailureKind.SKIPPED_IN_DOUBT: (ExitCode.FAILED, False, "skipped in doubt"),
+    FailureKind.TEMPLATE_ERROR: (ExitCode.FAILED, False, "template error"),
+}
+_KINDS: Final[dict[str, FailureKind]] = {kind.value: kind for kind in FailureKind}
+
+
+class ItemStatus(enum.StrEnum):
+    """Where one item (one tool call) stands."""
+
+    PENDING = "pending"
+    """Not done, and surely not run: its last attempt was never delivered, another was to follow."""
+    DISPATCHED = "dispatched"
+    """Sent (or about to be), no answer recorded: in flight while its run's process lives, in doubt after."""
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    """A definite answer that is a failure (or never sent: a resume calls it again)."""
+    IN_DOUBT = "in-doubt"
+    """Sent, and its outcome is unknown (lost, timed out, cancelled)."""
+    SKIPPED = "skipped"
+    """Was in doubt; a resume decided to skip it (``--skip-in-doubt``). Counts as failed; stays skipped."""
+
+
+class StepStatus(enum.StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    INCOMPLETE = "incomplete"
+    """Its server could not be reached: items left undone, which a resume runs."""
+    SKIPPED = "skipped"
+    INTERRUPTED = "interrupted"
+    NOT_RUN = "not-run"
+
+
+class RunStatus(enum.StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    IN_DOUBT = "in-doubt"
+    INCOMPLETE = "incomplete"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def closed(self) -> bool:
+        """A closed run has a definite answer for every item (see :mod:`runner.engine.state`)."""
+        return self in (RunStatus.SUCCEEDED, RunStatus.FAILED)
+
+
+# -- the events ---------------------------------------------------------------------------------------------
+
+# Lax, as JSON is: a dict decodes into an event; a wrong type ("kind": [1], "inputs": [1, 2]) is an error.
+_CONFIG = ConfigDict(extra="ignore")
+_JsonObject: TypeAlias = dict[str, Any]
+_Id: TypeAlias = int | str
+
+
+class Event:
+    """Base of every event: a frozen, slotted dataclass whose ``type`` field names it in the journal. Types
+    are checked when a journal line is decoded (pydantic validates the union), not when the scheduler
+    builds an event: those are trusted, as the message classes of :mod:`runner.protocol.jsonrpc` are, so
+    the hot path pays nothing."""
+
+    __slots__ = ()
+    __pydantic_config__: ClassVar[ConfigDict] = _CONFIG
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted(Event):
+    """A new run: ``inputs`` with secrets as placeholders, ``fingerprints`` per step, ``env`` the names (never
+    the values) of the environment variables it read."""
+
+    type: Literal["run_started"] = "run_started"
+    run_id: str | None = None
+    workflow: str | None = None
+    workflow_hash: str | None = None
+    inputs: _JsonObject = field(default_factory=dict)
+    fingerprints: dict[str, str] = field(default_factory=dict)
+    pid: int = 0
+    env: list[str] = field(default_factory=list)  # absent from journals of mcp-run before 0.1
+    journal: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResumed(Event):
+    type: Literal["run_resumed"] = "run_resumed"
+    pid: int
+    fingerprints: dict[str, str]
+    allow_changed: bool
+    retry_failed: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionOpened(Event):
+    type: Literal["session_opened"] = "session_opened"
+    server: str
+    protocol_version: str | None
+    server_info: _JsonObject
+    reconnects: int | None = None
+    down_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionLost(Event):
+    type: Literal["session_lost"] = "session_lost"
+    server: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionRetrying(Event):
+    """The next attempt to reach ``server`` starts after exactly ``delay_s``; ``remaining_s`` of the outage's
+    budget are left."""
+
+    type: Literal["session_retrying"] = "session_retrying"
+    server: str
+    attempt: int
+    delay_s: float
+    remaining_s: float
+    error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionFailed(Event):
+    type: Literal["session_failed"] = "session_failed"
+    server: str
+    kind: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepStarted(Event):
+    """``items``: the fan-out's size; ``reused``: results taken from earlier attempts; ``fresh``: the step
+    changed since (``--allow-changed``), its history is dropped."""
+
+    type: Literal["step_started"] = "step_started"
+    step: str
+    items: int | None = None
+    reused: int | None = None
+    fresh: bool | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepSkipped(Event):
+    type: Literal["step_skipped"] = "step_skipped"
+    step: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemDispatched(Event):
+    """Written and fsynced *before* the request goes out."""
+
+    type: Literal["item_dispatched"] = "item_dispatched"
+    step: str
+    item: str
+    index: int | None
+    server: str
+    tool: str
+    request_id: _Id
+    progress_token: _Id
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProgressNoted(Event):
+    type: Literal["progress"] = "progress"
+    step: str
+    item: str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogMessage(Event):
+    type: Literal["log"] = "log"
+    server: str
+    level: str
+    logger: str | None = None
+    data: Any = None
+    step: str | None = None
+    item: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamResumed(Event):
+    type: Literal["stream_resumed"] = "stream_resumed"
+    step: str
+    item: str
+    last_event_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemSucceeded(Event):
+    type: Literal["item_succeeded"] = "item_succeeded"
+    step: str
+    item: str
+    index: int | None
+    result: _JsonObject
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemFailed(Event):
+    """``retrying``: another attempt follows (``retry_in`` seconds later for a call safe to repeat)."""
+
+    type: Literal["item_failed"] = "item_failed"
+    step: str
+    item: str
+    index: int | None = None
+    kind: str
+    error: str
+    result: _JsonObject | None = None
+    retrying: bool | None = None
+    retry_in: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepFinished(Event):
+    """``kind`` and ``error`` when the step failed as a whole (its items could not even be listed)."""
+
+    type: Literal["step_finished"] = "step_finished"
+    step: str
+    status: str
+    counts: dict[str, int]
+    error: str | None = None
+    kind: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished(Event):
+    """The run is closed: every item has a definite answer."""
+
+    type: Literal["run_finished"] = "run_finished"
+    status: str
+    exit_code: int
+    outputs: _JsonObject | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStopped(Event):
+    """The run ended without a definite answer for every item (in doubt, incomplete): it stays open."""
+
+    type: Literal["run_stopped"] = "run_stopped"
+    status: str
+    exit_code: int
+    outputs: _JsonObject | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunInterrupted(Event):
+    """The run stopped on a signal: it stays open."""
+
+    type: Literal["run_interrupted"] = "run_interrupted"
+    status: str
+    exit_code: int
+
+
+RunEnded: TypeAlias = RunFinished | RunStopped | RunInterrupted
+AnyEvent: TypeAlias = (
+    RunStarted
+    | RunResumed
+    | SessionOpened
+    | SessionLost
+    | SessionRetrying
+    | SessionFailed
+    | StepStarted
+    | StepSkipped
+    | ItemDispatched
+    | ProgressNoted
+    | LogMessage
+    | StreamResumed
+    | ItemSucceeded
+    | ItemFailed
+    | StepFinished
+    | RunFinished
+    | RunStopped
+    | RunInterrupted
+)
+_CLASSES: Final[tuple[Any, ...]] = typing.get_args(AnyEvent)
+_TYPES: Final[dict[str, type[Event]]] = {cls.__dataclass_fields__["type"].default: cls for cls in _CLASSES}
+# Per class, the fields written and whether a None value is left out (its default is None).
+_FIELDS: Final[dict[type[Event], tuple[tuple[str, bool], ...]]] = {
+    cls: tuple((f.name, f.default is None) for f in fields(cls)) for cls in _CLASSES
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """An event as the run recorded it: its number in the run (1, 2, 3, ... over every attempt) and its
+    time (UTC, ISO 8601 to the millisecond)."""
+
+    seq: int
+    ts: str
+    event: AnyEvent
+
+
+def event_adapter() -> TypeAdapter[AnyEvent]:
+    """The pydantic adapter of the event union (for decoding and the JSON Schema)."""
+    return _ADAPTER
+
+
+_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(Annotated[AnyEvent, Field(discriminator="type")])
+
+
+def encode(entry: Entry) -> dict[str, Any]:
+    """The journal object of ``entry`` (see the module docstring)."""
+    event = entry.event
+    out: dict[str, Any] = {"seq": entry.seq, "ts": entry.ts}
+    for name, optional in _FIELDS[type(event)]:
+        value = getattr(event, name)
+        if value is not None or not optional:
+            out[name] = value
+    return out
+
+
+def decode(obj: dict[str, Any]) -> Entry:
+    """The entry a journal object holds; ``ValueError`` saying what is wrong with it."""
+    seq, ts, kind = obj.get("seq"), obj.get("ts"), obj.get("type")
+    if type(seq) is not int or seq < 1:
+        raise ValueError(f"'seq' must be a positive integer, found {seq!r}")
+    if not isinstance(ts, str):
+        raise ValueError(f"'ts' must be a string, found {ts!r}")
+    if not isinstance(kind, str) or kind not in _TYPES:
+        raise ValueError(f"unknown event type {kind!r}")
+    try:
+        event = _ADAPTER.validate_python({k: v for k, v in obj.items() if k not in ("seq", "ts")})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"][1:]) or kind
+        raise ValueError(f"{kind}: {where}: {first['msg']}") from None
+    return Entry(seq, ts, event)

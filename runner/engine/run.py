@@ -1,0 +1,466 @@
+"""A run, from a workflow file to its outcome: the lifecycle, in the library (the CLI only drives it).
+
+::
+
+    outcome = await execute(Path("workflows/convert_docs.yaml"), RunOptions(resume=True))
+
+1. **Choose**, under the workflow lock (:class:`~runner.engine.rundir.WorkflowLock`, held to the end): a new
+   run, or one to continue (:func:`runner.engine.decide.choose_run`).
+2. **Prepare**: the plan, with a resumed run's recorded inputs (secret ones must be given again); the
+   secrets to mask; step fingerprints; for a resume, the journal folded into the run's state and the
+   decisions about what earlier attempts left (:func:`runner.engine.decide.resume_plan`).
+3. **Run**, holding the run's lock and its journal open: an :class:`~runner.engine.eventlog.EventLog` that
+   applies every event to the run's :class:`~runner.engine.state.RunState` (and to the watcher, a view),
+   the :class:`~runner.engine.scheduler.Scheduler`, and (``watch_signals``) the interrupt rules: the first
+   SIGINT/SIGTERM drains, the second (or the end of ``grace``) cancels, a third exits at once.
+4. **End**: ``run_finished`` when every item has a definite answer, else ``run_stopped`` or
+   ``run_interrupted`` (the run stays open); the :class:`~runner.engine.outcome.Outcome` is returned.
+
+Refusals are typed errors (:mod:`runner.engine.decide`, ``WorkflowBusy``, ``JournalWriteError``); nothing
+here prints. What a run says as it goes (its id, warnings, the interrupt) goes to a :class:`Reporter`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+import trio
+
+from runner._trio import single_error
+from runner.engine.decide import InDoubt, RunInfo, choose_run, resume_plan
+from runner.engine.eventlog import EventLog, JournalWriteError, Masker
+from runner.engine.events import Entry, RunFinished, RunInterrupted, RunResumed, RunStarted, RunStatus, RunStopped
+from runner.engine.journal import peek_journal
+from runner.engine.outcome import Outcome
+from runner.engine.retry import RetryPolicy
+from runner.engine.runctl import (
+    collect_secrets,
+    env_context,
+    fingerprints,
+    make_opener,
+    restore_env_placeholders,
+    workflow_hash,
+)
+from runner.engine.rundir import RunDir, WorkflowLock, find_run, is_locked, resolve_state_dir, runs_of
+from runner.engine.scheduler import Prior, Scheduler, SchedulerOptions, SessionOpener
+from runner.engine.state import RunState
+from runner.errors import UsageError
+from runner.exitcodes import ExitCode, combine
+from runner.workflow.loader import load_inputs_file, validate
+from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, Plan
+
+__all__ = ["Reporter", "RunOptions", "Watcher", "execute"]
+
+WORKFLOW_LOCK_WAIT: Final = 30.0  # how long to wait for another invocation still deciding whether to run
+RUN_LOCK_WAIT: Final = 0.5  # `runs`/`show` take a run's lock for an instant to see whether it is live
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run a workflow; built once (by the CLI from its arguments, or by :func:`runner.run_workflow`).
+
+    ``inputs`` are values by name (typed as the workflow declares); ``input_pairs`` are ``NAME=VALUE`` texts
+    and ``inputs_file`` a YAML or JSON file of them, as on the command line. ``resume``: continue the newest
+    open run, else start one; ``run_id``: continue that run; ``start_new=False`` (``resume WORKFLOW``): never
+    start one. ``in_doubt``: what to do with items an earlier attempt left in doubt (``ask`` stops before
+    anything runs). ``journal=False``: a throwaway run, neither journaled nor locked.
+    """
+
+    inputs: Mapping[str, Any] | None = None
+    input_pairs: tuple[str, ...] = ()
+    inputs_file: str | None = None
+    state_dir: str | Path | None = None
+    resume: bool = False
+    new_run: bool = False
+    retry_failed: bool = False
+    run_id: str | None = None
+    start_new: bool = True
+    in_doubt: InDoubt = "ask"
+    allow_changed: bool = False
+    journal: bool = True
+    concurrency: int = 16
+    retry_attempts: int = 5
+    retry_max_time: float = 120.0
+    connect_timeout: float | None = None
+    server_log_level: str | None = "info"
+    grace: float = 10.0
+    watch_signals: bool = False
+
+    def check(self) -> None:
+        """``UsageError`` for options that contradict each other or make no sense."""
+        if self.resume and self.new_run:
+            raise UsageError("--resume and --new-run contradict each other")
+        if self.retry_failed and self.new_run:
+            raise UsageError("--retry-failed and --new-run contradict each other: --retry-failed resumes a run")
+        if self.concurrency < 1:
+            raise UsageError("--concurrency must be at least 1")
+        if self.connect_timeout is not None and not self.connect_timeout > 0:
+            raise UsageError("--connect-timeout must be a positive number of seconds")
+        if not self.journal and (self.resume or self.retry_failed or self.run_id is not None):
+            raise UsageError("--no-journal cannot resume: there is no journal")
+
+
+class Reporter(Protocol):
+    """What a run says as it goes: ``info`` (its id, "resuming"), ``warn`` (a server's odd output, a
+    session renewed), ``error`` (an interrupt). Masking secrets in the text is the reporter's job."""
+
+    def info(self, text: str) -> None: ...
+
+    def warn(self, text: str) -> None: ...
+
+    def error(self, text: str) -> None: ...
+
+
+class Watcher(Protocol):
+    """A view of the run: sees every entry after the run's state applied it, draws in ``run``."""
+
+    def observe(self, entry: Entry) -> None: ...
+
+    async def run(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class _Quiet:
+    def info(self, text: str) -> None:
+        return None
+
+    def warn(self, text: str) -> None:
+        return None
+
+    def error(self, text: str) -> None:
+        return None
+
+
+class _Masked:
+    """The reporter, given text with the run's secrets masked."""
+
+    def __init__(self, reporter: Reporter, masker: Masker) -> None:
+        self._reporter = reporter
+        self._masker = masker
+
+    def info(self, text: str) -> None:
+        self._reporter.info(self._masker.mask(text))
+
+    def warn(self, text: str) -> None:
+        self._reporter.warn(self._masker.mask(text))
+
+    def error(self, text: str) -> None:
+        self._reporter.error(self._masker.mask(text))
+
+
+@dataclass
+class _Prepared:
+    """Everything chosen before the run starts."""
+
+    path: Path
+    plan: Plan
+    inputs: dict[str, Any]
+    env: dict[str, Any]
+    masker: Masker
+    fingerprints: dict[str, str]
+    workflow_hash: str
+    state: RunState
+    run_dir: RunDir | None = None
+    prior: Prior | None = None
+    signals: list[int] = field(default_factory=list)
+
+
+async def execute(
+    path: Path,
+    options: RunOptions,
+    *,
+    reporter: Reporter | None = None,
+    watcher: Callable[[Plan, RunState], Watcher] | None = None,
+    opener: Callable[[Plan, Mapping[str, Any], Mapping[str, Any]], SessionOpener] | None = None,
+) -> Outcome:
+    """Run the workflow at ``path`` (see the module docstring). ``watcher`` makes the view once the plan
+    and the run's state exist; ``opener`` replaces how sessions are opened (tests)."""
+    options.check()
+    say = reporter or _Quiet()
+    # Choosing reads files and may wait for the workflow lock: in a thread, not on trio's loop.
+    held, prepared = await trio.to_thread.run_sync(_choose, path, options)
+    say = _Masked(say, prepared.masker)
+    with held:
+        if prepared.run_dir is not None:
+            verb = "run" if prepared.prior is None else "resuming run"
+            say.info(f"{verb} {prepared.run_dir.run_id} (journal: {prepared.run_dir.journal})")
+        return await _run(prepared, options, say, watcher, opener)
+
+
+def _choose(path: Path, options: RunOptions) -> tuple[ExitStack, _Prepared]:
+    """Steps 1 and 2 of the module docstring. Returns the locks held (the workflow's and the run's, to be
+    released when the run ends) and what was prepared."""
+    if not path.is_file():  # the loader's error, before any state directory is made beside a typo
+        _load_plan(path, options, require_inputs=False)
+        raise UsageError(f"no workflow file {str(path)!r}")
+    held = ExitStack()
+    if not options.journal:
+        return held, _prepare(path, options, run_dir=None)
+    state_dir = resolve_state_dir(str(options.state_dir) if options.state_dir else None, path)
+    try:
+        # The workflow lock comes first and stays until the run ends: choosing a run (or none) and running
+        # it are one decision that no other process can interleave with.
+        lock = held.enter_context(WorkflowLock(state_dir, path).acquire(wait=WORKFLOW_LOCK_WAIT))
+        choice = choose_run(
+            _run_infos(state_dir, path),
+            run_id=options.run_id,
+            resume=options.resume,
+            new_run=options.new_run,
+            retry_failed=options.retry_failed,
+            start_new=options.start_new,
+        )
+        run_dir = find_run(state_dir, choice.run_id) if choice.run_id is not None else None
+        prepared = _prepare(path, options, run_dir=run_dir)
+        if run_dir is None:
+            try:
+                run_dir = prepared.run_dir = RunDir.create(state_dir)
+            except OSError as exc:
+                raise UsageError(
+                    f"cannot keep runs in {state_dir}: {exc.strerror or exc}; choose --state-dir"
+                ) from None
+        lock.set_running(run_dir.run_id)
+        held.enter_context(_locked(run_dir))
+    except BaseException:
+        held.close()
+        raise
+    return held, prepared
+
+
+def _run_infos(state_dir: Path, path: Path) -> list[RunInfo]:
+    infos = []
+    for run_dir in runs_of(state_dir, path):
+        closed = run_dir.closed_status()
+        infos.append(RunInfo(run_dir.run_id, RunStatus(closed) if closed else None, is_locked(run_dir.path)))
+    return infos
+
+
+@contextmanager
+def _locked(run_dir: RunDir) -> Iterator[None]:
+    lock = run_dir.lock(wait=RUN_LOCK_WAIT)
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _load_plan(path: Path, options: RunOptions, *, require_inputs: bool, base: Mapping[str, Any] | None = None) -> Plan:
+    from_file = load_inputs_file(options.inputs_file) if options.inputs_file else None
+    merged = {**(base or {}), **(from_file or {}), **(options.inputs or {})}
+    return validate(
+        str(path), require_inputs=require_inputs, input_pairs=list(options.input_pairs), inputs_file=merged or None
+    )
+
+
+def _recorded_inputs(run_dir: RunDir) -> dict[str, Any]:
+    """A resumed run's inputs from its journal, environment placeholders re-expanded; secret inputs were
+    never written, so they must be given again."""
+    first, _last = peek_journal(run_dir.journal)
+    if first is None or not isinstance(first.event, RunStarted):
+        raise UsageError(f"run {run_dir.run_id} has no run_started record; it cannot be resumed")
+    return {
+        name: restore_env_placeholders(value)
+        for name, value in first.event.inputs.items()
+        if value != f"***inputs.{name}***"
+    }
+
+
+def _prepare(path: Path, options: RunOptions, *, run_dir: RunDir | None) -> _Prepared:
+    base = _recorded_inputs(run_dir) if run_dir is not None else None
+    plan = _load_plan(path, options, require_inputs=True, base=base)
+    inputs = dict(plan.input_values or {})
+    env = env_context(plan)
+    masker = Masker(collect_secrets(plan, inputs, env))
+    fps = fingerprints(plan, inputs)
+    wf_hash = workflow_hash(path)
+    prepared = _Prepared(path, plan, inputs, env, masker, fps, wf_hash, RunState(), run_dir)
+    if run_dir is None:
+        return prepared
+    keep = {sid for sid, s in plan.steps.items() if s.referenced}
+    state = run_dir.read(keep_results=keep, unmask=masker.unmask)
+    prepared.state = state
+    prepared.prior = resume_plan(
+        state,
+        run_id=run_dir.run_id,
+        workflow_hash=wf_hash,
+        fingerprints=fps,
+        inputs=inputs,
+        secret={name for name, spec in plan.workflow.inputs.items() if spec.secret},
+        env_missing=[name for name in state.env_names if os.environ.get(name) is None],
+        retry_failed=options.retry_failed,
+        allow_changed=options.allow_changed,
+        in_doubt=options.in_doubt,
+    )
+    return prepared
+
+
+@contextmanager
+def _journal(prepared: _Prepared) -> Iterator[int | None]:
+    """The journal, open for appending (after cutting a torn tail, on a resume); None without one."""
+    run_dir = prepared.run_dir
+    if run_dir is None:
+        yield None
+        return
+    if prepared.prior is not None:
+        fd = run_dir.open_for_append()
+    else:
+        fd = os.open(run_dir.journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+async def _run(
+    prepared: _Prepared,
+    options: RunOptions,
+    say: Reporter,
+    watcher_factory: Callable[[Plan, RunState], Watcher] | None,
+    opener: Callable[[Plan, Mapping[str, Any], Mapping[str, Any]], SessionOpener] | None,
+) -> Outcome:
+    plan, state = prepared.plan, prepared.state
+    started = time.monotonic()
+    with _journal(prepared) as fd:
+        log = EventLog(fd, masker=prepared.masker, start_seq=state.last_seq)
+        log.subscribe(state.apply)
+        watcher = watcher_factory(plan, state) if watcher_factory is not None else None
+        if watcher is not None:
+            log.subscribe(watcher.observe)
+        scheduler = Scheduler(
+            plan,
+            inputs=prepared.inputs,
+            env=prepared.env,
+            opener=(opener or make_opener)(plan, prepared.inputs, prepared.env),
+            log=log,
+            state=state,
+            options=SchedulerOptions(
+                concurrency=options.concurrency,
+                retry=RetryPolicy(attempts=max(1, options.retry_attempts), total=options.retry_max_time),
+                server_log_level=options.server_log_level,
+                connect_timeout=options.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
+            ),
+            prior=prepared.prior,
+            on_warning=say.warn,
+        )
+        try:
+            with single_error():
+                outcome = await _drive(prepared, options, say, log, scheduler, watcher)
+        except* JournalWriteError as group:
+            first = group.exceptions[0]
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            run_dir = prepared.run_dir
+            where = f" ({run_dir.journal})" if run_dir is not None else ""
+            error = JournalWriteError(f"{first}{where}; the run stopped, calls in flight are in doubt")
+            error.run_id = run_dir.run_id if run_dir is not None else None
+            raise error from None
+    outcome.run_id = prepared.run_dir.run_id if prepared.run_dir is not None else None
+    outcome.run_dir = prepared.run_dir.path if prepared.run_dir is not None else None
+    outcome.plan = plan
+    outcome.duration = time.monotonic() - started
+    outcome.masker = prepared.masker
+    return outcome
+
+
+async def _drive(
+    prepared: _Prepared,
+    options: RunOptions,
+    say: Reporter,
+    log: EventLog,
+    scheduler: Scheduler,
+    watcher: Watcher | None,
+) -> Outcome:
+    run_dir, plan = prepared.run_dir, prepared.plan
+    signals = prepared.signals
+    async with trio.open_nursery() as outer:
+        await outer.start(log.run)
+        if prepared.prior is None:
+            # Secret inputs are written as their placeholder whatever their type (masking covers strings only).
+            public = {
+                name: f"***inputs.{name}***" if plan.workflow.inputs[name].secret else value
+                for name, value in prepared.inputs.items()
+            }
+            await log.commit(
+                RunStarted(
+                    run_id=run_dir.run_id if run_dir else None,
+                    workflow=str(prepared.path.resolve()),
+                    workflow_hash=prepared.workflow_hash,
+                    inputs=public,
+                    fingerprints=prepared.fingerprints,
+                    env=sorted(name for name, value in prepared.env.items() if value is not None),
+                    pid=os.getpid(),
+                )
+            )
+        else:
+            await log.commit(
+                RunResumed(
+                    pid=os.getpid(),
+                    fingerprints=prepared.fingerprints,
+                    allow_changed=options.allow_changed,
+                    retry_failed=options.retry_failed or None,
+                )
+            )
+        watching = trio.CancelScope()
+        if options.watch_signals:
+
+            async def watch() -> None:
+                with watching:
+                    await _watch_signals(scheduler, options.grace, signals, say)
+
+            outer.start_soon(watch)
+        async with trio.open_nursery() as inner:
+            if watcher is not None:
+                inner.start_soon(watcher.run)
+            outcome = await scheduler.run()
+            if watcher is not None:
+                watcher.close()
+        if signals:
+            outcome.exit_code = combine(
+                [outcome.exit_code, ExitCode.SIGINT if signals[0] == signal.SIGINT else ExitCode.SIGTERM]
+            )
+        _record_end(log, outcome)
+        # Stop listening for signals, let the writer flush and fsync what is left, and return.
+        watching.cancel()
+        log.close()
+    return outcome
+
+
+def _record_end(log: EventLog, outcome: Outcome) -> None:
+    """Closed only with a definite answer for every item; otherwise the run stays open."""
+    code = int(outcome.exit_code)
+    if outcome.status is RunStatus.INTERRUPTED:
+        log.record(RunInterrupted(status=outcome.status.value, exit_code=code))
+    elif outcome.status.closed and not outcome.blocked:
+        log.record(RunFinished(status=outcome.status.value, exit_code=code, outputs=outcome.outputs))
+    else:
+        log.record(RunStopped(status=outcome.status.value, exit_code=code, outputs=outcome.outputs))
+
+
+async def _watch_signals(scheduler: Scheduler, grace: float, signals: list[int], say: Reporter) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as receiver:
+        async for signum in receiver:
+            signals.append(signum)
+            if len(signals) == 1:
+                say.error(
+                    f"interrupted: dispatching nothing new; calls in flight have {grace:g} s to finish "
+                    "(interrupt again to cancel them now)"
+                )
+                scheduler.drain()
+
+                async def after_grace() -> None:
+                    await trio.sleep(grace)
+                    scheduler.cancel()
+
+                trio.lowlevel.spawn_system_task(after_grace)
+            elif len(signals) == 2:
+                say.error("interrupted again: cancelling calls in flight")
+                scheduler.cancel()
+            else:
+                os._exit(130 if signals[0] == signal.SIGINT else 143)

@@ -1,0 +1,72 @@
+"""Helpers shared by tests: typed journal entries from short dicts, and folding them.
+
+``entry({"type": "item_dispatched", "step": "s", "item": "k"}, seq=3)`` fills the fields a test does not care
+about (a server, a tool, a request id, ...) so that tests say only what matters to them; the result is
+decoded like a journal line, so it is checked like one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from runner.engine.events import Entry, decode
+from runner.engine.state import RunState
+
+TS = "2026-01-01T00:00:00.000Z"
+
+_DEFAULTS: dict[str, dict[str, Any]] = {
+    "run_started": {
+        "run_id": "r",
+        "workflow": "/w.yaml",
+        "workflow_hash": "h",
+        "inputs": {},
+        "fingerprints": {},
+        "env": [],
+        "pid": 1,
+    },
+    "run_resumed": {"pid": 1, "fingerprints": {}, "allow_changed": False},
+    "session_opened": {"server": "s", "protocol_version": "2025-11-25", "server_info": {}},
+    "session_lost": {"server": "s", "error": "lost"},
+    "session_retrying": {"server": "s", "attempt": 1, "delay_s": 0.5, "remaining_s": 300.0, "error": "down"},
+    "session_failed": {"server": "s", "kind": "connection-before-send", "error": "down"},
+    "step_started": {},
+    "step_skipped": {"reason": "because"},
+    "item_dispatched": {
+        "item": "",
+        "index": None,
+        "server": "s",
+        "tool": "t",
+        "request_id": 1,
+        "progress_token": 1,
+        "attempt": 1,
+    },
+    "progress": {"item": "", "progress": 1},
+    "log": {"server": "s", "level": "info"},
+    "stream_resumed": {"item": "", "last_event_id": "e1"},
+    "item_succeeded": {"item": "", "index": None, "result": {"content": []}},
+    "item_failed": {"item": "", "kind": "tool-error", "error": "failed"},
+    "step_finished": {"status": "succeeded", "counts": {}},
+    "run_finished": {"status": "succeeded", "exit_code": 0},
+    "run_stopped": {"status": "in-doubt", "exit_code": 5},
+    "run_interrupted": {"status": "interrupted", "exit_code": 130},
+}
+
+
+def entry(fields: dict[str, Any], *, seq: int = 1, ts: str = TS) -> Entry:
+    """A typed entry from ``fields`` (``type`` and what matters), the rest filled with defaults."""
+    kind = fields["type"]
+    obj = {"seq": fields.get("seq", seq), "ts": fields.get("ts", ts), **_DEFAULTS.get(kind, {}), **fields}
+    return decode(obj)
+
+
+def entries(items: Iterable[dict[str, Any]]) -> list[Entry]:
+    """Entries numbered 1, 2, 3, ... unless they carry their own ``seq``."""
+    return [entry(fields, seq=n) for n, fields in enumerate(items, start=1)]
+
+
+def folded(items: Iterable[dict[str, Any] | Entry]) -> RunState:
+    state = RunState()
+    for n, item in enumerate(items, start=1):
+        state.apply(item if isinstance(item, Entry) else entry(item, seq=n))
+    return state
