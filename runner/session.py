@@ -18,8 +18,8 @@ How a call can end (three failure kinds kept apart):
 
 Every call gets a unique progress token (its request id); ``notifications/progress`` for that token goes to
 the call's ``on_progress`` and pushes back its idle timeout (never past the hard ``timeout``). On timeout
-or trio cancellation the session sends ``notifications/cancelled`` for that request and stops waiting; a
-late response is ignored.
+or trio cancellation the session sends ``notifications/cancelled`` for that request, tells the transport
+that it no longer wants the response (``Transport.abandon``) and stops waiting; a late response is ignored.
 
 ``before_send`` is awaited after the request id and progress token are chosen and before a byte is
 written: the write-ahead journal records the dispatch there.
@@ -493,15 +493,20 @@ class Session:
             entry.finish(None, error)
 
     async def _notify_cancelled(self, rid: RequestId, reason: str) -> None:
-        if self._broken is not None:
-            return
-        with trio.move_on_after(CANCEL_NOTIFY_TIMEOUT):
-            try:
-                await self._transport.send(
-                    Notification("notifications/cancelled", {"requestId": rid, "reason": reason})
-                )
-            except McpRunError as exc:
-                self._warn(f"{self.name}: could not send cancellation for request {rid}: {_first_line(exc)}")
+        """We gave up on ``rid``: tell the server (``notifications/cancelled``), then the transport, which may
+        let go of what it holds for that request (an HTTP stream) whether or not the notification went out."""
+        try:
+            if self._broken is not None:
+                return
+            with trio.move_on_after(CANCEL_NOTIFY_TIMEOUT):
+                try:
+                    await self._transport.send(
+                        Notification("notifications/cancelled", {"requestId": rid, "reason": reason})
+                    )
+                except McpRunError as exc:
+                    self._warn(f"{self.name}: could not send cancellation for request {rid}: {_first_line(exc)}")
+        finally:
+            self._transport.abandon(rid)
 
     # -- what the server sends -------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ import trio
 import trio.testing
 
 from runner.errors import (
+    CallTimeout,
     ConnectFailed,
     HTTPStatusError,
     NotDelivered,
@@ -24,6 +25,7 @@ from runner.errors import (
     TransportError,
 )
 from runner.protocol.jsonrpc import InvalidMessage, Notification, Request, Response
+from runner.session import SessionOptions, open_session
 from runner.transports.base import RequestLost, StreamResumed, TransportEvent
 from runner.transports.http.transport import HttpParams, HttpTransport, open_http_transport
 
@@ -1062,7 +1064,7 @@ async def test_get_stream_without_event_ids_keeps_reconnecting_while_it_delivers
     assert all("last-event-id" not in g.headers for g in server.of("GET"))
 
 
-async def test_cancelling_a_call_closes_its_stream_quietly(autojump_clock: trio.abc.Clock) -> None:
+async def test_an_abandoned_call_has_its_stream_closed_quietly(autojump_clock: trio.abc.Clock) -> None:
     streams: list[ScriptedStream] = []
 
     async def handler(req: Seen) -> httpx2.Response:
@@ -1079,8 +1081,37 @@ async def test_cancelling_a_call_closes_its_stream_quietly(autojump_clock: trio.
         await trio.sleep(30)  # the session's call timeout
         await t.send(Notification("notifications/cancelled", {"requestId": 1, "reason": "timeout"}))
         await trio.testing.wait_all_tasks_blocked()
+        assert not streams[0].closed  # the transport does not read MCP methods: the session decides
+        t.abandon(1)
+        t.abandon(99)  # never sent: nothing to let go
+        await trio.testing.wait_all_tasks_blocked()
         assert streams[0].closed and not streams[1].closed
         await nothing_more(t)  # no RequestLost: the session already failed the call
+    assert server.of("GET") == []
+
+
+async def test_a_call_the_session_gives_up_on_frees_its_stream(autojump_clock: trio.abc.Clock) -> None:
+    streams: list[ScriptedStream] = []
+
+    async def handler(req: Seen) -> httpx2.Response:
+        if req.rpc_method == "initialize":
+            body = result(req.rpc_id)
+            body["result"] = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}}
+            return json_response(body, headers={"Mcp-Session-Id": "s"})
+        if req.rpc_method == "tools/call":
+            response = sse(event("", id="p"), Hang())
+            assert isinstance(response.stream, ScriptedStream)
+            streams.append(response.stream)
+            return response
+        return httpx2.Response(202)
+
+    async with connect(handler) as (t, server), open_session(t, SessionOptions(server_log_level=None)) as session:
+        with pytest.raises(CallTimeout):
+            await session.call_tool("slow", {}, timeout=30)
+        await trio.testing.wait_all_tasks_blocked()
+        (cancelled,) = [s for s in server.of("POST") if s.rpc_method == "notifications/cancelled"]
+        (call,) = server.posts_of(cancelled.body["params"]["requestId"])
+        assert call.rpc_method == "tools/call" and streams[0].closed
     assert server.of("GET") == []
 
 

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 import trio
 
 from runner.errors import NotDelivered, TransportError
-from runner.protocol.jsonrpc import Message
+from runner.protocol.jsonrpc import Message, RequestId
 from runner.transports.base import TransportEvent
 
 __all__ = ["MemoryClientTransport", "MemoryServerEnd", "memory_transport_pair"]
@@ -33,6 +33,7 @@ class MemoryClientTransport:
         self.broken: TransportError | None = None
         self.protocol_version: str | None = None
         self.sent: list[Message] = []
+        self.abandoned: list[RequestId] = []  # what the session said it no longer waits for, in order
 
     async def send(self, message: Message, /) -> None:
         if self.broken is not None:
@@ -51,6 +52,9 @@ class MemoryClientTransport:
         except trio.EndOfChannel:
             self.broken = self.broken or TransportError("the fake server closed the connection")
             raise self.broken from None
+
+    def abandon(self, request_id: RequestId, /) -> None:
+        self.abandoned.append(request_id)
 
     def set_protocol_version(self, version: str, /) -> None:
         self.protocol_version = version

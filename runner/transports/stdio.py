@@ -66,7 +66,7 @@ import trio
 from runner._trio import single_error
 from runner.errors import ConnectFailed, FrameTooLarge, NotDelivered, ServerError, TransportError
 from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE, LineDecoder
-from runner.protocol.jsonrpc import InvalidMessage, Message, decode, encode
+from runner.protocol.jsonrpc import InvalidMessage, Message, RequestId, decode, encode
 from runner.transports.base import TransportEvent
 
 __all__ = [
@@ -261,6 +261,9 @@ class StdioTransport:
             assert self._error is not None
             self._end_received.set()
             raise self._error from None
+
+    def abandon(self, request_id: RequestId, /) -> None:
+        """Nothing is held per request on a pipe: a late response is read and dropped by the session."""
 
     def set_protocol_version(self, version: str, /) -> None:
         pass

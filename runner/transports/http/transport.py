@@ -35,7 +35,9 @@ How it speaks HTTP:
 - Redirects are never followed (a 3xx is an ``HTTPStatusError`` naming the ``Location``), credentials in
   the URL are refused (put them in a header), header values are masked in ``repr(params)``, and neither
   they nor the session id appear in errors or logs (``describe()`` drops the URL's query too).
-- Once ``notifications/cancelled`` for a call has been sent, that call's stream is closed quietly.
+- ``abandon(request_id)`` (the session sent ``notifications/cancelled`` for it) closes that call's stream
+  quietly: a disconnect is not a cancellation (2025-11-25), so it is the session's notification that
+  cancels, and the connection goes back to the pool.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ from runner.errors import (
     SessionExpired,
     TransportError,
 )
-from runner.protocol.jsonrpc import ErrorResponse, Message, Notification, Request, decode, encode
+from runner.protocol.jsonrpc import ErrorResponse, Message, Request, RequestId, decode, encode
 from runner.transports.base import TransportEvent
 from runner.transports.http.classify import (
     Action,
@@ -217,6 +219,9 @@ class HttpTransport:
         if self._params.open_get_stream and not self._closed:
             self._hub.start_get_stream()
 
+    def abandon(self, request_id: RequestId, /) -> None:
+        self._hub.abandon(request_id)
+
     async def receive(self) -> TransportEvent:
         try:
             return await self._hub.events_recv.receive()
@@ -251,12 +256,6 @@ class HttpTransport:
         finally:
             if stream is not None and not handed_off:
                 self._hub.forget(stream)
-            elif type(message) is Notification and message.method == "notifications/cancelled" and message.params:
-                # A disconnect is not a cancellation (2025-11-25), so the stream can be closed now that the
-                # cancellation went out (or could not): its connection goes back to the pool.
-                cancelled = message.params.get("requestId")
-                if isinstance(cancelled, str | int):
-                    self._hub.abandon(cancelled)
 
     # -- POST ----------------------------------------------------------------------------------------
 
