@@ -842,8 +842,20 @@ async def test_429_gives_up_with_the_status(autojump_clock: trio.abc.Clock) -> N
     async with connect(handler, send_attempts=3) as (t, server):
         with pytest.raises(HTTPStatusError) as info:
             await t.send(Request(1, "tools/call"))
-    assert info.value.status_code == 429
+    assert info.value.status_code == 429 and type(info.value) is HTTPStatusError
+    assert info.value.__cause__ is None and info.value.__suppress_context__  # the retry's own error stays inside
     assert [s.time for s in server.seen] == [0.0, 2.0, 4.0]
+
+
+async def test_a_cancelled_429_wait_sends_nothing_more(autojump_clock: trio.abc.Clock) -> None:
+    async def handler(req: Seen) -> httpx2.Response:
+        return httpx2.Response(429, headers={"retry-after": "10"})
+
+    async with connect(handler) as (t, server):
+        with trio.move_on_after(5):
+            await t.send(Request(1, "tools/call"))
+        await trio.sleep(100)
+    assert [s.time for s in server.seen] == [0.0]
 
 
 async def test_429_asking_too_long_a_wait_fails_at_once(autojump_clock: trio.abc.Clock) -> None:
