@@ -2,7 +2,9 @@
 scripted fake drives.
 
 The server end can break the connection (``break_connection``), which makes the client's ``receive``
-raise and its ``send`` fail, so session tests can reproduce a dying server without processes.
+raise and its ``send`` fail, so session tests can reproduce a dying server without processes. The client end
+records what it was asked to do: ``sent`` (every message, in order), ``abandoned`` (the request ids the
+session gave up on) and ``protocol_version``.
 """
 
 from __future__ import annotations

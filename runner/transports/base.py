@@ -1,13 +1,13 @@
 """The one small interface every transport implements, and the events it hands to the session.
 
 A transport moves JSON-RPC messages; it knows nothing of MCP methods beyond what its wire needs (the
-Streamable HTTP transport reads the session id off the ``initialize`` response). Decisions about a call
-are the session's: when it gives up on a request (a timeout, a cancellation) it sends
-``notifications/cancelled`` itself, then tells the transport with ``abandon(request_id)`` that the response
-is no longer wanted, so a transport that holds something for that request (an HTTP stream and its
-connection) can let it go. It is opened as an async
-context manager that owns whatever tasks it needs (a stdout reader, one task per SSE stream) and yields an
-object with this interface::
+Streamable HTTP transport reads the session id off the ``initialize`` response). Decisions about a call are
+the session's: when it gives up on a request (a timeout, a cancellation) it sends ``notifications/cancelled``
+itself, then calls ``abandon(request_id)``, so a transport that holds something for that request (an HTTP
+stream and its pooled connection) can let it go.
+
+A transport is opened as an async context manager that owns whatever tasks it needs (a stdout reader, one
+task per SSE stream) and yields an object with this interface::
 
     async with open_stdio_transport(params) as transport:
         await transport.send(Request(1, "ping"))
