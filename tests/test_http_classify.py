@@ -8,11 +8,11 @@ import httpx2
 import pytest
 import trio
 
+from runner.backoff import backoff_delay
 from runner.transports.http import classify as http_classify
 from runner.transports.http.classify import (
     Action,
     ResumeBudget,
-    backoff_delay,
     classify_exception,
     classify_status,
     parse_retry_after,

@@ -14,13 +14,10 @@ import httpx2
 import pytest
 import trio
 import trio.testing
-from hypothesis import given
-from hypothesis import settings as hyp_settings
-from hypothesis import strategies as st
 
 from runner.errors import (
+    CallTimeout,
     ConnectFailed,
-    FrameTooLarge,
     HTTPStatusError,
     NotDelivered,
     OutcomeUnknown,
@@ -28,8 +25,8 @@ from runner.errors import (
     TransportError,
 )
 from runner.protocol.jsonrpc import InvalidMessage, Notification, Request, Response
+from runner.session import SessionOptions, open_session
 from runner.transports.base import RequestLost, StreamResumed, TransportEvent
-from runner.transports.http.streams import SSEEvent, SSEParser
 from runner.transports.http.transport import HttpParams, HttpTransport, open_http_transport
 
 URL = "http://mcp.test/mcp"
@@ -845,8 +842,20 @@ async def test_429_gives_up_with_the_status(autojump_clock: trio.abc.Clock) -> N
     async with connect(handler, send_attempts=3) as (t, server):
         with pytest.raises(HTTPStatusError) as info:
             await t.send(Request(1, "tools/call"))
-    assert info.value.status_code == 429
+    assert info.value.status_code == 429 and type(info.value) is HTTPStatusError
+    assert info.value.__cause__ is None and info.value.__suppress_context__  # the retry's own error stays inside
     assert [s.time for s in server.seen] == [0.0, 2.0, 4.0]
+
+
+async def test_a_cancelled_429_wait_sends_nothing_more(autojump_clock: trio.abc.Clock) -> None:
+    async def handler(req: Seen) -> httpx2.Response:
+        return httpx2.Response(429, headers={"retry-after": "10"})
+
+    async with connect(handler) as (t, server):
+        with trio.move_on_after(5):
+            await t.send(Request(1, "tools/call"))
+        await trio.sleep(100)
+    assert [s.time for s in server.seen] == [0.0]
 
 
 async def test_429_asking_too_long_a_wait_fails_at_once(autojump_clock: trio.abc.Clock) -> None:
@@ -1049,110 +1058,6 @@ def test_inf_is_not_a_valid_timeout() -> None:
         HttpParams(URL, connect_timeout=0)
 
 
-# -- the SSE parser -----------------------------------------------------------------------------------
-
-
-def parse(*chunks: bytes, max_event_bytes: int = 1 << 20) -> list[SSEEvent]:
-    parser = SSEParser(max_event_bytes)
-    out: list[SSEEvent] = []
-    for chunk in chunks:
-        out.extend(parser.feed(chunk))
-    out.extend(parser.close())
-    return out
-
-
-def test_parser_priming_event_and_per_event_ids() -> None:
-    assert parse(b"id: p\ndata:\n\ndata: {}\n\nid: q\nevent: message\ndata: [1]\n\n") == [
-        SSEEvent("", id="p"),
-        SSEEvent("{}", id=None),  # not inherited: this event had no id of its own
-        SSEEvent("[1]", id="q"),
-    ]
-
-
-def test_parser_id_only_and_retry_only_blocks_are_events() -> None:
-    assert parse(b"id: 7\n\nretry: 1500\n\n") == [SSEEvent(id="7"), SSEEvent(retry=1500)]
-
-
-@pytest.mark.parametrize("value", ["1.5", "-1", "soon", "", "１２"])
-def test_parser_invalid_retry_is_ignored(value: str) -> None:
-    assert parse(f"retry: {value}\ndata: x\n\n".encode()) == [SSEEvent("x")]
-
-
-def test_parser_comments_and_unknown_fields_make_no_event() -> None:
-    assert parse(b": ping\n\nfoo: bar\n\n:\n\n") == []
-
-
-def test_parser_line_endings_bom_and_multiline_data() -> None:
-    assert parse(b"\xef\xbb\xbfdata: a\r\ndata:b\rdata:  c\n\r\n") == [SSEEvent("a\nb\n c")]
-
-
-def test_parser_field_without_colon_and_nul_in_id() -> None:
-    assert parse(b"data\nid: a\x00b\n\n") == [SSEEvent("")]
-
-
-def test_parser_discards_an_event_cut_by_the_end_of_the_stream() -> None:
-    assert parse(b'data: {"partial": tr') == []
-    assert parse(b"data: x\n") == []
-
-
-def test_parser_lone_cr_at_the_end_completes_a_line() -> None:
-    assert parse(b"data: x\r", b"\r") == [SSEEvent("x")]
-    parser = SSEParser()
-    assert parser.feed(b"data: x\r\r") == []  # the last \r may be half of \r\n
-    assert parser.close() == [SSEEvent("x")]
-
-
-def test_parser_caps_lines_and_events() -> None:
-    with pytest.raises(FrameTooLarge):
-        parse(b"data: " + b"x" * 200, max_event_bytes=100)
-    with pytest.raises(FrameTooLarge):
-        parse(b"data: " + b"x" * 60 + b"\n" + b"data: " + b"y" * 60 + b"\n", max_event_bytes=100)
-    assert parse(b"data: " + b"x" * 80 + b"\n\n", max_event_bytes=100) == [SSEEvent("x" * 80)]
-
-
-_field_text = st.text(st.characters(exclude_characters="\r\n\x00", exclude_categories=["Cs"]), max_size=12)
-_event = st.tuples(
-    st.lists(_field_text, min_size=1, max_size=3),
-    st.none() | _field_text,
-    st.none() | st.integers(0, 10**6),
-)
-
-
-@hyp_settings(max_examples=300, deadline=None)
-@given(
-    events=st.lists(_event, max_size=6),
-    newline=st.sampled_from([b"\n", b"\r", b"\r\n"]),
-    bom=st.booleans(),
-    comments=st.booleans(),
-    data=st.data(),
-)
-def test_parser_result_does_not_depend_on_chunking(
-    events: list[tuple[list[str], str | None, int | None]],
-    newline: bytes,
-    bom: bool,
-    comments: bool,
-    data: st.DataObject,
-) -> None:
-    stream = bytearray(b"\xef\xbb\xbf" if bom else b"")
-    expected = []
-    for lines, event_id, retry in events:
-        if comments:
-            stream += b": keep-alive" + newline
-        if event_id is not None:
-            stream += b"id: " + event_id.encode() + newline
-        if retry is not None:
-            stream += b"retry: " + str(retry).encode() + newline
-        for line in lines:
-            stream += b"data: " + line.encode() + newline
-        stream += newline
-        expected.append(SSEEvent("\n".join(lines), id=event_id, retry=retry))
-    raw = bytes(stream)
-    cuts = sorted(data.draw(st.lists(st.integers(0, len(raw)), max_size=8)))
-    chunks = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
-    assert parse(*chunks) == parse(raw) == expected
-    assert parse(*(raw[i : i + 1] for i in range(len(raw)))) == expected  # one byte at a time
-
-
 async def test_get_stream_without_event_ids_keeps_reconnecting_while_it_delivers(
     autojump_clock: trio.abc.Clock,
 ) -> None:
@@ -1171,7 +1076,7 @@ async def test_get_stream_without_event_ids_keeps_reconnecting_while_it_delivers
     assert all("last-event-id" not in g.headers for g in server.of("GET"))
 
 
-async def test_cancelling_a_call_closes_its_stream_quietly(autojump_clock: trio.abc.Clock) -> None:
+async def test_an_abandoned_call_has_its_stream_closed_quietly(autojump_clock: trio.abc.Clock) -> None:
     streams: list[ScriptedStream] = []
 
     async def handler(req: Seen) -> httpx2.Response:
@@ -1188,8 +1093,37 @@ async def test_cancelling_a_call_closes_its_stream_quietly(autojump_clock: trio.
         await trio.sleep(30)  # the session's call timeout
         await t.send(Notification("notifications/cancelled", {"requestId": 1, "reason": "timeout"}))
         await trio.testing.wait_all_tasks_blocked()
+        assert not streams[0].closed  # the transport does not read MCP methods: the session decides
+        t.abandon(1)
+        t.abandon(99)  # never sent: nothing to let go
+        await trio.testing.wait_all_tasks_blocked()
         assert streams[0].closed and not streams[1].closed
         await nothing_more(t)  # no RequestLost: the session already failed the call
+    assert server.of("GET") == []
+
+
+async def test_a_call_the_session_gives_up_on_frees_its_stream(autojump_clock: trio.abc.Clock) -> None:
+    streams: list[ScriptedStream] = []
+
+    async def handler(req: Seen) -> httpx2.Response:
+        if req.rpc_method == "initialize":
+            body = result(req.rpc_id)
+            body["result"] = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}}
+            return json_response(body, headers={"Mcp-Session-Id": "s"})
+        if req.rpc_method == "tools/call":
+            response = sse(event("", id="p"), Hang())
+            assert isinstance(response.stream, ScriptedStream)
+            streams.append(response.stream)
+            return response
+        return httpx2.Response(202)
+
+    async with connect(handler) as (t, server), open_session(t, SessionOptions(server_log_level=None)) as session:
+        with pytest.raises(CallTimeout):
+            await session.call_tool("slow", {}, timeout=30)
+        await trio.testing.wait_all_tasks_blocked()
+        (cancelled,) = [s for s in server.of("POST") if s.rpc_method == "notifications/cancelled"]
+        (call,) = server.posts_of(cancelled.body["params"]["requestId"])
+        assert call.rpc_method == "tools/call" and streams[0].closed
     assert server.of("GET") == []
 
 

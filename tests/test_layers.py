@@ -35,7 +35,7 @@ STDLIB_ONLY_THIRD_PARTY = {"pydantic", "jmespath"}
 # module prefix -> runner modules it may import (beyond the pure core); the longest prefix applies
 ALLOWED: dict[str, set[str]] = {
     "runner.transports": {"runner.transports"},
-    "runner.session": {"runner.transports.base"},
+    "runner.session": {"runner.session", "runner.transports.base"},
     "runner.connect": {"runner.session", "runner.transports"},
     "runner.workflow.loader": set(),
     "runner.engine": {"runner.engine", "runner.session", "runner.transports.base", "runner.connect"},

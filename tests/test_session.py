@@ -284,11 +284,41 @@ async def test_trio_cancellation_sends_cancelled(autojump_clock: trio.abc.Clock)
     def setup(s: FakeServer) -> None:
         s.tools["silent"] = silent
 
-    async with connected(setup) as (session, server, _):
+    async with connected(setup) as (session, server, client):
         with trio.move_on_after(3):
             await session.call_tool("silent", {})
         await trio.testing.wait_all_tasks_blocked()
         assert server.cancelled == [server.calls[0].id]
+        assert client.abandoned == [server.calls[0].id]
+
+
+async def test_a_call_given_up_is_abandoned_at_the_transport_after_its_cancellation(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    async def silent(call: FakeCall) -> None:
+        await trio.sleep_forever()
+
+    def setup(s: FakeServer) -> None:
+        s.tools["silent"] = silent
+
+    async with connected(setup) as (session, server, client):
+        # What the transport had been asked to send when it was told a response is no longer wanted.
+        sent_when_abandoned: list[list[Any]] = []
+        record = client.abandon
+
+        def abandon(rid: Any) -> None:
+            sent_when_abandoned.append([m.params for m in client.sent if isinstance(m, Notification)])
+            record(rid)
+
+        client.abandon = abandon  # type: ignore[method-assign]
+        with pytest.raises(CallTimeout):
+            await session.call_tool("silent", {}, timeout=5)
+        with pytest.raises(CallTimeout):
+            await session.call_tool("silent", {}, idle_timeout=5)
+        first, second = (c.id for c in server.calls)
+        assert client.abandoned == [first, second]
+        assert sent_when_abandoned[0][-1] == {"requestId": first, "reason": "timeout"}
+        assert sent_when_abandoned[1][-1] == {"requestId": second, "reason": "timeout"}
 
 
 async def test_transport_death_fails_every_pending_call_as_outcome_unknown() -> None:

@@ -2,7 +2,9 @@
 scripted fake drives.
 
 The server end can break the connection (``break_connection``), which makes the client's ``receive``
-raise and its ``send`` fail, so session tests can reproduce a dying server without processes.
+raise and its ``send`` fail, so session tests can reproduce a dying server without processes. The client end
+records what it was asked to do: ``sent`` (every message, in order), ``abandoned`` (the request ids the
+session gave up on) and ``protocol_version``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from contextlib import asynccontextmanager
 import trio
 
 from runner.errors import NotDelivered, TransportError
-from runner.protocol.jsonrpc import Message
+from runner.protocol.jsonrpc import Message, RequestId
 from runner.transports.base import TransportEvent
 
 __all__ = ["MemoryClientTransport", "MemoryServerEnd", "memory_transport_pair"]
@@ -33,6 +35,7 @@ class MemoryClientTransport:
         self.broken: TransportError | None = None
         self.protocol_version: str | None = None
         self.sent: list[Message] = []
+        self.abandoned: list[RequestId] = []  # what the session said it no longer waits for, in order
 
     async def send(self, message: Message, /) -> None:
         if self.broken is not None:
@@ -51,6 +54,9 @@ class MemoryClientTransport:
         except trio.EndOfChannel:
             self.broken = self.broken or TransportError("the fake server closed the connection")
             raise self.broken from None
+
+    def abandon(self, request_id: RequestId, /) -> None:
+        self.abandoned.append(request_id)
 
     def set_protocol_version(self, version: str, /) -> None:
         self.protocol_version = version

@@ -1,9 +1,13 @@
 """The one small interface every transport implements, and the events it hands to the session.
 
 A transport moves JSON-RPC messages; it knows nothing of MCP methods beyond what its wire needs (the
-Streamable HTTP transport reads the session id off the ``initialize`` response). It is opened as an async
-context manager that owns whatever tasks it needs (a stdout reader, one task per SSE stream) and yields an
-object with this interface::
+Streamable HTTP transport reads the session id off the ``initialize`` response). Decisions about a call are
+the session's: when it gives up on a request (a timeout, a cancellation) it sends ``notifications/cancelled``
+itself, then calls ``abandon(request_id)``, so a transport that holds something for that request (an HTTP
+stream and its pooled connection) can let it go.
+
+A transport is opened as an async context manager that owns whatever tasks it needs (a stdout reader, one
+task per SSE stream) and yields an object with this interface::
 
     async with open_stdio_transport(params) as transport:
         await transport.send(Request(1, "ping"))
@@ -19,6 +23,8 @@ Failures are reported in the error tree's terms:
   ``StreamResumed`` when a dropped stream was resumed; it raises a
   ``TransportError`` (or ``ProtocolError`` for an oversized frame) when the whole connection is gone. That
   error is final: every later ``receive`` raises it again.
+- ``abandon`` never fails and reports nothing: a response that still arrives for an abandoned request is
+  delivered or dropped as the transport finds convenient (the session counts it as late).
 """
 
 from __future__ import annotations
@@ -58,6 +64,10 @@ class Transport(Protocol):
 
     async def receive(self) -> TransportEvent:
         """The next event from the server (one task at a time)."""
+
+    def abandon(self, request_id: RequestId, /) -> None:
+        """The session no longer wants the response to ``request_id`` (it sent ``notifications/cancelled``):
+        stop reading for it and free what it holds, quietly. A no-op where nothing is held per request."""
 
     def set_protocol_version(self, version: str, /) -> None:
         """Called once ``initialize`` has negotiated ``version`` (HTTP sends it as a header)."""

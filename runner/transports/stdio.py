@@ -66,7 +66,7 @@ import trio
 from runner._trio import single_error
 from runner.errors import ConnectFailed, FrameTooLarge, NotDelivered, ServerError, TransportError
 from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE, LineDecoder
-from runner.protocol.jsonrpc import InvalidMessage, Message, decode, encode
+from runner.protocol.jsonrpc import InvalidMessage, Message, RequestId, decode, encode
 from runner.transports.base import TransportEvent
 
 __all__ = [
@@ -262,6 +262,9 @@ class StdioTransport:
             self._end_received.set()
             raise self._error from None
 
+    def abandon(self, request_id: RequestId, /) -> None:
+        """Nothing is held per request on a pipe: a late response is read and dropped by the session."""
+
     def set_protocol_version(self, version: str, /) -> None:
         pass
 
@@ -359,7 +362,18 @@ class StdioTransport:
         self._exited = True
         self._read_scope.deadline = trio.current_time() + EXIT_GRACE
 
-    async def _shutdown(self) -> None:
+    # -- the lifecycle: open_stdio_transport calls these in this order ----------------------------------
+
+    def start(self, nursery: trio.Nursery) -> None:
+        """Start the tasks that write stdin and read stdout, stderr and the server's exit, in ``nursery``."""
+        nursery.start_soon(self._read_stdout)
+        nursery.start_soon(self._write_stdin)
+        nursery.start_soon(self._read_stderr)
+        nursery.start_soon(self._watch_exit)
+
+    async def shut_down(self) -> None:
+        """Stop the server as the module docstring's *Shutdown* says (stdin closed, then SIGTERM, then
+        SIGKILL to its group, each wait bounded by ``shutdown_timeout``). ``receive`` ends from now on."""
         self._events.close()
         await self._stdin.aclose()
         timeout = self._params.shutdown_timeout
@@ -373,7 +387,9 @@ class StdioTransport:
                 while _group_alive(self._process.pid):  # noqa: ASYNC110 - nothing can notify us
                     await trio.sleep(_POLL)
 
-    def _close_pipes(self) -> None:
+    def close_pipes(self) -> None:
+        """Close our ends of the pipes, once the tasks of ``start`` are done (closing a stream a task reads
+        makes it raise)."""
         self._stdin.close()
         self._stdout.close()
         self._stderr.close()
@@ -446,15 +462,12 @@ async def open_stdio_transport(params: StdioParams) -> AsyncIterator[StdioTransp
     try:
         with single_error():  # our tasks do not raise: let what the body raised out of the nursery's group
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(transport._read_stdout)
-                nursery.start_soon(transport._write_stdin)
-                nursery.start_soon(transport._read_stderr)
-                nursery.start_soon(transport._watch_exit)
+                transport.start(nursery)
                 try:
                     yield transport
                 finally:
                     with trio.CancelScope(shield=True):
-                        await transport._shutdown()
+                        await transport.shut_down()
                     nursery.cancel_scope.cancel()
     finally:
-        transport._close_pipes()  # only once the tasks are done: closing a stream a task reads makes it raise
+        transport.close_pipes()  # only once the tasks are done

@@ -58,7 +58,6 @@ __all__ = [
     "Action",
     "ResumeBudget",
     "Verdict",
-    "backoff_delay",
     "classify_exception",
     "classify_status",
     "parse_retry_after",

@@ -1,227 +1,42 @@
-"""The server-to-client half of the Streamable HTTP transport: SSE parsing and the streams it reads.
+"""The server-to-client half of the Streamable HTTP transport: the tasks that read what the server sends.
 
-``SSEParser`` is sans-IO: fed bytes as they arrive, it hands back complete events whatever the chunking
-(a property test feeds it one byte at a time). It follows the WHATWG event-stream rules with two
-differences that matter to MCP:
+``StreamReaders`` runs, in the transport's nursery, one task per body to read:
 
-- Every block that carried a field is returned, even one with empty ``data``: an MCP *priming event*
-  (an ``id`` and an empty ``data``) must move our resumption cursor although it holds no message.
-- ``SSEEvent.id`` is the ``id`` field *of this event* (``None`` when it had none), not the inherited
-  last-event-id of the WHATWG model, so events are deduplicated by id exactly. The cursor is kept by
-  the stream.
+- a POST's JSON body: every message in it is handed on; a body without the response loses the call;
+- a POST's event stream, parsed by :mod:`runner.protocol.sse`: when it ends or drops before the
+  response, it is resumed by GET with ``Last-Event-ID`` within a :class:`.classify.ResumeBudget`, never
+  POSTed again; without an event id, with the budget spent, or when the GET is refused, the call ends as
+  ``RequestLost(OutcomeUnknown)``;
+- the standalone GET stream of the session (server messages unrelated to a request), reconnected with
+  backoff until it stops bringing anything; it never takes the transport down.
 
-Buffers are capped: an event (or an unterminated line) over ``max_event_bytes`` raises
-``FrameTooLarge``. An event cut by the end of the stream (no blank line) is discarded, as the standard
-says: a partial JSON message is never handed on.
-
-``StreamHub`` holds what the transport's streams share: the session's identity (``Mcp-Session-Id``,
-``MCP-Protocol-Version``), the requests awaiting their response, the event ids seen, and the tasks that
-read response bodies (JSON or SSE), resume dropped streams by GET with ``Last-Event-ID``, and keep the
-standalone GET stream open. Everything they read comes out of one channel as ``TransportEvent``\\ s.
+What the readers parse goes to the :class:`.connection.Connection`, which decides what is handed on; each
+reader runs in its stream's cancel scope, which the connection cancels when it is no longer needed.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import re
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import httpx2
 import trio
 
-from runner.errors import ConnectFailed, FrameTooLarge, OutcomeUnknown, TransportError
-from runner.protocol.jsonrpc import ErrorResponse, InvalidMessage, Message, Notification, RequestId, Response, decode
-from runner.transports.base import RequestLost, StreamResumed, TransportEvent
+from runner.errors import FrameTooLarge, OutcomeUnknown, TransportError
+from runner.protocol.jsonrpc import decode
+from runner.protocol.sse import SSEParser
+from runner.transports.base import StreamResumed
+from runner.transports.http.body import ACCEPT_SSE, aclose_response, content_type, pump_body
 from runner.transports.http.classify import ResumeBudget
+from runner.transports.http.connection import Connection, Stream
+from runner.transports.http.params import HttpParams
 
-if TYPE_CHECKING:
-    from runner.transports.http.transport import HttpParams
+__all__ = ["DRAIN_AFTER_RESPONSE", "StreamReaders"]
 
-__all__ = [
-    "ACCEPT_SSE",
-    "DEFAULT_MAX_EVENT_BYTES",
-    "SSEEvent",
-    "SSEParser",
-    "Stream",
-    "StreamHub",
-    "aclose_response",
-    "content_type",
-    "pump_body",
-]
+log = logging.getLogger(__name__)
 
-log = logging.getLogger("runner.transports.http.transport")
-
-DEFAULT_MAX_EVENT_BYTES: Final = 16 * 1024 * 1024
 DRAIN_AFTER_RESPONSE: Final = 1.0
-ACCEPT_SSE: Final = "text/event-stream"
-
-_LINE_END = re.compile(rb"\r\n|\r|\n")
-_BOM: Final = b"\xef\xbb\xbf"
-
-
-@dataclass(slots=True, frozen=True)
-class SSEEvent:
-    """One dispatched event. ``id`` is this event's own ``id`` field (``None`` if it had none);
-    ``retry`` is the reconnection time in milliseconds when the block carried a valid one."""
-
-    data: str = ""
-    event: str = "message"
-    id: str | None = None
-    retry: int | None = None
-
-
-class SSEParser:
-    """Incremental ``text/event-stream`` parser: ``feed(bytes) -> [SSEEvent]``, then ``close()``.
-
-    >>> p = SSEParser()
-    >>> p.feed(b"id: 1\\ndata: \\n\\ndata: {\\"a\\"")
-    [SSEEvent(data='', event='message', id='1', retry=None)]
-    >>> p.feed(b":1}\\n\\n")
-    [SSEEvent(data='{"a":1}', event='message', id=None, retry=None)]
-    """
-
-    __slots__ = ("_buf", "_data", "_data_size", "_event", "_has_field", "_id", "_max", "_retry", "_started")
-
-    def __init__(self, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
-        if max_event_bytes < 1:
-            raise ValueError("max_event_bytes must be positive")
-        self._max = max_event_bytes
-        self._buf = bytearray()
-        self._started = False
-        self._reset()
-
-    def _reset(self) -> None:
-        self._data: list[str] = []
-        self._data_size = 0
-        self._event = ""
-        self._id: str | None = None
-        self._retry: int | None = None
-        self._has_field = False
-
-    def feed(self, data: bytes) -> list[SSEEvent]:
-        """Add ``data``; return every event it completed."""
-        buf = self._buf
-        # What is already buffered holds no line end, except maybe a final \r: scan only the new bytes,
-        # so a large event trickling in small reads costs linear time.
-        scan = max(0, len(buf) - 1)
-        buf += data
-        if not self._started:
-            if len(buf) < len(_BOM) and _BOM.startswith(bytes(buf)):
-                return []  # could still be a byte order mark
-            self._started = True
-            if buf.startswith(_BOM):
-                del buf[: len(_BOM)]
-                scan = 0
-        events: list[SSEEvent] = []
-        start = 0
-        while True:
-            m = _LINE_END.search(buf, scan)
-            if m is None:
-                break
-            if m.group() == b"\r" and m.end() == len(buf):
-                break  # may be the first half of \r\n: wait for the next byte
-            self._line(bytes(buf[start : m.start()]), events)
-            start = scan = m.end()
-        del buf[:start]
-        if len(buf) > self._max:
-            raise FrameTooLarge(f"server-sent event line over {self._max} bytes")
-        return events
-
-    def close(self) -> list[SSEEvent]:
-        """The stream ended: finish a line ended by a lone ``\\r``; an unfinished event is discarded."""
-        events: list[SSEEvent] = []
-        if self._buf.endswith(b"\r"):
-            self._line(bytes(self._buf[:-1]), events)
-        self._buf.clear()
-        self._reset()
-        return events
-
-    def _line(self, raw: bytes, events: list[SSEEvent]) -> None:
-        if not raw:
-            if self._has_field:
-                events.append(SSEEvent("\n".join(self._data), self._event or "message", self._id, self._retry))
-            self._reset()
-            return
-        if raw[0] == 0x3A:  # ":" a comment (keep-alive)
-            return
-        line = raw.decode("utf-8", errors="replace")
-        name, colon, value = line.partition(":")
-        if colon and value.startswith(" "):
-            value = value[1:]
-        if name == "data":
-            self._data_size += len(raw) + 1
-            if self._data_size > self._max:
-                raise FrameTooLarge(f"server-sent event over {self._max} bytes")
-            self._data.append(value)
-        elif name == "id":
-            if "\0" in value:
-                return  # ignored, as the standard says
-            self._id = value
-        elif name == "event":
-            self._event = value
-        elif name == "retry":
-            if not value.isascii() or not value.isdigit():
-                return
-            self._retry = int(value)
-        else:
-            return  # unknown field: ignored, and does not make a block an event
-        self._has_field = True
-
-
-# -- reading response bodies --------------------------------------------------------------------------
-
-
-def content_type(response: httpx2.Response) -> str:
-    """The media type of ``response``, lower case, without parameters."""
-    value: str = response.headers.get("content-type", "")
-    return value.partition(";")[0].strip().lower()
-
-
-async def pump_body(response: httpx2.Response, on_chunk: Callable[[bytes], bool]) -> None:
-    """Feed the body of ``response`` to ``on_chunk`` until it ends or ``on_chunk`` returns True.
-
-    httpx2's body iterators are async generators, and one abandoned mid-way is only finalized by the
-    garbage collector (trio warns). So reading is stopped by cancelling it at its next checkpoint, which
-    lets every generator in the chain finish, never by breaking out of the loop. An exception raised by
-    ``on_chunk`` is re-raised once the generators are done.
-    """
-    error: Exception | None = None
-    with trio.CancelScope() as scope:
-        async for chunk in response.aiter_bytes():
-            if scope.cancel_called:
-                continue
-            try:
-                if on_chunk(chunk):
-                    scope.cancel()
-            except Exception as exc:  # re-raised below
-                error = exc
-                scope.cancel()
-    if error is not None:
-        raise error
-
-
-async def aclose_response(response: httpx2.Response, timeout: float) -> None:
-    """Close ``response`` even while being cancelled, bounded in time."""
-    with trio.move_on_after(timeout, shield=True):
-        await response.aclose()
-
-
-@dataclass(slots=True, eq=False)
-class Stream:
-    """One stream we read: a request's (``request_id`` set) or the standalone GET's (``None``)."""
-
-    request_id: RequestId | None
-    session_id: str | None = None
-    last_event_id: str | None = None
-    retry_ms: int | None = None
-    finished: bool = False
-    delivered: int = 0  # messages handed on from it
-    # A reader owns it: send() has returned, so only a RequestLost can report its failure now.
-    open: bool = False
-    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
 
 
 class _Lost(Exception):
@@ -232,79 +47,19 @@ class _Lost(Exception):
         self.error = error
 
 
-def _valid_session_id(value: str) -> bool:
-    return bool(value) and all(0x21 <= ord(c) <= 0x7E for c in value)
+class StreamReaders:
+    """The readers of one connection's response bodies and GET streams (see the module docstring)."""
 
-
-class StreamHub:
-    """The streams of one Streamable HTTP connection and the state they share (see the module doc)."""
-
-    def __init__(self, params: HttpParams, client: httpx2.AsyncClient, nursery: trio.Nursery, name: str) -> None:
+    def __init__(
+        self, params: HttpParams, client: httpx2.AsyncClient, nursery: trio.Nursery, connection: Connection
+    ) -> None:
         self._params = params
         self._client = client
         self._nursery = nursery
-        self._name = name
+        self._connection = connection
         self._url = httpx2.URL(params.url)
-        self.timeout = httpx2.Timeout(connect=params.connect_timeout, read=None, write=params.write_timeout, pool=None)
-        self.session_id: str | None = None
-        # The server forgot our session (a 404 to a stream, or to a POST): nothing but a new `initialize`
-        # may be sent until one captures a new session.
-        self.expired = False
-        self.protocol_version: str | None = None
-        self._pending: dict[RequestId, Stream] = {}
-        self._last_int_id = 0
-        self._string_ids: set[str] = set()
-        self._seen_event_ids: set[str] = set()
-        self._get_scope: trio.CancelScope | None = None
-        self._get_session: str | None = None
-        self.events_send, self.events_recv = trio.open_memory_channel[TransportEvent](math.inf)
-
-    def headers(self, accept: str, *, initialize: bool = False, last_event_id: str | None = None) -> dict[str, str]:
-        """The headers of one HTTP request: the configured ones, ``Accept``, and the session's."""
-        headers = dict(self._params.headers)
-        headers["Accept"] = accept
-        if not initialize:
-            if self.session_id is not None:
-                headers["Mcp-Session-Id"] = self.session_id
-            if self.protocol_version is not None:
-                headers["MCP-Protocol-Version"] = self.protocol_version
-        if last_event_id is not None:
-            headers["Last-Event-ID"] = last_event_id
-        return headers
-
-    # -- requests in flight --------------------------------------------------------------------------
-
-    def _issued(self, request_id: RequestId) -> bool:
-        """Whether a request with this id was ever sent here (ids are issued in order; strings are kept)."""
-        if isinstance(request_id, str):
-            return request_id in self._string_ids
-        return request_id <= self._last_int_id
-
-    def register(self, request_id: RequestId) -> Stream:
-        """A request is about to be POSTed: its response is now awaited."""
-        if request_id in self._pending:
-            raise ValueError(f"request id {request_id!r} is already in flight")
-        if isinstance(request_id, str):
-            self._string_ids.add(request_id)
-        else:
-            self._last_int_id = max(self._last_int_id, request_id)
-        stream = Stream(request_id)
-        self._pending[request_id] = stream
-        return stream
-
-    def forget(self, stream: Stream) -> None:
-        """``stream`` is over (answered, lost, or reported by ``send`` raising)."""
-        stream.finished = True
-        if stream.request_id is not None and self._pending.get(stream.request_id) is stream:
-            del self._pending[stream.request_id]
-
-    def abandon(self, request_id: RequestId) -> None:
-        """The session gave up on ``request_id`` (it sent ``notifications/cancelled``): stop reading its
-        stream and free the connection, reporting nothing; a late response would be dropped anyway."""
-        stream = self._pending.get(request_id)
-        if stream is not None and stream.open:
-            self.forget(stream)
-            stream.scope.cancel()
+        self._name = params.name
+        self._timeout = params.timeout
 
     def read_sse(self, response: httpx2.Response, stream: Stream) -> None:
         """Hand ``response`` (an event stream) to a background reader, which owns it from now on."""
@@ -316,97 +71,14 @@ class StreamHub:
         stream.open = True
         self._nursery.start_soon(self._run_json_body, response, stream)
 
-    # -- the session ---------------------------------------------------------------------------------
+    def start_get_stream(self) -> None:
+        """Open the GET stream for server messages unrelated to a request, in the background (once per
+        session; ``405`` means the server has none)."""
+        stream = self._connection.open_get_stream()
+        if stream is not None:
+            self._nursery.start_soon(self._run_get_stream, stream)
 
-    def capture_session(self, response: httpx2.Response) -> None:
-        """Take the ``Mcp-Session-Id`` of the response to ``initialize``, if it has one."""
-        session_id = response.headers.get("mcp-session-id")
-        if session_id is None:
-            return
-        if not _valid_session_id(session_id):
-            raise ConnectFailed(f"{self._name}: the server sent an invalid Mcp-Session-Id (not visible ASCII)")
-        self.expired = False
-        if session_id != self.session_id:
-            self.session_id = session_id
-            self._seen_event_ids.clear()
-
-    def expire_session(self, session_id: str) -> None:
-        """The server forgot ``session_id``: clear it, and fail every call still streaming in it."""
-        if self.session_id == session_id:
-            self.session_id = None
-            self.expired = True
-            self._seen_event_ids.clear()
-            if self._get_scope is not None:
-                self._get_scope.cancel()
-                self._get_scope = None
-        for stream in list(self._pending.values()):
-            # A stream whose POST still awaits its status is left alone: that POST's own 404 (or success)
-            # decides, and send() reports it.
-            if stream.open and stream.session_id == session_id:
-                self._lose(stream, OutcomeUnknown("the session expired while the call was in flight"))
-
-    # -- delivering events ---------------------------------------------------------------------------
-
-    def _emit(self, event: TransportEvent) -> None:
-        try:
-            self.events_send.send_nowait(event)
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            log.debug("%s: dropping a %s after close", self._name, type(event).__name__)
-
-    def _lose(self, stream: Stream, error: TransportError, cause: BaseException | None = None) -> None:
-        if stream.finished or stream.request_id is None:
-            return
-        if cause is not None:
-            error.__cause__ = cause
-        self.forget(stream)
-        stream.scope.cancel()
-        self._emit(RequestLost(stream.request_id, error))
-
-    def _answered(self, request_id: RequestId, current: Stream) -> bool:
-        """``request_id`` got its response: stop its reader unless it is the one reading. False when that
-        request is not in flight (a replay, or a response already delivered)."""
-        stream = self._pending.get(request_id)
-        if stream is None:
-            return False
-        self.forget(stream)
-        if stream is not current:
-            stream.scope.cancel()
-        return True
-
-    def _dispatch(self, item: Message | InvalidMessage, stream: Stream) -> None:
-        stream.delivered += 1
-        if isinstance(item, Response | ErrorResponse):
-            if item.id is None or self._answered(item.id, stream) or not self._issued(item.id):
-                # In flight, or an id never sent on this connection (the string "7" for 7): the session
-                # counts and warns about the latter.
-                self._emit(item)
-            else:
-                log.debug("%s: dropping a response to %r, which is not in flight (replayed?)", self._name, item.id)
-        elif isinstance(item, Notification):
-            self._emit(replace(item, related_request_id=stream.request_id))
-        else:
-            if isinstance(item, InvalidMessage) and item.request_id is not None:
-                self._answered(item.request_id, stream)  # the call fails at once, as a protocol error
-            self._emit(item)
-
-    def _on_event(self, event: SSEEvent, stream: Stream) -> bool:
-        """Handle one SSE event; True when it carried an event id not seen before."""
-        if event.retry is not None:
-            stream.retry_ms = event.retry
-        new = False
-        if event.id:
-            if event.id in self._seen_event_ids:
-                return False  # a replay of an event already delivered
-            self._seen_event_ids.add(event.id)
-            stream.last_event_id = event.id
-            new = True
-        if event.event != "message" or not event.data.strip():
-            return new  # a priming event (an id, empty data), or an event type MCP does not use
-        for item in decode(event.data):
-            self._dispatch(item, stream)
-        return new
-
-    # -- readers -------------------------------------------------------------------------------------
+    # -- a POST's body -------------------------------------------------------------------------------
 
     async def _run_json_body(self, response: httpx2.Response, stream: Stream) -> None:
         chunks: list[bytes] = []
@@ -426,11 +98,11 @@ class StreamHub:
                 try:
                     await pump_body(response, on_chunk)
                 except (httpx2.HTTPError, FrameTooLarge) as exc:
-                    self._lose(stream, OutcomeUnknown(f"the JSON response to {rid!r} broke off"), exc)
+                    self._connection.lose(stream, OutcomeUnknown(f"the JSON response to {rid!r} broke off"), exc)
                     return
                 for item in decode(b"".join(chunks)):
-                    self._dispatch(item, stream)
-                self._lose(stream, OutcomeUnknown(f"the JSON body held no response to {rid!r}"))
+                    self._connection.dispatch(item, stream)
+                self._connection.lose(stream, OutcomeUnknown(f"the JSON body held no response to {rid!r}"))
         finally:
             await aclose_response(response, self._params.close_timeout)
 
@@ -449,7 +121,7 @@ class StreamHub:
         def on_chunk(chunk: bytes) -> bool:
             nonlocal progressed
             for event in parser.feed(chunk):
-                progressed |= self._on_event(event, stream)
+                progressed |= self._connection.on_event(event, stream)
                 if stream.finished:
                     if not drain:
                         return True  # the response is in: stop reading
@@ -461,7 +133,7 @@ class StreamHub:
                 await pump_body(response, on_chunk)
             if not stream.finished:
                 for event in parser.close():
-                    progressed |= self._on_event(event, stream)
+                    progressed |= self._connection.on_event(event, stream)
         except (httpx2.TransportError, httpx2.StreamError) as exc:
             log.debug("%s: the stream of %r dropped: %r", self._name, stream.request_id, exc)
         finally:
@@ -495,21 +167,21 @@ class StreamHub:
                             )
                         )
                     await trio.sleep(delay)
-                    if stream.session_id != self.session_id:
+                    if stream.session_id != self._connection.session_id:
                         raise _Lost(OutcomeUnknown(f"the session changed while the stream of {rid!r} was down"))
                     if await self._resume(stream, budget):
                         budget.progress()
         except _Lost as exc:
-            self._lose(stream, exc.error)
+            self._connection.lose(stream, exc.error)
         except FrameTooLarge as exc:
-            self._lose(stream, OutcomeUnknown(f"an event on the stream of {rid!r} was too large"), exc)
+            self._connection.lose(stream, OutcomeUnknown(f"an event on the stream of {rid!r} was too large"), exc)
         finally:
             await aclose_response(response, self._params.close_timeout)
 
     async def _resume(self, stream: Stream, budget: ResumeBudget) -> bool:
         """One GET with ``Last-Event-ID``. True when it brought new events; raises ``_Lost`` when refused."""
-        headers = self.headers(ACCEPT_SSE, last_event_id=stream.last_event_id)
-        request = self._client.build_request("GET", self._url, headers=headers, timeout=self.timeout)
+        headers = self._connection.headers(ACCEPT_SSE, last_event_id=stream.last_event_id)
+        request = self._client.build_request("GET", self._url, headers=headers, timeout=self._timeout)
         what = f"GET {self._name} (resuming {stream.request_id!r} after event {stream.last_event_id!r})"
         response: httpx2.Response | None = None
         # No side effects: safe to abandon if the headers take longer than the budget.
@@ -523,11 +195,11 @@ class StreamHub:
         status = response.status_code
         if status == 200 and content_type(response) == ACCEPT_SSE:
             if stream.request_id is not None and stream.last_event_id is not None:
-                self.events_send.send_nowait(StreamResumed(stream.request_id, stream.last_event_id))
+                self._connection.emit(StreamResumed(stream.request_id, stream.last_event_id))
             return await self._consume(response, stream)
         await aclose_response(response, self._params.close_timeout)
         if status == 404 and "Mcp-Session-Id" in headers:
-            self.expire_session(headers["Mcp-Session-Id"])
+            self._connection.expire(headers["Mcp-Session-Id"])
             raise _Lost(OutcomeUnknown(f"{what}: the session expired (404)"))
         if status == 429 or status >= 500:
             log.debug("%s: server answered %d", what, status)
@@ -538,27 +210,15 @@ class StreamHub:
 
     # -- the standalone GET stream -------------------------------------------------------------------
 
-    def start_get_stream(self) -> None:
-        """Open the GET stream for server messages unrelated to a request, in the background (once per
-        session; ``405`` means the server has none)."""
-        if self._get_scope is not None:
-            if self._get_session == self.session_id:
-                return
-            self._get_scope.cancel()  # it belongs to a session that is gone
-        scope = trio.CancelScope()
-        self._get_scope = scope
-        self._get_session = self.session_id
-        self._nursery.start_soon(self._run_get_stream, scope, self.session_id)
-
-    async def _run_get_stream(self, scope: trio.CancelScope, session_id: str | None) -> None:
-        stream = Stream(None, session_id)
+    async def _run_get_stream(self, stream: Stream) -> None:
+        session_id = stream.session_id
         budget = self._budget(self._params.get_stream_attempts, math.inf)
         what = f"GET {self._name} (server messages)"
-        with scope:
+        with stream.scope:
             try:
-                while self.session_id == session_id:
-                    headers = self.headers(ACCEPT_SSE, last_event_id=stream.last_event_id)
-                    request = self._client.build_request("GET", self._url, headers=headers, timeout=self.timeout)
+                while self._connection.session_id == session_id:
+                    headers = self._connection.headers(ACCEPT_SSE, last_event_id=stream.last_event_id)
+                    request = self._client.build_request("GET", self._url, headers=headers, timeout=self._timeout)
                     progressed = False
                     delivered = stream.delivered
                     try:
@@ -576,7 +236,7 @@ class StreamHub:
                                 log.debug("%s: the server offers no GET stream (405)", what)
                                 return
                             if status == 404 and session_id is not None:
-                                self.expire_session(session_id)
+                                self._connection.expire(session_id)
                                 return
                             log.info("%s: server answered %d", what, status)
                     if progressed:
@@ -589,5 +249,4 @@ class StreamHub:
             except FrameTooLarge as exc:
                 log.warning("%s: %s; the GET stream is closed", what, exc)
             finally:
-                if self._get_scope is scope:
-                    self._get_scope = None
+                self._connection.close_get_stream(stream)

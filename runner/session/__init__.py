@@ -1,0 +1,53 @@
+"""One MCP session per server, shared by many concurrent callers.
+
+The session owns the handshake, the id multiplexing and the routing of what the server sends; it never
+knows the wire (see :mod:`runner.transports.base`)::
+
+    async with open_session(transport, SessionOptions(name="docs")) as session:
+        tools = await session.list_tools()
+        result = await session.call_tool("convert", {"path": "a.md"}, timeout=600, idle_timeout=60)
+
+How a call can end (three failure kinds kept apart):
+
+- a ``ToolResult`` -- with ``is_error`` True when the tool ran and reported failure;
+- ``ProtocolError`` -- the server answered with a JSON-RPC error (``JsonRpcError``) or broke the protocol;
+- ``TransportError`` -- the connection failed. ``NotDelivered`` means the request surely never reached
+  the server; ``OutcomeUnknown`` means it was written and its result is lost (``CallTimeout`` when we
+  stopped waiting). When the transport dies, every pending call fails at once, each with the kind that
+  matches whether its request had been written.
+
+Every call gets a unique progress token (its request id); ``notifications/progress`` for that token goes to
+the call's ``on_progress`` and pushes back its idle timeout (never past the hard ``timeout``). On timeout
+or trio cancellation the session sends ``notifications/cancelled`` for that request, tells the transport
+that it no longer wants the response (``Transport.abandon``) and stops waiting; a late response is ignored.
+
+``before_send`` is awaited after the request id and progress token are chosen and before a byte is
+written: the write-ahead journal records the dispatch there.
+
+What matches nothing is counted (:attr:`Session.stats`) and, the first ``WARN_FIRST`` times of each kind,
+shown through ``on_warning`` (see :mod:`.stray`). When ``initialize`` fails or times out after the server
+wrote something that is not JSON-RPC, the error quotes the first such line: a server that logs to stdout is
+the usual reason.
+
+The package, one idea per module: :mod:`.options` (``SessionOptions`` and the callbacks' types),
+:mod:`.handshake` (the handshake's pure parts and its error text), :mod:`.pending` (the calls awaiting a
+response and their write state), :mod:`.stray` (``SessionStats``: what matched nothing), :mod:`.text`
+(quoting), :mod:`.session` (``Session`` and ``open_session``).
+"""
+
+from __future__ import annotations
+
+from runner.session.options import BeforeSend, LogHandler, ProgressHandler, SessionOptions
+from runner.session.session import Session, open_session
+from runner.session.stray import WARN_FIRST, SessionStats
+
+__all__ = [
+    "WARN_FIRST",
+    "BeforeSend",
+    "LogHandler",
+    "ProgressHandler",
+    "Session",
+    "SessionOptions",
+    "SessionStats",
+    "open_session",
+]

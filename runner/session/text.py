@@ -1,0 +1,30 @@
+"""How the session shows what went wrong: an error's first line, and input from the server quoted safely."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from runner.errors import printable
+from runner.protocol.jsonrpc import RequestId
+
+__all__ = ["QUOTE_CHARS", "first_line", "quote", "quote_id"]
+
+QUOTE_CHARS: Final = 160  # of a stray line shown in a warning or an error
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s text (the rest, a server's stderr tail, is shown elsewhere)."""
+    return str(exc).split("\n", 1)[0]
+
+
+def quote(raw: bytes, *, quotes: bool = True) -> str:
+    """Stray input as a reader can see it: decoded, cut, control characters escaped, in quotes."""
+    text = raw.decode(errors="replace")
+    cut = len(text) > QUOTE_CHARS
+    shown = printable(text[:QUOTE_CHARS]) + ("…" if cut else "")
+    return f'"{shown}"' if quotes else shown
+
+
+def quote_id(rid: RequestId) -> str:
+    """A request id as sent: a string in quotes (``"7"``), a number bare (``7``)."""
+    return quote(rid.encode()) if isinstance(rid, str) else str(rid)

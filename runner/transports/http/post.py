@@ -1,0 +1,174 @@
+"""The client-to-server half of the Streamable HTTP transport: POSTing a message, and the DELETE at close.
+
+A POST's outcome is decided by the table of :mod:`.classify` and raised in the error tree's terms. A 429
+is the one status sent again, here, by a plain loop: after ``Retry-After`` when the server gave one, else
+after :func:`runner.backoff.backoff_delay`, within ``send_attempts`` attempts and ``send_max_time``
+seconds of trio's clock (a wait that would end past that bound is not started). Nothing that may have
+reached the server is ever POSTed again.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import suppress
+from typing import Final
+
+import httpx2
+import trio
+
+from runner.backoff import backoff_delay
+from runner.errors import (
+    ConnectFailed,
+    HTTPStatusError,
+    NotDelivered,
+    OutcomeUnknown,
+    SessionExpired,
+)
+from runner.protocol.jsonrpc import ErrorResponse, decode
+from runner.transports.http.body import ACCEPT_POST, aclose_response, content_type, pump_body
+from runner.transports.http.classify import Action, classify_exception, classify_status, parse_retry_after
+from runner.transports.http.connection import Connection, Stream
+from runner.transports.http.params import HttpParams
+
+__all__ = ["Poster"]
+
+log = logging.getLogger(__name__)
+
+_ERROR_BODY_LIMIT: Final = 4096
+
+
+class _RateLimited(Exception):
+    """The server answered 429: ``error`` is what the caller sees once the retries are spent;
+    ``retry_after`` the server's ``Retry-After`` in seconds (``None``: use the backoff)."""
+
+    def __init__(self, error: HTTPStatusError, retry_after: float | None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.retry_after = retry_after
+
+
+def _describe_exception(exc: BaseException) -> str:
+    """``ConnectError: [Errno 111] Connection refused`` rather than a repr with nested quotes."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class Poster:
+    """POSTs and DELETEs on one connection; the session's headers come from ``connection``."""
+
+    def __init__(self, params: HttpParams, client: httpx2.AsyncClient, connection: Connection) -> None:
+        self._params = params
+        self._client = client
+        self._connection = connection
+        self._url = httpx2.URL(params.url)
+        self._name = params.name
+        self._timeout = params.timeout
+
+    async def post(self, body: bytes, stream: Stream | None, *, initialize: bool) -> httpx2.Response:
+        """POST ``body`` (a request's when ``stream`` is given) and return the 2xx response, its body unread
+        (the caller owns it). Raises ``NotDelivered``, ``SessionExpired``, ``HTTPStatusError``,
+        ``ConnectFailed`` or ``OutcomeUnknown`` as the table of :mod:`.classify` says; a 429 is retried first
+        (see the module docstring)."""
+        p = self._params
+        deadline = trio.current_time() + p.send_max_time
+        attempt = 0
+        while True:
+            try:
+                return await self._post_once(body, stream, initialize)
+            except _RateLimited as limited:
+                delay = limited.retry_after
+                if delay is None:
+                    delay = backoff_delay(attempt, initial=p.backoff_initial, maximum=p.backoff_max, jitter=p.jitter)
+                attempt += 1
+                if attempt >= p.send_attempts or trio.current_time() + delay > deadline:
+                    raise limited.error from None
+            await trio.sleep(delay)
+
+    async def delete_session(self) -> None:
+        """End the session on the server (DELETE), bounded by ``close_timeout`` even while cancelled; errors
+        are only logged. Nothing is sent without a session."""
+        session_id = self._connection.session_id
+        if session_id is None:
+            return
+        headers = self._connection.headers(ACCEPT_POST)
+        with trio.move_on_after(self._params.close_timeout, shield=True):
+            try:
+                response = await self._client.request(
+                    "DELETE", self._url, headers=headers, timeout=self._timeout, follow_redirects=False
+                )
+            except httpx2.HTTPError as exc:
+                log.debug("DELETE %s: %r", self._name, exc)
+                return
+            if response.status_code >= 400 and response.status_code not in (404, 405):
+                log.debug("DELETE %s: server answered %d", self._name, response.status_code)
+        self._connection.end_session()
+
+    async def _post_once(self, body: bytes, stream: Stream | None, initialize: bool) -> httpx2.Response:
+        headers = self._connection.headers(ACCEPT_POST, initialize=initialize)
+        headers["Content-Type"] = "application/json"
+        sent_session = headers.get("Mcp-Session-Id")
+        if stream is not None:
+            stream.session_id = sent_session
+        what = f"POST {self._name}"
+        request = self._client.build_request("POST", self._url, content=body, headers=headers, timeout=self._timeout)
+        try:
+            response = await self._client.send(request, stream=True, follow_redirects=False)
+        except (httpx2.TransportError, httpx2.InvalidURL) as exc:
+            action = classify_exception(exc).action
+            if action is Action.RETRY:
+                raise NotDelivered(f"{what}: could not connect: {_describe_exception(exc)}") from exc
+            if action is Action.MISCONFIGURED:
+                raise ConnectFailed(f"{what}: the request could not be sent: {exc!r}") from exc
+            raise OutcomeUnknown(f"{what}: the connection broke after the request may have been sent: {exc!r}") from exc
+        status = response.status_code
+        if 200 <= status < 300:
+            return response
+        try:
+            detail = await self._error_detail(response)
+        finally:
+            await aclose_response(response, self._params.close_timeout)
+        verdict = classify_status(status, carried_session=sent_session is not None, body=detail)
+        error = HTTPStatusError(
+            f"{what}: server answered {status} {response.reason_phrase}{detail}",
+            status_code=status,
+            location=response.headers.get("location"),
+        )
+        if verdict.action is Action.SESSION_EXPIRED:
+            assert sent_session is not None
+            if stream is not None:
+                self._connection.forget(stream)  # reported by SessionExpired, not by RequestLost
+            self._connection.expire(sent_session)
+            raise SessionExpired(f"{what}: the server no longer knows our session ({status}{detail})") from error
+        if verdict.action is Action.RETRY_AFTER:
+            raise _RateLimited(error, parse_retry_after(response.headers.get("retry-after")))
+        if verdict.action is Action.IN_DOUBT and stream is not None and not initialize:
+            raise OutcomeUnknown(
+                f"{what}: server answered {status} before any event: the call may have run{detail}"
+            ) from error
+        if 300 <= status < 400:
+            error = HTTPStatusError(
+                f"{what}: server redirected ({status}) to {error.location or '(no Location)'}; redirects are "
+                "not followed: configure the final URL",
+                status_code=status,
+                location=error.location,
+            )
+        raise error
+
+    async def _error_detail(self, response: httpx2.Response) -> str:
+        """A short description of an error body (a JSON-RPC error's message when there is one)."""
+        data = bytearray()
+
+        def on_chunk(chunk: bytes) -> bool:
+            data.extend(chunk)
+            return len(data) >= _ERROR_BODY_LIMIT
+
+        with trio.move_on_after(self._params.close_timeout):
+            with suppress(httpx2.HTTPError):
+                await pump_body(response, on_chunk)
+        if not data.strip():
+            return ""
+        items = decode(bytes(data)) if content_type(response) == "application/json" else []
+        if len(items) == 1 and isinstance(items[0], ErrorResponse):
+            return f": {items[0].message} ({items[0].code})"
+        text = data[:200].decode("utf-8", errors="replace").strip()
+        return f": {text}"
