@@ -53,6 +53,7 @@ __all__ = [
     "UnsupportedProtocolVersion",
     "UsageError",
     "WorkflowError",
+    "first_line",
     "printable",
 ]
 
@@ -276,3 +277,9 @@ class ToolError(ServerError):
     def __init__(self, message: str, result: ToolResult) -> None:
         super().__init__(message)
         self.result = result
+
+
+def first_line(error: BaseException | str) -> str:
+    """The first line of an error's text: what a one-line message shows (the rest, a server's stderr tail,
+    is shown on lines of its own)."""
+    return str(error).split("\n", 1)[0]

@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 from runner.errors import WorkflowError
 from runner.workflow.context import fanout_view, item_entry, make_context, step_view
 from runner.workflow.model import Workflow, WorkflowErrors
-from runner.workflow.plan import Plan, build_plan, render_plan_text, url_problem
+from runner.workflow.plan import Plan, build_plan
+from runner.workflow.plantext import render_plan_text
 from runner.workflow.template import TemplateError, item_key
+from runner.workflow.urls import url_problem
 
 SERVERS = {"fs": {"command": ["server-fs"], "timeout": "30s"}, "web": {"url": "http://localhost/mcp"}}
 

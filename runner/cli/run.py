@@ -234,7 +234,7 @@ def _n(count: int, word: str) -> str:
 
 
 def plan_command(args: argparse.Namespace) -> int:
-    from runner.workflow.plan import render_plan_text
+    from runner.workflow.plantext import render_plan_text
 
     plan = _load_plan(args, require_inputs=False)
     print(render_plan_text(plan))

@@ -116,7 +116,7 @@ def _target(args: argparse.Namespace) -> Target:
     if url is not None and args.server_argv:
         raise UsageError("give either a URL or a command after --, not both")
     if url is not None:
-        from runner.workflow.plan import url_problem
+        from runner.workflow.urls import url_problem
 
         problem = url_problem(url, _CREDENTIALS_HINT)
         if problem is not None:  # a mistake on the command line: exit 2, before anything is contacted

@@ -30,7 +30,7 @@ from runner.engine.eventlog import EventLog
 from runner.engine.events import FailureKind, ItemDispatched, ItemFailed, ProgressNoted, StreamResumed
 from runner.engine.retry import RetryPolicy, failure_kind
 from runner.engine.supervisor import ServerLink
-from runner.errors import JsonRpcError, McpRunError, NotDelivered, OutcomeUnknown, SessionExpired
+from runner.errors import JsonRpcError, McpRunError, NotDelivered, OutcomeUnknown, SessionExpired, first_line
 from runner.protocol.mcp import Progress, ToolResult
 from runner.session import Session
 from runner.workflow.plan import PlannedStep
@@ -58,10 +58,6 @@ class CallSite:
     draining: Callable[[], bool]
     in_flight: dict[tuple[str, Any], tuple[str, str]]
     safe_to_repeat: Callable[[PlannedStep], Awaitable[bool]]
-
-
-def _line(error: BaseException) -> str:
-    return str(error).split("\n", 1)[0]
 
 
 class ItemCall:
@@ -174,7 +170,7 @@ class ItemCall:
                     item=self._key,
                     index=self._index,
                     kind=failure_kind(exc).value,
-                    error=_line(exc),
+                    error=first_line(exc),
                     retrying=True,
                     retry_in=round(retry_in, 3) if retry_in is not None else None,
                 )

@@ -64,7 +64,7 @@ from runner.engine.supervisor import (
     LinkRetrying,
     ServerLink,
 )
-from runner.errors import CallTimeout, MalformedMessage, McpRunError
+from runner.errors import CallTimeout, MalformedMessage, McpRunError, first_line
 from runner.protocol.mcp import LogMessage as McpLogMessage
 from runner.protocol.mcp import Tool
 from runner.session import Session, SessionOptions
@@ -100,10 +100,6 @@ class Prior:
 
     in_doubt: str = "ask"
     fresh_steps: set[str] = field(default_factory=set)
-
-
-def _line(error: BaseException) -> str:
-    return str(error).split("\n", 1)[0]
 
 
 class Scheduler:
@@ -338,7 +334,7 @@ class Scheduler:
                 self._finish_step(ps, StepStatus.INTERRUPTED)
                 return
             except McpRunError as exc:
-                self._fail_step(ps, _line(exc), failure_kind(exc))
+                self._fail_step(ps, first_line(exc), failure_kind(exc))
                 return
         keep = ps.referenced
         results: list[Any] = [None] * len(items) if keep else []
@@ -541,7 +537,7 @@ class Scheduler:
                 )
             )
         elif isinstance(event, LinkLost):
-            self._log.record(SessionLost(server=event.server, error=_line(event.error)))
+            self._log.record(SessionLost(server=event.server, error=first_line(event.error)))
         elif isinstance(event, LinkRetrying):
             self._log.record(
                 SessionRetrying(
@@ -549,7 +545,7 @@ class Scheduler:
                     attempt=event.attempt,
                     delay_s=round(event.delay, 3),
                     remaining_s=round(event.remaining, 3),
-                    error=_line(event.error),
+                    error=first_line(event.error),
                 )
             )
         elif isinstance(event, LinkFailed):

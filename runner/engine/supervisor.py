@@ -41,7 +41,7 @@ from typing import Final
 import trio
 
 from runner.backoff import Backoff
-from runner.errors import ConnectFailed, McpRunError, NotDelivered, ProtocolError, TransportError
+from runner.errors import ConnectFailed, McpRunError, NotDelivered, ProtocolError, TransportError, first_line
 from runner.session import Session
 
 __all__ = [
@@ -354,12 +354,14 @@ class ServerLink:
         delay = self._policy.backoff.delay(self._failures)
         self._failures += 1
         if budget <= 0:
-            self._fail(ServerUnreachable(f"{self.name}: the connection was lost (reconnect: false): {_line(error)}"))
+            self._fail(
+                ServerUnreachable(f"{self.name}: the connection was lost (reconnect: false): {first_line(error)}")
+            )
             return False
         if now + delay > deadline:
             what = "could not connect" if first else "could not reconnect"
             waited = now - self._down_since
-            self._fail(ServerUnreachable(f"{self.name}: {what} for {waited:.1f}s, giving up: {_line(error)}"))
+            self._fail(ServerUnreachable(f"{self.name}: {what} for {waited:.1f}s, giving up: {first_line(error)}"))
             return False
         self._emit(LinkRetrying(self.name, self._failures, delay, deadline - now, error, first))
         with trio.move_on_after(delay):
@@ -371,7 +373,3 @@ class ServerLink:
         self._error = error
         self._move(LinkState.FAILED)
         self._emit(LinkFailed(self.name, error))
-
-
-def _line(error: BaseException) -> str:
-    return str(error).split("\n", 1)[0]

@@ -4,17 +4,12 @@ from __future__ import annotations
 
 from typing import Final
 
-from runner.errors import printable
+from runner.errors import first_line, printable
 from runner.protocol.jsonrpc import RequestId
 
 __all__ = ["QUOTE_CHARS", "first_line", "quote", "quote_id"]
 
 QUOTE_CHARS: Final = 160  # of a stray line shown in a warning or an error
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of ``exc``'s text (the rest, a server's stderr tail, is shown elsewhere)."""
-    return str(exc).split("\n", 1)[0]
 
 
 def quote(raw: bytes, *, quotes: bool = True) -> str:

@@ -44,10 +44,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
-    PlainSerializer,
     StringConstraints,
     WithJsonSchema,
     field_validator,
@@ -55,7 +53,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from runner.errors import WorkflowError
-from runner.workflow.durations import NO_LIMIT, parse_duration, parse_limit
+from runner.workflow.fields import Budget, Duration, Limit
 
 __all__ = [
     "IDENTIFIER",
@@ -88,88 +86,9 @@ SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "workflow.schema
 Loc = tuple[str | int, ...]
 
 _TEMPLATE_SCHEMA = r".*\$\{\{.*\}\}.*"
-_DURATION_TEXT = r"^\s*((\d+(\.\d+)?|\.\d+)(h|m|s|ms))+\s*$"
-
-
-def _duration(value: Any) -> Any:
-    if value is None:
-        return None
-    try:
-        return parse_duration(value)
-    except ValueError as exc:
-        raise PydanticCustomError("workflow", "{message}", {"message": str(exc)}) from None
-
-
-def _limit(value: Any) -> Any:
-    if value is None:
-        return None
-    try:
-        return parse_limit(value)
-    except ValueError as exc:
-        raise PydanticCustomError("workflow", "{message}", {"message": str(exc)}) from None
-
-
-def _budget(value: Any) -> Any:
-    if value is False:
-        return 0.0
-    if value is True:
-        raise PydanticCustomError(
-            "workflow", "{message}", {"message": "expected a duration such as 5m, or false (never reconnect)"}
-        )
-    return _duration(value)
-
-
-def _limit_text(value: float) -> float | str:
-    return NO_LIMIT if math.isinf(value) else value
-
-
 Identifier = Annotated[
     str,
     StringConstraints(pattern=IDENTIFIER.pattern),
-]
-Duration = Annotated[
-    float,
-    BeforeValidator(_duration),
-    WithJsonSchema(
-        {
-            "description": "Seconds (a number > 0) or a string with units: 90s, 10m, 1h, 500ms, 1h30m.",
-            "anyOf": [
-                {"type": "number", "exclusiveMinimum": 0},
-                {"type": "string", "pattern": _DURATION_TEXT},
-            ],
-        }
-    ),
-]
-
-
-Limit = Annotated[
-    float,
-    BeforeValidator(_limit),
-    PlainSerializer(_limit_text),
-    WithJsonSchema(
-        {
-            "description": "Seconds (a number > 0), a string with units (90s, 10m, 1h, 500ms), or `none` for no limit.",
-            "anyOf": [
-                {"type": "number", "exclusiveMinimum": 0},
-                {"type": "string", "pattern": _DURATION_TEXT},
-                {"const": NO_LIMIT},
-            ],
-        }
-    ),
-]
-Budget = Annotated[
-    float,
-    BeforeValidator(_budget),
-    WithJsonSchema(
-        {
-            "description": "How long to keep trying: seconds, a string with units (5m), or false (never).",
-            "anyOf": [
-                {"type": "number", "exclusiveMinimum": 0},
-                {"type": "string", "pattern": _DURATION_TEXT},
-                {"const": False},
-            ],
-        }
-    ),
 ]
 
 

@@ -6,7 +6,7 @@ that needs the whole file, collecting every problem before it raises (one
 
 * a server has exactly one of ``command`` (stdio) and ``url`` (HTTP); ``env``/``cwd`` only with a
   command, ``headers`` only with a url; server templates read only ``inputs`` and ``env``; a literal
-  ``url`` is ``http(s)://`` with a host and without credentials (see :func:`url_problem`);
+  ``url`` is ``http(s)://`` with a host and without credentials (see :func:`runner.workflow.urls.url_problem`);
 * a step's ``server`` names a server, ``needs`` name steps, ``key``/``concurrency`` only with
   ``for_each``, ``if`` and ``for_each`` are single templates;
 * every template compiles, and reads only what exists: ``inputs.<declared>``, ``steps.<id>.<field>``
@@ -23,14 +23,11 @@ each layer in declaration order. Everything here is linear in the size of the wo
 from __future__ import annotations
 
 import math
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from runner.errors import WorkflowError
-from runner.workflow.durations import format_duration
 from runner.workflow.model import Loc, Positions, Server, Step, Workflow, describe, raise_errors
 from runner.workflow.template import (
     Compiled,
@@ -43,6 +40,7 @@ from runner.workflow.template import (
     item_key,
     render_text,
 )
+from runner.workflow.urls import url_problem
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -54,8 +52,6 @@ __all__ = [
     "PlannedServer",
     "PlannedStep",
     "build_plan",
-    "render_plan_text",
-    "url_problem",
 ]
 
 # A call with no progress for this long ends in doubt (cancellation sent). Five times the 60 s the TypeScript
@@ -171,43 +167,6 @@ def _effective(step: float | None, server: float | None, default: float | None) 
     """The step's limit, else its server's, else ``default``; ``none`` (infinity) means no limit."""
     value = step if step is not None else server if server is not None else default
     return None if value is None or math.isinf(value) else value
-
-
-_CREDENTIALS_HINT = (
-    'put credentials in a header, from the environment: headers: {Authorization: "Bearer ${{ env.TOKEN }}"}'
-)
-
-
-def url_problem(url: str, credentials_hint: str = _CREDENTIALS_HINT) -> tuple[str, str | None] | None:
-    """What is wrong with a server URL known before the run, and a hint: None when it is ``http://`` or
-    ``https://`` with a host and no credentials. Messages never repeat the URL's user, password or query
-    (any of them may be a secret); ``credentials_hint`` says where credentials go instead."""
-    try:
-        parts = urlsplit(url)
-        _ = parts.port  # parsing it is the check
-    except ValueError as exc:
-        return f"invalid URL {_shown_url(url)!r}: {exc}", None
-    if parts.scheme.lower() not in ("http", "https"):
-        hint = f"start it with https:// or http://, as in https://{_shown_url(url)}" if "://" not in url else None
-        return f"expected an http:// or https:// URL, found {_shown_url(url)!r}", hint
-    if "@" in parts.netloc:
-        return (
-            "the URL carries credentials (user:password@); URLs are shown and logged, so mcp-run refuses them",
-            f"write {_shown_url(url)!r} and {credentials_hint}",
-        )
-    if not parts.hostname:
-        return f"the URL has no host: {_shown_url(url)!r}", "write http://HOST:PORT/PATH"
-    return None
-
-
-def _shown_url(url: str) -> str:
-    """``url`` without user, password, query and fragment."""
-    text = url.split("#", 1)[0].split("?", 1)[0]
-    scheme, sep, rest = text.partition("://")
-    if not sep:
-        scheme, rest = "", text
-    authority, slash, path = rest.partition("/")
-    return f"{scheme}{sep}{authority.rpartition('@')[2]}{slash}{path}"
 
 
 def _first_expression(compiled: Compiled) -> str | None:
@@ -546,73 +505,3 @@ def build_plan(workflow: Workflow, positions: Positions | None = None) -> Plan:
 
 # ---------------------------------------------------------------------------------------------------
 # Showing a plan
-
-
-def render_plan_text(plan: Plan) -> str:
-    """The text ``mcp-run plan FILE`` prints: servers, then each layer's steps, then outputs."""
-    title = plan.workflow.name or plan.file or "workflow"
-    count = len(plan.order)
-    lines = [
-        f"{title}: {count} step{'s' if count != 1 else ''} in {len(plan.layers)} "
-        f"layer{'s' if len(plan.layers) != 1 else ''}"
-    ]
-    if plan.servers:
-        lines.append("servers:")
-        for name, planned in plan.servers.items():
-            server = planned.server
-            where = shlex.join(server.command) if server.command is not None else f"{server.url}"
-            extra = f"max_concurrency {server.max_concurrency}"
-            if server.trust_annotations:
-                extra += ", trusts tool annotations"
-            lines.append(f"  {name}: {planned.transport} {where} ({extra})")
-    if plan.workflow.inputs:
-        lines.append("inputs:")
-        for name, declared in plan.workflow.inputs.items():
-            detail = declared.type + (", required" if declared.is_required else "")
-            if declared.secret:
-                detail += ", secret"
-            elif declared.has_default:
-                detail += f", default {render_text(declared.default) or 'null'}"
-            lines.append(f"  {name} ({detail})")
-    width = max((len(step_id) for step_id in plan.order), default=0)
-    for n, layer in enumerate(plan.layers, start=1):
-        lines.append(f"layer {n}:")
-        for step_id in layer:
-            lines.extend(_step_lines(plan, plan.steps[step_id], width))
-    if plan.workflow.outputs:
-        lines.append("outputs: " + ", ".join(plan.workflow.outputs))
-    if plan.env_names:
-        lines.append("environment read: " + ", ".join(sorted(plan.env_names)))
-    return "\n".join(lines) + "\n"
-
-
-def _step_lines(plan: Plan, step: PlannedStep, width: int) -> list[str]:
-    head = f"  {step.id:<{width}}  {step.server}/{step.tool}"
-    details: list[str] = []
-    if step.for_each is not None:
-        source = step.step.for_each
-        shown = source if isinstance(source, str) else f"{len(source)} listed items"
-        fan = f"fan-out over {shown}"
-        if step.concurrency is not None:
-            fan += f", concurrency {step.concurrency}"
-        details.append(fan)
-    if step.dependencies:
-        details.append("needs " + ", ".join(step.dependencies))
-    if step.condition is not None:
-        details.append(f"if {step.step.if_}")
-    if step.timeout is not None:
-        details.append(f"timeout {format_duration(step.timeout)}")
-    if step.idle_timeout is None:
-        details.append("no idle timeout")
-    elif step.idle_timeout != DEFAULT_IDLE_TIMEOUT:
-        details.append(f"idle timeout {format_duration(step.idle_timeout)}")
-    if step.idempotent:
-        details.append("idempotent: retried when the outcome is unknown")
-    elif plan.servers.get(step.server) is not None and plan.servers[step.server].server.trust_annotations:
-        details.append("not marked idempotent: retried only if the server's annotations say so")
-    else:
-        details.append("not idempotent: never re-sent when the outcome is unknown")
-    if step.continue_on_error:
-        details.append("continues on error")
-    pad = " " * (width + 4)
-    return [head, *(pad + detail for detail in details)]

@@ -1,0 +1,99 @@
+"""The field types of a workflow file for durations and limits: what they accept, how they are written back,
+and their JSON schema (:mod:`runner.workflow.model` uses them; :mod:`runner.workflow.durations` parses).
+
+- ``Duration``: seconds (a number > 0) or a string with units (``90s``, ``10m``, ``1h30m``, ``500ms``);
+- ``Limit``: a duration, or ``none`` for no limit (``math.inf``; written back as ``none``);
+- ``Budget``: a duration, or ``false`` for never (``0``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
+from pydantic_core import PydanticCustomError
+
+from runner.workflow.durations import NO_LIMIT, parse_duration, parse_limit
+
+__all__ = ["Budget", "Duration", "Limit"]
+
+_DURATION_TEXT = r"^\s*((\d+(\.\d+)?|\.\d+)(h|m|s|ms))+\s*$"
+
+
+def _duration(value: Any) -> Any:
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise PydanticCustomError("workflow", "{message}", {"message": str(exc)}) from None
+
+
+def _limit(value: Any) -> Any:
+    if value is None:
+        return None
+    try:
+        return parse_limit(value)
+    except ValueError as exc:
+        raise PydanticCustomError("workflow", "{message}", {"message": str(exc)}) from None
+
+
+def _budget(value: Any) -> Any:
+    if value is False:
+        return 0.0
+    if value is True:
+        raise PydanticCustomError(
+            "workflow", "{message}", {"message": "expected a duration such as 5m, or false (never reconnect)"}
+        )
+    return _duration(value)
+
+
+def _limit_text(value: float) -> float | str:
+    return NO_LIMIT if math.isinf(value) else value
+
+
+Duration = Annotated[
+    float,
+    BeforeValidator(_duration),
+    WithJsonSchema(
+        {
+            "description": "Seconds (a number > 0) or a string with units: 90s, 10m, 1h, 500ms, 1h30m.",
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0},
+                {"type": "string", "pattern": _DURATION_TEXT},
+            ],
+        }
+    ),
+]
+
+
+Limit = Annotated[
+    float,
+    BeforeValidator(_limit),
+    PlainSerializer(_limit_text),
+    WithJsonSchema(
+        {
+            "description": "Seconds (a number > 0), a string with units (90s, 10m, 1h, 500ms), or `none` for no limit.",
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0},
+                {"type": "string", "pattern": _DURATION_TEXT},
+                {"const": NO_LIMIT},
+            ],
+        }
+    ),
+]
+Budget = Annotated[
+    float,
+    BeforeValidator(_budget),
+    WithJsonSchema(
+        {
+            "description": "How long to keep trying: seconds, a string with units (5m), or false (never).",
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0},
+                {"type": "string", "pattern": _DURATION_TEXT},
+                {"const": False},
+            ],
+        }
+    ),
+]

@@ -1,0 +1,82 @@
+"""``mcp-run plan``: a plan as text, layer by layer, each step with its server, tool, fan-out, limits and
+retry safety."""
+
+from __future__ import annotations
+
+import shlex
+
+from runner.workflow.durations import format_duration
+from runner.workflow.plan import DEFAULT_IDLE_TIMEOUT, Plan, PlannedStep
+from runner.workflow.template import render_text
+
+__all__ = ["render_plan_text"]
+
+
+def render_plan_text(plan: Plan) -> str:
+    """The text ``mcp-run plan FILE`` prints: servers, then each layer's steps, then outputs."""
+    title = plan.workflow.name or plan.file or "workflow"
+    count = len(plan.order)
+    lines = [
+        f"{title}: {count} step{'s' if count != 1 else ''} in {len(plan.layers)} "
+        f"layer{'s' if len(plan.layers) != 1 else ''}"
+    ]
+    if plan.servers:
+        lines.append("servers:")
+        for name, planned in plan.servers.items():
+            server = planned.server
+            where = shlex.join(server.command) if server.command is not None else f"{server.url}"
+            extra = f"max_concurrency {server.max_concurrency}"
+            if server.trust_annotations:
+                extra += ", trusts tool annotations"
+            lines.append(f"  {name}: {planned.transport} {where} ({extra})")
+    if plan.workflow.inputs:
+        lines.append("inputs:")
+        for name, declared in plan.workflow.inputs.items():
+            detail = declared.type + (", required" if declared.is_required else "")
+            if declared.secret:
+                detail += ", secret"
+            elif declared.has_default:
+                detail += f", default {render_text(declared.default) or 'null'}"
+            lines.append(f"  {name} ({detail})")
+    width = max((len(step_id) for step_id in plan.order), default=0)
+    for n, layer in enumerate(plan.layers, start=1):
+        lines.append(f"layer {n}:")
+        for step_id in layer:
+            lines.extend(_step_lines(plan, plan.steps[step_id], width))
+    if plan.workflow.outputs:
+        lines.append("outputs: " + ", ".join(plan.workflow.outputs))
+    if plan.env_names:
+        lines.append("environment read: " + ", ".join(sorted(plan.env_names)))
+    return "\n".join(lines) + "\n"
+
+
+def _step_lines(plan: Plan, step: PlannedStep, width: int) -> list[str]:
+    head = f"  {step.id:<{width}}  {step.server}/{step.tool}"
+    details: list[str] = []
+    if step.for_each is not None:
+        source = step.step.for_each
+        shown = source if isinstance(source, str) else f"{len(source)} listed items"
+        fan = f"fan-out over {shown}"
+        if step.concurrency is not None:
+            fan += f", concurrency {step.concurrency}"
+        details.append(fan)
+    if step.dependencies:
+        details.append("needs " + ", ".join(step.dependencies))
+    if step.condition is not None:
+        details.append(f"if {step.step.if_}")
+    if step.timeout is not None:
+        details.append(f"timeout {format_duration(step.timeout)}")
+    if step.idle_timeout is None:
+        details.append("no idle timeout")
+    elif step.idle_timeout != DEFAULT_IDLE_TIMEOUT:
+        details.append(f"idle timeout {format_duration(step.idle_timeout)}")
+    if step.idempotent:
+        details.append("idempotent: retried when the outcome is unknown")
+    elif plan.servers.get(step.server) is not None and plan.servers[step.server].server.trust_annotations:
+        details.append("not marked idempotent: retried only if the server's annotations say so")
+    else:
+        details.append("not idempotent: never re-sent when the outcome is unknown")
+    if step.continue_on_error:
+        details.append("continues on error")
+    pad = " " * (width + 4)
+    return [head, *(pad + detail for detail in details)]
