@@ -374,13 +374,11 @@ class JournalTail:
 
     def __init__(self) -> None:
         self._pending = b""
-        self.offset = 0
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
         from runner.engine.events import encode
         from runner.engine.journal import parse_journal
 
-        self.offset += len(data)
         buffer = self._pending + data
         entries, end = parse_journal(buffer)
         self._pending = buffer[end:]

@@ -156,10 +156,6 @@ class EventLog:
         self.fsyncs = 0
 
     @property
-    def journaling(self) -> bool:
-        return self._fd is not None
-
-    @property
     def seq(self) -> int:
         return self._seq
 

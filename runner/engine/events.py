@@ -70,7 +70,7 @@ JOURNAL_FORMAT: Final = 1
 
 class FailureKind(enum.Enum):
     """How a call (or a step) failed. ``exit_code``: what a failure of this kind makes the run exit with;
-    ``in_doubt``: the server may have done the work; ``words``: how the console says it."""
+    ``in_doubt``: the server may have done the work."""
 
     NOT_SENT = "connection-before-send"
     OUTCOME_UNKNOWN = "outcome-unknown"
@@ -89,25 +89,21 @@ class FailureKind(enum.Enum):
     def in_doubt(self) -> bool:
         return _KIND_FACTS[self][1]
 
-    @property
-    def words(self) -> str:
-        return _KIND_FACTS[self][2]
-
     @classmethod
     def of(cls, value: str) -> FailureKind:
         """The kind named ``value``; ``KeyError`` for a name this version does not know."""
         return _KINDS[value]
 
 
-_KIND_FACTS: Final[dict[FailureKind, tuple[ExitCode, bool, str]]] = {
-    FailureKind.NOT_SENT: (ExitCode.UNREACHABLE, False, "not sent: server unreachable"),
-    FailureKind.OUTCOME_UNKNOWN: (ExitCode.OUTCOME_UNKNOWN, True, "outcome unknown"),
-    FailureKind.TIMEOUT: (ExitCode.OUTCOME_UNKNOWN, True, "timed out"),
-    FailureKind.CANCELLED: (ExitCode.OUTCOME_UNKNOWN, True, "cancelled"),
-    FailureKind.PROTOCOL_ERROR: (ExitCode.PROTOCOL, False, "protocol error"),
-    FailureKind.TOOL_ERROR: (ExitCode.FAILED, False, "tool error"),
-    FailureKind.SKIPPED_IN_DOUBT: (ExitCode.FAILED, False, "skipped in doubt"),
-    FailureKind.TEMPLATE_ERROR: (ExitCode.FAILED, False, "template error"),
+_KIND_FACTS: Final[dict[FailureKind, tuple[ExitCode, bool]]] = {
+    FailureKind.NOT_SENT: (ExitCode.UNREACHABLE, False),
+    FailureKind.OUTCOME_UNKNOWN: (ExitCode.OUTCOME_UNKNOWN, True),
+    FailureKind.TIMEOUT: (ExitCode.OUTCOME_UNKNOWN, True),
+    FailureKind.CANCELLED: (ExitCode.OUTCOME_UNKNOWN, True),
+    FailureKind.PROTOCOL_ERROR: (ExitCode.PROTOCOL, False),
+    FailureKind.TOOL_ERROR: (ExitCode.FAILED, False),
+    FailureKind.SKIPPED_IN_DOUBT: (ExitCode.FAILED, False),
+    FailureKind.TEMPLATE_ERROR: (ExitCode.FAILED, False),
 }
 _KINDS: Final[dict[str, FailureKind]] = {kind.value: kind for kind in FailureKind}
 

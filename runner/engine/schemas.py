@@ -25,10 +25,6 @@ SUMMARY_SCHEMA_PATH = ROOT / "schemas" / "summary.schema.json"
 JOURNAL_SCHEMA_PATH = ROOT / "schemas" / "journal-event.schema.json"
 
 
-class _Open(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
 class StepSummary(BaseModel):
     status: StepStatus
     reason: str | None = Field(None, description="Why a step was skipped or failed as a whole.")

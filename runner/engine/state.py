@@ -173,7 +173,6 @@ class RunState:
     run_id: str | None = None
     workflow: str | None = None
     workflow_hash: str | None = None
-    journal_format: int = 1
     inputs: dict[str, Any] = field(default_factory=dict)
     fingerprints: dict[str, str] = field(default_factory=dict)
     env_names: list[str] = field(default_factory=list)
@@ -380,7 +379,6 @@ class RunState:
             self.run_id = event.run_id
             self.workflow = event.workflow
             self.workflow_hash = event.workflow_hash
-            self.journal_format = event.journal or 1
             self.inputs = event.inputs
             self.fingerprints = event.fingerprints
             self.env_names = event.env
