@@ -23,6 +23,7 @@ from runner.errors import (
     NotDelivered,
     OutcomeUnknown,
     SessionExpired,
+    TransportError,
 )
 from runner.protocol.jsonrpc import ErrorResponse, decode
 from runner.transports.http.body import ACCEPT_POST, aclose_response, content_type, pump_body
@@ -104,55 +105,73 @@ class Poster:
         self._connection.end_session()
 
     async def _post_once(self, body: bytes, stream: Stream | None, initialize: bool) -> httpx2.Response:
+        """One POST: the response when it is accepted (2xx), else the error the classification table says."""
         headers = self._connection.headers(ACCEPT_POST, initialize=initialize)
         headers["Content-Type"] = "application/json"
         sent_session = headers.get("Mcp-Session-Id")
         if stream is not None:
             stream.session_id = sent_session
-        what = f"POST {self._name}"
         request = self._client.build_request("POST", self._url, content=body, headers=headers, timeout=self._timeout)
         try:
             response = await self._client.send(request, stream=True, follow_redirects=False)
         except (httpx2.TransportError, httpx2.InvalidURL) as exc:
-            action = classify_exception(exc).action
-            if action is Action.RETRY:
-                raise NotDelivered(f"{what}: could not connect: {_describe_exception(exc)}") from exc
-            if action is Action.MISCONFIGURED:
-                raise ConnectFailed(f"{what}: the request could not be sent: {exc!r}") from exc
-            raise OutcomeUnknown(f"{what}: the connection broke after the request may have been sent: {exc!r}") from exc
-        status = response.status_code
-        if 200 <= status < 300:
+            raise self._not_sent_or_lost(exc) from exc
+        if 200 <= response.status_code < 300:
             return response
         try:
             detail = await self._error_detail(response)
         finally:
             await aclose_response(response, self._params.close_timeout)
-        verdict = classify_status(status, carried_session=sent_session is not None, body=detail)
+        raise self._refused(response, detail, stream, sent_session, initialize)
+
+    def _not_sent_or_lost(self, exc: Exception) -> TransportError:
+        """What an exception raised while sending means (the table's first rows)."""
+        what = f"POST {self._name}"
+        action = classify_exception(exc).action
+        if action is Action.RETRY:
+            return NotDelivered(f"{what}: could not connect: {_describe_exception(exc)}")
+        if action is Action.MISCONFIGURED:
+            return ConnectFailed(f"{what}: the request could not be sent: {exc!r}")
+        return OutcomeUnknown(f"{what}: the connection broke after the request may have been sent: {exc!r}")
+
+    def _refused(
+        self,
+        response: httpx2.Response,
+        detail: str,
+        stream: Stream | None,
+        sent_session: str | None,
+        initialize: bool,
+    ) -> Exception:
+        """What a status other than 2xx means (the table's other rows); its cause is the ``HTTPStatusError``."""
+        what, status = f"POST {self._name}", response.status_code
         error = HTTPStatusError(
             f"{what}: server answered {status} {response.reason_phrase}{detail}",
             status_code=status,
             location=response.headers.get("location"),
         )
-        if verdict.action is Action.SESSION_EXPIRED:
+        action = classify_status(status, carried_session=sent_session is not None, body=detail).action
+        result: Exception = error
+        if action is Action.SESSION_EXPIRED:
             assert sent_session is not None
             if stream is not None:
                 self._connection.forget(stream)  # reported by SessionExpired, not by RequestLost
             self._connection.expire(sent_session)
-            raise SessionExpired(f"{what}: the server no longer knows our session ({status}{detail})") from error
-        if verdict.action is Action.RETRY_AFTER:
-            raise _RateLimited(error, parse_retry_after(response.headers.get("retry-after")))
-        if verdict.action is Action.IN_DOUBT and stream is not None and not initialize:
-            raise OutcomeUnknown(
-                f"{what}: server answered {status} before any event: the call may have run{detail}"
-            ) from error
-        if 300 <= status < 400:
-            error = HTTPStatusError(
+            result = SessionExpired(f"{what}: the server no longer knows our session ({status}{detail})")
+        elif action is Action.RETRY_AFTER:
+            return _RateLimited(error, parse_retry_after(response.headers.get("retry-after")))
+        elif action is Action.IN_DOUBT and stream is not None and not initialize:
+            result = OutcomeUnknown(f"{what}: server answered {status} before any event: the call may have run{detail}")
+        elif 300 <= status < 400:
+            return HTTPStatusError(
                 f"{what}: server redirected ({status}) to {error.location or '(no Location)'}; redirects are "
                 "not followed: configure the final URL",
                 status_code=status,
                 location=error.location,
             )
-        raise error
+        else:
+            return error
+        result.__cause__ = error
+        return result
 
     async def _error_detail(self, response: httpx2.Response) -> str:
         """A short description of an error body (a JSON-RPC error's message when there is one)."""
