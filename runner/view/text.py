@@ -150,7 +150,7 @@ def format_group(group: FailureGroup, *, label: str | None = None, limit: int = 
     ``not sent`` instead of ``failed`` when the server could not be reached (a resume runs them)."""
     first = group.first
     if label is None:
-        label = "not sent" if first.get("kind") == "connection-before-send" else "failed"
+        label = "not sent" if first.get("kind") == FailureKind.NOT_SENT.value else "failed"
     error = one_line(str(first.get("error") or "").split("\n", 1)[0], 200)
     if len(group.items) == 1:
         place = where(first.get("step"), first.get("item"))
