@@ -1,0 +1,1 @@
+"""Transports behind one small interface (:mod:`runner.transports.base`): stdio and Streamable HTTP."""
