@@ -24,7 +24,7 @@ from runner.session import Session, SessionOptions, open_session
 from runner.testing.memory import memory_transport_pair
 from runner.workflow.loader import parse_workflow, validate
 from runner.workflow.plan import Plan
-from tests.fake_server import FakeCall, FakeServer, text_result
+from tests.fakes.server import FakeCall, FakeServer, text_result
 from tests.support import folded
 
 Setup = Callable[[FakeServer], None]
