@@ -13,7 +13,7 @@ from runner.engine.eventlog import EventLog
 from runner.engine.events import SessionOpened, StepSkipped
 from runner.engine.outcome import summary
 from runner.engine.schemas import JOURNAL_SCHEMA_PATH, SUMMARY_SCHEMA_PATH, write_schemas
-from tests.test_scheduler import CHAIN, Harness, echo_tools, plan_of, run_plan
+from tests.harness import CHAIN, Harness, echo_tools, plan_of, run_plan
 
 SUMMARY_SCHEMA = json.loads(Path(SUMMARY_SCHEMA_PATH).read_text())
 EVENT_SCHEMA = json.loads(Path(JOURNAL_SCHEMA_PATH).read_text())
