@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_retry_failed import MODES, env
+from tests.e2e.support import MODES, environment_without_state_dir
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +54,7 @@ steps:
 def start(cwd: Path, args: list[str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "runner", *args, "--quiet"],
-        env=env(),
+        env=environment_without_state_dir(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_crash_resume import journal_events, run_and_kill_at, run_cli
+from tests.e2e.support import journal_events, run_and_kill_at, run_cli
 from tests.integration.peers import SDK_SERVER
 
 pytestmark = pytest.mark.integration

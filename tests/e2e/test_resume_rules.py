@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_crash_resume import environment, journal_events, run_and_kill_at, run_cli
-from tests.e2e.test_examples import ROOT
+from tests.e2e.support import ROOT, environment, journal_events, run_and_kill_at, run_cli
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import trio
 
-from tests.e2e.test_crash_resume import environment
+from tests.e2e.support import environment
 from tests.integration.peers import SDK_SERVER, RunningServer, everything_http_server, sdk_http_server
 
 pytestmark = pytest.mark.integration
