@@ -90,6 +90,7 @@ def dispatched_without_result(events: list[dict[str, Any]]) -> set[str]:
     return {k for k, t in last.items() if t == "item_dispatched"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill_at", [40, 400, 900])
 def test_idempotent_batch_survives_kills(tmp_path: Path, kill_at: int) -> None:
     workflow, count_file = write_workflow(tmp_path, idempotent=True)
@@ -113,6 +114,7 @@ def test_idempotent_batch_survives_kills(tmp_path: Path, kill_at: int) -> None:
     assert len(journal_events(tmp_path)) == len({e["seq"] for e in events})  # seq never reused
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill_at", [60, 500])
 def test_non_idempotent_batch_stops_on_items_in_doubt(tmp_path: Path, kill_at: int) -> None:
     workflow, count_file = write_workflow(tmp_path, idempotent=False)

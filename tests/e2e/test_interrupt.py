@@ -33,6 +33,7 @@ def types(events: list[dict[str, Any]]) -> list[str]:
     return [e["type"] for e in events]
 
 
+@pytest.mark.slow
 def test_first_sigint_drains_and_the_run_resumes(tmp_path: Path) -> None:
     workflow = write_slow_workflow(tmp_path)
     proc = start(tmp_path, workflow, "--grace", "30")

@@ -88,6 +88,7 @@ def test_output_file(tmp_path: Path) -> None:
     assert result.stderr == ""  # --quiet: nothing but errors
 
 
+@pytest.mark.slow
 def test_a_running_run_is_busy_for_a_second_process(tmp_path: Path) -> None:
     workflow = write_slow_workflow(tmp_path)
     proc = subprocess.Popen(
