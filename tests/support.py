@@ -1,4 +1,4 @@
-"""Helpers shared by tests: typed journal entries from short dicts, and folding them.
+"""Helpers shared by tests: typed journal entries from short dicts, folding them, and journal lines.
 
 ``entry({"type": "item_dispatched", "step": "s", "item": "k"}, seq=3)`` fills the fields a test does not care
 about (a server, a tool, a request id, ...) so that tests say only what matters to them; the result is
@@ -7,10 +7,11 @@ decoded like a journal line, so it is checked like one.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
-from runner.engine.events import Entry, decode
+from runner.engine.events import Entry, decode, encode
 from runner.engine.state import RunState
 
 TS = "2026-01-01T00:00:00.000Z"
@@ -66,7 +67,30 @@ def entries(items: Iterable[dict[str, Any]]) -> list[Entry]:
 
 
 def folded(items: Iterable[dict[str, Any] | Entry]) -> RunState:
+    """A RunState that applied ``items`` in order (dicts numbered 1, 2, 3, ... by position)."""
     state = RunState()
     for n, item in enumerate(items, start=1):
         state.apply(item if isinstance(item, Entry) else entry(item, seq=n))
     return state
+
+
+def journal_line(**event: Any) -> bytes:
+    """One journal line: ``event`` with the fields it leaves out filled in (as :func:`entry` does)."""
+    return json.dumps(encode(entry(event))).encode() + b"\n"
+
+
+def sample_journal() -> bytes:
+    """A journal of twelve lines: a run started, three items of step ``a`` succeeded (each with a progress
+    note), ``k4`` dispatched with no result (in doubt once its process is gone) and ``k5`` failed."""
+    parts = [journal_line(seq=1, type="run_started", run_id="r", workflow="/w.yaml", fingerprints={"a": "1"})]
+    seq = 2
+    for key in ("k1", "k2", "k3"):
+        parts.append(journal_line(seq=seq, type="item_dispatched", step="a", item=key, request_id=seq))
+        seq += 1
+        parts.append(journal_line(seq=seq, type="progress", step="a", item=key, progress=1))
+        seq += 1
+        parts.append(journal_line(seq=seq, type="item_succeeded", step="a", item=key, result={"content": []}))
+        seq += 1
+    parts.append(journal_line(seq=seq, type="item_dispatched", step="a", item="k4", request_id=seq))
+    parts.append(journal_line(seq=seq + 1, type="item_failed", step="a", item="k5", kind="tool-error", error="x"))
+    return b"".join(parts)

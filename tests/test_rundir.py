@@ -1,4 +1,5 @@
-"""Where runs are kept, how they are named on the command line, and one run at a time per workflow."""
+"""Run directories (:mod:`runner.engine.rundir`): one per run, locked while it runs, pruned; where runs are kept,
+how they are named on the command line, and one run at a time per workflow."""
 
 from __future__ import annotations
 
@@ -18,11 +19,16 @@ from runner.engine.rundir import (
     WorkflowBusy,
     WorkflowLock,
     find_run,
+    is_locked,
+    list_runs,
+    new_run_id,
+    prune,
     resolve_state_dir,
     runs_of,
     unfinished_runs,
 )
 from runner.errors import BusyError, UsageError
+from tests.support import journal_line, sample_journal
 
 
 @pytest.fixture(autouse=True)
@@ -208,3 +214,46 @@ def test_a_workflow_lock_waits_for_a_holder_that_is_still_deciding(tmp_path: Pat
     waiter.join(timeout=60)
     assert len(got) == 1
     got[0].release()
+
+
+# -- run directories -------------------------------------------------------------------------------
+
+
+def test_run_ids_sort_by_time() -> None:
+    ids = [new_run_id() for _ in range(5)]
+    assert ids == sorted(ids) and len(set(ids)) == 5
+
+
+def test_run_dir_permissions_lock_and_torn_tail(tmp_path: Path) -> None:
+    run = RunDir.create(tmp_path / "state")
+    assert oct(run.path.stat().st_mode & 0o777) == "0o700"
+    lock = run.lock()
+    with pytest.raises(BusyError) as info:
+        run.lock()
+    assert info.value.pid == os.getpid()
+    assert is_locked(run.path) == os.getpid()
+    run.journal.write_bytes(sample_journal() + b'{"seq": 99, "ty')
+    fd = run.open_for_append()
+    os.close(fd)
+    assert run.journal.read_bytes() == sample_journal()  # the torn tail was cut
+    assert run.read().last_seq == 12
+    lock.release()
+    assert is_locked(run.path) is None
+    summaries = list_runs(tmp_path / "state")
+    assert [s.status for s in summaries] == ["interrupted"]
+
+
+def test_prune_keeps_newest_finished_and_every_unfinished(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    runs = []
+    for i in range(5):
+        run = RunDir.create(state)
+        finished = i != 2
+        body = journal_line(seq=1, type="run_started", run_id=run.run_id)
+        if finished:
+            body += journal_line(seq=2, type="run_finished", status="succeeded", exit_code=0)
+        run.journal.write_bytes(body)
+        runs.append(run.run_id)
+    removed = prune(state, keep=2)
+    assert removed == [runs[0], runs[1]]
+    assert sorted(p.name for p in (state / "runs").iterdir()) == sorted([runs[2], runs[3], runs[4]])

@@ -27,7 +27,7 @@ from runner.protocol.mcp import LogMessage, Progress
 from runner.session import WARN_FIRST, Session, SessionOptions, SessionStats, open_session
 from runner.testing.memory import MemoryClientTransport, MemoryServerEnd, memory_transport_pair
 from runner.transports.base import RequestLost
-from tests.fake_server import FakeCall, FakeServer, text_result
+from tests.fakes.server import FakeCall, FakeServer, text_result
 
 
 @asynccontextmanager

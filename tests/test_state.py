@@ -45,6 +45,21 @@ def test_items_move_through_their_statuses_and_counts_follow() -> None:
     assert step.calls.keys() == {"flying"}  # in flight now
 
 
+def test_cancelled_and_timeout_are_in_doubt_tool_errors_are_not() -> None:
+    state = folded(
+        [
+            {"type": "item_dispatched", "step": "s", "item": "a"},
+            {"type": "item_failed", "step": "s", "item": "a", "kind": "cancelled"},
+            {"type": "item_dispatched", "step": "s", "item": "b"},
+            {"type": "item_failed", "step": "s", "item": "b", "kind": "timeout"},
+            {"type": "item_dispatched", "step": "s", "item": "c"},
+            {"type": "item_failed", "step": "s", "item": "c", "kind": "connection-before-send"},
+        ]
+    )
+    assert sorted(i.key for _, i in state.in_doubt()) == ["a", "b"]
+    assert state.steps["s"].items["c"].status == "failed"
+
+
 def test_a_later_record_decides_and_late_progress_is_ignored() -> None:
     state = folded(
         [

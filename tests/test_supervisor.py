@@ -25,7 +25,7 @@ from runner.engine.supervisor import (
 from runner.errors import ConnectFailed, HTTPStatusError, McpRunError, NotDelivered, UnsupportedProtocolVersion
 from runner.session import Session, open_session
 from runner.testing.memory import MemoryServerEnd, memory_transport_pair
-from tests.fake_server import FakeServer
+from tests.fakes.server import FakeServer
 
 NO_JITTER = Backoff(initial=0.5, maximum=30.0, jitter=0.0)
 

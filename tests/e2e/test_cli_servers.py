@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_examples import ROOT, mcp_run
+from tests.e2e.support import ROOT, mcp_run
 
 pytestmark = pytest.mark.integration
 

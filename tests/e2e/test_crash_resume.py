@@ -11,18 +11,15 @@ write-ahead order and the resume logic, not durability against power loss.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.test_examples import BIN, ROOT
+from tests.e2e.support import ROOT, environment, journal_events, run_and_kill_at
 
 pytestmark = pytest.mark.integration
 
@@ -75,55 +72,10 @@ def run_args(tmp: Path, workflow: Path, *extra: str) -> list[str]:
     ]
 
 
-def environment() -> dict[str, str]:
-    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-
-
-def run_cli(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``mcp-run ARGS`` as a subprocess in ``cwd``, output captured."""
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *args],
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-    )
-
-
-def journal_path(tmp: Path) -> Path | None:
-    found = list((tmp / "state" / "runs").glob("*/journal.jsonl")) if (tmp / "state" / "runs").exists() else []
-    return found[0] if found else None
-
-
-def run_and_kill_at(tmp: Path, args: list[str], lines: int) -> None:
-    """Start the runner and SIGKILL it once its journal has at least ``lines`` lines."""
-    proc = subprocess.Popen(args, env=environment(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp)
-    deadline = time.monotonic() + 60
-    try:
-        while proc.poll() is None and time.monotonic() < deadline:
-            path = journal_path(tmp)
-            if path is not None and path.read_bytes().count(b"\n") >= lines:
-                proc.send_signal(signal.SIGKILL)
-                break
-            time.sleep(0.002)  # polling a file another process writes; bounded by the deadline
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=30)
-
-
 def finish(tmp: Path, args: list[str]) -> tuple[int, dict[str, Any]]:
     result = subprocess.run(args, env=environment(), capture_output=True, text=True, timeout=120, cwd=tmp)
     assert "Traceback" not in result.stderr, result.stderr
     return result.returncode, json.loads(result.stdout) if result.stdout.strip() else {}
-
-
-def journal_events(tmp: Path) -> list[dict[str, Any]]:
-    path = journal_path(tmp)
-    assert path is not None
-    data = path.read_bytes()
-    return [json.loads(line) for line in data[: data.rfind(b"\n") + 1].splitlines()]
 
 
 def succeeded_keys(events: list[dict[str, Any]]) -> list[str]:
@@ -138,6 +90,7 @@ def dispatched_without_result(events: list[dict[str, Any]]) -> set[str]:
     return {k for k, t in last.items() if t == "item_dispatched"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill_at", [40, 400, 900])
 def test_idempotent_batch_survives_kills(tmp_path: Path, kill_at: int) -> None:
     workflow, count_file = write_workflow(tmp_path, idempotent=True)
@@ -161,6 +114,7 @@ def test_idempotent_batch_survives_kills(tmp_path: Path, kill_at: int) -> None:
     assert len(journal_events(tmp_path)) == len({e["seq"] for e in events})  # seq never reused
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill_at", [60, 500])
 def test_non_idempotent_batch_stops_on_items_in_doubt(tmp_path: Path, kill_at: int) -> None:
     workflow, count_file = write_workflow(tmp_path, idempotent=False)

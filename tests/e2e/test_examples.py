@@ -4,7 +4,6 @@ and Streamable HTTP. Real processes, so the real clock, each bounded by a timeou
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -15,26 +14,9 @@ import jsonschema
 import pytest
 
 from runner.engine.schemas import JOURNAL_SCHEMA_PATH, SUMMARY_SCHEMA_PATH
-
-ROOT = Path(__file__).resolve().parents[2]
-WORKFLOWS = ROOT / "workflows"
-BIN = Path(sys.executable).parent
+from tests.e2e.support import ROOT, WORKFLOWS, mcp_run
 
 pytestmark = pytest.mark.integration
-
-
-def mcp_run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", **(env or {})}
-    full_env.pop("MCP_RUN_STATE_DIR", None)
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=timeout,
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 def test_convert_docs_over_stdio(tmp_path: Path) -> None:

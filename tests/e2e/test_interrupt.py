@@ -13,32 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_crash_resume import environment, journal_events, journal_path, run_cli
-from tests.e2e.test_examples import ROOT
+from tests.e2e.support import environment, journal_events, run_cli, wait_for_dispatches, write_slow_workflow
 
 pytestmark = pytest.mark.integration
-
-
-def write_workflow(tmp: Path) -> Path:
-    workflow = tmp / "slow.yaml"
-    workflow.write_text(
-        f"""
-version: 1
-servers:
-  peer:
-    command: [{json.dumps(sys.executable)}, {json.dumps(str(ROOT / "tests/peers/sdk_server.py"))}, stdio]
-inputs:
-  items: {{type: array, default: [1, 2, 3, 4, 5, 6]}}
-steps:
-  each:
-    server: peer
-    tool: slow
-    for_each: ${{{{ inputs.items }}}}
-    concurrency: 2
-    args: {{steps: 10, delay: 0.3}}
-"""
-    )
-    return workflow
 
 
 def start(tmp: Path, workflow: Path, *extra: str) -> subprocess.Popen[str]:
@@ -52,22 +29,13 @@ def start(tmp: Path, workflow: Path, *extra: str) -> subprocess.Popen[str]:
     )
 
 
-def wait_for_dispatches(tmp: Path, n: int) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        path = journal_path(tmp)
-        if path is not None and path.read_bytes().count(b'"item_dispatched"') >= n:
-            return
-        time.sleep(0.01)  # polling a file another process writes; bounded
-    raise AssertionError("the runner never dispatched")
-
-
 def types(events: list[dict[str, Any]]) -> list[str]:
     return [e["type"] for e in events]
 
 
+@pytest.mark.slow
 def test_first_sigint_drains_and_the_run_resumes(tmp_path: Path) -> None:
-    workflow = write_workflow(tmp_path)
+    workflow = write_slow_workflow(tmp_path)
     proc = start(tmp_path, workflow, "--grace", "30")
     wait_for_dispatches(tmp_path, 2)
     proc.send_signal(signal.SIGINT)
@@ -90,7 +58,7 @@ def test_first_sigint_drains_and_the_run_resumes(tmp_path: Path) -> None:
 
 
 def test_second_signal_cancels_calls_in_flight(tmp_path: Path) -> None:
-    workflow = write_workflow(tmp_path)
+    workflow = write_slow_workflow(tmp_path)
     proc = start(tmp_path, workflow, "--grace", "30")
     wait_for_dispatches(tmp_path, 2)
     proc.send_signal(signal.SIGINT)
@@ -107,7 +75,7 @@ def test_second_signal_cancels_calls_in_flight(tmp_path: Path) -> None:
 
 
 def test_sigterm_exit_code(tmp_path: Path) -> None:
-    workflow = write_workflow(tmp_path)
+    workflow = write_slow_workflow(tmp_path)
     proc = start(tmp_path, workflow, "--grace", "0.5")
     wait_for_dispatches(tmp_path, 2)
     proc.send_signal(signal.SIGTERM)

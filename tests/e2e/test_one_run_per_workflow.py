@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_retry_failed import MODES, env
+from tests.e2e.support import MODES, environment_without_state_dir
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +54,7 @@ steps:
 def start(cwd: Path, args: list[str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "runner", *args, "--quiet"],
-        env=env(),
+        env=environment_without_state_dir(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -93,6 +93,7 @@ def check(codes: list[tuple[int, str]], touched: int, count: Path, label: str) -
 FRESH_FLAGS = {"plain": [], "--resume": ["--resume"], "--new-run": ["--new-run"]}
 
 
+@pytest.mark.slow
 def test_two_invocations_on_a_fresh_workflow_make_one_run(tmp_path: Path) -> None:
     pairs = [*itertools.product(FRESH_FLAGS, repeat=2), ("--retry-failed", "plain"), ("--resume", "--retry-failed")]
     for trial in range(TRIALS_FRESH):
@@ -124,6 +125,7 @@ def open_run(folder: Path, workflow: Path, template: Path) -> str:
     return journal.parent.name
 
 
+@pytest.mark.slow
 def test_two_invocations_with_an_unfinished_run_continue_it_once(tmp_path: Path) -> None:
     count, gate = tmp_path / "count.txt", tmp_path / "gate"
     workflow = write_workflow(tmp_path / "workflows", count, gate)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_crash_resume import journal_events, run_and_kill_at, run_cli
+from tests.e2e.support import journal_events, run_and_kill_at, run_cli
 from tests.integration.peers import SDK_SERVER
 
 pytestmark = pytest.mark.integration
@@ -68,6 +68,7 @@ def run_ids(tmp: Path) -> list[str]:
     return sorted(p.name for p in (tmp / "state" / "runs").iterdir())
 
 
+@pytest.mark.slow
 def test_a_call_that_times_out_keeps_the_run_open_until_decided(tmp_path: Path) -> None:
     items = ["a", "b", "hang", "c", "d"]
     workflow, count_file = write(tmp_path, items=items, step_extra="    idle_timeout: 1s")
@@ -98,6 +99,7 @@ def test_a_call_that_times_out_keeps_the_run_open_until_decided(tmp_path: Path) 
     assert code == 5 and len(run_ids(tmp_path)) == 2, stderr  # in which "hang" is called (and hangs) afresh
 
 
+@pytest.mark.slow
 def test_a_server_that_cannot_start_at_resume_leaves_the_run_open(tmp_path: Path) -> None:
     items = [f"k{i:02d}" for i in range(30)]
     workflow, count_file = write(tmp_path, items=items)

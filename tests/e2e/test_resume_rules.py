@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_crash_resume import environment, journal_events, run_and_kill_at, run_cli
-from tests.e2e.test_examples import ROOT
+from tests.e2e.support import ROOT, environment, journal_events, run_and_kill_at, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -68,6 +67,7 @@ def mcp_run(tmp: Path, *args: str, token: str | None = SECRET) -> subprocess.Com
     )
 
 
+@pytest.mark.slow
 def test_secrets_never_written_and_resume_uses_recorded_inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     workflow = write_workflow(tmp_path)
     items = "items=[0,1,2,3,4,5,6,7,8,9,10,11]"
@@ -98,6 +98,7 @@ def test_secrets_never_written_and_resume_uses_recorded_inputs(tmp_path: Path, m
             assert SECRET not in content and "hunter2-hunter2" not in content
 
 
+@pytest.mark.slow
 def test_changed_workflow_is_refused_unless_allowed(tmp_path: Path) -> None:
     workflow = write_workflow(tmp_path)
     args = [sys.executable, "-m", "runner", str(workflow), "--state-dir", str(tmp_path / "state"),

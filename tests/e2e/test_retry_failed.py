@@ -21,11 +21,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_crash_resume import environment
+from tests.e2e.support import MODES, environment_without_state_dir
 
 pytestmark = pytest.mark.integration
 
-MODES = Path(__file__).resolve().parents[1] / "fakes" / "mcp_modes.py"
 KEYS = [f"k{i:02d}" for i in range(20)]
 FLAKY = ["k03", "k07", "k11"]
 
@@ -49,15 +48,14 @@ def fan_out(keys: list[str], extra: str = "") -> str:
 {extra}"""
 
 
-def env() -> dict[str, str]:
-    values = environment()
-    values.pop("MCP_RUN_STATE_DIR", None)
-    return values
-
-
 def mcp_run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "runner", *args], env=env(), capture_output=True, text=True, timeout=120, cwd=cwd
+        [sys.executable, "-m", "runner", *args],
+        env=environment_without_state_dir(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
     )
 
 
@@ -151,7 +149,7 @@ def test_the_printed_resume_command_after_an_interrupt_resumes_the_run(tmp_path:
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "runner", "workflows/batch.yaml", "--grace", "60"],
-        env=env(),
+        env=environment_without_state_dir(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

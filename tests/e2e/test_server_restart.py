@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import trio
 
-from tests.e2e.test_crash_resume import environment
+from tests.e2e.support import environment
 from tests.integration.peers import SDK_SERVER, RunningServer, everything_http_server, sdk_http_server
 
 pytestmark = pytest.mark.integration
@@ -120,6 +120,7 @@ def everything(port: int) -> AbstractAsyncContextManager[RunningServer]:
     return everything_http_server(port=port)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("idempotent", [True, False])
 async def test_server_everything_restarted_mid_run(tmp_path: Path, idempotent: bool) -> None:
     async with everything_http_server() as first:
@@ -135,6 +136,7 @@ async def test_server_everything_restarted_mid_run(tmp_path: Path, idempotent: b
     check_outcome(tmp_path, code, summary, stderr, idempotent)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("idempotent", [True, False])
 async def test_official_sdk_server_restarted_mid_run(tmp_path: Path, idempotent: bool) -> None:
     count_file = tmp_path / "executions.txt"  # what the server ran, across both of its lives

@@ -10,9 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_crash_resume import environment, journal_path, run_cli
-from tests.e2e.test_examples import WORKFLOWS, mcp_run
-from tests.e2e.test_interrupt import wait_for_dispatches, write_workflow
+from tests.e2e.support import (
+    WORKFLOWS,
+    environment,
+    journal_path,
+    mcp_run,
+    run_cli,
+    wait_for_dispatches,
+    write_slow_workflow,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -82,8 +88,9 @@ def test_output_file(tmp_path: Path) -> None:
     assert result.stderr == ""  # --quiet: nothing but errors
 
 
+@pytest.mark.slow
 def test_a_running_run_is_busy_for_a_second_process(tmp_path: Path) -> None:
-    workflow = write_workflow(tmp_path)
+    workflow = write_slow_workflow(tmp_path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "runner", str(workflow), "--state-dir", str(tmp_path / "state"), "--quiet"],
         env=environment(),

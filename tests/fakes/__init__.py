@@ -1,5 +1,12 @@
-"""Fake MCP servers. ``stdio_*.py`` are standalone scripts (standard library only) that misbehave on purpose;
-``fake_command`` turns one into an argv list."""
+"""The test doubles: fake MCP servers.
+
+- ``server.py``: a scripted MCP server over the in-memory transport (:mod:`runner.testing.memory`), built on our
+  own JSON-RPC core; tests import :class:`tests.fakes.server.FakeServer` and give it tool handlers.
+- ``stdio_*.py`` and ``mcp_modes.py``: standalone scripts (standard library only) run as child processes, some
+  misbehaving on purpose; ``fake_command`` turns one into an argv list.
+
+Real peers (the official SDK's server, server-everything) are not fakes: ``tests/peers/`` and
+``tests/integration/peers.py`` start them for the integration and end-to-end tests."""
 
 from __future__ import annotations
 

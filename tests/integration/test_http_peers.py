@@ -293,6 +293,7 @@ def _port(url: str) -> int:
     return port
 
 
+@pytest.mark.slow
 async def test_everything_http_cut_stream_never_reposts_and_never_hangs() -> None:
     """The POST stream of a long call is cut after two progress notifications. server-everything's
     resumption is known to be defective (tests/../docs/peers.md): the call must end with its result or as

@@ -9,11 +9,9 @@ from typing import Any
 import jsonschema
 import trio
 
-from runner.engine.eventlog import EventLog
-from runner.engine.events import SessionOpened, StepSkipped
 from runner.engine.outcome import summary
 from runner.engine.schemas import JOURNAL_SCHEMA_PATH, SUMMARY_SCHEMA_PATH, write_schemas
-from tests.test_scheduler import CHAIN, Harness, echo_tools, plan_of, run_plan
+from tests.harness import CHAIN, Harness, echo_tools, plan_of, run_plan
 
 SUMMARY_SCHEMA = json.loads(Path(SUMMARY_SCHEMA_PATH).read_text())
 EVENT_SCHEMA = json.loads(Path(JOURNAL_SCHEMA_PATH).read_text())
@@ -33,13 +31,3 @@ async def test_real_summary_and_events_validate(autojump_clock: trio.abc.Clock) 
         errors = list(validator.iter_errors(event))
         assert not errors, (event, errors[0].message)
     assert {e["type"] for e in events} >= {"session_opened", "step_started", "item_dispatched", "item_succeeded"}
-
-
-def test_event_log_numbers_and_stamps_entries() -> None:
-    log = EventLog(None)
-    seen: list[Any] = []
-    log.subscribe(seen.append)
-    log.record(StepSkipped(step="a", reason="x"))
-    log.record(SessionOpened(server="s", protocol_version=None, server_info={}))
-    assert [e.seq for e in seen] == [1, 2] and all(e.ts.endswith("Z") for e in seen)
-    assert isinstance(seen[0].event, StepSkipped)

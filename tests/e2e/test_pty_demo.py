@@ -88,6 +88,7 @@ def run_under_pty(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int,
     return code, b"".join(chunks).decode("utf-8", "replace"), b"".join(out)
 
 
+@pytest.mark.slow
 def test_demo_under_a_terminal_shows_bars_counts_and_a_log_line(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()

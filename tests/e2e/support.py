@@ -1,0 +1,132 @@
+"""Helpers shared by the end-to-end tests: ``mcp-run`` as a subprocess, and its journal read from disk.
+
+Each test gets its own folder (``tmp_path``) and keeps its runs in ``<tmp>/state`` (``--state-dir``) unless it
+tests where runs are kept by default. The subprocesses run on the real clock, so every wait here is bounded
+(a subprocess timeout or a deadline on a polling loop); nothing sleeps to wait for readiness.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+"""The repository's root: ``mcp_run`` runs there, and workflows name the test peers by paths under it."""
+WORKFLOWS = ROOT / "workflows"
+"""The example workflows."""
+BIN = Path(sys.executable).parent
+"""The test interpreter's scripts directory, put first on the subprocesses' PATH (``mcp-run`` itself)."""
+MODES = ROOT / "tests" / "fakes" / "mcp_modes.py"
+"""The stdio fake server whose behaviour is chosen by its first argument (its docstring lists the modes)."""
+
+
+def environment() -> dict[str, str]:
+    """The test's environment with :data:`BIN` first on PATH."""
+    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def environment_without_state_dir() -> dict[str, str]:
+    """:func:`environment` without ``MCP_RUN_STATE_DIR``: runs are kept where mcp-run keeps them by default."""
+    values = environment()
+    values.pop("MCP_RUN_STATE_DIR", None)
+    return values
+
+
+def mcp_run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``mcp-run ARGS`` as a subprocess in :data:`ROOT`, stdin closed, output captured; ``env`` is added to the
+    test's environment (without ``MCP_RUN_STATE_DIR``)."""
+    full_env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", **(env or {})}
+    full_env.pop("MCP_RUN_STATE_DIR", None)
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def run_cli(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``mcp-run ARGS`` as a subprocess in ``cwd``, output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *args],
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
+
+
+def journal_path(tmp: Path) -> Path | None:
+    """The journal of the run kept in ``<tmp>/state`` (the first found), or None before there is one."""
+    found = list((tmp / "state" / "runs").glob("*/journal.jsonl")) if (tmp / "state" / "runs").exists() else []
+    return found[0] if found else None
+
+
+def journal_events(tmp: Path) -> list[dict[str, Any]]:
+    """The complete lines of the journal in ``<tmp>/state``, decoded (a torn last line is left out)."""
+    path = journal_path(tmp)
+    assert path is not None
+    data = path.read_bytes()
+    return [json.loads(line) for line in data[: data.rfind(b"\n") + 1].splitlines()]
+
+
+def run_and_kill_at(tmp: Path, args: list[str], lines: int) -> None:
+    """Start the runner and SIGKILL it once its journal has at least ``lines`` lines."""
+    proc = subprocess.Popen(args, env=environment(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp)
+    deadline = time.monotonic() + 60
+    try:
+        while proc.poll() is None and time.monotonic() < deadline:
+            path = journal_path(tmp)
+            if path is not None and path.read_bytes().count(b"\n") >= lines:
+                proc.send_signal(signal.SIGKILL)
+                break
+            time.sleep(0.002)  # polling a file another process writes; bounded by the deadline
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+
+
+def write_slow_workflow(tmp: Path) -> Path:
+    """``<tmp>/slow.yaml``: six calls of the SDK peer's ``slow`` tool (about 3 s each), two at a time, so a test
+    can act while calls are in flight."""
+    workflow = tmp / "slow.yaml"
+    workflow.write_text(
+        f"""
+version: 1
+servers:
+  peer:
+    command: [{json.dumps(sys.executable)}, {json.dumps(str(ROOT / "tests/peers/sdk_server.py"))}, stdio]
+inputs:
+  items: {{type: array, default: [1, 2, 3, 4, 5, 6]}}
+steps:
+  each:
+    server: peer
+    tool: slow
+    for_each: ${{{{ inputs.items }}}}
+    concurrency: 2
+    args: {{steps: 10, delay: 0.3}}
+"""
+    )
+    return workflow
+
+
+def wait_for_dispatches(tmp: Path, n: int) -> None:
+    """Wait (30 s at most) until the journal in ``<tmp>/state`` records ``n`` dispatches."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        path = journal_path(tmp)
+        if path is not None and path.read_bytes().count(b'"item_dispatched"') >= n:
+            return
+        time.sleep(0.01)  # polling a file another process writes; bounded
+    raise AssertionError("the runner never dispatched")
