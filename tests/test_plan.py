@@ -11,10 +11,11 @@ from hypothesis import strategies as st
 
 from runner.errors import WorkflowError
 from runner.workflow.context import fanout_view, item_entry, make_context, step_view
+from runner.workflow.keys import default_key
 from runner.workflow.model import Workflow, WorkflowErrors
 from runner.workflow.plan import Plan, build_plan
 from runner.workflow.plantext import render_plan_text
-from runner.workflow.template import TemplateError, item_key
+from runner.workflow.template import TemplateError
 from runner.workflow.urls import url_problem
 
 SERVERS = {"fs": {"command": ["server-fs"], "timeout": "30s"}, "web": {"url": "http://localhost/mcp"}}
@@ -264,7 +265,9 @@ class TestRendering:
         assert conv.render_key(per_item) == "b.md"
         plain = p.steps["plain"]
         assert plain.render_items(context) == ["x", {"y": 1}]
-        assert plain.render_key({**context, "item": {"y": 1}}) == item_key({"y": 1})
+        assert plain.render_key({**context, "item": {"y": 1}}) == default_key({"y": 1})
+        assert plain.render_key({**context, "item": "x"}) == "x"
+        assert plain.render_key({**context, "item": "x"}, full_hash=True) == default_key("x", full_hash=True)
 
     def test_render_failures_are_template_errors(self) -> None:
         p = plan({"ls": call(), "conv": call(for_each="${{ steps.ls.text }}", key="${{ item.k }}")})

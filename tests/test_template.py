@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from typing import Any
 
 import pytest
@@ -19,7 +18,6 @@ from runner.workflow.template import (
     TemplateSyntaxError,
     compile_value,
     is_truthy,
-    item_key,
     render_text,
 )
 
@@ -237,13 +235,6 @@ class TestViews:
         ctx = make_context(inputs={}, env={}, steps={"c": view})
         assert compile_value("${{ steps.c.results[*].json.files[0] }}").render(ctx) == ["a.md"]
         assert compile_value("${{ steps.c.results[?status == 'succeeded'] | length(@) }}").render(ctx) == 1
-
-
-def test_item_key_is_sha256_of_canonical_json() -> None:
-    item = {"b": 1, "a": "é"}
-    canonical = '{"a":"é","b":1}'
-    assert item_key(item) == hashlib.sha256(canonical.encode()).hexdigest()
-    assert item_key({"a": "é", "b": 1}) == item_key(item)
 
 
 def test_truthiness_and_text() -> None:

@@ -117,7 +117,9 @@ def test_github_error_escapes_workflow_command_values() -> None:
 
 def test_failure_and_log_lines_name_step_and_item() -> None:
     failure = {"step": "convert", "item": "/a/very/long/path/to/some/file.md", "kind": "tool-error", "error": "x"}
-    assert format_failure(failure) == "error convert[…ng/path/to/some/file.md]: tool-error: x"
+    assert format_failure(failure) == "error convert[/a/very/long/path/to/some/file.md]: tool-error: x"
+    longer = {**failure, "item": "/an/even/longer/path/that/a/key/template/gave/file.md"}
+    assert format_failure(longer) == "error convert[…r/path/that/a/key/template/gave/file.md]: tool-error: x"
     doubt = {"step": "s", "item": "", "kind": "timeout", "error": "no answer"}
     assert format_failure(doubt) == "in doubt s: timeout: no answer"
     log = {"server": "docs", "level": "warning", "logger": "conv", "step": "convert", "item": "a.md", "data": "hm"}

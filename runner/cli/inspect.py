@@ -41,7 +41,6 @@ __all__ = [
 
 RECORD_VERSION = 1
 LOG_TAIL = 50  # `show` prints the last LOG_TAIL log messages; `logs` prints them all
-KEY = 80  # item keys are cut to this many characters in text (the JSON has them whole)
 
 
 # -- reading a run ------------------------------------------------------------------------------------------
@@ -286,7 +285,7 @@ def render_show(record: dict[str, Any], *, resume: str | None = None, logs_comma
             if failure.get("server") is not None:
                 head = f"server {failure['server']}: {failure['kind']}"
             else:
-                head = f"{where(failure['step'], failure['item'], KEY)}: {failure['kind']}"
+                head = f"{where(failure['step'], failure['item'])}: {failure['kind']}"
             lines.append(f"  {head}")
             lines.append(_indent(failure["error"]))
     if record["running"]:
@@ -294,7 +293,7 @@ def render_show(record: dict[str, Any], *, resume: str | None = None, logs_comma
         lines.append(f"running ({len(record['running'])}): calls in flight")
         for item in record["running"]:
             sent = f"dispatched {_when(item['dispatched_at'])}, attempt {item['attempts']}"
-            lines.append(f"  {where(item['step'], item['item'], KEY)}: {sent}")
+            lines.append(f"  {where(item['step'], item['item'])}: {sent}")
     if record["in_doubt"]:
         lines.append("")
         lines.append(f"in doubt ({len(record['in_doubt'])}): the server may or may not have run these calls")
@@ -304,7 +303,7 @@ def render_show(record: dict[str, Any], *, resume: str | None = None, logs_comma
                 what = f"{item['kind']} ({sent}): {one_line(item['error'], 200)}"
             else:
                 what = f"no outcome recorded ({sent})"
-            lines.append(f"  {where(item['step'], item['item'], KEY)}: {what}")
+            lines.append(f"  {where(item['step'], item['item'])}: {what}")
         if record["status"] != "running":
             lines.append("  check them on the server, then resume with one of:")
             lines.append(f"    {resume} --rerun-in-doubt    # call them again")
@@ -322,7 +321,7 @@ def render_show(record: dict[str, Any], *, resume: str | None = None, logs_comma
         more = f", the last {len(shown)} (all: {logs_command})" if len(shown) < len(logs) else ""
         lines.append(f"server log ({len(logs)} messages{more})")
         for event in shown:
-            lines.append(f"  {_time_of(event.get('ts'))} {format_log(event, KEY)}")
+            lines.append(f"  {_time_of(event.get('ts'))} {format_log(event)}")
     return "\n".join(lines)
 
 
@@ -339,12 +338,12 @@ def format_event(event: dict[str, Any]) -> str | None:
     kind = event.get("type")
     when = _time_of(event.get("ts"))
     if kind == "log":
-        return f"{when} {format_log(event, KEY)}"
+        return f"{when} {format_log(event)}"
     if kind == "progress":
         total = event.get("total")
         amount = _num(event.get("progress")) + (f"/{_num(total)}" if total else "")
         message = f" {one_line(event['message'], 200)}" if event.get("message") else ""
-        return f"{when} progress {where(event.get('step'), event.get('item'), KEY)} {amount}{message}"
+        return f"{when} progress {where(event.get('step'), event.get('item'))} {amount}{message}"
     if kind in ("run_started", "run_resumed", "run_finished", "run_stopped", "run_interrupted"):
         status = f" {event['status']}" if event.get("status") else ""
         return f"{when} {kind.replace('_', ' ')}{status}"

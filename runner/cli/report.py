@@ -134,7 +134,7 @@ def report(outcome: Outcome, options: ReportOptions, console: Console, *, state_
             print(masker.mask(json.dumps(outcome.outputs, indent=2, ensure_ascii=False)))
     if outcome.blocked or outcome.in_doubt:
         rows = "\n".join(
-            f"  {where(d['step'], d.get('item'), 40)}: {d.get('kind')}"
+            f"  {where(d['step'], d.get('item'))}: {d.get('kind')}"
             + (f", dispatched {d['dispatched_at']}" if d.get("dispatched_at") else "")
             for d in outcome.in_doubt[:50]
         )

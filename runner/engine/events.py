@@ -61,8 +61,10 @@ __all__ = [
     "event_adapter",
 ]
 
-JOURNAL_FORMAT: Final = 1
-"""The journal format this version writes and reads (``run_started.journal``; absent means 1)."""
+JOURNAL_FORMAT: Final = 2
+"""The journal format this version writes (``run_started.journal``; absent means 1). It reads every format
+up to this one. Format 2 keys a fan-out item without a ``key`` by a readable label instead of its full
+SHA-256 (:mod:`runner.workflow.keys`); a format-1 run keeps its keys when it resumes."""
 
 
 # -- vocabularies -------------------------------------------------------------------------------------------

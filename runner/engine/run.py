@@ -36,7 +36,16 @@ import trio
 from runner._trio import single_error
 from runner.engine.decide import InDoubt, RunInfo, choose_run, resume_plan
 from runner.engine.eventlog import EventLog, JournalWriteError, Masker
-from runner.engine.events import Entry, RunFinished, RunInterrupted, RunResumed, RunStarted, RunStatus, RunStopped
+from runner.engine.events import (
+    JOURNAL_FORMAT,
+    Entry,
+    RunFinished,
+    RunInterrupted,
+    RunResumed,
+    RunStarted,
+    RunStatus,
+    RunStopped,
+)
 from runner.engine.journal import peek_journal
 from runner.engine.outcome import Outcome
 from runner.engine.retry import RetryPolicy
@@ -396,6 +405,7 @@ async def _drive(
                     fingerprints=prepared.fingerprints,
                     env=sorted(name for name, value in prepared.env.items() if value is not None),
                     pid=os.getpid(),
+                    journal=JOURNAL_FORMAT,
                 )
             )
         else:

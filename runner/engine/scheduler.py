@@ -68,7 +68,7 @@ from runner.errors import CallTimeout, MalformedMessage, McpRunError, first_line
 from runner.protocol.mcp import LogMessage as McpLogMessage
 from runner.protocol.mcp import Tool
 from runner.session import Session, SessionOptions
-from runner.workflow.context import fanout_view, item_entry, make_context, step_view
+from runner.workflow.context import fanout_view, identified, item_entry, make_context, step_view
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECONNECT, Plan, PlannedStep
 from runner.workflow.template import TemplateError
 
@@ -350,7 +350,7 @@ class Scheduler:
                 entry = await self._item(ps, index if ps.fan_out else None, items[index], keys[index])
                 if keep:
                     if ps.fan_out:
-                        results[index] = entry
+                        results[index] = identified(entry, items[index], keys[index], index)
                     else:
                         single = entry
 
@@ -388,7 +388,7 @@ class Scheduler:
         keys: list[str] = []
         seen: dict[str, int] = {}
         for index, item in enumerate(items):
-            key = ps.render_key(self._context(item, index))
+            key = ps.render_key(self._context(item, index), full_hash=self._state.journal_format < 2)
             first = seen.setdefault(key, index)
             if first != index:
                 raise TemplateError(

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from runner.engine.events import (
+    JOURNAL_FORMAT,
     Entry,
     FailureKind,
     ItemDispatched,
@@ -176,6 +177,7 @@ class RunState:
     inputs: dict[str, Any] = field(default_factory=dict)
     fingerprints: dict[str, str] = field(default_factory=dict)
     env_names: list[str] = field(default_factory=list)
+    journal_format: int = JOURNAL_FORMAT  # as run_started says: a format-1 run keys items by their full hash
     steps: dict[str, StepState] = field(default_factory=dict)
     sessions: dict[str, SessionState] = field(default_factory=dict)
     logs: deque[Entry] = field(default_factory=lambda: deque(maxlen=LOG_KEEP))
@@ -382,6 +384,7 @@ class RunState:
             self.inputs = event.inputs
             self.fingerprints = event.fingerprints
             self.env_names = event.env
+            self.journal_format = event.journal or 1
             self.started_at = entry.ts
             self.pids.append(event.pid)
             self.attempts += 1

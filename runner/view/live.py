@@ -103,7 +103,7 @@ def _call_text(key: str, progress: CallProgress, frame: int) -> Text:
     """The latest progress of one call: ``d2.md 2/4 render d2.md``, or ``⠙ 17 rows`` without a total."""
     text = Text()
     if key:
-        text.append(short_key(key, 20) + " ", style="cyan")
+        text.append(short_key(key) + " ", style="cyan")
     if progress.progress is not None:
         if progress.total:
             text.append(f"{_number(progress.progress)}/{_number(progress.total)} ")

@@ -17,6 +17,7 @@ from typing import Any
 
 from runner.engine.events import FailureKind
 from runner.protocol.mcp import LOG_LEVELS
+from runner.workflow.keys import LABEL_LIMIT
 
 __all__ = [
     "ERROR_LEVEL",
@@ -65,23 +66,25 @@ def one_line(value: Any, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def short_key(key: Any, limit: int = 24) -> str:
-    """An item key cut to ``limit`` characters, keeping its end (file names end paths; ids end URLs)."""
+def short_key(key: Any, limit: int = LABEL_LIMIT) -> str:
+    """An item key as every view shows it: whole when it is a default key (a short scalar or ``#`` and a
+    short hash, :mod:`runner.workflow.keys`); a longer ``key`` of the workflow's is cut to ``limit``
+    characters, keeping its end (file names end paths; ids end URLs). ``--json`` has keys whole."""
     text = str(key)
     return text if len(text) <= limit else "…" + text[-(limit - 1) :]
 
 
-def where(step: Any, item: Any, limit: int = 24) -> str:
+def where(step: Any, item: Any, limit: int = LABEL_LIMIT) -> str:
     """``step[item]``, or ``step`` for a step that does not fan out (its one item's key is empty)."""
     if step is None:
         return ""
     return f"{step}[{short_key(item, limit)}]" if item not in (None, "") else str(step)
 
 
-def format_log(event: dict[str, Any], key_limit: int = 24) -> str:
+def format_log(event: dict[str, Any]) -> str:
     """``log warning docs (logger) convert[d1.md]: message``."""
     logger = f" ({event['logger']})" if event.get("logger") else ""
-    place = where(event.get("step"), event.get("item"), key_limit)
+    place = where(event.get("step"), event.get("item"))
     place = f" {place}" if place else ""
     return f"log {event.get('level')} {event.get('server')}{logger}{place}: {one_line(event.get('data'))}"
 
@@ -155,7 +158,7 @@ def format_group(group: FailureGroup, *, label: str | None = None, limit: int = 
     if len(group.items) == 1:
         place = where(first.get("step"), first.get("item"))
     else:
-        shown = ", ".join(short_key(i, 16) for i in group.items[:limit] if i)
+        shown = ", ".join(short_key(i) for i in group.items[:limit] if i)
         more = ", ..." if len(group.items) > limit else ""
         place = f"{first.get('step')} ({len(group.items)} items: {shown}{more})"
     return f"{label} {place}: {first.get('kind')}: {error}"
@@ -190,7 +193,7 @@ class RepeatedFailures:
     def take(self) -> str | None:
         text = None
         if self._items and self._key is not None:
-            shown = ", ".join(short_key(i, 16) for i in self._items[:3] if i)
+            shown = ", ".join(short_key(i) for i in self._items[:3] if i)
             more = ", ..." if len(self._items) > 3 else ""
             n = len(self._items)
             if self._key[1].endswith("(retrying)"):

@@ -12,7 +12,7 @@ from typing import Any
 
 from runner.workflow.template import StepStatus
 
-__all__ = ["fanout_view", "item_entry", "make_context", "step_view"]
+__all__ = ["fanout_view", "identified", "item_entry", "make_context", "step_view"]
 
 
 def make_context(
@@ -65,6 +65,13 @@ def item_entry(status: StepStatus, error: str | None = None, result: Mapping[str
     entry = step_view(result, status=status)
     entry["error"] = error
     return entry
+
+
+def identified(entry: dict[str, Any] | None, item: Any, key: str, index: int) -> dict[str, Any] | None:
+    """A fan-out result entry with the item it answers: ``item``, ``key`` and ``index`` beside the rest, so
+    a later fan-out over ``results`` knows which item each came from. None stays None (an item that never
+    ran: the run was stopping)."""
+    return None if entry is None else {**entry, "item": item, "key": key, "index": index}
 
 
 def fanout_view(items: list[Any], results: list[dict[str, Any]], status: StepStatus) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from runner.errors import WorkflowError
+from runner.workflow.keys import default_key
 from runner.workflow.model import Loc, Positions, Server, Step, Workflow, describe, raise_errors
 from runner.workflow.template import (
     Compiled,
@@ -37,7 +38,6 @@ from runner.workflow.template import (
     compile_value,
     did_you_mean,
     is_truthy,
-    item_key,
     render_text,
 )
 from runner.workflow.urls import url_problem
@@ -130,10 +130,11 @@ class PlannedStep:
             )
         return items
 
-    def render_key(self, context: Mapping[str, Any]) -> str:
-        """The identity of ``context["item"]``: the ``key`` template as text, else :func:`item_key`."""
+    def render_key(self, context: Mapping[str, Any], *, full_hash: bool = False) -> str:
+        """The identity of ``context["item"]``: the ``key`` template as text, else
+        :func:`~runner.workflow.keys.default_key` (``full_hash`` for a run whose journal is of format 1)."""
         if self.key is None:
-            return item_key(context["item"])
+            return default_key(context["item"], full_hash=full_hash)
         value = self.key.render(context)
         if value is None or value == "":
             raise TemplateError(

@@ -40,7 +40,6 @@ Errors
 from __future__ import annotations
 
 import difflib
-import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal, NamedTuple
@@ -55,7 +54,7 @@ from runner.exitcodes import ExitCode
 
 __all__ = [
     "ROOTS", "Compiled", "Loc", "Occurrence", "Reference", "StepStatus", "TemplateError", "TemplateSyntaxError",
-    "canonical_json", "compile_value", "did_you_mean", "is_truthy", "item_key", "render_text",
+    "canonical_json", "compile_value", "did_you_mean", "is_truthy", "render_text",
 ]  # fmt: skip
 
 ROOTS: tuple[str, ...] = ("inputs", "env", "steps", "item", "index")
@@ -541,11 +540,6 @@ def render_text(value: Any) -> str:
 def canonical_json(value: Any, *, sort_keys: bool = True) -> str:
     """Compact JSON text, UTF-8 kept (``ensure_ascii=False``), keys sorted unless asked otherwise."""
     return json.dumps(value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False)
-
-
-def item_key(item: Any) -> str:
-    """The default identity of a fan-out item: SHA-256 hex of its canonical JSON."""
-    return hashlib.sha256(canonical_json(item).encode("utf-8")).hexdigest()
 
 
 def is_truthy(value: Any) -> bool:
