@@ -22,6 +22,7 @@ CORE = {
     "runner.errors",
     "runner.exitcodes",
     "runner.backoff",
+    "runner.words",
     "runner.protocol",
     "runner.workflow",
     "runner.engine.events",

@@ -145,7 +145,7 @@ async def test_live_view_failures_and_skips_print_above(autojump_clock: trio.tes
         feed(view, entries("failed"))
         view.close()
     text = out.file.getvalue()  # type: ignore[attr-defined]
-    assert "error convert[docs/missing.md]: tool-error: Error executing tool convert_markdown" in text
+    assert "error convert[docs/missing.md]: tool error: Error executing tool convert_markdown" in text
     assert "✗ step convert failed: 2/3 succeeded, 1 failed" in text
     assert "- step summary skipped: dependency 'convert' failed" in text
     assert "converted install.md" not in text  # info is below the default level

@@ -88,7 +88,7 @@ def test_plain_view_progress_lines_are_rate_limited_by_event_time() -> None:
 def test_plain_view_no_progress_keeps_starts_finishes_and_errors() -> None:
     text = plain("failed", progress=False)
     assert "step convert started: 3 items" in text
-    assert "error convert[docs/missing.md]: tool-error:" in text
+    assert "error convert[docs/missing.md]: tool error:" in text
     assert "step convert failed: 2/3 succeeded, 1 failed" in text
 
 
@@ -96,7 +96,7 @@ def test_plain_view_quiet_prints_errors_only() -> None:
     assert plain("succeeded", quiet=True) == ""
     text = plain("failed", quiet=True)
     assert text.splitlines() == [
-        "04:04:05 error convert[docs/missing.md]: tool-error: Error executing tool convert_markdown: "
+        "04:04:05 error convert[docs/missing.md]: tool error: Error executing tool convert_markdown: "
         "Markdown file not found: docs/missing.md"
     ]
 
@@ -110,18 +110,18 @@ def test_plain_view_log_level_filters_by_rfc5424_rank() -> None:
 
 def test_github_error_escapes_workflow_command_values() -> None:
     event = {"step": "a:b,c", "item": "k", "kind": "tool-error", "error": "100% bad\nsecond line"}
-    assert github_error(event) == "::error title=mcp-run step a%3Ab%2Cc::a:b,c[k]: tool-error: 100%25 bad second line"
+    assert github_error(event) == "::error title=mcp-run step a%3Ab%2Cc::a:b,c[k]: tool error: 100%25 bad second line"
     session = {"type": "session_failed", "server": "docs", "kind": "connect", "error": "refused"}
     assert github_error(session) == "::error title=mcp-run server docs::connect: refused"
 
 
 def test_failure_and_log_lines_name_step_and_item() -> None:
     failure = {"step": "convert", "item": "/a/very/long/path/to/some/file.md", "kind": "tool-error", "error": "x"}
-    assert format_failure(failure) == "error convert[/a/very/long/path/to/some/file.md]: tool-error: x"
+    assert format_failure(failure) == "error convert[/a/very/long/path/to/some/file.md]: tool error: x"
     longer = {**failure, "item": "/an/even/longer/path/that/a/key/template/gave/file.md"}
-    assert format_failure(longer) == "error convert[…r/path/that/a/key/template/gave/file.md]: tool-error: x"
+    assert format_failure(longer) == "error convert[…r/path/that/a/key/template/gave/file.md]: tool error: x"
     doubt = {"step": "s", "item": "", "kind": "timeout", "error": "no answer"}
-    assert format_failure(doubt) == "in doubt s: timeout: no answer"
+    assert format_failure(doubt) == "in doubt s: timed out: no answer"
     log = {"server": "docs", "level": "warning", "logger": "conv", "step": "convert", "item": "a.md", "data": "hm"}
     assert format_log(log) == "log warning docs (conv) convert[a.md]: hm"
     assert format_log({"server": "docs", "level": "error", "data": {"n": 1}}) == 'log error docs: {"n": 1}'
@@ -196,7 +196,7 @@ def test_make_view_respects_no_color_and_github() -> None:
     out = io.StringIO()
     view = make_view(opts(), ["s"], RunState(), out, environ={"GITHUB_ACTIONS": "true"})
     view.observe(entry({"type": "item_failed", "step": "s", "kind": "tool-error", "error": "e"}))
-    assert out.getvalue().splitlines()[-1] == "::error title=mcp-run step s::s: tool-error: e"
+    assert out.getvalue().splitlines()[-1] == "::error title=mcp-run step s::s: tool error: e"
 
 
 def test_rich_is_not_imported_without_a_live_view() -> None:
@@ -258,10 +258,10 @@ def test_identical_failures_in_a_row_are_shown_once_then_counted() -> None:
         )
     fields.append({"type": "item_failed", "step": "convert", "item": "x.md", "kind": "tool-error", "error": "no"})
     assert lines_of(fields) == [
-        "error convert[doc0.md]: connection-before-send: s: connection lost before tools/call request 10 was sent: "
+        "error convert[doc0.md]: not sent (no connection): s: connection lost before tools/call request 10 was sent: "
         "s: could not reconnect for 300s",
         "... and 15 more items of convert with the same error (doc1.md, doc2.md, doc3.md, ...)",
-        "error convert[x.md]: tool-error: no",
+        "error convert[x.md]: tool error: no",
     ]
 
 
@@ -275,9 +275,9 @@ def test_the_summary_groups_identical_failures() -> None:
     ]
     groups = group_failures(failures)
     assert [format_group(g) for g in groups] == [
-        "failed c (5 items: k0, k1, k2, ...): tool-error: file k0 not found (request 10)",
-        "failed c[z]: tool-error: server exited with code 1",  # other numbers keep errors apart
-        "failed c[y]: tool-error: server exited with code 137",
+        "failed c (5 items: k0, k1, k2, ...): tool error: file k0 not found (request 10)",
+        "failed c[z]: tool error: server exited with code 1",  # other numbers keep errors apart
+        "failed c[y]: tool error: server exited with code 137",
     ]
 
 
@@ -291,7 +291,7 @@ def test_calls_made_again_are_shown_once_then_counted_and_undelivered_attempts_n
     # an attempt surely not delivered: its server's link reports the outage, not each item
     fields.append({**base, "item": "d", "kind": "connection-before-send", "error": "could not connect"})
     assert lines_of(fields) == [
-        "retrying convert[a] in 0.6s (safe to repeat): outcome-unknown: "
+        "retrying convert[a] in 0.6s (safe to repeat): outcome unknown: "
         "the session expired while the call was in flight",
         "... and 2 more of convert called again for the same reason (b, c)",
     ]

@@ -89,12 +89,58 @@ def _split_server_argv(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
+def _command_typo(word: str) -> UsageError | None:
+    """``mcp-run valdate x``: a near-miss of a command that names no file is a typo, not a workflow."""
+    import difflib
+    from pathlib import Path
+
+    if Path(word).exists() or "/" in word or "." in word:
+        return None
+    close = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.6)
+    if not close:
+        return None
+    return UsageError(f"unknown command {word!r}; did you mean {close[0]!r}? (see `mcp-run --help`)")
+
+
+def _print_json_error(exc: McpRunError) -> None:
+    """Under ``--json``, the error as one JSON object on stdout (``schemas/error.schema.json``) as well."""
+    import json
+
+    from runner.engine.schemas import ErrorReport, Problem
+
+    located = getattr(exc, "errors", None) or ([exc] if hasattr(exc, "line") else [])
+    problems = [
+        Problem(
+            message=e.message,
+            file=e.file,
+            line=e.line,
+            column=e.column,
+            path=e.path,
+            suggestion=e.suggestion,
+        )
+        for e in located
+    ]
+    report = ErrorReport(
+        version=1,
+        status="nothing-to-do" if exc.exit_code == ExitCode.OK else "error",
+        exit_code=int(exc.exit_code),
+        message=str(exc),
+        problems=problems,
+    )
+    print(json.dumps(report.model_dump(), indent=2, ensure_ascii=False))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list and not args_list[0].startswith("-") and args_list[0] not in COMMANDS:
-        args_list.insert(0, "run")  # `mcp-run FILE` means `mcp-run run FILE`
     options, server_argv = _split_server_argv(args_list)
+    json_output = "--json" in options
     try:
+        if args_list and not args_list[0].startswith("-") and args_list[0] not in COMMANDS:
+            typo = _command_typo(args_list[0])
+            if typo is not None:
+                raise typo
+            args_list.insert(0, "run")  # `mcp-run FILE` means `mcp-run run FILE`
+            options, server_argv = _split_server_argv(args_list)
         parser = build_parser()
         if not options:
             parser.print_help(sys.stderr)
@@ -106,7 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(f"command {args.command!r} is not available yet")
         return handler(args)
     except McpRunError as exc:
-        print(f"mcp-run: error: {exc}", file=sys.stderr)
+        print(f"mcp-run: {'error: ' if exc.exit_code != ExitCode.OK else ''}{exc}", file=sys.stderr)
+        if json_output:
+            _print_json_error(exc)
         return int(exc.exit_code)
     except KeyboardInterrupt:
         print("mcp-run: interrupted", file=sys.stderr)

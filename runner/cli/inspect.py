@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from runner.errors import UsageError
 from runner.exitcodes import ExitCode
 from runner.protocol.mcp import LOG_LEVELS
+from runner.words import plural
 
 if TYPE_CHECKING:
     from runner.engine.rundir import RunDir
@@ -249,7 +250,7 @@ def _indent(text: Any, prefix: str = "      ", max_lines: int = 12) -> str:
 def render_show(record: dict[str, Any], *, resume: str | None = None, logs_command: str | None = None) -> str:
     """``show``'s text. ``resume`` and ``logs_command`` are the commands to print as advice (``mcp-run resume
     WORKFLOW RUN_ID``, ``mcp-run logs ...``, with ``--state-dir`` when needed); by default, the run id form."""
-    from runner.view.text import format_log, one_line, where
+    from runner.view.text import format_log, kind_words, one_line, where
 
     resume = resume or f"mcp-run resume {record['run_id']}"
     logs_command = logs_command or f"mcp-run logs {record['run_id']}"
@@ -274,7 +275,7 @@ def render_show(record: dict[str, Any], *, resume: str | None = None, logs_comma
                 parts = [f"{step['succeeded']} succeeded"]
                 parts += [f"{step['failed']} failed"] if step["failed"] else []
                 parts += [f"{step['in_doubt']} in doubt"] if step["in_doubt"] else []
-                text += f"  {step['items']} items: {', '.join(parts)}"
+                text += f"  {plural(step['items'], 'item')}: {', '.join(parts)}"
             elif step.get("reason"):
                 text += f": {step['reason']}"
             lines.append(text)
@@ -283,9 +284,9 @@ def render_show(record: dict[str, Any], *, resume: str | None = None, logs_comma
         lines.append(f"failures ({len(record['failures'])})")
         for failure in record["failures"]:
             if failure.get("server") is not None:
-                head = f"server {failure['server']}: {failure['kind']}"
+                head = f"server {failure['server']}: {kind_words(failure['kind'])}"
             else:
-                head = f"{where(failure['step'], failure['item'])}: {failure['kind']}"
+                head = f"{where(failure['step'], failure['item'])}: {kind_words(failure['kind'])}"
             lines.append(f"  {head}")
             lines.append(_indent(failure["error"]))
     if record["running"]:
@@ -300,7 +301,7 @@ def render_show(record: dict[str, Any], *, resume: str | None = None, logs_comma
         for item in record["in_doubt"]:
             sent = f"dispatched {_when(item['dispatched_at'])}, attempt {item['attempts']}"
             if item["kind"]:
-                what = f"{item['kind']} ({sent}): {one_line(item['error'], 200)}"
+                what = f"{kind_words(item['kind'])} ({sent}): {one_line(item['error'], 200)}"
             else:
                 what = f"no outcome recorded ({sent})"
             lines.append(f"  {where(item['step'], item['item'])}: {what}")
@@ -348,7 +349,7 @@ def format_event(event: dict[str, Any]) -> str | None:
         status = f" {event['status']}" if event.get("status") else ""
         return f"{when} {kind.replace('_', ' ')}{status}"
     if kind == "step_started":
-        items = f": {event['items']} items" if event.get("items") is not None else ""
+        items = f": {plural(event['items'], 'item')}" if event.get("items") is not None else ""
         return f"{when} step {event.get('step')} started{items}"
     if kind == "step_finished":
         error = f": {one_line(event['error'], 200)}" if event.get("error") else ""

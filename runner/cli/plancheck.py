@@ -6,6 +6,7 @@ from typing import Any
 
 from runner.errors import McpRunError, TransportError
 from runner.exitcodes import ExitCode, combine
+from runner.words import plural
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, Plan
 
 __all__ = ["PlanCheckFailed", "check_plan"]
@@ -103,12 +104,8 @@ def check_plan(plan: Plan, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) 
             raise PlanCheckFailed(lines, code)
     if not any(line.startswith("error") for line in lines):
         steps, servers = len(plan.steps), len(tools)
-        lines.append(f"ok: {_count(steps, 'step')} checked against {_count(servers, 'server')}")
+        lines.append(f"ok: {plural(steps, 'step')} checked against {plural(servers, 'server')}")
     return lines
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _static(references: Any) -> bool:

@@ -20,7 +20,8 @@ from runner.engine.events import RunStatus
 from runner.engine.outcome import Outcome
 from runner.engine.rundir import WorkflowBusy
 from runner.errors import BusyError, McpRunError, UsageError
-from runner.view.text import format_group, group_failures, where
+from runner.view.text import format_group, group_failures, kind_words, where
+from runner.words import plural
 from runner.workflow.plan import Plan
 
 __all__ = ["Console", "ReportOptions", "explain", "render_summary", "report"]
@@ -96,7 +97,7 @@ def explain(exc: McpRunError, *, state_dir: Path, workflow: Path) -> McpRunError
         error.run_id = exc.run_id
         return error
     if isinstance(exc, NothingToRetry):
-        return NothingToRetry(exc.run_id)
+        return NothingToRetry(exc.run_id, workflow=name)
     return exc
 
 
@@ -134,7 +135,7 @@ def report(outcome: Outcome, options: ReportOptions, console: Console, *, state_
             print(masker.mask(json.dumps(outcome.outputs, indent=2, ensure_ascii=False)))
     if outcome.blocked or outcome.in_doubt:
         rows = "\n".join(
-            f"  {where(d['step'], d.get('item'))}: {d.get('kind')}"
+            f"  {where(d['step'], d.get('item'))}: {kind_words(d.get('kind'))}"
             + (f", dispatched {d['dispatched_at']}" if d.get("dispatched_at") else "")
             for d in outcome.in_doubt[:50]
         )
@@ -149,7 +150,7 @@ def report(outcome: Outcome, options: ReportOptions, console: Console, *, state_
             )
         else:
             decide = "Check them on the server (a run without a journal cannot be resumed)."
-        console.error(f"{len(outcome.in_doubt)} call(s) may or may not have happened:\n{rows}{more}\n{decide}")
+        console.error(f"{plural(len(outcome.in_doubt), 'call')} may or may not have happened:\n{rows}{more}\n{decide}")
     if resumable and outcome.status is RunStatus.INTERRUPTED:
         console.error(f"run interrupted; resume it with:\n  {resume()}{_secret_note(plan)}")
     elif resumable and outcome.status is RunStatus.INCOMPLETE:
@@ -167,8 +168,8 @@ def render_summary(summary: dict[str, Any], *, show: str | None = None) -> str:
     done = sum(s["succeeded"] for s in steps.values())
     parts = ", ".join(f"{n} {status}" for status, n in sorted(by_status.items()))
     lines = [
-        f"{summary['status']}: {len(steps)} step{'s' if len(steps) != 1 else ''} ({parts}); "
-        f"{done}/{items} calls done in {summary['duration_s']:.1f}s"
+        f"{summary['status']}: {plural(len(steps), 'step')} ({parts}); "
+        f"{done}/{plural(items, 'call')} done in {summary['duration_s']:.1f}s"
     ]
     for server, counts in summary.get("stray", {}).items():
         said = []

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from runner.cli.options import add_log_levels
 from runner.errors import McpRunError, UsageError
 from runner.exitcodes import ExitCode
+from runner.words import plural
 
 if TYPE_CHECKING:
     from runner.engine.run import RunOptions, Watcher
@@ -42,7 +43,7 @@ skipped because something failed); succeeded items are never called again.
 RUN_EXAMPLES = """\
 examples:
   mcp-run workflows/convert_docs.yaml
-  mcp-run workflows/convert_docs.yaml --input docs=./notes --json
+  mcp-run workflows/convert_docs.yaml --input source=./notes --json
   mcp-run workflows/convert_docs.yaml --resume          # in cron: finish an unfinished run, or start one
   mcp-run workflows/convert_docs.yaml --retry-failed    # re-attempt what failed in the newest run
   mcp-run resume workflows/convert_docs.yaml 3f9a1c --skip-in-doubt
@@ -223,14 +224,10 @@ def validate_command(args: argparse.Namespace) -> int:
     plan = _load_plan(args, require_inputs=False)
     fan_outs = sum(1 for s in plan.steps.values() if s.fan_out)
     print(
-        f"{args.file}: valid: {_n(len(plan.steps), 'step')} in {_n(len(plan.layers), 'layer')}, "
-        f"{_n(len(plan.servers), 'server')}, {_n(fan_outs, 'fan-out')}"
+        f"{args.file}: valid: {plural(len(plan.steps), 'step')} in {plural(len(plan.layers), 'layer')}, "
+        f"{plural(len(plan.servers), 'server')}, {plural(fan_outs, 'fan-out')}"
     )
     return ExitCode.OK
-
-
-def _n(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def plan_command(args: argparse.Namespace) -> int:
@@ -309,7 +306,6 @@ def _execute(args: argparse.Namespace, path: Path, options: RunOptions) -> int:
     import trio
 
     from runner.cli.report import Console, ReportOptions, explain, report
-    from runner.engine.decide import NothingToRetry
     from runner.engine.run import execute
     from runner.engine.rundir import resolve_state_dir
     from runner.view.plain import ViewOptions, make_view
@@ -323,9 +319,6 @@ def _execute(args: argparse.Namespace, path: Path, options: RunOptions) -> int:
 
     try:
         outcome = trio.run(lambda: execute(path, options, reporter=console, watcher=watcher))
-    except NothingToRetry as exc:
-        print(f"mcp-run: {exc} ({path})", file=sys.stderr)
-        return ExitCode.OK
     except McpRunError as exc:
         raise explain(exc, state_dir=state_dir, workflow=path) from None
     console.masker = outcome.masker  # the end of the run prints its outputs: masked like everything else

@@ -229,8 +229,14 @@ def render_tools(tools: list[Tool]) -> str:
             )
             if on
         ]
+        if not a.given:
+            hints = "  [no annotations]"
+        else:
+            hints = f"  [{', '.join(flags)}] (hints, unverified)" if flags else ""
+            if "destructive" in flags and "destructiveHint" not in a.given:
+                hints = hints.replace("destructive", "destructive by default")
         title = f" -- {tool.title or a.title}" if (tool.title or a.title) else ""
-        lines.append(f"{tool.name}{title}" + (f"  [{', '.join(flags)}] (hints, unverified)" if flags else ""))
+        lines.append(f"{tool.name}{title}{hints}")
         lines.append(f"    args: {schema_summary(tool.input_schema)}")
         if tool.description:
             lines.append(f"    {tool.description.strip().splitlines()[0][:100]}")

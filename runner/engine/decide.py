@@ -101,8 +101,9 @@ class NothingToRetry(McpRunError):
 
     exit_code = ExitCode.OK
 
-    def __init__(self, run_id: str) -> None:
-        super().__init__(f"run {run_id} succeeded: nothing to retry")
+    def __init__(self, run_id: str, *, workflow: str | None = None) -> None:
+        of = f" of {workflow}" if workflow else ""
+        super().__init__(f"run {run_id}{of} succeeded: nothing to retry")
         self.run_id = run_id
 
 

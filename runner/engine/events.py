@@ -91,6 +91,11 @@ class FailureKind(enum.Enum):
     def in_doubt(self) -> bool:
         return _KIND_FACTS[self][1]
 
+    @property
+    def words(self) -> str:
+        """How the console says it (the journal and ``--json`` keep ``value``)."""
+        return _KIND_WORDS[self]
+
     @classmethod
     def of(cls, value: str) -> FailureKind:
         """The kind named ``value``; ``KeyError`` for a name this version does not know."""
@@ -106,6 +111,16 @@ _KIND_FACTS: Final[dict[FailureKind, tuple[ExitCode, bool]]] = {
     FailureKind.TOOL_ERROR: (ExitCode.FAILED, False),
     FailureKind.SKIPPED_IN_DOUBT: (ExitCode.FAILED, False),
     FailureKind.TEMPLATE_ERROR: (ExitCode.FAILED, False),
+}
+_KIND_WORDS: Final[dict[FailureKind, str]] = {
+    FailureKind.NOT_SENT: "not sent (no connection)",
+    FailureKind.OUTCOME_UNKNOWN: "outcome unknown",
+    FailureKind.TIMEOUT: "timed out",
+    FailureKind.CANCELLED: "cancelled while running",
+    FailureKind.PROTOCOL_ERROR: "error from the server",
+    FailureKind.TOOL_ERROR: "tool error",
+    FailureKind.SKIPPED_IN_DOUBT: "skipped (was in doubt)",
+    FailureKind.TEMPLATE_ERROR: "template error",
 }
 _KINDS: Final[dict[str, FailureKind]] = {kind.value: kind for kind in FailureKind}
 

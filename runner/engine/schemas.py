@@ -1,9 +1,10 @@
-"""JSON Schemas of what mcp-run writes for machines: the ``--json`` run summary and journal events.
+"""JSON Schemas of what mcp-run writes for machines: the ``--json`` run summary, the ``--json`` error, and
+journal events.
 
 The journal's schema is generated from the event classes themselves (:mod:`runner.engine.events`), with
 ``seq`` and ``ts`` added to each; the summary's from the model here, whose vocabularies are the events'
 enums. Tests validate real output against both (``schemas/summary.schema.json`` and
-``schemas/journal-event.schema.json``) and check they are fresh. Regenerate with
+``schemas/journal-event.schema.json``, ``schemas/error.schema.json``) and check they are fresh. Regenerate with
 ``python -m runner.engine.schemas`` (``--check`` only compares).
 """
 
@@ -18,11 +19,22 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from runner.engine.events import FailureKind, RunStatus, StepStatus, event_adapter
 
-__all__ = ["JOURNAL_SCHEMA_PATH", "SUMMARY_SCHEMA_PATH", "journal_event_schema", "summary_schema", "write_schemas"]
+__all__ = [
+    "ERROR_SCHEMA_PATH",
+    "JOURNAL_SCHEMA_PATH",
+    "SUMMARY_SCHEMA_PATH",
+    "ErrorReport",
+    "Problem",
+    "error_schema",
+    "journal_event_schema",
+    "summary_schema",
+    "write_schemas",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 SUMMARY_SCHEMA_PATH = ROOT / "schemas" / "summary.schema.json"
 JOURNAL_SCHEMA_PATH = ROOT / "schemas" / "journal-event.schema.json"
+ERROR_SCHEMA_PATH = ROOT / "schemas" / "error.schema.json"
 
 
 class StepSummary(BaseModel):
@@ -67,9 +79,39 @@ class Summary(BaseModel):
     )
 
 
+class Problem(BaseModel):
+    """One problem with the input, located as precisely as the input allows."""
+
+    message: str
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    path: str | None = Field(None, description="The field, as `steps.convert.args.path`.")
+    suggestion: str | None = None
+
+
+class ErrorReport(BaseModel):
+    """The one JSON object a command given ``--json`` prints on stdout when it stops without a result of its
+    own: an error (bad input, a refusal, a server that could not be reached), or nothing to do."""
+
+    model_config = ConfigDict(title="mcp-run error (--json)")
+
+    version: Literal[1]
+    status: Literal["error", "nothing-to-do"]
+    exit_code: int
+    message: str = Field(description="What stderr says, whole (it may span lines).")
+    problems: list[Problem] = Field(
+        default_factory=list, description="For an invalid workflow or input: each problem, in file order."
+    )
+
+
 def summary_schema() -> dict[str, Any]:
     schema = Summary.model_json_schema()
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def error_schema() -> dict[str, Any]:
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **ErrorReport.model_json_schema()}
 
 
 def journal_event_schema() -> dict[str, Any]:
@@ -97,7 +139,11 @@ def _text(schema: dict[str, Any]) -> str:
 def write_schemas(*, check: bool = False) -> list[Path]:
     """Write (or with ``check`` only compare) the schema files; returns those that were stale."""
     stale = []
-    for path, schema in ((SUMMARY_SCHEMA_PATH, summary_schema()), (JOURNAL_SCHEMA_PATH, journal_event_schema())):
+    for path, schema in (
+        (SUMMARY_SCHEMA_PATH, summary_schema()),
+        (JOURNAL_SCHEMA_PATH, journal_event_schema()),
+        (ERROR_SCHEMA_PATH, error_schema()),
+    ):
         text = _text(schema)
         if not path.exists() or path.read_text() != text:
             stale.append(path)

@@ -37,15 +37,21 @@ LOG_LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", 
 ContentType = Literal["text", "image", "audio", "resource", "resource_link"]
 
 
+HINTS: Final = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+
+
 @dataclass(slots=True, frozen=True)
 class ToolAnnotations:
-    """Hints about a tool's behaviour. Untrusted unless the server is trusted: shown, never relied on."""
+    """Hints about a tool's behaviour. Untrusted unless the server is trusted: shown, never relied on.
+    A hint the server left out has the specification's default; ``given`` names the hints it did send
+    (``readOnlyHint``, ...), so a tool without annotations is not shown as "destructive"."""
 
     title: str | None = None
     read_only: bool = False
     destructive: bool = True
     idempotent: bool = False
     open_world: bool = True
+    given: frozenset[str] = frozenset()
 
     @classmethod
     def parse(cls, raw: Any) -> ToolAnnotations:
@@ -63,6 +69,7 @@ class ToolAnnotations:
             destructive=flag("destructiveHint", True),
             idempotent=flag("idempotentHint", False),
             open_world=flag("openWorldHint", True),
+            given=frozenset(name for name in HINTS if isinstance(raw.get(name), bool)),
         )
 
 

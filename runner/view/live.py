@@ -51,6 +51,7 @@ from runner.view.text import (
     shows_failure,
     ts_seconds,
 )
+from runner.words import plural
 
 __all__ = ["LiveView", "render"]
 
@@ -181,7 +182,7 @@ def render(
     if len(running) > MAX_STEPS:
         footer.append(f" ({len(running) - MAX_STEPS} running not shown)", style="dim")
     in_flight = state.in_flight()
-    footer.append(f" · {in_flight} call{'s' if in_flight != 1 else ''} in flight", style="dim")
+    footer.append(f" · {plural(in_flight, 'call')} in flight", style="dim")
     if started is not None:
         footer.append(f" · {format_elapsed(now - started)}", style="dim")
     return Group(table, footer)

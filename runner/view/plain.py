@@ -60,6 +60,7 @@ from runner.view.text import (
     ts_seconds,
     where,
 )
+from runner.words import plural
 
 __all__ = ["NullView", "PlainView", "View", "ViewOptions", "finished_detail", "make_view", "rate_and_eta"]
 
@@ -207,7 +208,7 @@ class PlainView:
         elif isinstance(event, StepStarted):
             step = self._state.step(event.step)
             self._last_line[step.id] = ts_seconds(ts) or 0.0
-            text = f"step {step.id} started" + (f": {step.total} items" if step.fan_out else "")
+            text = f"step {step.id} started" + (f": {plural(step.total, 'item')}" if step.fan_out else "")
             if step.reused:
                 text += f" ({step.reused} done earlier)"
             self._write(ts, text)
@@ -231,7 +232,7 @@ class PlainView:
             self._last_line.setdefault(sid, now or 0.0)
             return
         self._last_line[sid] = now
-        text = f"step {sid}: {counts.done}/{counts.total} items"
+        text = f"step {sid}: {counts.done}/{plural(counts.total, 'item')}"
         if counts.failed or counts.in_doubt:
             text += f" ({counts.failed} failed" + (f", {counts.in_doubt} in doubt" if counts.in_doubt else "") + ")"
         rate, eta = rate_and_eta(step, now)

@@ -17,6 +17,7 @@ from typing import Any
 
 from runner.engine.events import FailureKind
 from runner.protocol.mcp import LOG_LEVELS
+from runner.words import plural
 from runner.workflow.keys import LABEL_LIMIT
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "format_session",
     "github_error",
     "group_failures",
+    "kind_words",
     "level_index",
     "one_line",
     "short_key",
@@ -40,6 +42,15 @@ __all__ = [
     "ts_seconds",
     "where",
 ]
+
+
+def kind_words(kind: Any) -> str:
+    """A failure kind in plain words (``tool-error`` -> ``tool error``); a kind this version does not know,
+    or a server's (``connect``), as it is."""
+    try:
+        return FailureKind.of(str(kind)).words
+    except KeyError:
+        return str(kind)
 
 
 def _in_doubt(kind: Any) -> bool:
@@ -110,11 +121,11 @@ def format_failure(event: dict[str, Any]) -> str:
     if event.get("retry_in") is not None:
         return (
             f"retrying {where(event.get('step'), event.get('item'))} in {float(event['retry_in']):.1f}s (safe to "
-            f"repeat): {event.get('kind')}: {one_line(event.get('error'))}"
+            f"repeat): {kind_words(event.get('kind'))}: {one_line(event.get('error'))}"
         )
     label = "in doubt" if _in_doubt(event.get("kind")) else "error"
     first = str(event.get("error")).split("\n", 1)[0]  # the rest (a stderr tail) is shown on lines of its own
-    return f"{label} {where(event.get('step'), event.get('item'))}: {event.get('kind')}: {one_line(first)}"
+    return f"{label} {where(event.get('step'), event.get('item'))}: {kind_words(event.get('kind'))}: {one_line(first)}"
 
 
 # Numbers that differ from call to call without making the failure a different one: request ids.
@@ -160,8 +171,8 @@ def format_group(group: FailureGroup, *, label: str | None = None, limit: int = 
     else:
         shown = ", ".join(short_key(i) for i in group.items[:limit] if i)
         more = ", ..." if len(group.items) > limit else ""
-        place = f"{first.get('step')} ({len(group.items)} items: {shown}{more})"
-    return f"{label} {place}: {first.get('kind')}: {error}"
+        place = f"{first.get('step')} ({plural(len(group.items), 'item')}: {shown}{more})"
+    return f"{label} {place}: {kind_words(first.get('kind'))}: {error}"
 
 
 class RepeatedFailures:
@@ -199,7 +210,7 @@ class RepeatedFailures:
             if self._key[1].endswith("(retrying)"):
                 text = f"... and {n} more of {self._key[0]} called again for the same reason"
             else:
-                text = f"... and {n} more item{'s' if n != 1 else ''} of {self._key[0]} with the same error"
+                text = f"... and {plural(n, 'more item', 'more items')} of {self._key[0]} with the same error"
             text += f" ({shown}{more})" if shown else ""
         self._key = None
         self._items = []
@@ -253,7 +264,7 @@ def github_error(event: dict[str, Any]) -> str:
     title = f"mcp-run step {step}" if step else f"mcp-run server {event.get('server')}"
     place = where(step, event.get("item"))
     message = f"{place}: " if place else ""
-    message += f"{event.get('kind')}: {one_line(event.get('error'), 1000)}"
+    message += f"{kind_words(event.get('kind'))}: {one_line(event.get('error'), 1000)}"
     return f"::error title={_escape_property(title)}::{_escape_data(message)}"
 
 

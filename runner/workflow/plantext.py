@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 
+from runner.words import plural
 from runner.workflow.durations import format_duration
 from runner.workflow.plan import DEFAULT_IDLE_TIMEOUT, Plan, PlannedStep
 from runner.workflow.template import render_text
@@ -15,11 +16,7 @@ __all__ = ["render_plan_text"]
 def render_plan_text(plan: Plan) -> str:
     """The text ``mcp-run plan FILE`` prints: servers, then each layer's steps, then outputs."""
     title = plan.workflow.name or plan.file or "workflow"
-    count = len(plan.order)
-    lines = [
-        f"{title}: {count} step{'s' if count != 1 else ''} in {len(plan.layers)} "
-        f"layer{'s' if len(plan.layers) != 1 else ''}"
-    ]
+    lines = [f"{title}: {plural(len(plan.order), 'step')} in {plural(len(plan.layers), 'layer')}"]
     if plan.servers:
         lines.append("servers:")
         for name, planned in plan.servers.items():

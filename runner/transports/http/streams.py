@@ -158,23 +158,32 @@ class StreamReaders:
                 budget = self._budget(self._params.resume_attempts, self._params.resume_timeout)
                 while not stream.finished:
                     if stream.last_event_id is None:
-                        raise _Lost(OutcomeUnknown(f"the stream of {rid!r} ended before the response with no event id"))
+                        raise _Lost(
+                            OutcomeUnknown(
+                                f"the response stream of request {rid} ended before the response with no event id"
+                            )
+                        )
                     delay = budget.next_delay(stream.retry_ms)
                     if delay is None:
                         raise _Lost(
                             OutcomeUnknown(
-                                f"could not resume the stream of {rid!r}: gave up after {budget.attempt} reconnects"
+                                f"could not resume the response stream of request {rid}: "
+                                f"gave up after {budget.attempt} reconnects"
                             )
                         )
                     await trio.sleep(delay)
                     if stream.session_id != self._connection.session_id:
-                        raise _Lost(OutcomeUnknown(f"the session changed while the stream of {rid!r} was down"))
+                        raise _Lost(
+                            OutcomeUnknown(f"the session changed while the response stream of request {rid} was down")
+                        )
                     if await self._resume(stream, budget):
                         budget.progress()
         except _Lost as exc:
             self._connection.lose(stream, exc.error)
         except FrameTooLarge as exc:
-            self._connection.lose(stream, OutcomeUnknown(f"an event on the stream of {rid!r} was too large"), exc)
+            self._connection.lose(
+                stream, OutcomeUnknown(f"an event on the response stream of request {rid} was too large"), exc
+            )
         finally:
             await aclose_response(response, self._params.close_timeout)
 
@@ -182,7 +191,10 @@ class StreamReaders:
         """One GET with ``Last-Event-ID``. True when it brought new events; raises ``_Lost`` when refused."""
         headers = self._connection.headers(ACCEPT_SSE, last_event_id=stream.last_event_id)
         request = self._client.build_request("GET", self._url, headers=headers, timeout=self._timeout)
-        what = f"GET {self._name} (resuming {stream.request_id!r} after event {stream.last_event_id!r})"
+        what = (
+            f"GET {self._name} (resuming the response stream of request {stream.request_id} "
+            f"after event {stream.last_event_id!r})"
+        )
         response: httpx2.Response | None = None
         # No side effects: safe to abandon if the headers take longer than the budget.
         with trio.move_on_after(max(budget.remaining(), self._params.connect_timeout)):
