@@ -97,9 +97,10 @@ def run_and_kill_at(tmp: Path, args: list[str], lines: int) -> None:
         proc.wait(timeout=30)
 
 
-def write_slow_workflow(tmp: Path) -> Path:
-    """``<tmp>/slow.yaml``: six calls of the SDK peer's ``slow`` tool (about 3 s each), two at a time, so a test
-    can act while calls are in flight."""
+def write_slow_workflow(tmp: Path, items: int = 6) -> Path:
+    """``<tmp>/slow.yaml``: ``items`` calls of the SDK peer's ``slow`` tool (about 3 s each), two at a time, so
+    a test can act while calls are in flight (a test that needs the run alive whatever the machine's load
+    asks for many and kills the run)."""
     workflow = tmp / "slow.yaml"
     workflow.write_text(
         f"""
@@ -108,7 +109,7 @@ servers:
   peer:
     command: [{json.dumps(sys.executable)}, {json.dumps(str(ROOT / "tests/peers/sdk_server.py"))}, stdio]
 inputs:
-  items: {{type: array, default: [1, 2, 3, 4, 5, 6]}}
+  items: {{type: array, default: {json.dumps(list(range(1, items + 1)))}}}
 steps:
   each:
     server: peer

@@ -90,7 +90,7 @@ def test_output_file(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_running_run_is_busy_for_a_second_process(tmp_path: Path) -> None:
-    workflow = write_slow_workflow(tmp_path)
+    workflow = write_slow_workflow(tmp_path, items=200)  # outlasts the checks below (it is killed at the end)
     proc = subprocess.Popen(
         [sys.executable, "-m", "runner", str(workflow), "--state-dir", str(tmp_path / "state"), "--quiet"],
         env=environment(),
