@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runner.engine.events import FailureKind, RunStatus, StepStatus, event_adapter
+from runner.engine.events import FailureKind, RunStatus, SkipCause, StepStatus, event_adapter
 
 __all__ = ["JOURNAL_SCHEMA_PATH", "SUMMARY_SCHEMA_PATH", "journal_event_schema", "summary_schema", "write_schemas"]
 
@@ -28,6 +28,12 @@ JOURNAL_SCHEMA_PATH = ROOT / "schemas" / "journal-event.schema.json"
 class StepSummary(BaseModel):
     status: StepStatus
     reason: str | None = Field(None, description="Why a step was skipped or failed as a whole.")
+    cause: SkipCause | None = Field(
+        None,
+        description="Why a skipped step was skipped: `if-false` (its if), `dependency-skipped` (a dependency "
+        "was skipped; nothing failed), `failure` (something failed), `unfinished` (a dependency has no "
+        "definite outcome yet, or the run was interrupted: a resume decides).",
+    )
     total: int = Field(description="Items (1 for a plain step).")
     succeeded: int
     failed: int
