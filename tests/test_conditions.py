@@ -240,7 +240,8 @@ async def test_a_failed_optional_step_fails_the_run_and_says_why_the_rest_was_sk
     assert (outcome.status, outcome.exit_code) == ("failed", ExitCode.FAILED)
     first, *rest = _text_summary(outcome).splitlines()
     assert first == "failed: 3 steps (1 failed, 2 skipped: 1 if false, 1 after a failure)"
-    assert rest == ["  failed drop: tool-error: no such table: notes"]
+    [failure] = rest  # the failure, whatever words its kind is shown in
+    assert failure.startswith("  failed drop: ") and failure.endswith(": no such table: notes")
 
 
 # -- cleanup with always(), failure() across a chain, interrupts and resumes ----------------------------------
