@@ -191,11 +191,29 @@ class TestProblems:
             ({"a": call(needs=["zz"])}, "unknown step 'zz' in needs"),
             ({"a": call(args={"i": "${{ index }}"})}, "index is not defined here: ${{ index }}"),
             ({"a": call(for_each=[1], **{"if": "${{ item }}"})}, "item is not defined here: ${{ item }}"),
+            ({"a": call(args={"x": ["${{ success() }}"]})},
+             "steps.a.args.x[0]: success() is a status function, allowed only in a step's if, found in args"),
+            ({"a": call(for_each=[1], key="k-${{ always() }}")},
+             "steps.a.key: always() is a status function, allowed only in a step's if, found in key"),
+            ({"a": call(**{"if": "${{ failure(`1`) }}"})}, "failure() takes 0 arguments, found 1"),
+            ({"a": call(**{"if": "${{ cancelled() }}"})}, "unknown function cancelled()"),
         ],
     )  # fmt: skip
     def test_step_problems(self, steps: dict[str, Any], message: str) -> None:
         [found] = problems(steps)
         assert message in found
+
+    def test_status_functions_only_in_if(self) -> None:
+        p = plan({
+            "a": call(**{"if": "${{ !failure() && !(inputs.x) }}"}), "b": call(**{"if": "${{ inputs.x }}"}),
+            "c": call(**{"if": "${{ always() || failure() || always() }}"}), "d": call(**{"if": True}), "e": call(),
+        }, inputs={"x": {"type": "boolean", "default": False}})  # fmt: skip
+        assert [p.steps[s].status_checks for s in "abcde"] == [("failure",), (), ("always", "failure"), (), ()]
+        [found] = problems({"a": call()}, outputs={"o": "${{ length(steps.a.text) }} ${{ always() }}"})
+        assert found.startswith("outputs.o: always() is a status function, allowed only in a step's if")
+        data = {"version": 1, "servers": {"s": {"url": "http://h/${{ success() }}"}}, "steps": {}}
+        with pytest.raises(WorkflowError, match=r"servers\.s\.url: success\(\) is a status function"):
+            build_plan(Workflow.model_validate(data))
 
     def test_outputs_cannot_read_items(self) -> None:
         [found] = problems({"a": call()}, outputs={"o": "${{ item }}"})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.engine.events import FailureKind, ItemStatus, RunStatus, StepStatus
+from runner.engine.events import FailureKind, ItemStatus, RunStatus, SkipCause, StepStatus
 from runner.engine.journal import closes
 from runner.engine.state import StepCounts
 from tests.snapshots import entries
@@ -130,6 +130,45 @@ def test_steps_and_sessions() -> None:
     assert (state.sessions["docs"].status, state.sessions["docs"].error) == ("failed", "given up")
     state.apply(entry({"type": "run_resumed"}, seq=99))
     assert state.sessions == {}  # a new attempt opens its sessions afresh
+
+
+def test_a_skip_keeps_its_cause_forgets_earlier_failures_and_a_start_clears_it() -> None:
+    state = folded(
+        [
+            {"type": "step_skipped", "step": "a", "reason": "its `if` condition is false", "cause": "if-false"},
+            {"type": "step_skipped", "step": "b", "reason": "dependency 'x' failed"},  # a journal of 0.1
+            {"type": "step_skipped", "step": "c", "reason": "?", "cause": "a-cause-of-a-later-version"},
+        ]
+    )
+    assert [state.steps[s].cause for s in "abc"] == [SkipCause.CONDITION, None, None]
+    assert state.steps["c"].status is StepStatus.SKIPPED
+    state.apply(entry({"type": "step_started", "step": "a"}, seq=10))
+    for n, (key, kind) in enumerate(
+        [("ok", None), ("bad", "tool-error"), ("lost", "timeout"), ("skip", "skipped-in-doubt")]
+    ):
+        state.apply(entry({"type": "item_dispatched", "step": "a", "item": key}, seq=20 + n))
+        fields = (
+            {"type": "item_failed", "step": "a", "item": key, "kind": kind}
+            if kind
+            else {"type": "item_succeeded", "step": "a", "item": key}
+        )
+        state.apply(entry(fields, seq=30 + n))
+    state.apply(entry({"type": "step_finished", "step": "a", "status": "failed"}, seq=40))
+    assert state.steps["a"].counts(live=False).as_dict() == {
+        "total": 4, "succeeded": 1, "failed": 2, "in_doubt": 1, "skipped": 1, "reused": 0,
+    }  # fmt: skip
+    # A later attempt skips it: the failure is forgotten; what succeeded or may have happened is not.
+    state.apply(entry({"type": "step_skipped", "step": "a", "reason": "r", "cause": "if-false"}, seq=50))
+    assert sorted(state.steps["a"].items) == ["lost", "ok", "skip"]
+    assert state.steps["a"].counts(live=False).as_dict() == {
+        "total": 3, "succeeded": 1, "failed": 1, "in_doubt": 1, "skipped": 1, "reused": 0,
+    }  # fmt: skip
+    state.apply(entry({"type": "step_started", "step": "a"}, seq=60))
+    assert (state.steps["a"].status, state.steps["a"].cause, state.steps["a"].reason) == (
+        StepStatus.RUNNING,
+        None,
+        None,
+    )
 
 
 @pytest.mark.parametrize("name", ["succeeded", "failed", "fanout", "interrupted", "in_doubt"])

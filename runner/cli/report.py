@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from runner.engine.events import RunStatus
 from runner.engine.outcome import Outcome
 from runner.engine.rundir import WorkflowBusy
 from runner.errors import BusyError, McpRunError, UsageError
-from runner.view.text import format_group, group_failures, kind_words, where
+from runner.view.text import format_group, group_failures, kind_words, skip_label, where
 from runner.words import plural
 from runner.workflow.plan import Plan
 
@@ -158,15 +160,31 @@ def report(outcome: Outcome, options: ReportOptions, console: Console, *, state_
     return int(outcome.exit_code)
 
 
+_STATUS_ORDER = ("succeeded", "failed", "incomplete", "interrupted", "not-run", "skipped")
+
+
+def _step_counts(steps: Iterable[dict[str, Any]]) -> str:
+    """``3 succeeded, 1 failed, 2 skipped: 1 after a failure, 1 if false``: steps by status, skipped ones by
+    why (the summary's ``cause``; a journal of an earlier version does not say), skipped last."""
+    steps = list(steps)
+    by_status: Counter[str] = Counter(s["status"] for s in steps)
+    order = {status: n for n, status in enumerate(_STATUS_ORDER)}
+    parts = [f"{n} {status}" for status, n in sorted(by_status.items(), key=lambda kv: order.get(kv[0], len(order)))]
+    causes: Counter[str] = Counter(skip_label(s.get("cause")) or "" for s in steps if s["status"] == "skipped")
+    causes.pop("", None)
+    if len(causes) == 1 and sum(causes.values()) == by_status["skipped"]:
+        parts[-1] += f": {next(iter(causes))}"
+    elif causes:
+        parts[-1] += ": " + ", ".join(f"{n} {label}" for label, n in causes.most_common())
+    return ", ".join(parts)
+
+
 def render_summary(summary: dict[str, Any], *, show: str | None = None) -> str:
     """The summary's text; ``show``: the command that shows the whole run (it names failures not listed)."""
     steps = summary["steps"]
-    by_status: dict[str, int] = {}
-    for s in steps.values():
-        by_status[s["status"]] = by_status.get(s["status"], 0) + 1
     items = sum(s["total"] for s in steps.values())
     done = sum(s["succeeded"] for s in steps.values())
-    parts = ", ".join(f"{n} {status}" for status, n in sorted(by_status.items()))
+    parts = _step_counts(steps.values())
     lines = [
         f"{summary['status']}: {plural(len(steps), 'step')} ({parts}); "
         f"{done}/{plural(items, 'call')} done in {summary['duration_s']:.1f}s"

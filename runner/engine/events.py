@@ -13,8 +13,8 @@ ignores fields it does not know (so a field added later does not break an older 
 ``type`` it does not know. ``run_started.journal`` says which format wrote the journal; a newer one is
 refused by name.
 
-The vocabularies are enums, each in one place: :class:`ItemStatus`, :class:`StepStatus`,
-:class:`RunStatus`, and :class:`FailureKind`, which carries the exit code a failure of that kind means and
+The vocabularies are enums, each in one place: :class:`ItemStatus`, :class:`StepStatus`, :class:`RunStatus`,
+:class:`SkipCause`, and :class:`FailureKind`, which carries the exit code a failure of that kind means and
 whether the server may have done the work.
 """
 
@@ -51,6 +51,7 @@ __all__ = [
     "SessionLost",
     "SessionOpened",
     "SessionRetrying",
+    "SkipCause",
     "StepFinished",
     "StepSkipped",
     "StepStarted",
@@ -151,6 +152,20 @@ class StepStatus(enum.StrEnum):
     SKIPPED = "skipped"
     INTERRUPTED = "interrupted"
     NOT_RUN = "not-run"
+
+
+class SkipCause(enum.StrEnum):
+    """Why a step was skipped (``step_skipped.cause``); :mod:`runner.engine.conditions` decides."""
+
+    CONDITION = "if-false"
+    """Its ``if:`` was false. Nothing failed because of it."""
+    DEPENDENCY_SKIPPED = "dependency-skipped"
+    """A dependency was skipped (by its own ``if:``, or in turn), and its ``if:`` calls no status function."""
+    FAILURE = "failure"
+    """Something failed: a dependency (or, in turn, one of its own), or another step (no new step starts)."""
+    UNFINISHED = "unfinished"
+    """A dependency has no definite outcome yet (in doubt, incomplete, interrupted), or the run is being
+    interrupted: nothing is decided, a resume decides."""
 
 
 class RunStatus(enum.StrEnum):
@@ -261,9 +276,12 @@ class StepStarted(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepSkipped(Event):
+    """``reason`` says why in words, ``cause`` which kind of why (a :class:`SkipCause`)."""
+
     type: Literal["step_skipped"] = "step_skipped"
     step: str
     reason: str
+    cause: str | None = None  # a SkipCause; absent from journals of earlier versions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

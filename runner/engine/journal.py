@@ -19,7 +19,8 @@ key) and ``index`` they concern. The types, in the order a run writes them:
 ``session_failed``  ``server``, ``error``, ``kind``: given up; the items it would have run are left undone
 ``step_started``    ``step``, ``items`` (fan-out size) when it fans out, ``reused`` (results a resume
                     takes from the journal)
-``step_skipped``    ``step``, ``reason``
+``step_skipped``    ``step``, ``reason`` (in words), ``cause`` (``if-false``, ``dependency-skipped``, ``failure``
+                    or ``unfinished``: see ``SkipCause``)
 ``item_dispatched`` ``step``, ``item``, ``index``, ``server``, ``tool``, ``request_id``, ``progress_token``,
                     ``attempt``; written and fsynced *before* the request goes out
 ``progress``        ``step``, ``item``, ``progress``, ``total``, ``message``

@@ -4,6 +4,7 @@ doubt, and the ``--json`` summary. Pure: the same state always settles the same 
 - **Items in doubt** are every item without a definite answer, this attempt's or an earlier one's that this
   attempt did not call again: while one is left the run is ``in-doubt`` and stays open.
 - **Failures** are the items that failed or were skipped in doubt, and the steps that failed as a whole.
+  A skipped step is never a failure: the failure that caused the skip is.
 - **The exit code** is the strongest of what applies (see :func:`runner.exitcodes.combine`): each failure's
   kind says its code (:class:`~runner.engine.events.FailureKind`), except that a ``continue_on_error`` step's
   failures do not count, and items never sent (their server could not be reached) always do.
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from runner.engine.eventlog import Masker
-from runner.engine.events import FailureKind, ItemStatus, RunStatus, StepStatus
+from runner.engine.events import FailureKind, ItemStatus, RunStatus, SkipCause, StepStatus
 from runner.engine.state import ItemState, RunState
 from runner.exitcodes import ExitCode, combine
 from runner.workflow.plan import Plan
@@ -30,7 +31,8 @@ SUMMARY_VERSION: Final = 1
 
 @dataclass(frozen=True, slots=True)
 class StepOutcome:
-    """How one step ended: its status, why (a skip's reason, or the step's own error), and its items."""
+    """How one step ended: its status, why (a skip's reason, or the step's own error), and its items;
+    ``cause``: which kind of why, for a skipped step."""
 
     status: StepStatus
     reason: str | None
@@ -40,6 +42,7 @@ class StepOutcome:
     in_doubt: int
     skipped: int
     reused: int
+    cause: SkipCause | None = None
 
     def counts(self) -> dict[str, int]:
         return {
@@ -88,9 +91,11 @@ class Outcome:
                 out[sid] = StepOutcome(StepStatus.NOT_RUN, None, 0, 0, 0, 0, 0, 0)
                 continue
             c = step.counts(live=False)
+            status = self.step_status(sid)
             out[sid] = StepOutcome(
-                self.step_status(sid), step.reason, c.total, c.succeeded, c.failed, c.in_doubt, c.skipped, c.reused
-            )
+                status, step.reason, c.total, c.succeeded, c.failed, c.in_doubt, c.skipped, c.reused,
+                step.cause if status is StepStatus.SKIPPED else None,
+            )  # fmt: skip
         return out
 
     def step_status(self, sid: str) -> StepStatus:
@@ -180,6 +185,8 @@ def summary(plan: Plan, outcome: Outcome, *, run_id: str | None, duration: float
         entry: dict[str, Any] = {"status": status.value}
         if step is not None and step.reason:
             entry["reason"] = step.reason
+        if step is not None and status is StepStatus.SKIPPED and step.cause is not None:
+            entry["cause"] = step.cause.value
         if step is not None:
             counts = step.counts(live=False).as_dict()
         else:

@@ -11,9 +11,11 @@ the summary says are one fold.
 Rules it keeps (the README states them for users):
 
 - A step runs when every dependency succeeded (a ``continue_on_error`` step counts as succeeded); ``if``
-  false skips it; a failed or skipped dependency skips it.
+  false skips it; a failed or skipped dependency skips it, unless its ``if`` calls a status function
+  (``always()``, ``failure()``, ...): then that decides (:mod:`runner.engine.conditions`).
 - A failed fan-out item does not stop its siblings; the step fails at the end if any item failed. Once a
-  step has failed (without ``continue_on_error``), no new step starts; fan-outs already running go on.
+  step has failed (without ``continue_on_error``), no new step starts (but those whose ``if`` says
+  otherwise, like ``always()``); fan-outs already running go on.
   Calls already dispatched are never cancelled because something else failed.
 - Concurrency is bounded globally, per server (``max_concurrency``) and per step (``concurrency``); a
   fan-out of 100,000 items runs through that many workers, not 100,000 tasks, and keeps results in memory
@@ -36,6 +38,7 @@ import trio
 
 from runner.backoff import Backoff
 from runner.engine.calls import CallSite, Drained, ItemCall
+from runner.engine.conditions import Gate, Skip
 from runner.engine.eventlog import EventLog, JournalWriteError
 from runner.engine.events import (
     FailureKind,
@@ -70,6 +73,7 @@ from runner.protocol.mcp import Tool
 from runner.session import Session, SessionOptions
 from runner.workflow.context import fanout_view, identified, item_entry, make_context, step_view
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECONNECT, Plan, PlannedStep
+from runner.workflow.status import status_scope
 from runner.workflow.template import TemplateError
 
 __all__ = ["Outcome", "Prior", "Scheduler", "SchedulerOptions", "SessionOpener"]
@@ -132,6 +136,7 @@ class Scheduler:
         self._views: dict[str, Any] = {}
         self._done: dict[str, trio.Event] = {sid: trio.Event() for sid in plan.order}
         self._stop_new: str | None = None
+        self._gate = Gate(plan, state)
         self._draining = False
         self._work_scope: trio.CancelScope | None = None
         self._links: dict[str, ServerLink] = {}
@@ -267,39 +272,26 @@ class Scheduler:
         try:
             for dep in ps.dependencies:
                 await self._done[dep].wait()
-            blocked = self._blocked_by(ps)
-            if blocked is not None:
-                self._skip(ps, blocked)
+            check = self._gate.check(ps, draining=self._draining, stopped_by=self._stop_new)
+            if check.skip is not None:
+                self._skip(ps, check.skip)
                 return
             try:
-                if not ps.should_run(self._context()):
-                    self._skip(ps, "its `if` condition is false")
-                    return
+                with status_scope(check.status):
+                    run = ps.should_run(self._context())
             except TemplateError as exc:
                 self._fail_step(ps, f"if: {exc}", FailureKind.TEMPLATE_ERROR)
+                return
+            if not run:
+                self._skip(ps, check.if_false())
                 return
             await self._run_step(ps)
         finally:
             self._done[sid].set()
 
-    def _blocked_by(self, ps: PlannedStep) -> str | None:
-        for dep in ps.dependencies:
-            status = self._state.step(dep).status
-            if status is StepStatus.FAILED and not self._plan.steps[dep].continue_on_error:
-                return f"dependency {dep!r} failed"
-            if status is StepStatus.INCOMPLETE:
-                return f"dependency {dep!r} is incomplete (its server could not be reached)"
-            if status not in (StepStatus.SUCCEEDED, StepStatus.FAILED):
-                return f"dependency {dep!r} was {status.value}"
-        if self._draining:
-            return "the run was interrupted"
-        if self._stop_new is not None:
-            return f"step {self._stop_new!r} failed"
-        return None
-
-    def _skip(self, ps: PlannedStep, reason: str) -> None:
+    def _skip(self, ps: PlannedStep, skip: Skip) -> None:
         self._views[ps.id] = fanout_view([], [], "skipped") if ps.fan_out else step_view(None, status="skipped")
-        self._log.record(StepSkipped(step=ps.id, reason=reason))
+        self._log.record(StepSkipped(step=ps.id, reason=skip.reason, cause=skip.cause.value))
 
     def _fail_step(self, ps: PlannedStep, error: str, kind: FailureKind) -> None:
         # A server that could not be reached leaves the step undone, not failed: a resume runs it.

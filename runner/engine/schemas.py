@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runner.engine.events import FailureKind, RunStatus, StepStatus, event_adapter
+from runner.engine.events import FailureKind, RunStatus, SkipCause, StepStatus, event_adapter
 
 __all__ = [
     "ERROR_SCHEMA_PATH",
@@ -40,6 +40,12 @@ ERROR_SCHEMA_PATH = ROOT / "schemas" / "error.schema.json"
 class StepSummary(BaseModel):
     status: StepStatus
     reason: str | None = Field(None, description="Why a step was skipped or failed as a whole.")
+    cause: SkipCause | None = Field(
+        None,
+        description="Why a skipped step was skipped: `if-false` (its if), `dependency-skipped` (a dependency "
+        "was skipped; nothing failed), `failure` (something failed), `unfinished` (a dependency has no "
+        "definite outcome yet, or the run was interrupted: a resume decides).",
+    )
     total: int = Field(description="Items (1 for a plain step).")
     succeeded: int
     failed: int

@@ -16,6 +16,8 @@ Rules, in brief (the journal module's docstring says them at length):
 - A run is *closed* only when its last run-level record is ``run_finished`` with a closed status;
   ``run_stopped``, ``run_interrupted``, or no record at all (a crash) leave it open. ``run_resumed``
   reopens it.
+- A step skipped (``step_skipped``) forgets the items an earlier attempt left failed or pending: they no
+  longer say how the run ends. It keeps those that succeeded, are in doubt, or were skipped in doubt.
 - Counts per step are kept as items change, so a view can ask for them at any rate.
 """
 
@@ -46,6 +48,7 @@ from runner.engine.events import (
     SessionLost,
     SessionOpened,
     SessionRetrying,
+    SkipCause,
     StepFinished,
     StepSkipped,
     StepStarted,
@@ -124,6 +127,7 @@ class StepState:
     reused: int = 0
     reason: str | None = None  # why it was skipped, or why it failed as a whole
     kind: FailureKind | None = None  # how it failed as a whole
+    cause: SkipCause | None = None  # which kind of why it was skipped (None for journals that do not say)
     started_at: str | None = None
     finished_at: str | None = None
     items: dict[str, ItemState] = field(default_factory=dict)
@@ -330,6 +334,7 @@ class RunState:
         step.reused = event.reused or 0
         step.reason = None
         step.kind = None
+        step.cause = None
         step.started_at = entry.ts
         step.finished_at = None
         return step
@@ -340,7 +345,14 @@ class RunState:
         step = self.step(event.step)
         step.status = StepStatus.SKIPPED
         step.reason = event.reason
+        step.cause = _cause(event.cause)
+        step.kind = None  # a failure of an earlier attempt no longer says how this step ended
         step.finished_at = entry.ts
+        # Nor do the calls of an earlier attempt that failed (a `failure()` step, skipped by a --retry-failed
+        # that succeeded): they say nothing a later attempt needs. Succeeded calls stay (a later attempt that
+        # runs the step reuses them), and so do calls in doubt and those skipped in doubt (never called again).
+        for key in [key for key, item in step.items.items() if item.status in _FORGOTTEN_ON_SKIP]:
+            step.by_status[step.items.pop(key).status] -= 1
         return step
 
     def _step_finished(self, entry: Entry) -> StepState:
@@ -349,6 +361,7 @@ class RunState:
         step = self.step(event.step)
         step.status = _step_status(event.status)
         step.reason = event.error
+        step.cause = None
         step.kind = _kind(event.kind) if event.kind is not None else None
         step.finished_at = entry.ts
         step.calls.clear()
@@ -411,6 +424,16 @@ def _kind(value: str | None) -> FailureKind | None:
         return FailureKind.of(value)
     except KeyError:
         return None  # a kind of a later version: the item's status still says what matters
+
+
+_FORGOTTEN_ON_SKIP: Final = (ItemStatus.FAILED, ItemStatus.PENDING)
+
+
+def _cause(value: str | None) -> SkipCause | None:
+    try:
+        return SkipCause(value) if value is not None else None
+    except ValueError:
+        return None  # a cause of a later version: the step is still skipped
 
 
 def _step_status(value: str) -> StepStatus:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from runner.engine.events import FailureKind
+from runner.engine.events import FailureKind, SkipCause
 from runner.protocol.mcp import LOG_LEVELS
 from runner.words import plural
 from runner.workflow.keys import LABEL_LIMIT
@@ -39,6 +39,7 @@ __all__ = [
     "one_line",
     "short_key",
     "shows_failure",
+    "skip_label",
     "ts_seconds",
     "where",
 ]
@@ -58,6 +59,22 @@ def _in_doubt(kind: Any) -> bool:
         return FailureKind.of(str(kind)).in_doubt
     except KeyError:
         return False
+
+
+_SKIP_LABELS = {
+    SkipCause.CONDITION: "if false",
+    SkipCause.DEPENDENCY_SKIPPED: "dependency skipped",
+    SkipCause.FAILURE: "after a failure",
+    SkipCause.UNFINISHED: "left for a resume",
+}
+
+
+def skip_label(cause: Any) -> str | None:
+    """A skip's cause in two or three words (``if false``, ``after a failure``); None when unknown."""
+    try:
+        return _SKIP_LABELS[SkipCause(str(cause))]
+    except ValueError:
+        return None
 
 
 def level_index(level: Any) -> int:

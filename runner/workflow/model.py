@@ -184,7 +184,11 @@ class Step(_Model):
         default_factory=list, description="Steps that must finish first (in addition to those templates use)."
     )
     if_: Annotated[Any, WithJsonSchema({"type": ["string", "boolean"]})] = Field(
-        default=None, alias="if", description="Run the step only when this template is truthy: ${{ expr }}."
+        default=None,
+        alias="if",
+        description="Run the step only when this template is truthy: ${{ expr }}. By default a step runs only when "
+        "every dependency succeeded (success()); an if that calls a status function (success(), failure(), "
+        "always()) decides that itself: ${{ always() }}, ${{ failure() }}, ${{ !failure() }}.",
     )
     for_each: Annotated[Any, WithJsonSchema({"type": ["string", "array"]})] = Field(
         default=None, description="Fan out: a template that evaluates to a list (or a literal list); one call per item."

@@ -12,6 +12,7 @@ that needs the whole file, collecting every problem before it raises (one
 * every template compiles, and reads only what exists: ``inputs.<declared>``, ``steps.<id>.<field>``
   with a field the step exposes (``result structured text json status`` for a plain step,
   ``items results status`` for a fan-out), ``item``/``index`` only in a fan-out step's args and key;
+* the status functions (``success()``, ``failure()``, ``always()``) appear only in a step's ``if``;
 * no step refers to itself, and there is no dependency cycle (each one is named in order).
 
 A step's dependencies are its ``needs`` plus every step its templates (args, key, if, for_each) read.
@@ -30,6 +31,7 @@ from typing import Any, Literal
 from runner.errors import WorkflowError
 from runner.workflow.keys import default_key
 from runner.workflow.model import Loc, Positions, Server, Step, Workflow, describe, raise_errors
+from runner.workflow.status import status_functions_in
 from runner.workflow.template import (
     Compiled,
     Occurrence,
@@ -88,7 +90,9 @@ class PlannedStep:
     ``timeout`` and ``idle_timeout`` are the effective ones: the step's, else its server's, else the default
     (no hard cap; ``DEFAULT_IDLE_TIMEOUT`` without progress); None when the workflow says ``none``.
     ``referenced`` is True when some template (any step's, or an output) reads this step's results:
-    only then must the scheduler keep them in memory.
+    only then must the scheduler keep them in memory. ``status_checks``: the status functions its ``if``
+    calls (``success``, ``failure``, ``always``; :mod:`runner.workflow.status`); none means the implicit
+    ``success()``.
     """
 
     id: str
@@ -109,13 +113,15 @@ class PlannedStep:
     dependencies: tuple[str, ...]
     dependents: tuple[str, ...]
     referenced: bool
+    status_checks: tuple[str, ...] = ()
 
     def render_args(self, context: Mapping[str, Any]) -> Any:
         """The tool arguments for ``context`` (per item, for a fan-out step)."""
         return self.args.render(context)
 
     def should_run(self, context: Mapping[str, Any]) -> bool:
-        """Whether ``if`` holds (JMESPath truthiness); always True without ``if``."""
+        """Whether ``if`` holds (JMESPath truthiness); always True without ``if``. An ``if`` that calls status
+        functions is evaluated inside :func:`runner.workflow.status.status_scope`."""
         return self.condition is None or is_truthy(self.condition.render(context))
 
     def render_items(self, context: Mapping[str, Any]) -> list[Any]:
@@ -168,6 +174,15 @@ def _effective(step: float | None, server: float | None, default: float | None) 
     """The step's limit, else its server's, else ``default``; ``none`` (infinity) means no limit."""
     value = step if step is not None else server if server is not None else default
     return None if value is None or math.isinf(value) else value
+
+
+def _status_checks(condition: Compiled | None) -> tuple[str, ...]:
+    if condition is None:
+        return ()
+    names: dict[str, None] = {}
+    for text in condition.expressions:
+        names.update(dict.fromkeys(status_functions_in(text)))
+    return tuple(names)
 
 
 def _first_expression(compiled: Compiled) -> str | None:
@@ -238,9 +253,10 @@ class _Builder:
                 self.error(problem[0], (*loc, "url"), suggestion=problem[1])
         headers = self.compile(server.headers, (*loc, "headers")) if server.headers is not None else None
         env = self.compile(server.env, (*loc, "env")) if server.env is not None else None
-        for compiled in (url, headers, env):
+        for key, compiled in (("url", url), ("headers", headers), ("env", env)):
             if compiled is not None:
                 self.check_references(compiled, owner=None, where="server", fan_out=False)
+                self.refuse_status_functions(getattr(server, key), compiled, (*loc, key), "server settings")
         return PlannedServer(name, server, "stdio" if stdio else "http", url, headers, env)
 
     # -- steps ------------------------------------------------------------------------------------
@@ -287,7 +303,26 @@ class _Builder:
         for where, value in parts:
             if value is not None:
                 self.check_references(value, owner=step_id, where=where, fan_out=step.fan_out)
+        self.refuse_status_functions(step.args, args, (*loc, "args"), "args")
+        self.refuse_status_functions(step.key, key, (*loc, "key"), "key")
+        self.refuse_status_functions(step.for_each, for_each, (*loc, "for_each"), "for_each")
         return dict(parts)
+
+    def refuse_status_functions(self, value: Any, compiled: Compiled | None, loc: Loc, where: str) -> None:
+        """Status functions say how a step's dependencies ended: they mean something only in its ``if``."""
+        if compiled is None or not any(status_functions_in(text) for text in compiled.expressions):
+            return
+        for place, text in _template_strings(value, loc):
+            for expression in compile_value(text).expressions:
+                names = status_functions_in(expression)
+                if names:
+                    what = " and ".join(f"{name}()" for name in names)
+                    are = "is a status function" if len(names) == 1 else "are status functions"
+                    self.error(
+                        f"{what} {are}, allowed only in a step's if, found in {where}: ${{{{ {expression} }}}}",
+                        place,
+                        suggestion="to read how a step ended, use steps.<id>.status",
+                    )
 
     def single(self, value: str | bool, loc: Loc, name: str) -> Compiled | None:
         """``if``/``for_each``: a boolean (if only) or exactly one template."""
@@ -420,6 +455,22 @@ class _Builder:
         )
 
 
+def _template_strings(value: Any, loc: Loc) -> list[tuple[Loc, str]]:
+    """The strings of ``value`` (at any depth) that hold a template, with where each one is."""
+    found: list[tuple[Loc, str]] = []
+    stack: list[tuple[Loc, Any]] = [(loc, value)]
+    while stack:
+        where, current = stack.pop()
+        if isinstance(current, str):
+            if "${{" in current:
+                found.append((where, current))
+        elif isinstance(current, dict):
+            stack.extend(((*where, k), v) for k, v in reversed(current.items()))
+        elif isinstance(current, list):
+            stack.extend(((*where, n), v) for n, v in reversed(list(enumerate(current))))
+    return found
+
+
 def _item_hint(where: _Where, fan_out: bool) -> str:
     if where in ("if", "for_each"):
         return f"{where} is evaluated once for the whole step; item and index exist only in its args and key"
@@ -454,6 +505,7 @@ def build_plan(workflow: Workflow, positions: Positions | None = None) -> Plan:
     outputs = builder.compile(workflow.outputs, ("outputs",))
     if outputs is not None:
         builder.check_references(outputs, owner=None, where="outputs", fan_out=False)
+        builder.refuse_status_functions(workflow.outputs, outputs, ("outputs",), "outputs")
     layers = builder.layers()
     raise_errors(builder.errors)
     assert outputs is not None
@@ -491,6 +543,7 @@ def build_plan(workflow: Workflow, positions: Positions | None = None) -> Plan:
             dependencies=tuple(sorted(builder.edges[step_id], key=position.__getitem__)),
             dependents=tuple(dependents[step_id]),
             referenced=step_id in builder.referenced,
+            status_checks=_status_checks(parts["if"]),
         )
     return Plan(
         workflow=workflow,

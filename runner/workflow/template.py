@@ -45,12 +45,12 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Literal, NamedTuple
 
 from jmespath import exceptions as jp_exceptions
-from jmespath.functions import Functions
 from jmespath.parser import ParsedResult, Parser
-from jmespath.visitor import TreeInterpreter
+from jmespath.visitor import Options, TreeInterpreter
 
 from runner.errors import McpRunError, WorkflowError
 from runner.exitcodes import ExitCode
+from runner.workflow.status import StatusFunctions
 
 __all__ = [
     "ROOTS", "Compiled", "Loc", "Occurrence", "Reference", "StepStatus", "TemplateError", "TemplateSyntaxError",
@@ -64,8 +64,8 @@ StepStatus = Literal["succeeded", "failed", "skipped"]
 _OPEN = "${{"
 _CLOSE = "}}"
 _MAX_CLOSE_CANDIDATES = 64
-_FUNCTIONS: dict[str, Any] = dict(Functions().FUNCTION_TABLE)
-_INTERPRETER = TreeInterpreter()
+_FUNCTIONS: dict[str, Any] = dict(StatusFunctions.FUNCTION_TABLE)  # JMESPath's and the status functions of if:
+_INTERPRETER = TreeInterpreter(Options(custom_functions=StatusFunctions()))
 # Nodes whose first child is evaluated against the same value as the node itself, and whose other
 # children against something derived from it (so they cannot reach the context roots).
 _CHAIN = frozenset(
@@ -156,8 +156,8 @@ class Compiled:
 
     @property
     def expressions(self) -> tuple[str, ...]:
-        """The expression texts in this value, in order (each once)."""
-        return tuple(dict.fromkeys(o.expression for o in self.occurrences))
+        """The expression texts in this value, in order (each once), those that read nothing too."""
+        return ()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.source!r})"
@@ -196,6 +196,10 @@ class _Whole(Compiled):
     def single_expression(self) -> str | None:
         return self._expression.text
 
+    @property
+    def expressions(self) -> tuple[str, ...]:
+        return (self._expression.text,)
+
 
 class _Interpolated(Compiled):
     __slots__ = ("_expressions", "_literals")
@@ -219,6 +223,10 @@ class _Interpolated(Compiled):
             parts.append(literal)
         return "".join(parts)
 
+    @property
+    def expressions(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(e.text for e in self._expressions))
+
 
 class _Dict(Compiled):
     __slots__ = ("_dynamic",)
@@ -236,6 +244,10 @@ class _Dict(Compiled):
             out[key] = compiled.render(context)
         return out
 
+    @property
+    def expressions(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(text for _, compiled in self._dynamic for text in compiled.expressions))
+
 
 class _List(Compiled):
     __slots__ = ("_dynamic",)
@@ -252,6 +264,10 @@ class _List(Compiled):
         for index, compiled in self._dynamic:
             out[index] = compiled.render(context)
         return out
+
+    @property
+    def expressions(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(text for _, compiled in self._dynamic for text in compiled.expressions))
 
 
 def compile_value(value: Any, *, loc: Loc = ()) -> Compiled:
