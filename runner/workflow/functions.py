@@ -341,7 +341,9 @@ def _count(n: int) -> str:
 def compile_regex(pattern: str) -> regex.Pattern[str]:
     """``pattern`` compiled, once it has passed the guard; ``ValueError`` saying why when it does not."""
     if len(pattern) > MAX_PATTERN:
-        raise ValueError(f"the regex is {len(pattern)} characters long, more than the {MAX_PATTERN} allowed")
+        raise ValueError(
+            f"the regex {_show(pattern)} is {len(pattern)} characters long, more than the {MAX_PATTERN} allowed"
+        )
     return _compile(pattern)
 
 
@@ -364,7 +366,9 @@ def _compile(pattern: str) -> regex.Pattern[str]:
         )
     try:
         return regex.compile(pattern, regex.V0)
-    except (regex.error, RecursionError) as exc:
+    except RecursionError:
+        raise ValueError(f"the regex {_show(pattern)} nests too deeply") from None
+    except regex.error as exc:
         raise ValueError(f"invalid regex {_show(pattern)}: {exc}") from None
 
 
