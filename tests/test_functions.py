@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import posixpath
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -391,3 +393,20 @@ async def test_a_text_listing_drives_a_fan_out(autojump_clock: trio.abc.Clock) -
         "<string>:22:18: steps.count.args.text: ${{ lines(index) }}: lines() expects s to be a string, "
         "found a number (0); usage: lines(s: string) -> array"
     )
+
+
+README = Path(__file__).parent.parent / "README.md"
+
+
+def test_the_readme_examples_hold() -> None:
+    """Every ``expression`` → ``result`` in the README's Functions section renders as written."""
+    section = README.read_text(encoding="utf-8").split("### Functions", 1)[1].split("\n## ", 1)[0]
+    examples = re.findall(r"(?:``(.+?)``|`([^`]+)`) → `([^`]+)`", section)
+    documented = set(re.findall(r"^\| `(\w+)\(", section, flags=re.MULTILINE))
+    documented |= set(re.findall(r"^\| `\w+\(s\)`, `(\w+)\(", section, flags=re.MULTILINE))
+    assert len(examples) >= 15
+    for double, single, result in examples:
+        expression = double or single
+        assert render(expression) == json.loads(result), expression
+    ours = {name for name in functions.FUNCTIONS.FUNCTION_TABLE if f"_func_{name}" in vars(functions.TextFunctions)}
+    assert documented == ours

@@ -358,7 +358,8 @@ def _compile(pattern: str) -> regex.Pattern[str]:
     except RecursionError:
         raise ValueError(f"the regex {_show(pattern)} nests too deeply") from None
     except parser.error as exc:
-        raise ValueError(f"invalid regex {_show(pattern)}: {exc}") from None
+        glob = " (a regex, not a glob: * repeats what comes before it; *.md is \\.md$)" if pattern[:1] == "*" else ""
+        raise ValueError(f"invalid regex {_show(pattern)}: {exc}{glob}") from None
     if size > MAX_EXPANDED:
         raise ValueError(
             f"the regex {_show(pattern)} is too large once its counted repeats are written out "
