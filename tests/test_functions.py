@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import jmespath
 import pytest
 import trio
 from hypothesis import given
@@ -410,3 +411,21 @@ def test_the_readme_examples_hold() -> None:
         assert render(expression) == json.loads(result), expression
     ours = {name for name in functions.FUNCTIONS.FUNCTION_TABLE if f"_func_{name}" in vars(functions.TextFunctions)}
     assert documented == ours
+
+
+def test_a_subclass_adds_functions_with_the_same_checks() -> None:
+    class Extra(functions.TemplateFunctions):
+        @functions.function("n: number", returns="number")
+        def _func_double(self, n: float) -> float:
+            return n * 2
+
+    options = jmespath.Options(custom_functions=Extra())
+    assert jmespath.search("double(`2`)", {}, options=options) == 4
+    assert jmespath.search("lines('a')", {}, options=options) == ["a"]  # ours are inherited
+    with pytest.raises(functions.FunctionError) as info:
+        jmespath.search("double('x')", {}, options=options)
+    assert (
+        str(info.value) == "double() expects n to be a number, found a string ('x'); usage: double(n: number) -> number"
+    )
+    with pytest.raises(functions.FunctionError, match=r"double\(\) takes 1 argument, found 0; usage: double\(n"):
+        jmespath.search("double()", {}, options=options)

@@ -40,7 +40,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from jmespath import exceptions as jp_exceptions
@@ -193,10 +193,10 @@ class TemplateFunctions(TextFunctions):
             raise FunctionError(f"unknown function {function_name}()")
         signature = spec["signature"]
         args = list(resolved_args)
-        _check_arity(function_name, signature, len(args))
+        _check_arity(function_name, signature, len(args), self.FUNCTION_TABLE)
         for position, (param, value) in enumerate(zip(signature, args, strict=False), start=1):
             if param["types"] and not any(_has_type(value, kind) for kind in param["types"]):
-                raise _type_error(function_name, param, position, describe(value))
+                raise _type_error(function_name, param, position, describe(value), self.FUNCTION_TABLE)
         return spec["function"](self, *args)
 
 
@@ -207,9 +207,13 @@ FUNCTIONS = TemplateFunctions()
 # Checking calls
 
 
-def usage(name: str) -> str:
-    """The signature of a function as users read it: ``split(s: string, sep: string) -> array``."""
-    spec = FUNCTIONS.FUNCTION_TABLE[name]
+def usage(name: str, table: Mapping[str, Any] | None = None) -> str:
+    """The signature of a function as users read it: ``split(s: string, sep: string) -> array``.
+
+    ``table`` is the function table it is in (by default, that of :data:`FUNCTIONS`)."""
+    spec = (FUNCTIONS.FUNCTION_TABLE if table is None else table).get(name)
+    if spec is None:
+        return f"{name}(...)"
     params = []
     for param in spec["signature"]:
         types = "|".join(param["types"]) or "any"
@@ -246,12 +250,16 @@ def check_call(node: dict[str, Any]) -> None:
             _regex(name, child["value"])
 
 
-def _check_arity(name: str, signature: Sequence[dict[str, Any]], count: int) -> None:
+def _check_arity(
+    name: str, signature: Sequence[dict[str, Any]], count: int, table: Mapping[str, Any] | None = None
+) -> None:
     if signature and signature[-1].get("variadic"):
         if count < len(signature):
-            raise FunctionError(f"{name}() takes at least {_count(len(signature))}, found {count}", usage=usage(name))
+            raise FunctionError(
+                f"{name}() takes at least {_count(len(signature))}, found {count}", usage=usage(name, table)
+            )
     elif count != len(signature):
-        raise FunctionError(f"{name}() takes {_count(len(signature))}, found {count}", usage=usage(name))
+        raise FunctionError(f"{name}() takes {_count(len(signature))}, found {count}", usage=usage(name, table))
 
 
 def _static_type(node: dict[str, Any]) -> str | None:
@@ -278,10 +286,12 @@ def _has_type(value: Any, kind: str) -> bool:
     return not sub or all(json_type(element) == sub for element in value)
 
 
-def _type_error(name: str, param: dict[str, Any], position: int, found: str) -> FunctionError:
+def _type_error(
+    name: str, param: dict[str, Any], position: int, found: str, table: Mapping[str, Any] | None = None
+) -> FunctionError:
     what = param.get("name", f"argument {position}")
     expected = "a string (a regex)" if param.get("regex") else _or([_expected(t) for t in param["types"]])
-    return FunctionError(f"{name}() expects {what} to be {expected}, found {found}", usage=usage(name))
+    return FunctionError(f"{name}() expects {what} to be {expected}, found {found}", usage=usage(name, table))
 
 
 def json_type(value: Any) -> str:
