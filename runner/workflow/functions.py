@@ -46,6 +46,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from jmespath import exceptions as jp_exceptions
 from jmespath.functions import Functions
 
+from runner.words import plural
+
 if TYPE_CHECKING:
     import regex
 
@@ -256,10 +258,12 @@ def _check_arity(
     if signature and signature[-1].get("variadic"):
         if count < len(signature):
             raise FunctionError(
-                f"{name}() takes at least {_count(len(signature))}, found {count}", usage=usage(name, table)
+                f"{name}() takes at least {plural(len(signature), 'argument')}, found {count}", usage=usage(name, table)
             )
     elif count != len(signature):
-        raise FunctionError(f"{name}() takes {_count(len(signature))}, found {count}", usage=usage(name, table))
+        raise FunctionError(
+            f"{name}() takes {plural(len(signature), 'argument')}, found {count}", usage=usage(name, table)
+        )
 
 
 def _static_type(node: dict[str, Any]) -> str | None:
@@ -338,10 +342,6 @@ def _or(words: list[str]) -> str:
 
 def _article(word: str) -> str:
     return "an" if word[:1] in "aeiou" else "a"
-
-
-def _count(n: int) -> str:
-    return f"{n} argument" if n == 1 else f"{n} arguments"
 
 
 # ---------------------------------------------------------------------------------------------------
