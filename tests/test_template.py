@@ -159,7 +159,7 @@ class TestCompileErrors:
                 "${{ length(inputs.x, inputs.y) }}",
                 "length() takes 1 argument, found 2 in ${{ length(inputs.x, inputs.y) }}",
             ),
-            ("${{ not_null() }}", "not_null() takes at least 1 arguments, found 0 in ${{ not_null() }}"),
+            ("${{ not_null() }}", "not_null() takes at least 1 argument, found 0 in ${{ not_null() }}"),
         ],
     )
     def test_message(self, text: str, message: str | None) -> None:

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from runner.errors import WorkflowError
 from runner.workflow.keys import default_key
-from runner.workflow.model import Loc, Positions, Server, Step, Workflow, describe, raise_errors
+from runner.workflow.model import Loc, Positions, Server, Step, Workflow, describe, format_path, raise_errors
 from runner.workflow.status import status_functions_in
 from runner.workflow.template import (
     Compiled,
@@ -209,9 +209,15 @@ class _Builder:
     def error(self, message: str, loc: Loc, *, suggestion: str | None = None, at: str = "value") -> None:
         self.errors.append(self.pos.error(message, loc, suggestion=suggestion, at="key" if at == "key" else "value"))
 
+    def where(self, loc: Loc) -> str:
+        """``file:line:column: path`` of ``loc``, for errors raised while rendering a template found there."""
+        line, column = self.pos.locate(loc)
+        place = ":".join(str(part) for part in (self.pos.file, line, column) if part is not None)
+        return ": ".join(part for part in (place, format_path(loc)) if part)
+
     def compile(self, value: Any, loc: Loc) -> Compiled | None:
         try:
-            return compile_value(value, loc=loc)
+            return compile_value(value, loc=loc, where=self.where)
         except TemplateSyntaxError as exc:
             self.error(exc.message, exc.loc, suggestion=exc.suggestion)
             return None

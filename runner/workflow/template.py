@@ -28,20 +28,26 @@ Context (the contract with the scheduler)
     error, and so is a reference to ``steps`` or ``env`` that does not name a step or variable statically
     (``steps.*``, ``steps[0]``, ``env``): the planner must see every dependency.
 
+Functions
+    JMESPath's built-ins and the text, path and JSON functions of :mod:`runner.workflow.functions`
+    (``lines``, ``basename``, ``extract``, ...). Calls are checked when compiled as far as the types are
+    known then (the number of arguments, literal arguments, a literal regex), and again when rendered.
+
 Truthiness (``if``) follows JMESPath: false, null, "", [] and {} are false; everything else, 0
 included, is true (:func:`is_truthy`).
 
 Errors
     :class:`TemplateSyntaxError` (a :class:`~runner.errors.WorkflowError`) at compile time, with ``loc``
     the position inside the compiled value; :class:`TemplateError` (exit code 1) at render time: a
-    rendering failure is a step failure, not an invalid workflow.
+    rendering failure is a step failure, not an invalid workflow. Its text starts with the template's
+    place in the file when the compiler was given ``where`` (the planner gives it).
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal, NamedTuple
 
 from jmespath import exceptions as jp_exceptions
@@ -50,7 +56,7 @@ from jmespath.visitor import Options, TreeInterpreter
 
 from runner.errors import McpRunError, WorkflowError
 from runner.exitcodes import ExitCode
-from runner.workflow.status import StatusFunctions
+from runner.workflow.functions import FUNCTIONS, FunctionError, check_call
 
 __all__ = [
     "ROOTS", "Compiled", "Loc", "Occurrence", "Reference", "StepStatus", "TemplateError", "TemplateSyntaxError",
@@ -59,13 +65,14 @@ __all__ = [
 
 ROOTS: tuple[str, ...] = ("inputs", "env", "steps", "item", "index")
 Loc = tuple[str | int, ...]
+Where = Callable[[Loc], str]
 StepStatus = Literal["succeeded", "failed", "skipped"]
 
 _OPEN = "${{"
 _CLOSE = "}}"
 _MAX_CLOSE_CANDIDATES = 64
-_FUNCTIONS: dict[str, Any] = dict(StatusFunctions.FUNCTION_TABLE)  # JMESPath's and the status functions of if:
-_INTERPRETER = TreeInterpreter(Options(custom_functions=StatusFunctions()))
+_FUNCTIONS: dict[str, Any] = FUNCTIONS.FUNCTION_TABLE  # JMESPath's, the text functions, the status functions
+_INTERPRETER = TreeInterpreter(Options(custom_functions=FUNCTIONS))
 # Nodes whose first child is evaluated against the same value as the node itself, and whose other
 # children against something derived from it (so they cannot reach the context roots).
 _CHAIN = frozenset(
@@ -164,20 +171,22 @@ class Compiled:
 
 
 class _Expression:
-    """One compiled JMESPath expression."""
+    """One compiled JMESPath expression; ``where`` is its place in the workflow file, for errors."""
 
-    __slots__ = ("_ast", "text")
+    __slots__ = ("_ast", "text", "where")
 
     def __init__(self, text: str, parsed: ParsedResult) -> None:
         self.text = text
         self._ast = parsed.parsed
+        self.where: str | None = None
 
     def evaluate(self, context: Mapping[str, Any]) -> Any:
         try:
             return _INTERPRETER.visit(self._ast, context)
         except (jp_exceptions.JMESPathError, TypeError, ValueError, ArithmeticError, RecursionError) as exc:
+            where = f"{self.where}: " if self.where else ""
             raise TemplateError(
-                f"${{{{ {self.text} }}}}: {_lower_first(str(exc).splitlines()[0])}", expression=self.text
+                f"{where}${{{{ {self.text} }}}}: {_lower_first(str(exc).splitlines()[0])}", expression=self.text
             ) from exc
 
 
@@ -270,19 +279,20 @@ class _List(Compiled):
         return tuple(dict.fromkeys(text for _, compiled in self._dynamic for text in compiled.expressions))
 
 
-def compile_value(value: Any, *, loc: Loc = ()) -> Compiled:
+def compile_value(value: Any, *, loc: Loc = (), where: Where | None = None) -> Compiled:
     """Compile every template in ``value`` (a JSON-like value: dicts, lists, strings, scalars).
 
     Raises :class:`TemplateSyntaxError` for the first template that is not valid; its ``loc`` is ``loc``
-    followed by the keys and indexes leading to the bad string.
+    followed by the keys and indexes leading to the bad string. ``where(loc)``, when given, names a
+    template's place (``file:line:column: path``) in the errors it raises while rendering.
     """
     if isinstance(value, str):
-        return _compile_string(value, loc)
+        return _compile_string(value, loc, where)
     if isinstance(value, dict):
         dynamic_d: list[tuple[str, Compiled]] = []
         occurrences: list[Occurrence] = []
         for key, item in value.items():
-            compiled = compile_value(item, loc=(*loc, key))
+            compiled = compile_value(item, loc=(*loc, key), where=where)
             if not compiled.is_constant:
                 dynamic_d.append((key, compiled))
                 occurrences.extend(compiled.occurrences)
@@ -291,7 +301,7 @@ def compile_value(value: Any, *, loc: Loc = ()) -> Compiled:
         dynamic_l: list[tuple[int, Compiled]] = []
         occurrences = []
         for index, item in enumerate(value):
-            compiled = compile_value(item, loc=(*loc, index))
+            compiled = compile_value(item, loc=(*loc, index), where=where)
             if not compiled.is_constant:
                 dynamic_l.append((index, compiled))
                 occurrences.extend(compiled.occurrences)
@@ -299,7 +309,7 @@ def compile_value(value: Any, *, loc: Loc = ()) -> Compiled:
     return Compiled(value, ())
 
 
-def _compile_string(text: str, loc: Loc) -> Compiled:
+def _compile_string(text: str, loc: Loc, where: Where | None) -> Compiled:
     if _OPEN not in text:
         return Compiled(text, ())
     literals: list[str] = []
@@ -307,6 +317,7 @@ def _compile_string(text: str, loc: Loc) -> Compiled:
     pos = 0
     for start, end, expression in _split(text, loc):
         literals.append(text[pos:start])
+        expression.where = where(loc) if where is not None else None
         expressions.append(expression)
         pos = end
     literals.append(text[pos:])
@@ -434,7 +445,8 @@ def _parse_detail(exc: jp_exceptions.ParseError) -> str:
 
 
 def _check_nodes(node: Any, source: str, loc: Loc) -> None:
-    """Refuse unknown functions, wrong argument counts, and ``!a.b`` (which JMESPath reads as ``(!a).b``)."""
+    """Refuse unknown functions, calls that cannot work (:func:`~runner.workflow.functions.check_call`), and
+    ``!a.b`` (which JMESPath reads as ``(!a).b``)."""
     stack = [node]
     while stack:
         current = stack.pop()
@@ -449,27 +461,18 @@ def _check_nodes(node: Any, source: str, loc: Loc) -> None:
             )
         if current.get("type") == "function_expression":
             name = current["value"]
-            spec = _FUNCTIONS.get(name)
-            if spec is None:
+            if name not in _FUNCTIONS:
                 raise TemplateSyntaxError(
                     f"unknown function {name}() in ${{{{ {source} }}}}",
                     loc=loc,
                     suggestion=did_you_mean(name, _FUNCTIONS),
                 )
-            signature = spec["signature"]
-            count = len(current["children"])
-            if signature and signature[-1].get("variadic"):
-                if count < len(signature):
-                    raise TemplateSyntaxError(
-                        f"{name}() takes at least {len(signature)} arguments, found {count} in ${{{{ {source} }}}}",
-                        loc=loc,
-                    )
-            elif count != len(signature):
-                plural = "" if len(signature) == 1 else "s"
+            try:
+                check_call(current)
+            except FunctionError as exc:
                 raise TemplateSyntaxError(
-                    f"{name}() takes {len(signature)} argument{plural}, found {count} in ${{{{ {source} }}}}",
-                    loc=loc,
-                )
+                    f"{exc.message} in ${{{{ {source} }}}}", loc=loc, suggestion=f"usage: {exc.usage}"
+                ) from None
         stack.extend(current.get("children", ()))
 
 
