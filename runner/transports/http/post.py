@@ -49,8 +49,11 @@ class _RateLimited(Exception):
 
 
 def _describe_exception(exc: BaseException) -> str:
-    """``ConnectError: [Errno 111] Connection refused`` rather than a repr with nested quotes."""
+    """``[Errno 111] Connection refused`` for a connection that could not be made (what precedes it already
+    says "could not connect"); ``ReadError: ...`` for the rest, rather than a repr with nested quotes."""
     text = str(exc).strip()
+    if text and isinstance(exc, httpx2.ConnectError | httpx2.ConnectTimeout):
+        return text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
