@@ -7,7 +7,8 @@ Modes: ``ok`` (echo tool), ``protocol-error`` (tools/call answers a JSON-RPC err
 (never answers tools/call), ``wrong-ids`` (prints a line of noise, then answers tools/call under the id's
 string form: ``"7"`` for ``7``), ``bad-version`` (answers initialize with a version nobody speaks), ``huge``
 (answers tools/call with a line over 2 MiB), ``typed`` (lists the tools of :data:`TYPED_TOOLS`, with stricter
-schemas; its calls echo their arguments as JSON text).
+schemas; its calls echo their arguments as JSON text, and with ``--count-file`` write the tool's name and
+them as a line there).
 
 ``count`` serves a ``count`` tool (``{key}``) that records each execution as a line in ``--count-file``
 (the ground truth of what ran), answers a tool error for the keys listed in ``--fail`` (comma-separated) the
@@ -153,6 +154,9 @@ def main() -> None:
                 send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "Unknown tool: nope"}})
             elif MODE == "typed":
                 text = json.dumps(msg["params"].get("arguments"), sort_keys=True)
+                if OPTIONS.count_file:
+                    with Path(OPTIONS.count_file).open("a") as file:
+                        file.write(f"{msg['params'].get('name')} {text}\n")
                 send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}})
             elif MODE == "huge":
                 send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "x" * (3 << 20)}]}})
