@@ -72,23 +72,32 @@ class ArgProblem:
 class ArgsValidator:
     """A tool's ``inputSchema``, compiled (see :func:`compile_schema`)."""
 
-    __slots__ = ("_validator",)
+    __slots__ = ("_base", "_plain", "_schema", "_unusable", "_with_unknowns")
 
-    def __init__(self, validator: Validator) -> None:
-        self._validator = validator
+    def __init__(self, base: type[Validator], schema: dict[str, Any]) -> None:
+        from jsonschema.exceptions import SchemaError
+        from referencing.exceptions import Unresolvable
+
+        self._base = base
+        self._schema = schema
+        self._plain = base(schema)  # for arguments known in full: every call at run time
+        self._with_unknowns: Validator | None = None  # built when arguments hold placeholders (plan --check)
+        self._unusable: tuple[type[BaseException], ...] = (Unresolvable, SchemaError, RecursionError)
 
     def problems(self, args: Any, *, limit: int = MAX_PROBLEMS) -> list[ArgProblem]:
         """The definite problems of ``args`` (see the module docstring), by path, at most ``limit``.
 
         Raises :class:`InvalidSchema` when the schema turns out to be unusable while checking (a ``$ref``
         that cannot be resolved)."""
-        from jsonschema.exceptions import SchemaError
-        from referencing.exceptions import Unresolvable
-
         unknown = contains_unknown(args)
+        validator = self._plain
+        if unknown:
+            if self._with_unknowns is None:
+                self._with_unknowns = _with_unknowns(self._base)(self._schema)
+            validator = self._with_unknowns
         try:
-            errors = [e for e in self._validator.iter_errors(args) if _definite(e, unknown)]
-        except (Unresolvable, SchemaError, RecursionError) as exc:
+            errors = [e for e in validator.iter_errors(args) if _definite(e, unknown)]
+        except self._unusable as exc:
             raise InvalidSchema(f"its inputSchema cannot be used: {_first_line(exc)}") from exc
         problems = sorted((_problem(e) for e in errors), key=lambda p: [str(part) for part in p.path])
         return problems[:limit]
@@ -107,7 +116,7 @@ def compile_schema(schema: dict[str, Any]) -> ArgsValidator:
         raise InvalidSchema(f"its inputSchema is not a valid JSON Schema: {where}: {exc.message}") from exc
     except RecursionError as exc:
         raise InvalidSchema("its inputSchema is nested too deeply") from exc
-    return ArgsValidator(_with_unknowns(base)(schema))
+    return ArgsValidator(base, schema)
 
 
 def describe_problems(problems: list[ArgProblem]) -> str:

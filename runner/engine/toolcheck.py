@@ -106,6 +106,8 @@ class ToolChecks:
         entry = self._sessions.get(session)
         if entry is None:
             entry = self._sessions[session] = _SessionTools()
+        elif entry.listed is not None and session.listed_tools is entry.listed.source:
+            return entry.listed  # the list is current: no lock, no wait (every call but the first comes here)
         async with entry.lock:
             if entry.unlisted:
                 return None
