@@ -125,6 +125,7 @@ _KIND_WORDS: Final[dict[FailureKind, str]] = {
     FailureKind.TOOL_ERROR: "tool error",
     FailureKind.SKIPPED_IN_DOUBT: "skipped (was in doubt)",
     FailureKind.TEMPLATE_ERROR: "template error",
+    FailureKind.INVALID_CALL: "invalid call",
 }
 _KINDS: Final[dict[str, FailureKind]] = {kind.value: kind for kind in FailureKind}
 

@@ -75,8 +75,8 @@ steps:
     assert result.returncode == 1, result.stderr
     refused = "args.count: 0 is less than the minimum of 1 (refused by the inputSchema of convert; not sent)"
     unknown = "server t has no tool 'get_time'; did you mean 'get_current_time'?"
-    assert f"  failed convert[b]: invalid-call: {refused}" in result.stderr.splitlines()
-    assert f"  failed now: invalid-call: {unknown}" in result.stderr.splitlines()
+    assert f"  failed convert[b]: invalid call: {refused}" in result.stderr.splitlines()
+    assert f"  failed now: invalid call: {unknown}" in result.stderr.splitlines()
     sent = calls.read_text().splitlines()
     assert sent == [
         'convert {"count": 1, "out_dir": "out", "path": "a.md"}',
