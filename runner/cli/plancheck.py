@@ -157,13 +157,12 @@ class _StepChecker:
             )
 
     def _report(
-        self, step: PlannedStep, partial: Partial, validator: ArgsValidator, errors: list[str], label: str = ""
+        self, step: PlannedStep, partial: Partial, validator: ArgsValidator, errors: list[str]
     ) -> dict[str, Loc]:
-        """Add ``partial``'s problems to ``errors`` (with ``label`` before each); each problem's text and path."""
-        found = [(p.path, str(p), p.key) for p in validator.problems(partial.value)]
-        found += [(loc[3:], f"{format_path(loc[2:])}: {error}", False) for loc, error in partial.errors]
+        """Add ``partial``'s problems to ``errors``; each problem's text and path."""
+        found = _problems(partial, validator)
         for path, text, key in found:
-            errors.append(self._error(("steps", step.id, "args", *path), step.id, label + text, key=key))
+            errors.append(self._error(("steps", step.id, "args", *path), step.id, text, key=key))
         return {text: path for path, text, _ in found}
 
     def _each_item(
@@ -172,9 +171,10 @@ class _StepChecker:
         """Each item's arguments, in full; problems already reported for all items are not repeated."""
         found: list[str] = []
         for index, item in enumerate(items):
-            problems: list[str] = []
-            self._report(step, self._render(step, item, index), validator, problems, f"item {index} ({_short(item)}): ")
-            found += [line for line in problems if line.split("): ", 1)[-1] not in reported]
+            for path, text, key in _problems(self._render(step, item, index), validator):
+                if text not in reported:
+                    loc = ("steps", step.id, "args", *path)
+                    found.append(self._error(loc, step.id, f"item {index} ({_short(item)}): {text}", key=key))
         errors += found[:MAX_ITEM_PROBLEMS]
         if len(found) > MAX_ITEM_PROBLEMS:
             more = plural(len(found) - MAX_ITEM_PROBLEMS, "more problem")
@@ -233,6 +233,14 @@ class _StepChecker:
             if line is not None:
                 where = f"{positions.file or '<string>'}:{line}:{column}: "
         return f"error: {where}step {sid}: {text}"
+
+
+def _problems(partial: Partial, validator: ArgsValidator) -> list[tuple[Loc, str, bool]]:
+    """The definite problems of partly rendered arguments, and the templates over known values that failed:
+    each as its path inside the arguments, its text, and whether it is about a key."""
+    found: list[tuple[Loc, str, bool]] = [(p.path, str(p), p.key) for p in validator.problems(partial.value)]
+    found += [(loc[3:], f"{format_path(loc[2:])}: {error}", False) for loc, error in partial.errors]
+    return found
 
 
 def _unlisted(step: PlannedStep, tool: Tool) -> list[str]:
