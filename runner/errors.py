@@ -6,6 +6,7 @@ Every error carries the exit code the CLI turns it into (see :mod:`runner.exitco
     ├── UsageError                    (2) the command line was wrong
     ├── WorkflowError                 (2) the workflow file is invalid: file, line, column, key path
     ├── BusyError                     (6) another process holds the run
+    ├── InvalidCall                   (1) refused before sending: no such tool, or arguments its schema refuses
     └── ServerError                   something went wrong talking to an MCP server
         ├── TransportError            the connection failed; ``written`` says if the request went out
         │   ├── ConnectFailed         (4) could not start, reach or initialize the server
@@ -40,6 +41,7 @@ __all__ = [
     "ConnectFailed",
     "FrameTooLarge",
     "HTTPStatusError",
+    "InvalidCall",
     "JsonRpcError",
     "MalformedMessage",
     "McpRunError",
@@ -144,6 +146,14 @@ class BusyError(McpRunError):
     def __init__(self, message: str, *, pid: int | None = None) -> None:
         super().__init__(message)
         self.pid = pid
+
+
+class InvalidCall(McpRunError):
+    """A tool call checked against the server's tool list before it was sent, and refused: the server has no
+    such tool, or the tool's ``inputSchema`` refuses the arguments. Nothing was sent, so a resume (or
+    ``--retry-failed``, once the workflow or the server is fixed) may make the call."""
+
+    exit_code = ExitCode.FAILED
 
 
 class ServerError(McpRunError):

@@ -103,8 +103,10 @@ async def run_plan(
     events: list[dict[str, Any]] | None = None,
     concurrency: int = 16,
     control: Callable[[Scheduler], Any] | None = None,
+    warnings: list[str] | None = None,
 ) -> Outcome:
-    """Run ``plan`` on the harness's fake servers; ``events`` collects what the run journaled (journal form)."""
+    """Run ``plan`` on the harness's fake servers; ``events`` collects what the run journaled (journal form),
+    ``warnings`` what it warned about."""
     state = folded(prior.events) if prior is not None else RunState()
     log = EventLog(None, start_seq=state.last_seq)
     log.subscribe(state.apply)
@@ -121,6 +123,7 @@ async def run_plan(
             concurrency=concurrency, retry=RetryPolicy(attempts=3), backoff=Backoff(initial=1, maximum=30, jitter=0)
         ),
         prior=Prior(in_doubt=prior.in_doubt, fresh_steps=prior.fresh_steps) if prior is not None else None,  # type: ignore[arg-type]
+        on_warning=warnings.append if warnings is not None else None,
     )
     with single_error():
         async with trio.open_nursery() as nursery:

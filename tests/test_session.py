@@ -111,8 +111,10 @@ async def test_list_tools_pages_and_caches() -> None:
             s.tools[f"t{i}"] = echo
 
     async with connected(setup) as (session, server, _client):
+        assert session.listed_tools is None
         tools = await session.list_tools()
         assert [t.name for t in tools] == ["t0", "t1", "t2", "t3", "t4"]
+        assert session.listed_tools is tools
         lists = [m for m in server.received if isinstance(m, Request) and m.method == "tools/list"]
         assert len(lists) == 3
         await session.list_tools()
@@ -120,6 +122,7 @@ async def test_list_tools_pages_and_caches() -> None:
         # list_changed drops the cache
         await server.end.send(Notification("notifications/tools/list_changed"))
         await trio.testing.wait_all_tasks_blocked()
+        assert session.listed_tools is None
         await session.list_tools()
         assert len([m for m in server.received if isinstance(m, Request) and m.method == "tools/list"]) == 6
 

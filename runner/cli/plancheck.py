@@ -1,15 +1,35 @@
-"""``mcp-run plan --check``: connect to every server, list its tools, and check the plan against them."""
+"""``mcp-run plan --check``: connect to every server, list its tools, and check the plan against them.
+
+Each step is checked as far as it can be before the run (see :func:`check_plan`); what depends on run-time
+data is listed as a note. Findings are one per line: ``error: FILE:LINE:COLUMN: step ID: args.PATH: what``
+(an error makes the check fail, exit 2) or ``note: step ID: ...``.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
+import trio
+
+from runner._trio import single_error
+from runner.engine.argcheck import ArgsValidator, InvalidSchema, compile_schema
+from runner.engine.eventlog import Masker
+from runner.engine.runctl import collect_secrets, env_context, make_opener
 from runner.errors import McpRunError, TransportError
 from runner.exitcodes import ExitCode, combine
+from runner.protocol.mcp import Tool
+from runner.session import SessionOptions
 from runner.words import plural
-from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, Plan
+from runner.workflow.context import make_context
+from runner.workflow.model import format_path
+from runner.workflow.partial import Partial, render_known, what_it_reads
+from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, Plan, PlannedStep
+from runner.workflow.suggest import did_you_mean
+from runner.workflow.template import Loc, Reference, TemplateError, canonical_json
 
 __all__ = ["PlanCheckFailed", "check_plan"]
+
+MAX_ITEM_PROBLEMS: Final = 5  # problems shown for the items of one fan-out step; the rest are counted
 
 
 class PlanCheckFailed(McpRunError):
@@ -26,24 +46,19 @@ class PlanCheckFailed(McpRunError):
 
 def check_plan(plan: Plan, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> list[str]:
     """Problems and notes, one finding each (a server's stderr tail on lines of its own); findings that start
-    with ``error`` make the check fail (exit 2).
+    with ``error`` make the check fail (exit 2). Secret values are masked.
 
-    Checked: every step's tool exists; arguments known before the run (no template reads a step's
-    result or the item) validate against the tool's ``inputSchema``; tools annotated destructive are
-    flagged (annotations are hints, shown whether or not the server is trusted).
+    Checked, for every step: its tool exists (else the closest names are suggested); its arguments validate
+    against the tool's ``inputSchema`` as far as they are known before the run. Templates over ``inputs`` (with
+    a value) and ``env`` are rendered; an argument that reads the item or another step's results is left out
+    and listed in a note ("checked at run time"), while the others, the required arguments and unexpected ones
+    are still checked. A fan-out whose ``for_each`` reads only inputs and env is rendered, and each item's
+    arguments are checked in full. Tools annotated destructive are flagged (annotations are hints, shown
+    whether or not the server is trusted).
 
     Raises :class:`PlanCheckFailed` when a server could not be reached or broke the protocol, unless the
     plan has errors of its own as well (those win: exit 2, as :func:`runner.exitcodes.combine` orders them).
     """
-    import jsonschema
-    import trio
-
-    from runner._trio import single_error
-    from runner.engine.runctl import env_context, make_opener
-    from runner.protocol.mcp import Tool
-    from runner.session import SessionOptions
-    from runner.workflow.context import make_context
-
     inputs = dict(plan.input_values or {})
     env = env_context(plan)
     opener = make_opener(plan, inputs, env)
@@ -68,32 +83,15 @@ def check_plan(plan: Plan, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) 
 
     trio.run(list_all)
     lines = [f"error: server {name}: {failures[name]}" for name in plan.servers if name in failures]
+    checker = _StepChecker(plan, inputs, env)
     findings: list[str] = []
-    context = make_context(inputs=inputs, env=env, steps={})
     for sid in plan.order:
         step = plan.steps[sid]
         found = tools.get(step.server)
-        if found is None:
-            continue
-        tool = found.get(step.tool)
-        if tool is None:
-            from runner.workflow.template import did_you_mean
-
-            hint = did_you_mean(step.tool, found) or f"the server has: {', '.join(sorted(found)) or 'no tools'}"
-            findings.append(f"error: step {sid}: server {step.server} has no tool {step.tool!r}; {hint}")
-            continue
-        a = tool.annotations
-        if a.destructive and not a.read_only:
-            findings.append(f"note: step {sid}: {step.tool} is annotated destructive")
-        if _static(step.args.references):
-            args: Any = step.args.render(context)
-            errors = sorted(
-                jsonschema.Draft202012Validator(tool.input_schema).iter_errors(args), key=lambda e: list(e.path)
-            )
-            for error in errors[:5]:
-                where = ".".join(str(p) for p in error.path) or "(arguments)"
-                findings.append(f"error: step {sid}: args.{where}: {error.message}")
-    lines += findings
+        if found is not None:
+            findings += checker.check(step, found)
+    masker = Masker(collect_secrets(plan, inputs, env))
+    lines += [masker.mask(line) for line in findings]
     if failures:
         # Listing tools has no side effects: a connection lost on the way means unreachable, not in doubt.
         codes = [ExitCode.UNREACHABLE if isinstance(e, TransportError) else e.exit_code for e in failures.values()]
@@ -108,6 +106,160 @@ def check_plan(plan: Plan, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) 
     return lines
 
 
-def _static(references: Any) -> bool:
-    """Arguments known before the run: no template reads a step's result, the item or the index."""
-    return all(ref.root in ("inputs", "env") for ref in references)
+class _StepChecker:
+    """Checks one step at a time against its server's tools (see :func:`check_plan`)."""
+
+    def __init__(self, plan: Plan, inputs: dict[str, Any], env: dict[str, str | None]) -> None:
+        self._plan = plan
+        self._inputs = inputs
+        self._env = env
+        given = plan.input_values or {}
+        # An input with no value here (not given, no default) is known only when the run is started.
+        self._unset = {
+            name for name, spec in plan.workflow.inputs.items() if given.get(name) is None and not spec.has_default
+        }
+
+    def check(self, step: PlannedStep, tools: dict[str, Tool]) -> list[str]:
+        sid = step.id
+        tool = tools.get(step.tool)
+        if tool is None:
+            hint = did_you_mean(step.tool, tools) or f"the server has: {', '.join(sorted(tools)) or 'no tools'}"
+            return [self._error(("steps", sid, "tool"), sid, f"server {step.server} has no tool {step.tool!r}; {hint}")]
+        errors: list[str] = []
+        notes: list[str] = []
+        a = tool.annotations
+        if a.destructive and not a.read_only:
+            notes.append(f"note: step {sid}: {step.tool} is annotated destructive")
+        try:
+            validator = compile_schema(tool.input_schema)
+            self._arguments(step, validator, errors, notes)
+        except InvalidSchema as exc:
+            notes.append(f"note: step {sid}: arguments not checked: tool {step.tool}: {exc}")
+        notes += _unlisted(step, tool)
+        return errors + notes
+
+    def _arguments(self, step: PlannedStep, validator: ArgsValidator, errors: list[str], notes: list[str]) -> None:
+        sid = step.id
+        items = self._items(step, errors) if step.fan_out else None
+        # The arguments with the item unknown: what is wrong here is wrong for every item.
+        shared = self._render(step)
+        reported = self._report(step, shared, validator, errors)
+        if items:
+            self._each_item(step, items, validator, reported, errors)
+        for unknown in shared.unknowns:
+            if items is not None and all(ref.root in ("item", "index") for ref in unknown.reads):
+                continue  # checked with each item
+            if unknown.loc[3:] in reported.values():
+                continue  # wrong whatever it turns out to be: reported above
+            notes.append(
+                f"note: step {sid}: {format_path(unknown.loc[2:])} depends on {what_it_reads(unknown)}; "
+                "checked at run time"
+            )
+
+    def _report(
+        self, step: PlannedStep, partial: Partial, validator: ArgsValidator, errors: list[str]
+    ) -> dict[str, Loc]:
+        """Add ``partial``'s problems to ``errors``; each problem's text and path."""
+        found = _problems(partial, validator)
+        for path, text, key in found:
+            errors.append(self._error(("steps", step.id, "args", *path), step.id, text, key=key))
+        return {text: path for path, text, _ in found}
+
+    def _each_item(
+        self, step: PlannedStep, items: list[Any], validator: ArgsValidator, reported: dict[str, Loc], errors: list[str]
+    ) -> None:
+        """Each item's arguments, in full; problems already reported for all items are not repeated."""
+        found: list[str] = []
+        for index, item in enumerate(items):
+            for path, text, key in _problems(self._render(step, item, index), validator):
+                if text not in reported:
+                    loc = ("steps", step.id, "args", *path)
+                    found.append(self._error(loc, step.id, f"item {index} ({_short(item)}): {text}", key=key))
+        errors += found[:MAX_ITEM_PROBLEMS]
+        if len(found) > MAX_ITEM_PROBLEMS:
+            more = plural(len(found) - MAX_ITEM_PROBLEMS, "more problem")
+            errors.append(self._error(("steps", step.id, "for_each"), step.id, f"{more} with other items"))
+
+    def _items(self, step: PlannedStep, errors: list[str]) -> list[Any] | None:
+        """A fan-out's items when ``for_each`` reads only what is known now (its keys checked too, when they
+        can be); None otherwise."""
+        assert step.for_each is not None
+        if not all(self._known(ref) for ref in step.for_each.references):
+            return None
+        try:
+            items = step.render_items(self._context())
+        except TemplateError as exc:
+            errors.append(self._error(("steps", step.id, "for_each"), step.id, f"for_each: {exc}"))
+            return None
+        if step.key is not None and not all(self._known(r) or r.root in ("item", "index") for r in step.key.references):
+            return items
+        seen: dict[str, int] = {}
+        for index, item in enumerate(items):
+            try:
+                key = step.render_key(self._context(item, index))
+            except TemplateError as exc:
+                errors.append(self._error(("steps", step.id, "key"), step.id, f"key: {exc}"))
+                break
+            first = seen.setdefault(key, index)
+            if first != index:
+                text = (
+                    f"items {first} and {index} have the same key {key!r}; give the step a `key` that tells them apart"
+                )
+                errors.append(self._error(("steps", step.id, "key" if step.key else "for_each"), step.id, text))
+                break
+        return items
+
+    def _render(self, step: PlannedStep, item: Any = None, index: int | None = None) -> Partial:
+        """The step's arguments rendered as far as they are known now (with the item, when ``index`` is given)."""
+
+        def known(ref: Reference) -> bool:
+            return self._known(ref) or (index is not None and ref.root in ("item", "index"))
+
+        return render_known(step.step.args, self._context(item, index), known, loc=("steps", step.id, "args"))
+
+    def _context(self, item: Any = None, index: int | None = None) -> dict[str, Any]:
+        return make_context(inputs=self._inputs, env=self._env, steps={}, item=item, index=index)
+
+    def _known(self, ref: Reference) -> bool:
+        return ref.root == "env" or (ref.root == "inputs" and ref.name not in self._unset)
+
+    def _error(self, loc: Loc, sid: str, text: str, *, key: bool = False) -> str:
+        """``error: FILE:LINE:COLUMN: step ID: text``, located at ``loc`` (its key, with ``key``) when the plan
+        knows where it sits."""
+        where = ""
+        positions = self._plan.positions
+        if positions is not None:
+            line, column = positions.locate(loc, at="key" if key else "value")
+            if line is not None:
+                where = f"{positions.file or '<string>'}:{line}:{column}: "
+        return f"error: {where}step {sid}: {text}"
+
+
+def _problems(partial: Partial, validator: ArgsValidator) -> list[tuple[Loc, str, bool]]:
+    """The definite problems of partly rendered arguments, and the templates over known values that failed:
+    each as its path inside the arguments, its text, and whether it is about a key."""
+    found: list[tuple[Loc, str, bool]] = [(p.path, str(p), p.key) for p in validator.problems(partial.value)]
+    found += [(loc[3:], f"{format_path(loc[2:])}: {error}", False) for loc, error in partial.errors]
+    return found
+
+
+def _unlisted(step: PlannedStep, tool: Tool) -> list[str]:
+    """Arguments the tool's schema does not name but lets through (most servers ignore them): likely typos."""
+    schema = tool.input_schema
+    properties = schema.get("properties")
+    args = step.step.args
+    if not isinstance(properties, dict) or not isinstance(args, dict) or "additionalProperties" in schema:
+        return []
+    if schema.get("patternProperties") or schema.get("unevaluatedProperties") is not None:
+        return []
+    notes = []
+    for name in args:
+        if name not in properties:
+            hint = did_you_mean(name, properties) or f"it takes {', '.join(properties) or 'none'}"
+            notes.append(f"note: step {step.id}: args.{name} is not an argument of {step.tool}; {hint}")
+    return notes
+
+
+def _short(item: Any) -> str:
+    text = canonical_json(item)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -1,8 +1,9 @@
 """One item's tool call across its attempts: the scheduler's item path.
 
-Each attempt asks the server's link for the current session (waiting while the server is being
-reconnected), journals its dispatch durably before the request is written (``before_send``), and classifies
-how it ended:
+The call is first checked against the server's tool list (:mod:`runner.engine.toolcheck`: an unknown tool
+or arguments its schema refuses raise ``InvalidCall``, nothing sent). Each attempt asks the server's link for
+the current session (waiting while the server is being reconnected), journals its dispatch durably before the
+request is written (``before_send``), and classifies how it ended:
 
 - a result (``isError`` or not) or a JSON-RPC error: the server answered; returned or raised;
 - ``SessionExpired``: refused, not run (the server forgot the session, which the session renewed): sent
@@ -47,8 +48,9 @@ class Drained(McpRunError):
 @dataclass(frozen=True, slots=True)
 class CallSite:
     """What an item's call needs from the run: where to journal, how to pace and bound retries, the server's
-    link, the concurrency limits, whether the run is draining, and the table of calls in flight (which routes
-    a server's log messages to their item)."""
+    link, the concurrency limits, whether the run is draining, the table of calls in flight (which routes
+    a server's log messages to their item), and the check a call passes before it is first sent
+    (:mod:`runner.engine.toolcheck`: raises ``InvalidCall``)."""
 
     log: EventLog
     retry: RetryPolicy
@@ -58,6 +60,7 @@ class CallSite:
     draining: Callable[[], bool]
     in_flight: dict[tuple[str, Any], tuple[str, str]]
     safe_to_repeat: Callable[[PlannedStep], Awaitable[bool]]
+    check: Callable[[PlannedStep, dict[str, Any], Session], Awaitable[None]]
 
 
 class ItemCall:
@@ -86,8 +89,14 @@ class ItemCall:
         unknown = 0  # attempts whose outcome was unknown
         renewed = 0  # sessions the server forgot in a row (each renewed by the session)
         started = trio.current_time()
+        checked = False
         while True:
             session = await site.wait_for(link)
+            if not checked:
+                # Against the session it is about to go out on; once: a later attempt repeats a call that was
+                # already checked (and maybe sent), so its outcome is never turned into "not sent".
+                await site.check(self._ps, self._args, session)
+                checked = True
             try:
                 result = await self._one_attempt(session)
             except SessionExpired as exc:

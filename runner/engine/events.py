@@ -83,6 +83,9 @@ class FailureKind(enum.Enum):
     TOOL_ERROR = "tool-error"
     SKIPPED_IN_DOUBT = "skipped-in-doubt"
     TEMPLATE_ERROR = "template-error"
+    INVALID_CALL = "invalid-call"
+    """Refused before it was sent: the server has no such tool, or the tool's inputSchema refuses the
+    arguments (:class:`~runner.errors.InvalidCall`). Definite and not sent: a resume calls it again."""
 
     @property
     def exit_code(self) -> ExitCode:
@@ -112,6 +115,7 @@ _KIND_FACTS: Final[dict[FailureKind, tuple[ExitCode, bool]]] = {
     FailureKind.TOOL_ERROR: (ExitCode.FAILED, False),
     FailureKind.SKIPPED_IN_DOUBT: (ExitCode.FAILED, False),
     FailureKind.TEMPLATE_ERROR: (ExitCode.FAILED, False),
+    FailureKind.INVALID_CALL: (ExitCode.FAILED, False),
 }
 _KIND_WORDS: Final[dict[FailureKind, str]] = {
     FailureKind.NOT_SENT: "not sent (no connection)",
@@ -122,6 +126,7 @@ _KIND_WORDS: Final[dict[FailureKind, str]] = {
     FailureKind.TOOL_ERROR: "tool error",
     FailureKind.SKIPPED_IN_DOUBT: "skipped (was in doubt)",
     FailureKind.TEMPLATE_ERROR: "template error",
+    FailureKind.INVALID_CALL: "invalid call",
 }
 _KINDS: Final[dict[str, FailureKind]] = {kind.value: kind for kind in FailureKind}
 

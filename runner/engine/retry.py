@@ -16,6 +16,8 @@ what happened                                   failure kind         again?
 ``ProtocolError`` / ``JsonRpcError``            protocol-error       never
 ``isError: true``                               tool-error           never
 trio cancellation (interrupt)                   cancelled            never (in doubt on resume)
+``InvalidCall`` (refused before sending)        invalid-call         not in this run (nothing was sent: a
+                                                                     resume or ``--retry-failed`` calls it)
 ==============================================  ===================  ===================================
 
 The waits come from :mod:`runner.backoff`; the loop that applies this table is the scheduler's item path
@@ -33,6 +35,7 @@ from runner.errors import (
     CallTimeout,
     ConnectFailed,
     HTTPStatusError,
+    InvalidCall,
     NotDelivered,
     OutcomeUnknown,
     ProtocolError,
@@ -65,6 +68,8 @@ def failure_kind(exc: BaseException) -> FailureKind:
         return FailureKind.PROTOCOL_ERROR  # an HTTPStatusError here is a 4xx to the call: refused, an answer
     if isinstance(exc, ToolError):
         return FailureKind.TOOL_ERROR
+    if isinstance(exc, InvalidCall):
+        return FailureKind.INVALID_CALL
     return FailureKind.TEMPLATE_ERROR
 
 

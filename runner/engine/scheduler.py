@@ -20,7 +20,8 @@ Rules it keeps (the README states them for users):
 - Concurrency is bounded globally, per server (``max_concurrency``) and per step (``concurrency``); a
   fan-out of 100,000 items runs through that many workers, not 100,000 tasks, and keeps results in memory
   only when some template or output reads them.
-- Each call's dispatch is journaled durably *before* the request is written; its result after it arrives
+- Each call is checked against its server's tool list before it is sent (:mod:`runner.engine.toolcheck`);
+  its dispatch is journaled durably *before* the request is written; its result after it arrives
   (:mod:`runner.engine.calls`). A server that goes away is reconnected by its link
   (:mod:`runner.engine.supervisor`) while its calls wait.
 - ``drain()`` (first interrupt) stops dispatching; ``cancel()`` (second, or after the grace period)
@@ -67,9 +68,9 @@ from runner.engine.supervisor import (
     LinkRetrying,
     ServerLink,
 )
+from runner.engine.toolcheck import ToolChecks
 from runner.errors import CallTimeout, MalformedMessage, McpRunError, first_line
 from runner.protocol.mcp import LogMessage as McpLogMessage
-from runner.protocol.mcp import Tool
 from runner.session import Session, SessionOptions
 from runner.workflow.context import fanout_view, identified, item_entry, make_context, step_view
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECONNECT, Plan, PlannedStep
@@ -141,7 +142,7 @@ class Scheduler:
         self._work_scope: trio.CancelScope | None = None
         self._links: dict[str, ServerLink] = {}
         self._sessions: dict[str, dict[int, Session]] = {}  # every session each server had, for its stats
-        self._tools: dict[tuple[str, int], dict[str, Tool]] = {}  # (server, id of the session) -> tools
+        self._tools = ToolChecks(on_warning=on_warning)  # each session's tools, and the check of each call
         self._waiting: set[trio.CancelScope] = set()  # waits for a server: a drain stops them
         self._sessions_nursery: trio.Nursery | None = None
         self._in_flight: dict[tuple[str, Any], tuple[str, str]] = {}
@@ -159,6 +160,7 @@ class Scheduler:
                 draining=lambda: self._draining,
                 in_flight=self._in_flight,
                 safe_to_repeat=self._safe_to_repeat,
+                check=self._check_call,
             )
             for name, limit in self._server_limits.items()
         }
@@ -457,7 +459,7 @@ class Scheduler:
             return False
         link = self._link(ps.server)
         session = await self._wait_for(link) if connect else link.current()
-        tool = await self._tool(ps.server, session, ps.tool) if session is not None else None
+        tool = await self._tools.tool(ps.server, session, ps.tool) if session is not None else None
         if tool is None:
             return False
         return is_safe_to_repeat(
@@ -467,11 +469,8 @@ class Scheduler:
             idempotent_tool=tool.annotations.idempotent,
         )
 
-    async def _tool(self, server: str, session: Session, name: str) -> Tool | None:
-        tools = self._tools.get((server, id(session)))
-        if tools is None:
-            tools = self._tools[(server, id(session))] = {t.name: t for t in await session.list_tools()}
-        return tools.get(name)
+    async def _check_call(self, ps: PlannedStep, args: dict[str, Any], session: Session) -> None:
+        await self._tools.check(ps.server, session, ps.tool, args)
 
     # -- sessions --------------------------------------------------------------------------------------
 

@@ -172,6 +172,13 @@ class Session:
 
     # -- tools ---------------------------------------------------------------------------------------
 
+    @property
+    def listed_tools(self) -> list[Tool] | None:
+        """The list :meth:`list_tools` returned last, while it is current; None before the first listing and
+        after the server said the list changed (or the session was renewed). Never waits: a caller that checks
+        every call reads it instead of taking the listing's lock each time."""
+        return self._tools
+
     async def list_tools(self) -> list[Tool]:
         """Every tool, across all pages; cached until the server says the list changed."""
         async with self._tools_lock:

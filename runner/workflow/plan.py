@@ -152,7 +152,8 @@ class PlannedStep:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """A valid workflow, ready to run. ``steps`` is in ``order`` (a topological order)."""
+    """A valid workflow, ready to run. ``steps`` is in ``order`` (a topological order); ``positions`` locates
+    its parts in the file (``plan --check`` reports a bad argument at its line and column)."""
 
     workflow: Workflow
     steps: Mapping[str, PlannedStep]
@@ -163,6 +164,8 @@ class Plan:
     env_names: frozenset[str]
     file: str | None = None
     input_values: Mapping[str, Any] | None = None
+    positions: Positions | None = None
+    """Where each part sits in the workflow file (None for a plan built without them)."""
 
     def render_outputs(self, context: Mapping[str, Any]) -> dict[str, Any]:
         """The ``outputs`` mapping rendered in ``context`` (after the run)."""
@@ -560,6 +563,7 @@ def build_plan(workflow: Workflow, positions: Positions | None = None) -> Plan:
         outputs=outputs,
         env_names=frozenset(builder.env_names),
         file=positions.file if positions is not None else None,
+        positions=positions,
     )
 
 

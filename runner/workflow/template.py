@@ -45,7 +45,6 @@ Errors
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal, NamedTuple
@@ -57,6 +56,7 @@ from jmespath.visitor import Options, TreeInterpreter
 from runner.errors import McpRunError, WorkflowError
 from runner.exitcodes import ExitCode
 from runner.workflow.functions import FUNCTIONS, FunctionError, check_call
+from runner.workflow.suggest import did_you_mean
 
 __all__ = [
     "ROOTS", "Compiled", "Loc", "Occurrence", "Reference", "StepStatus", "TemplateError", "TemplateSyntaxError",
@@ -568,12 +568,6 @@ def is_truthy(value: Any) -> bool:
     if isinstance(value, str | list | dict):
         return len(value) > 0
     return True
-
-
-def did_you_mean(word: str, choices: Any) -> str | None:
-    """``did you mean 'x'?`` for the closest of ``choices``, or None when nothing is close."""
-    matches = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
-    return f"did you mean {matches[0]!r}?" if matches else None
 
 
 def _lower_first(text: str) -> str:

@@ -6,7 +6,9 @@ Modes: ``ok`` (echo tool), ``protocol-error`` (tools/call answers a JSON-RPC err
 ``garbage`` (prints non-JSON lines and an answer to an unknown id before each real answer), ``silent``
 (never answers tools/call), ``wrong-ids`` (prints a line of noise, then answers tools/call under the id's
 string form: ``"7"`` for ``7``), ``bad-version`` (answers initialize with a version nobody speaks), ``huge``
-(answers tools/call with a line over 2 MiB).
+(answers tools/call with a line over 2 MiB), ``typed`` (lists the tools of :data:`TYPED_TOOLS`, with stricter
+schemas; its calls echo their arguments as JSON text, and with ``--count-file`` write the tool's name and
+them as a line there).
 
 ``count`` serves a ``count`` tool (``{key}``) that records each execution as a line in ``--count-file``
 (the ground truth of what ran), answers a tool error for the keys listed in ``--fail`` (comma-separated) the
@@ -51,6 +53,37 @@ def count(key: str) -> bool:
     return not (key in OPTIONS.fail.split(",") and key not in seen)
 
 
+# ``typed``: tools with stricter schemas, for checking arguments before a run.
+READ_ONLY = {"readOnlyHint": True}
+TYPED_TOOLS = [
+    {
+        "name": "convert",
+        "annotations": READ_ONLY,
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "out_dir": {"type": "string"},
+                "count": {"type": "integer", "minimum": 1},
+            },
+            "required": ["path", "out_dir"],
+            "additionalProperties": False,
+        },
+    },
+    {
+        "name": "get_current_time",
+        "annotations": READ_ONLY,
+        "inputSchema": {"type": "object", "properties": {"timezone": {"type": "string"}}, "required": ["timezone"]},
+    },
+    {"name": "convert_time", "annotations": READ_ONLY, "inputSchema": {"type": "object"}},
+    {
+        "name": "broken",
+        "annotations": READ_ONLY,
+        "inputSchema": {"type": "object", "properties": {"a": {"type": "bogus"}}},
+    },
+]
+
+
 def main() -> None:
     for line in sys.stdin:
         msg = json.loads(line)
@@ -77,6 +110,9 @@ def main() -> None:
             if MODE == "die-on-list":
                 sys.stderr.write("fatal: out of memory\n")
                 sys.exit(1)
+            if MODE == "typed":
+                send({"jsonrpc": "2.0", "id": rid, "result": {"tools": TYPED_TOOLS}})
+                continue
             send(
                 {
                     "jsonrpc": "2.0",
@@ -116,6 +152,12 @@ def main() -> None:
                 send({"jsonrpc": "2.0", "id": rid, "result": {"content": content, "isError": not ok}})
             elif MODE == "protocol-error":
                 send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "Unknown tool: nope"}})
+            elif MODE == "typed":
+                text = json.dumps(msg["params"].get("arguments"), sort_keys=True)
+                if OPTIONS.count_file:
+                    with Path(OPTIONS.count_file).open("a") as file:
+                        file.write(f"{msg['params'].get('name')} {text}\n")
+                send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}})
             elif MODE == "huge":
                 send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "x" * (3 << 20)}]}})
             else:

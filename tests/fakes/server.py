@@ -51,6 +51,8 @@ def text_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
 class FakeServer:
     end: MemoryServerEnd
     tools: dict[str, Handler] = field(default_factory=dict)
+    schemas: dict[str, dict[str, Any]] = field(default_factory=dict)  # a tool's inputSchema ({"type": "object"})
+    list_error: ErrorResponse | None = None  # scripted answer to tools/list (its id is replaced)
     protocol_version: str | None = None  # None: echo what the client asked
     capabilities: dict[str, Any] = field(default_factory=lambda: {"tools": {"listChanged": True}})
     page_size: int = 100
@@ -86,11 +88,13 @@ class FakeServer:
                     "serverInfo": {"name": "fake", "version": "1"},
                     "instructions": "be nice",
                 }
+        elif request.method == "tools/list" and self.list_error is not None:
+            reply = ErrorResponse(request.id, self.list_error.code, self.list_error.message)
         elif request.method == "tools/list":
             names = sorted(self.tools)
             start = int(params.get("cursor") or 0)
             page = names[start : start + self.page_size]
-            reply = {"tools": [{"name": n, "inputSchema": {"type": "object"}} for n in page]}
+            reply = {"tools": [{"name": n, "inputSchema": self.schemas.get(n, {"type": "object"})} for n in page]}
             if start + self.page_size < len(names):
                 reply["nextCursor"] = str(start + self.page_size)
         elif request.method == "tools/call":

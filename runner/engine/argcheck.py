@@ -1,0 +1,222 @@
+"""A tool call's arguments against the tool's ``inputSchema``, before anything is sent.
+
+:func:`compile_schema` turns a tool's schema into an :class:`ArgsValidator` once (the draft its ``$schema``
+names, 2020-12 when it names none; a schema that is itself invalid raises :class:`InvalidSchema`).
+:meth:`ArgsValidator.problems` lists what is wrong with some arguments, each at its path
+(``args.out_dir: 3 is not of type 'string'``).
+
+Arguments may hold :class:`~runner.workflow.partial.Unknown` placeholders (``plan --check`` renders what it
+knows before the run). A placeholder satisfies every keyword (a text template still must be allowed to be a
+string), and only **definite** problems are reported, those that hold whatever the placeholders turn out to
+be:
+
+- a problem with a value that holds no placeholder (``3 is not of type 'string'``);
+- a problem with the shape of an object or array, which placeholders do not change: a missing required
+  argument, an unexpected one, too few or too many items, the wrong type;
+- none that comes through a condition (``if``/``then``/``else``, ``dependentSchemas``) when some argument is
+  unknown: the condition may read it.
+
+jsonschema is imported on the first compilation, not when a run starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from runner.errors import McpRunError
+from runner.workflow.model import format_path
+from runner.workflow.partial import Unknown, contains_unknown
+from runner.workflow.suggest import did_you_mean
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
+    from jsonschema.protocols import Validator
+
+__all__ = ["ArgProblem", "ArgsValidator", "InvalidSchema", "compile_schema", "describe_problems"]
+
+MAX_PROBLEMS: Final = 5
+# Keywords about an object's or an array's shape: their verdict does not depend on the values inside.
+_SHAPE: Final = frozenset({
+    "type", "required", "additionalProperties", "propertyNames", "minProperties", "maxProperties",
+    "dependentRequired", "minItems", "maxItems",
+})  # fmt: skip
+# Keywords whose subschemas apply only when a condition on the instance holds.
+_CONDITIONAL: Final = frozenset({"then", "else", "dependentSchemas", "dependencies"})
+
+
+class InvalidSchema(McpRunError):
+    """A tool's ``inputSchema`` is not a valid JSON Schema (or refers to one that cannot be found)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArgProblem:
+    """One problem with the arguments: ``path`` inside them (``("files", 2)``), and what is wrong. ``key``:
+    the problem is the key at ``path`` (an unexpected argument) or the object there lacks one (a required
+    argument), not a value."""
+
+    path: tuple[str | int, ...]
+    message: str
+    key: bool = False
+
+    @property
+    def where(self) -> str:
+        """``args``, ``args.out_dir``, ``args.files[2]``."""
+        return format_path(("args", *self.path))
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+class ArgsValidator:
+    """A tool's ``inputSchema``, compiled (see :func:`compile_schema`)."""
+
+    __slots__ = ("_base", "_plain", "_schema", "_unusable", "_with_unknowns")
+
+    def __init__(self, base: type[Validator], schema: dict[str, Any]) -> None:
+        from jsonschema.exceptions import SchemaError
+        from referencing.exceptions import Unresolvable
+
+        self._base = base
+        self._schema = schema
+        self._plain = base(schema)  # for arguments known in full: every call at run time
+        self._with_unknowns: Validator | None = None  # built when arguments hold placeholders (plan --check)
+        self._unusable: tuple[type[BaseException], ...] = (Unresolvable, SchemaError, RecursionError)
+
+    def problems(self, args: Any, *, limit: int = MAX_PROBLEMS) -> list[ArgProblem]:
+        """The definite problems of ``args`` (see the module docstring), by path, at most ``limit``.
+
+        Raises :class:`InvalidSchema` when the schema turns out to be unusable while checking (a ``$ref``
+        that cannot be resolved)."""
+        unknown = contains_unknown(args)
+        validator = self._plain
+        if unknown:
+            if self._with_unknowns is None:
+                self._with_unknowns = _with_unknowns(self._base)(self._schema)
+            validator = self._with_unknowns
+        try:
+            errors = [e for e in validator.iter_errors(args) if _definite(e, unknown)]
+        except self._unusable as exc:
+            raise InvalidSchema(f"its inputSchema cannot be used: {_first_line(exc)}") from exc
+        problems = sorted((_problem(e) for e in errors), key=lambda p: [str(part) for part in p.path])
+        return problems[:limit]
+
+
+def compile_schema(schema: dict[str, Any]) -> ArgsValidator:
+    """Compile a tool's ``inputSchema``; :class:`InvalidSchema` when it is not a valid schema."""
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import Draft202012Validator, validator_for
+
+    base = validator_for(schema, default=Draft202012Validator)
+    try:
+        base.check_schema(schema)
+    except SchemaError as exc:
+        where = format_path(tuple(exc.path)) or "the schema"
+        raise InvalidSchema(f"its inputSchema is not a valid JSON Schema: {where}: {exc.message}") from exc
+    except RecursionError as exc:
+        raise InvalidSchema("its inputSchema is nested too deeply") from exc
+    return ArgsValidator(base, schema)
+
+
+def describe_problems(problems: list[ArgProblem]) -> str:
+    """The problems on one line: ``args.a: ...; args.b: ...``."""
+    return "; ".join(str(p) for p in problems)
+
+
+# -- placeholders --------------------------------------------------------------------------------------------
+
+_EXTENDED: dict[type[Any], type[Any]] = {}
+
+KeywordCheck = Callable[[Any, Any, Any, Any], Iterator[Any] | None]
+
+
+def _with_unknowns(base: type[Validator]) -> type[Validator]:
+    """``base`` with every keyword skipping :class:`Unknown` values (``type`` still checks a text template)."""
+    extended = _EXTENDED.get(base)
+    if extended is None:
+        from jsonschema.validators import extend
+
+        keywords = {name: _skipping(check) for name, check in base.VALIDATORS.items()}
+        if "type" in base.VALIDATORS:
+            keywords["type"] = _type(base.VALIDATORS["type"])
+        extended = _EXTENDED[base] = extend(base, keywords)  # type: ignore[no-untyped-call]
+    return extended
+
+
+def _skipping(check: KeywordCheck) -> KeywordCheck:
+    def keyword(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        if isinstance(instance, Unknown):
+            return
+        found = check(validator, value, instance, schema)
+        if found is not None:
+            yield from found
+
+    return keyword
+
+
+def _type(check: KeywordCheck) -> KeywordCheck:
+    def keyword(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        from jsonschema.exceptions import ValidationError
+
+        if isinstance(instance, Unknown):
+            types = [value] if isinstance(value, str) else list(value) if isinstance(value, list) else []
+            if instance.text and types and "string" not in types:
+                yield ValidationError(f"{instance.source!r} is text, not of type {_or(types)}")
+            return
+        found = check(validator, value, instance, schema)
+        if found is not None:
+            yield from found
+
+    return keyword
+
+
+def _definite(error: ValidationError, any_unknown: bool) -> bool:
+    if isinstance(error.instance, Unknown):
+        return True  # a text template where no string is allowed
+    if any_unknown and _CONDITIONAL.intersection(str(p) for p in error.schema_path):
+        return False
+    return error.validator in _SHAPE or not contains_unknown(error.instance)
+
+
+def _problem(error: ValidationError) -> ArgProblem:
+    """The error as a problem, in words for the common cases: a missing and an unexpected argument."""
+    path = tuple(error.path)
+    what = "argument" if not path else "property"
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    instance = error.instance if isinstance(error.instance, dict) else {}
+    if error.validator == "required" and isinstance(error.validator_value, list):
+        for name in error.validator_value:
+            if name not in instance and error.message == f"{name!r} is a required property":
+                hint = _describe(schema.get("properties", {}).get(name))
+                return ArgProblem(path, f"missing required {what} {name!r}" + (f" ({hint})" if hint else ""), True)
+    if error.validator == "additionalProperties" and error.validator_value is False:
+        allowed = list(schema.get("properties", {}))
+        extra = [k for k in instance if k not in allowed]
+        if extra and not schema.get("patternProperties"):
+            hint = did_you_mean(str(extra[0]), allowed) or (
+                f"it takes {', '.join(allowed)}" if allowed else "it takes none"
+            )
+            return ArgProblem((*path, extra[0]), f"unexpected {what} {extra[0]!r}; {hint}", True)
+    return ArgProblem(path, _first_line(error))
+
+
+def _describe(schema: Any) -> str | None:
+    """``a string``, ``an integer``: what a property's schema says it is, when it says it simply."""
+    if not isinstance(schema, dict):
+        return None
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+    return None
+
+
+def _or(types: list[Any]) -> str:
+    quoted = [repr(t) for t in types]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
+def _first_line(exc: BaseException) -> str:
+    message = getattr(exc, "message", None)
+    text = message if isinstance(message, str) else str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__

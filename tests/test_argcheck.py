@@ -1,0 +1,117 @@
+"""Arguments against a tool's inputSchema, with placeholders for what is known only at run time
+(runner/engine/argcheck.py): only definite problems are reported."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runner.engine.argcheck import InvalidSchema, compile_schema
+from runner.workflow.context import make_context
+from runner.workflow.partial import render_known
+
+CONVERT = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string"},
+        "out_dir": {"type": "string"},
+        "count": {"type": "integer", "minimum": 1},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+        "options": {
+            "type": "object",
+            "properties": {"mode": {"enum": ["fast", "slow"]}},
+            "additionalProperties": False,
+        },
+    },
+    "required": ["path", "out_dir"],
+    "additionalProperties": False,
+}
+
+
+def problems(schema: dict[str, Any], args: dict[str, Any]) -> list[str]:
+    """The problems of ``args`` as written (templates over ``item`` or steps unknown, inputs known)."""
+    context = make_context(inputs={"out": "build", "three": 3}, env={}, steps={})
+    partial = render_known(args, context, lambda ref: ref.root in ("inputs", "env"))
+    return [str(p) for p in compile_schema(schema).problems(partial.value)]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ({"path": "a", "out_dir": "b"}, []),
+        ({"path": "${{ item }}", "out_dir": 3}, ["args.out_dir: 3 is not of type 'string'"]),
+        ({"path": "${{ item }}", "out_dir": "${{ inputs.three }}"}, ["args.out_dir: 3 is not of type 'string'"]),
+        ({"path": "${{ item }}"}, ["args: missing required argument 'out_dir' (a string)"]),
+        (
+            {"path": "${{ item }}", "out_dir": "x", "pth": 1},
+            ["args.pth: unexpected argument 'pth'; did you mean 'path'?"],
+        ),
+        ({"path": "a", "out_dir": "b", "count": "${{ item }}"}, []),  # any value may come
+        (
+            {"path": "a", "out_dir": "b", "count": "n-${{ item }}"},
+            ["args.count: 'n-${{ item }}' is text, not of type 'integer'"],
+        ),
+        ({"path": "a", "out_dir": "b", "count": 0}, ["args.count: 0 is less than the minimum of 1"]),
+        # an array's length is known even when an element is not; its elements' values are not
+        (
+            {"path": "a", "out_dir": "b", "tags": ["x", "${{ item }}", "z"]},
+            ["args.tags: ['x', '${{ item }}', 'z'] is too long"],
+        ),
+        ({"path": "a", "out_dir": "b", "tags": [1, "${{ item }}"]}, ["args.tags[0]: 1 is not of type 'string'"]),
+        ({"path": "a", "out_dir": "b", "options": {"mode": "${{ item }}"}}, []),
+        (
+            {"path": "a", "out_dir": "b", "options": {"mode": "quick", "x": "${{ item }}"}},
+            [
+                "args.options.mode: 'quick' is not one of ['fast', 'slow']",
+                "args.options.x: unexpected property 'x'; it takes mode",
+            ],
+        ),
+    ],
+)
+def test_definite_problems_beside_unknown_values(args: dict[str, Any], expected: list[str]) -> None:
+    assert problems(CONVERT, args) == expected
+
+
+def test_what_depends_on_an_unknown_value_is_not_a_problem() -> None:
+    either = {"type": "object", "anyOf": [{"required": ["a"]}, {"required": ["b"]}], "not": {"required": ["c"]}}
+    assert problems(either, {"a": "${{ item }}"}) == []
+    assert problems(either, {"c": "${{ item }}"}) == []  # `not` reads the whole object: not definite
+    assert problems(either, {"c": 1}) == [
+        "args: {'c': 1} is not valid under any of the given schemas",
+        "args: {'c': 1} should not be valid under {'required': ['c']}",
+    ]
+    one = {"type": "object", "properties": {"x": {"oneOf": [{"type": "string"}, {"minLength": 1}]}}}
+    assert problems(one, {"x": "${{ item }}"}) == []
+
+
+def test_a_condition_on_an_unknown_value_makes_what_it_implies_uncertain() -> None:
+    schema = {
+        "type": "object",
+        "if": {"properties": {"kind": {"const": "file"}}},
+        "then": {"properties": {"size": {"type": "integer"}}},
+    }
+    assert problems(schema, {"kind": "${{ item }}", "size": "big"}) == []
+    assert problems(schema, {"kind": "file", "size": "big"}) == ["args.size: 'big' is not of type 'integer'"]
+
+
+def test_the_draft_a_schema_names_is_the_one_used() -> None:
+    draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "dependencies": {"a": ["b"]}}
+    assert problems(draft7, {"a": 1}) == ["args: 'b' is a dependency of 'a'"]
+    # draft 7 reads `items` as a list of schemas, one per position; 2020-12 would refuse that schema
+    positional = {"$schema": "http://json-schema.org/draft-07/schema#", "items": [{"type": "string"}]}
+    assert compile_schema(positional).problems([1, 2])[0].message == "1 is not of type 'string'"
+
+
+def test_an_invalid_schema_is_refused_once_compiled_or_when_used() -> None:
+    with pytest.raises(InvalidSchema, match=r"not a valid JSON Schema: properties.a.type: 'bogus' is not valid"):
+        compile_schema({"type": "object", "properties": {"a": {"type": "bogus"}}})
+    unresolvable = compile_schema({"$ref": "https://example.invalid/schema.json"})
+    with pytest.raises(InvalidSchema, match=r"cannot be used: Unresolvable: https://example\.invalid/schema\.json"):
+        unresolvable.problems({})
+
+
+def test_problems_are_in_path_order_and_bounded() -> None:
+    schema = {"type": "object", "properties": {k: {"type": "string"} for k in "abcdefg"}}
+    found = compile_schema(schema).problems({k: 1 for k in "gfedcba"}, limit=3)
+    assert [p.where for p in found] == ["args.a", "args.b", "args.c"]
