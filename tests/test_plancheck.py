@@ -51,7 +51,7 @@ def test_findings_on_the_servers_that_answered_come_with_it(tmp_path: Path, caps
         "mcp-run: error: cannot check the plan: server dead: could not initialize: server exited with code 3",
         "  server stderr (last lines):",
         "    fatal: no config",
-        "note: step b: echo is annotated destructive",
+        "note: step b: echo has no annotations (nothing says it is safe)",
     ]
 
 
@@ -79,7 +79,7 @@ def test_every_server_reached_and_nothing_wrong_is_exit_0(tmp_path: Path, capsys
     path = workflow(tmp_path, {"modes": fake_command("mcp_modes", "ok")}, {"a": ("modes", "echo")})
     assert check(path, capsys) == (
         0,
-        ["note: step a: echo is annotated destructive", "ok: 1 step checked against 1 server"],  # by default
+        ["note: step a: echo has no annotations (nothing says it is safe)", "ok: 1 step checked against 1 server"],
     )
 
 

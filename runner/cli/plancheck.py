@@ -128,8 +128,11 @@ class _StepChecker:
         errors: list[str] = []
         notes: list[str] = []
         a = tool.annotations
-        if a.destructive and not a.read_only:
-            notes.append(f"note: step {sid}: {step.tool} is annotated destructive")
+        if not a.given:
+            notes.append(f"note: step {sid}: {step.tool} has no annotations (nothing says it is safe)")
+        elif a.destructive and not a.read_only:
+            by = "" if "destructiveHint" in a.given else " (by default: it is not marked read-only)"
+            notes.append(f"note: step {sid}: {step.tool} is annotated destructive{by}")
         try:
             validator = compile_schema(tool.input_schema)
             self._arguments(step, validator, errors, notes)
