@@ -4,8 +4,8 @@
 that needs the whole file, collecting every problem before it raises (one
 :class:`~runner.errors.WorkflowError`, or :class:`~runner.workflow.model.WorkflowErrors` listing several):
 
-* a server has exactly one of ``command`` (stdio) and ``url`` (HTTP); ``env``/``cwd`` only with a
-  command, ``headers`` only with a url; server templates read only ``inputs`` and ``env``; a literal
+* a server has exactly one of ``command`` (stdio) and ``url`` (HTTP); ``env``/``env_passthrough``/``cwd`` only
+  with a command, ``headers`` only with a url; server templates read only ``inputs`` and ``env``; a literal
   ``url`` is ``http(s)://`` with a host and without credentials (see :func:`runner.workflow.urls.url_problem`);
 * a step's ``server`` names a server, ``needs`` name steps, ``key``/``concurrency`` only with
   ``for_each``, ``if`` and ``for_each`` are single templates;
@@ -163,6 +163,7 @@ class Plan:
     env_names: frozenset[str]
     file: str | None = None
     input_values: Mapping[str, Any] | None = None
+    positions: Positions | None = None  # where each part sits in the file, for errors found at run time
 
     def render_outputs(self, context: Mapping[str, Any]) -> dict[str, Any]:
         """The ``outputs`` mapping rendered in ``context`` (after the run)."""
@@ -243,7 +244,7 @@ class _Builder:
             )
             return None
         stdio = server.command is not None
-        for key, for_stdio in (("env", True), ("cwd", True), ("headers", False)):
+        for key, for_stdio in (("env", True), ("env_passthrough", True), ("cwd", True), ("headers", False)):
             if getattr(server, key) is not None and for_stdio != stdio:
                 kind = "stdio servers (command)" if for_stdio else "HTTP servers (url)"
                 self.error(f"{key} applies only to {kind}", (*loc, key), at="key")
@@ -560,6 +561,7 @@ def build_plan(workflow: Workflow, positions: Positions | None = None) -> Plan:
         outputs=outputs,
         env_names=frozenset(builder.env_names),
         file=positions.file if positions is not None else None,
+        positions=positions,
     )
 
 
