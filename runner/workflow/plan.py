@@ -251,6 +251,8 @@ class _Builder:
         for n, arg in enumerate(server.command or ()):
             if "${{" in arg:
                 self.error("templates are not allowed in command", (*loc, "command", n))
+        if server.command and not server.command[0].strip():
+            self.error("the program to start (command[0]) is empty", (*loc, "command", 0))
         if server.cwd is not None and "${{" in server.cwd:
             self.error("templates are not allowed in cwd", (*loc, "cwd"))
         url = self.compile(server.url, (*loc, "url")) if server.url is not None else None
