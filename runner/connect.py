@@ -16,12 +16,19 @@ from runner.session import Session, SessionOptions, open_session
 __all__ = ["HttpTarget", "StdioTarget", "Target", "open_target"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class StdioTarget:
+    """A server to start: its argv and working directory (absolute, see :mod:`runner.launch`, or left to the
+    operating system: a bare name on PATH, the current directory), and the variables it gets besides the
+    allow-list of :mod:`runner.transports.stdio`."""
+
     command: Sequence[str]
     cwd: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+
+    def __repr__(self) -> str:  # environment values may be credentials: never print them
+        return f"StdioTarget(command={list(self.command)!r}, cwd={self.cwd!r}, env={sorted(self.env)!r})"
 
 
 @dataclass(frozen=True, repr=False)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
 from runner.connect import HttpTarget, StdioTarget, Target
-from runner.engine.runctl import collect_secrets, fingerprints, make_opener
+from runner.engine.runctl import collect_secrets, fingerprints, make_opener, render_target
 from runner.errors import ConnectFailed, HTTPStatusError
+from runner.launch import LaunchError
 from runner.session import SessionOptions
 from runner.workflow.loader import parse_workflow, validate
 
@@ -21,7 +25,7 @@ servers:
   web:
     url: http://127.0.0.1:9/mcp
     headers: {Authorization: "Bearer ${{ env.TOKEN }}"}
-  local: {command: [server]}
+  local: {command: [sh]}
 inputs:
   pw: {type: string, secret: true, default: hunter22}
   n: {type: integer, default: 1}
@@ -69,7 +73,9 @@ async def test_the_opener_renders_the_target_and_opens_once(autojump_clock: trio
     assert "abc" not in repr(target)
     async with opener("local", SessionOptions()):
         pass
-    assert isinstance(connect.targets[-1], StdioTarget)
+    local = connect.targets[-1]
+    assert isinstance(local, StdioTarget)
+    assert local.command == [shutil.which("sh")] and local.cwd == os.getcwd()  # no file: the current directory
 
 
 def test_secrets_collected_from_env_headers_and_secret_inputs() -> None:
@@ -90,3 +96,90 @@ def test_fingerprints_flow_downstream_and_ignore_secrets() -> None:
     assert changed["a"] != base["a"]  # the edited step
     assert changed["b"] != base["b"]  # downstream of it
     assert changed["c"] == base["c"]  # independent of it
+
+
+# ---------------------------------------------------------------------------------------------------
+# Stdio servers: where they start and what they get (the rules themselves: tests/test_launch.py)
+
+SERVERS = """
+version: 1
+servers:
+  local:
+    command: [./bin/server.sh, --flag]
+    env_passthrough: [MCP_RUN_T_TOKEN, "MCP_RUN_T_NPM_*", MCP_RUN_T_UNSET]
+    env: {MCP_RUN_T_NPM_B: from-env, FIXED: "${{ inputs.n }}"}
+  moved: {command: [./bin/server.sh], cwd: data}
+  lost: {command: [./bin/nope.sh]}
+inputs:
+  n: {type: integer, default: 1}
+steps:
+  a: {server: local, tool: t}
+  b: {server: moved, tool: t}
+  c: {server: lost, tool: t}
+"""
+
+
+@pytest.fixture
+def flows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A workflow in ``<tmp>/flows`` with its server in ``bin/``; the test runs from ``<tmp>/elsewhere``."""
+    folder = tmp_path / "flows"
+    (folder / "bin").mkdir(parents=True)
+    (folder / "data").mkdir()
+    (folder / "bin" / "server.sh").write_text("#!/bin/sh\n")
+    (folder / "bin" / "server.sh").chmod(0o755)
+    (folder / "w.yaml").write_text(SERVERS)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    for name, value in {"MCP_RUN_T_TOKEN": "tok-9f8e7d", "MCP_RUN_T_NPM_A": "a-value", "MCP_RUN_T_NPM_B": "b-value",
+                        "MCP_RUN_T_OTHER": "not-passed"}.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+    return folder
+
+
+def test_a_stdio_target_starts_in_the_workflows_folder_with_its_program_resolved_there(flows: Path) -> None:
+    p = validate(os.path.relpath(flows / "w.yaml"))
+    target = render_target(p, "local", {"n": 1}, {})
+    assert isinstance(target, StdioTarget)
+    assert target.command == [str(flows / "bin" / "server.sh"), "--flag"] and target.cwd == str(flows)
+    moved = render_target(p, "moved", {"n": 1}, {})
+    assert isinstance(moved, StdioTarget) and moved.cwd == str(flows / "data")
+    assert moved.command == [str(flows / "bin" / "server.sh")]
+
+
+def test_a_stdio_target_gets_what_env_passthrough_names_and_env_wins(flows: Path) -> None:
+    target = render_target(validate(str(flows / "w.yaml")), "local", {"n": 7}, {})
+    assert isinstance(target, StdioTarget)
+    assert dict(target.env) == {
+        "MCP_RUN_T_TOKEN": "tok-9f8e7d",
+        "MCP_RUN_T_NPM_A": "a-value",
+        "MCP_RUN_T_NPM_B": "from-env",  # env wins over a variable passed through
+        "FIXED": "7",
+    }  # MCP_RUN_T_UNSET is absent, MCP_RUN_T_OTHER was not asked for
+    assert "tok-9f8e7d" not in repr(target) and "MCP_RUN_T_TOKEN" in repr(target)
+
+
+def test_a_server_that_cannot_start_is_named_with_its_path_and_line(flows: Path) -> None:
+    file = os.path.relpath(flows / "w.yaml")
+    with pytest.raises(LaunchError) as info:
+        render_target(validate(file), "lost", {"n": 1}, {})
+    assert str(info.value) == (
+        f"cannot start server lost: command ./bin/nope.sh not found: {flows / 'bin' / 'nope.sh'} ({file}:9:20)"
+    )
+
+
+def test_values_passed_through_are_secrets(flows: Path) -> None:
+    secrets = collect_secrets(validate(str(flows / "w.yaml")), {"n": 1}, {})
+    assert secrets == {"env.MCP_RUN_T_TOKEN": "tok-9f8e7d", "env.MCP_RUN_T_NPM_A": "a-value",
+                       "env.MCP_RUN_T_NPM_B": "b-value"}  # fmt: skip
+
+
+def test_fingerprints_do_not_change_for_a_server_without_env_passthrough() -> None:
+    # Runs started before env_passthrough existed resume without "the workflow changed": these are the
+    # fingerprints mcp-run computed for this workflow before the field was added.
+    before = WORKFLOW.replace("local: {command: [sh]}", "local: {command: [server]}")
+    pinned = {"a": "3c10a634c65fb582", "b": "a2faf7c625a46f31", "c": "73bbc7398bc32820"}
+    assert fingerprints(plan(before), {"pw": "a", "n": 1}) == pinned
+    # Setting it changes what the server gets: its steps' fingerprints change, the others' do not.
+    after = before.replace("local: {command: [server]}", "local: {command: [server], env_passthrough: [X]}")
+    changed = fingerprints(plan(after), {"pw": "a", "n": 1})
+    assert changed["a"] == pinned["a"] and changed["b"] != pinned["b"] and changed["c"] != pinned["c"]

@@ -44,7 +44,7 @@ EXAMPLES = """\
 examples:
   mcp-run workflows/convert_docs.yaml --input source=./notes --input out=./html
   mcp-run workflows/convert_docs.yaml --json > summary.json      # one JSON summary on stdout
-  mcp-run tools -- python -m runner.demo
+  mcp-run tools -- mcp-run-demo
   mcp-run call --tool echo --args '{"text": "hi"}' --header 'Authorization: Bearer $TOKEN' \\
       https://example.com/mcp
 """

@@ -182,8 +182,9 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
     validate = sub.add_parser(
         "validate",
         help="check a workflow without running it",
-        description="Check a workflow without contacting any server: YAML, schema, servers, templates, "
-        "references, cycles. Exit code 2 with file:line:column for each problem.",
+        description="Check a workflow without contacting any server: YAML, schema, servers, templates, references, "
+        "cycles. Exit code 2 with file:line:column for each problem. A stdio server's program and working directory "
+        "given relative to the workflow must exist; a program not found on PATH here is only a warning.",
         epilog=exit_help,
         formatter_class=formatter,
     )
@@ -221,7 +222,14 @@ def _load_plan(args: argparse.Namespace, *, require_inputs: bool) -> Plan:
 
 
 def validate_command(args: argparse.Namespace) -> int:
+    from runner.cli.launches import check_launches
+    from runner.workflow.model import raise_errors
+
     plan = _load_plan(args, require_inputs=False)
+    _servers, errors, warnings = check_launches(plan)
+    raise_errors(errors)
+    for warning in warnings:
+        print(f"mcp-run: warning: {warning}", file=sys.stderr)
     fan_outs = sum(1 for s in plan.steps.values() if s.fan_out)
     print(
         f"{args.file}: valid: {plural(len(plan.steps), 'step')} in {plural(len(plan.layers), 'layer')}, "
@@ -231,10 +239,14 @@ def validate_command(args: argparse.Namespace) -> int:
 
 
 def plan_command(args: argparse.Namespace) -> int:
+    from runner.cli.launches import check_launches, launch_lines
+    from runner.workflow.model import raise_errors
     from runner.workflow.plantext import render_plan_text
 
     plan = _load_plan(args, require_inputs=False)
-    print(render_plan_text(plan))
+    servers, errors, _warnings = check_launches(plan)  # a warning shows in the plan as "cannot start here"
+    raise_errors(errors)
+    print(render_plan_text(plan, launch_lines(servers)))
     if args.check:
         from runner.cli.plancheck import check_plan
         from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT

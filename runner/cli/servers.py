@@ -35,7 +35,7 @@ def add_commands(
         "tools",
         help="list a server's tools",
         description="List the tools of one MCP server: name, title, annotations and arguments.\n\n" + SERVER_HELP,
-        epilog="examples:\n  mcp-run tools -- python -m runner.demo\n  mcp-run tools --json "
+        epilog="examples:\n  mcp-run tools -- mcp-run-demo\n  mcp-run tools --json "
         "http://127.0.0.1:8000/mcp\n\n" + exit_help,
         formatter_class=formatter,
     )
@@ -48,7 +48,7 @@ def add_commands(
         help="call one tool and print its result",
         description="Call one tool once. Progress and log notifications go to stderr, the result to stdout.\n\n"
         + SERVER_HELP,
-        epilog='examples:\n  mcp-run call --tool echo --args \'{"text": "hi"}\' -- python -m runner.demo\n'
+        epilog='examples:\n  mcp-run call --tool echo --args \'{"text": "hi"}\' -- mcp-run-demo\n'
         "  mcp-run call --tool convert_markdown --args @args.json --json http://127.0.0.1:8000/mcp\n\n" + exit_help,
         formatter_class=formatter,
     )
@@ -86,9 +86,17 @@ def _server_options(parser: argparse.ArgumentParser) -> None:
         help="an HTTP header; repeatable. VALUE may be $VAR to take it from the environment. Never printed.",
     )
     parser.add_argument(
-        "--env", action="append", default=[], metavar="NAME=VALUE", help="set a variable for a stdio server"
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a variable for a stdio server; NAME alone passes mcp-run's own value (* matches any characters: "
+        "'npm_config_*'); besides these the server gets only HOME, PATH, SHELL, TERM, USER, LOGNAME, LANG, LC_ALL, "
+        "TMPDIR",
     )
-    parser.add_argument("--cwd", metavar="DIR", help="working directory of a stdio server")
+    parser.add_argument(
+        "--cwd", metavar="DIR", help="working directory of a stdio server (default: the current directory)"
+    )
     parser.add_argument(
         "--connect-timeout",
         type=_seconds,
@@ -129,13 +137,21 @@ def _target(args: argparse.Namespace) -> Target:
         raise UsageError("no server given: add a URL, or `-- CMD ARGS...` to start a stdio server")
     if args.header:
         raise UsageError("--header applies to HTTP servers only")
+    from runner.launch import passed_through, resolve_launch
+    from runner.workflow.model import ENV_PATTERN
+
     env: dict[str, str] = {}
     for pair in args.env:
         name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise UsageError(f"--env expects NAME=VALUE, got {pair!r}")
-        env[name] = value
-    return StdioTarget(command=list(args.server_argv), cwd=args.cwd, env=env, max_message_size=args.max_message_size)
+        if not sep and ENV_PATTERN.match(name):
+            env.update(passed_through([name]))  # NAME alone: mcp-run's own value, if set (as docker run -e NAME)
+        elif not sep or not name:
+            raise UsageError(f"--env expects NAME=VALUE, or NAME to pass mcp-run's own value, got {pair!r}")
+        else:
+            env[name] = value
+    # No workflow here: relative paths (the program, --cwd) start from the current directory.
+    launch = resolve_launch(args.server_argv, base=os.getcwd(), cwd=args.cwd, path=env.get("PATH"))
+    return StdioTarget(command=list(launch.argv), cwd=launch.cwd, env=env, max_message_size=args.max_message_size)
 
 
 def _headers(pairs: list[str]) -> dict[str, str]:
@@ -279,8 +295,8 @@ def run_call(args: argparse.Namespace) -> int:
     from runner._trio import single_error
     from runner.connect import open_target
 
+    arguments = _arguments(args.args)  # a usage error (exit 2) before a server that cannot start (exit 4)
     target = _target(args)
-    arguments = _arguments(args.args)
 
     def on_progress(p: Progress) -> None:
         total = f"/{p.total:g}" if p.total is not None else ""

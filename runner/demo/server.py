@@ -3,7 +3,7 @@
 Built on the official MCP Python SDK (``MCPServer``) and markdown-it-py; importable only with the
 ``demo`` extra installed (``pip install 'mcp-run[demo]'``).
 
-Run it as ``python -m runner.demo [--transport stdio|http] [--host 127.0.0.1] [--port 0]
+Run it as ``mcp-run-demo`` (or ``python -m runner.demo``) ``[--transport stdio|http] [--host 127.0.0.1] [--port 0]
 [--resumable] [--json-response] [--retry-interval MS]``.
 
 Tools (every result is structured content, also sent as JSON text):
@@ -425,9 +425,7 @@ def run_http(server: MCPServer, args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m runner.demo", description="mcp-run's demo MCP server: Markdown to HTML."
-    )
+    parser = argparse.ArgumentParser(prog="mcp-run-demo", description="mcp-run's demo MCP server: Markdown to HTML.")
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     add_http_arguments(parser)
     args = parser.parse_args(argv)

@@ -2,7 +2,8 @@
 
 - what must never be written in clear (:func:`collect_secrets`);
 - step fingerprints and the workflow hash, so a resume can tell what changed;
-- how to open each server's session (:func:`make_opener`);
+- how to open each server's session (:func:`make_opener`), a stdio server's program, working directory and
+  environment resolved (:func:`render_target`, :func:`server_launch`);
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from typing import Any
 
 from runner.connect import HttpTarget, StdioTarget, Target, open_target
 from runner.engine.scheduler import SessionOpener
+from runner.launch import Launch, LaunchError, passed_through, resolve_launch
 from runner.session import Session, SessionOptions
 from runner.workflow.context import make_context
+from runner.workflow.model import Loc, Server
 from runner.workflow.plan import Plan
 from runner.workflow.template import canonical_json
 
@@ -26,7 +29,12 @@ __all__ = [
     "collect_secrets",
     "env_context",
     "fingerprints",
+    "launch_loc",
     "make_opener",
+    "render_target",
+    "server_launch",
+    "stdio_environment",
+    "workflow_folder",
     "workflow_hash",
 ]
 
@@ -38,11 +46,15 @@ def env_context(plan: Plan) -> dict[str, str | None]:
 
 def collect_secrets(plan: Plan, inputs: Mapping[str, Any], env: Mapping[str, Any]) -> dict[str, str]:
     """Placeholder name -> value of everything never to be written: header values, referenced environment
-    variables, and inputs marked ``secret: true``."""
+    variables, the variables stdio servers get through ``env_passthrough``, and inputs marked ``secret: true``."""
     secrets: dict[str, str] = {}
     for name, value in env.items():
         if value:
             secrets[f"env.{name}"] = value
+    for ps in plan.servers.values():
+        for name, value in passed_through(ps.server.env_passthrough or ()).items():
+            if value:
+                secrets[f"env.{name}"] = value
     for name, spec in plan.workflow.inputs.items():
         value = inputs.get(name)
         if spec.secret and value is not None:
@@ -76,6 +88,12 @@ def workflow_hash(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _server_dump_exclude(server: Server) -> set[str]:
+    """Fields left out of a fingerprint: ``max_concurrency`` does not change what a step does; a field added
+    later (``env_passthrough``), when unset, must leave the fingerprints of runs started before it as they were."""
+    return {"max_concurrency"} | ({"env_passthrough"} if server.env_passthrough is None else set())
+
+
 def fingerprints(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, str]:
     """step -> hash of its definition, its server's definition, the non-secret inputs and its upstream
     steps' fingerprints (so a change flows downstream)."""
@@ -87,7 +105,7 @@ def fingerprints(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, str]:
         server = plan.servers[ps.server].server
         h = hashlib.sha256()
         h.update(canonical_json(ps.step.model_dump(mode="json", by_alias=True)).encode())
-        h.update(canonical_json(server.model_dump(mode="json", exclude={"max_concurrency"})).encode())
+        h.update(canonical_json(server.model_dump(mode="json", exclude=_server_dump_exclude(server))).encode())
         h.update(inputs_text.encode())
         for dep in ps.dependencies:
             h.update(out[dep].encode())
@@ -96,6 +114,10 @@ def fingerprints(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, str]:
 
 
 def render_target(plan: Plan, name: str, inputs: Mapping[str, Any], env: Mapping[str, Any]) -> Target:
+    """Server ``name`` as a connectable target: an HTTP server's URL and headers rendered; a stdio server's
+    program and working directory resolved (:mod:`runner.launch`: relative paths from the workflow's folder;
+    :class:`~runner.launch.LaunchError` naming the server and its line when it cannot start) and its
+    environment chosen (``env_passthrough`` from mcp-run's environment, then ``env``, which wins)."""
     ps = plan.servers[name]
     server = ps.server
     context = make_context(inputs=inputs, env=env, steps={})
@@ -107,19 +129,52 @@ def render_target(plan: Plan, name: str, inputs: Mapping[str, Any], env: Mapping
             headers={k: str(v) for k, v in (headers or {}).items()},
             max_concurrency=server.max_concurrency,
         )
-    env_values = ps.env.render(context) if ps.env is not None else {}
-    return StdioTarget(
-        command=list(server.command or []),
-        cwd=_resolve_cwd(server.cwd, plan.file),
-        env={k: "" if v is None else str(v) for k, v in (env_values or {}).items()},
-    )
+    server_env = stdio_environment(plan, name, inputs, env)
+    launch = server_launch(plan, name, server_env.get("PATH"))
+    return StdioTarget(command=list(launch.argv), cwd=launch.cwd, env=server_env)
 
 
-def _resolve_cwd(cwd: str | None, workflow_file: str | None) -> str | None:
-    """A relative ``cwd`` is relative to the workflow file, so a workflow runs the same from anywhere."""
-    if cwd is None or workflow_file is None or os.path.isabs(cwd):
-        return cwd
-    return str(Path(workflow_file).resolve().parent / cwd)
+def stdio_environment(plan: Plan, name: str, inputs: Mapping[str, Any], env: Mapping[str, Any]) -> dict[str, str]:
+    """What stdio server ``name`` gets besides the allow-list: the variables its ``env_passthrough`` names, then
+    its ``env`` rendered (which wins)."""
+    ps = plan.servers[name]
+    rendered = ps.env.render(make_context(inputs=inputs, env=env, steps={})) if ps.env is not None else {}
+    return passed_through(ps.server.env_passthrough or ()) | {
+        k: "" if v is None else str(v) for k, v in (rendered or {}).items()
+    }
+
+
+def workflow_folder(plan: Plan) -> str:
+    """Where a workflow's relative paths start: its file's folder (the current directory for a workflow that
+    was not read from a file, such as ``parse_workflow(text)``'s)."""
+    if plan.file is None or not os.path.isfile(plan.file):
+        return os.getcwd()
+    return str(Path(plan.file).resolve().parent)
+
+
+def server_launch(plan: Plan, name: str, path: str | None = None) -> Launch:
+    """Stdio server ``name``'s program and working directory, resolved; ``path`` is the PATH it gets (None:
+    mcp-run's own). Raises :class:`~runner.launch.LaunchError` located at the workflow's line."""
+    server = plan.servers[name].server
+    assert server.command is not None
+    try:
+        return resolve_launch(server.command, base=workflow_folder(plan), cwd=server.cwd, path=path)
+    except LaunchError as exc:
+        raise exc.located(name, _where(plan, launch_loc(plan, name, exc))) from None
+
+
+def launch_loc(plan: Plan, name: str, error: LaunchError) -> Loc:
+    """Where in the workflow the part of server ``name`` that ``error`` is about sits."""
+    if error.part == "command":
+        return ("servers", name, "command", 0)
+    return ("servers", name, "cwd") if plan.servers[name].server.cwd is not None else ("servers", name)
+
+
+def _where(plan: Plan, loc: Loc) -> str | None:
+    if plan.file is None:
+        return None
+    line, column = plan.positions.locate(loc) if plan.positions is not None else (None, None)
+    return plan.file + (f":{line}" if line is not None else "") + (f":{column}" if column is not None else "")
 
 
 def make_opener(

@@ -10,7 +10,8 @@
 process group; no SIGINT from the terminal: we stop it ourselves) and an allow-listed environment, not the
 runner's: ``ALLOWED_ENV_VARS`` (HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG, LC_ALL, TMPDIR; values that look
 like exported shell functions are skipped) plus ``StdioParams.env``, which wins. A command that cannot be
-started (not found, not executable, missing working directory) raises ``ConnectFailed``.
+started (not found, not executable, missing working directory) raises ``ConnectFailed``. This module knows no
+workflow: callers hand it an argv and a working directory already resolved (see :mod:`runner.launch`).
 
 **Reading.** stdout is split into lines capped at ``max_message_size`` and decoded. A line that is not
 JSON-RPC comes out of ``receive`` as ``InvalidMessage`` (counted in ``stray_lines``); an oversized line fails

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -56,6 +57,7 @@ from runner.errors import WorkflowError
 from runner.workflow.fields import Budget, Duration, Limit
 
 __all__ = [
+    "ENV_PATTERN",
     "IDENTIFIER",
     "INPUT_TYPES",
     "SCHEMA_PATH",
@@ -92,6 +94,30 @@ Identifier = Annotated[
 ]
 
 
+ENV_PATTERN = re.compile(r"^[A-Za-z_*][A-Za-z0-9_*]*$")
+"""An ``env_passthrough`` entry: a variable name, where ``*`` matches any characters (``npm_config_*``)."""
+
+
+def _env_pattern(value: str) -> str:
+    if not ENV_PATTERN.match(value):
+        raise PydanticCustomError(
+            "workflow",
+            "{message}",
+            {
+                "message": "expected an environment variable name (letters, digits and _), where * matches any "
+                f"characters (npm_config_*), found {describe(value)}"
+            },
+        )
+    return value
+
+
+EnvPattern = Annotated[
+    str,
+    AfterValidator(_env_pattern),
+    WithJsonSchema({"type": "string", "pattern": ENV_PATTERN.pattern}),
+]
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True, frozen=True)
 
@@ -104,12 +130,24 @@ class Server(_Model):
     )
 
     command: list[str] | None = Field(
-        default=None, min_length=1, description="stdio: the argv list that starts the server (no shell)."
+        default=None,
+        min_length=1,
+        description="stdio: the argv list that starts the server (no shell). A program path with a / is relative "
+        "to the workflow's folder; a bare name is looked up on PATH, then beside mcp-run's Python.",
     )
     env: dict[str, str] | None = Field(
         default=None, description="stdio: extra environment variables; values may hold templates over env and inputs."
     )
-    cwd: str | None = Field(default=None, description="stdio: the working directory of the server process.")
+    env_passthrough: list[EnvPattern] | None = Field(
+        default=None,
+        description="stdio: variables of mcp-run's environment the server also gets, besides the allow-list "
+        "(HOME, PATH, ...) and env; * matches any characters (npm_config_*). Unset ones are absent.",
+    )
+    cwd: str | None = Field(
+        default=None,
+        description="stdio: the working directory of the server process, relative to the workflow's folder "
+        "(default: the workflow's folder).",
+    )
     url: str | None = Field(
         default=None, description="Streamable HTTP: the endpoint URL; may hold templates over env and inputs."
     )

@@ -4,8 +4,8 @@
 that needs the whole file, collecting every problem before it raises (one
 :class:`~runner.errors.WorkflowError`, or :class:`~runner.workflow.model.WorkflowErrors` listing several):
 
-* a server has exactly one of ``command`` (stdio) and ``url`` (HTTP); ``env``/``cwd`` only with a
-  command, ``headers`` only with a url; server templates read only ``inputs`` and ``env``; a literal
+* a server has exactly one of ``command`` (stdio) and ``url`` (HTTP); ``env``/``env_passthrough``/``cwd`` only
+  with a command, ``headers`` only with a url; server templates read only ``inputs`` and ``env``; a literal
   ``url`` is ``http(s)://`` with a host and without credentials (see :func:`runner.workflow.urls.url_problem`);
 * a step's ``server`` names a server, ``needs`` name steps, ``key``/``concurrency`` only with
   ``for_each``, ``if`` and ``for_each`` are single templates;
@@ -165,7 +165,8 @@ class Plan:
     file: str | None = None
     input_values: Mapping[str, Any] | None = None
     positions: Positions | None = None
-    """Where each part sits in the workflow file (None for a plan built without them)."""
+    """Where each part sits in the workflow file, for findings and errors found at run time (None for a plan
+    built without them)."""
 
     def render_outputs(self, context: Mapping[str, Any]) -> dict[str, Any]:
         """The ``outputs`` mapping rendered in ``context`` (after the run)."""
@@ -246,13 +247,15 @@ class _Builder:
             )
             return None
         stdio = server.command is not None
-        for key, for_stdio in (("env", True), ("cwd", True), ("headers", False)):
+        for key, for_stdio in (("env", True), ("env_passthrough", True), ("cwd", True), ("headers", False)):
             if getattr(server, key) is not None and for_stdio != stdio:
                 kind = "stdio servers (command)" if for_stdio else "HTTP servers (url)"
                 self.error(f"{key} applies only to {kind}", (*loc, key), at="key")
         for n, arg in enumerate(server.command or ()):
             if "${{" in arg:
                 self.error("templates are not allowed in command", (*loc, "command", n))
+        if server.command and not server.command[0].strip():
+            self.error("the program to start (command[0]) is empty", (*loc, "command", 0))
         if server.cwd is not None and "${{" in server.cwd:
             self.error("templates are not allowed in cwd", (*loc, "cwd"))
         url = self.compile(server.url, (*loc, "url")) if server.url is not None else None

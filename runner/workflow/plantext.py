@@ -4,6 +4,7 @@ retry safety."""
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping, Sequence
 
 from runner.words import plural
 from runner.workflow.durations import format_duration
@@ -13,8 +14,10 @@ from runner.workflow.template import render_text
 __all__ = ["render_plan_text"]
 
 
-def render_plan_text(plan: Plan) -> str:
-    """The text ``mcp-run plan FILE`` prints: servers, then each layer's steps, then outputs."""
+def render_plan_text(plan: Plan, server_notes: Mapping[str, Sequence[str]] | None = None) -> str:
+    """The text ``mcp-run plan FILE`` prints: servers, then each layer's steps, then outputs. ``server_notes``
+    are lines shown under a server (the CLI's: where a stdio server starts, which this pure module cannot
+    know)."""
     title = plan.workflow.name or plan.file or "workflow"
     lines = [f"{title}: {plural(len(plan.order), 'step')} in {plural(len(plan.layers), 'layer')}"]
     if plan.servers:
@@ -26,6 +29,7 @@ def render_plan_text(plan: Plan) -> str:
             if server.trust_annotations:
                 extra += ", trusts tool annotations"
             lines.append(f"  {name}: {planned.transport} {where} ({extra})")
+            lines.extend(f"      {note}" for note in (server_notes or {}).get(name, ()))
     if plan.workflow.inputs:
         lines.append("inputs:")
         for name, declared in plan.workflow.inputs.items():
