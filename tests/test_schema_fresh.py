@@ -1,4 +1,5 @@
-"""The committed JSON schema is the one the models generate, and it accepts the example workflow."""
+"""The committed JSON schema is the one the models generate, and it accepts the valid test workflows and the
+examples of workflows/."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import yaml
 from runner.workflow.model import SCHEMA_PATH, schema_text
 
 VALID = Path(__file__).parent / "workflows_valid"
+EXAMPLES = Path(__file__).parents[1] / "workflows"
 
 
 def test_committed_schema_is_fresh() -> None:
@@ -24,7 +26,9 @@ def test_schema_is_valid_and_accepts_the_examples() -> None:
     schema = json.loads(schema_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     validator = jsonschema.Draft202012Validator(schema)
-    for path in sorted(VALID.glob("*.yaml")):
+    paths = sorted(VALID.glob("*.yaml")) + sorted(EXAMPLES.glob("*.yaml"))
+    assert len(paths) > 3
+    for path in paths:
         validator.validate(yaml.safe_load(path.read_text(encoding="utf-8")))
 
 

@@ -6,11 +6,12 @@ through a second fan-out over the first one's results (``item.item``, ``item.key
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.support import journal_events, run_cli
+from tests.e2e.support import ROOT, WORKFLOWS, journal_events, run_cli
 from tests.integration.peers import NODE22, PEERS, missing_peer
 
 pytestmark = pytest.mark.integration
@@ -85,3 +86,21 @@ def test_a_text_listing_feeds_two_chained_fan_outs(tmp_path: Path) -> None:
     }
     writes = [e["item"] for e in journal_events(tmp_path) if e["type"] == "item_dispatched" and e["step"] == "write"]
     assert sorted(writes) == sorted(FILES)  # keyed by the file names, readable in the journal
+
+
+def test_the_example_runs_from_anywhere(tmp_path: Path) -> None:
+    """workflows/shout_copies.yaml as shipped (its server's program is relative to the file), in a copy of
+    the repository's layout, run from another folder."""
+    if not FILESYSTEM.is_file():
+        missing_peer("server-filesystem is not installed: run scripts/setup.sh")
+    (tmp_path / "peers").symlink_to(ROOT / "peers")
+    shutil.copytree(WORKFLOWS / "docs", tmp_path / "workflows" / "docs")
+    shutil.copy(WORKFLOWS / "shout_copies.yaml", tmp_path / "workflows")
+    (tmp_path / "elsewhere").mkdir()
+    done = run_cli(tmp_path / "elsewhere", "../workflows/shout_copies.yaml", "--json")
+    assert done.returncode == 0, done.stderr
+    docs = sorted(p.name for p in (WORKFLOWS / "docs").iterdir() if p.is_file())
+    assert json.loads(done.stdout)["outputs"]["written"] == docs
+    for name in docs:
+        copy = tmp_path / "workflows" / "build" / "shouted" / name
+        assert copy.read_text() == (WORKFLOWS / "docs" / name).read_text().upper()
