@@ -17,7 +17,7 @@ import trio
 
 from runner._trio import single_error
 from runner.backoff import Backoff
-from runner.engine.eventlog import EventLog
+from runner.engine.eventlog import EventLog, Masker
 from runner.engine.events import encode
 from runner.engine.outcome import Outcome
 from runner.engine.retry import RetryPolicy
@@ -104,11 +104,12 @@ async def run_plan(
     concurrency: int = 16,
     control: Callable[[Scheduler], Any] | None = None,
     warnings: list[str] | None = None,
+    secrets: dict[str, str] | None = None,
 ) -> Outcome:
-    """Run ``plan`` on the harness's fake servers; ``events`` collects what the run journaled (journal form),
-    ``warnings`` what it warned about."""
+    """Run ``plan`` on the harness's fake servers; ``events`` collects what the run journaled (journal form,
+    masked with ``secrets``: placeholder name -> value), ``warnings`` what it warned about."""
     state = folded(prior.events) if prior is not None else RunState()
-    log = EventLog(None, start_seq=state.last_seq)
+    log = EventLog(None, start_seq=state.last_seq, masker=Masker(secrets))
     log.subscribe(state.apply)
     if events is not None:
         log.subscribe(lambda entry: events.append(encode(entry)))

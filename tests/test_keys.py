@@ -114,3 +114,43 @@ async def test_a_run_begun_in_format_1_resumes_with_its_own_keys(autojump_clock:
         outcome = await run_plan(plan, harness, prior=Resume(events=cut))
         assert outcome.outputs == {"report": "F0,F1,F2,F3", "count": 4}
         assert outcome.steps["convert"].reused == reused
+
+
+SECRET_ITEMS = """
+version: 1
+servers:
+  s: {command: [fake]}
+steps:
+  each:
+    server: s
+    tool: echo
+    for_each: ["alpha", "beta"]
+    KEY
+    args: {text: "${{ item }}"}
+"""
+
+
+async def test_a_key_holding_a_secret_fails_the_step_before_any_call(autojump_clock: trio.abc.Clock) -> None:
+    """A key is journaled as it is: masked, it would stop matching its item when the secret changes, and a
+    resume would call that item again. So a key that holds a secret's value is refused, whatever made it."""
+    for key_line, ok in (("", False), ("key: ${{ item }}", False), ("key: k-${{ index }}", True)):
+        harness = Harness({"s": echo_tools})
+        plan = plan_of(SECRET_ITEMS.replace("KEY", key_line))
+        outcome = await run_plan(plan, harness, secrets={"env.MY_TAG": "alpha"})
+        if ok:
+            assert outcome.exit_code == ExitCode.OK
+            continue
+        assert harness.calls("s") == []
+        assert outcome.exit_code == ExitCode.FAILED
+        assert outcome.steps["each"].reason == (
+            "for_each: the key of item 0 of step 'each' holds the value of env.MY_TAG; keys are journaled as "
+            "they are, never masked: give the step a `key` without secrets"
+        )
+
+
+async def test_items_that_read_the_same_have_the_same_key(autojump_clock: trio.abc.Clock) -> None:
+    plan = plan_of(SECRET_ITEMS.replace('["alpha", "beta"]', '[1, "1"]').replace("KEY", ""))
+    harness = Harness({"s": echo_tools})
+    outcome = await run_plan(plan, harness)
+    assert harness.calls("s") == [] and outcome.exit_code == ExitCode.FAILED
+    assert "items 0 and 1 of step 'each' have the same key '1'" in str(outcome.steps["each"].reason)

@@ -62,6 +62,7 @@ from runner.engine.scheduler import Prior, Scheduler, SchedulerOptions, SessionO
 from runner.engine.state import RunState
 from runner.errors import UsageError
 from runner.exitcodes import ExitCode, combine
+from runner.launch import passed_through
 from runner.workflow.loader import load_inputs_file, validate
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, Plan
 
@@ -310,6 +311,17 @@ def _prepare(path: Path, options: RunOptions, *, run_dir: RunDir | None) -> _Pre
     return prepared
 
 
+def _env_names(prepared: _Prepared) -> list[str]:
+    """The environment variables the run reads that are set: those its templates name, and those a stdio
+    server's ``env_passthrough`` names exactly (patterns match whatever is set; they are not required). A
+    resume refuses when one of them is no longer set."""
+    names = {name for name, value in prepared.env.items() if value is not None}
+    for planned in prepared.plan.servers.values():
+        exact = [p for p in planned.server.env_passthrough or () if "*" not in p]
+        names.update(passed_through(exact))
+    return sorted(names)
+
+
 @contextmanager
 def _journal(prepared: _Prepared) -> Iterator[int | None]:
     """The journal, open for appending (after cutting a torn tail, on a resume); None without one."""
@@ -403,7 +415,7 @@ async def _drive(
                     workflow_hash=prepared.workflow_hash,
                     inputs=public,
                     fingerprints=prepared.fingerprints,
-                    env=sorted(name for name, value in prepared.env.items() if value is not None),
+                    env=_env_names(prepared),
                     pid=os.getpid(),
                     journal=JOURNAL_FORMAT,
                 )

@@ -30,6 +30,7 @@ Rules it keeps (the README states them for users):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -81,6 +82,7 @@ __all__ = ["Outcome", "Prior", "Scheduler", "SchedulerOptions", "SessionOpener"]
 
 SessionOpener = Callable[[str, SessionOptions], AbstractAsyncContextManager[Session]]
 
+_PLACEHOLDER: Final = re.compile(r"\*\*\*([^*]+)\*\*\*")
 SKIPPED_NOW: Final = "in doubt; skipped by --skip-in-doubt"
 IDLE_HINT: Final = " (a slow tool without progress notifications needs a longer idle_timeout, or none)"
 
@@ -383,6 +385,15 @@ class Scheduler:
         seen: dict[str, int] = {}
         for index, item in enumerate(items):
             key = ps.render_key(self._context(item, index), full_hash=self._state.journal_format < 2)
+            masked = self._log.masker.mask(key)
+            if masked != key:
+                # A key is an item's identity in the journal, written as it is: masked, it would no longer
+                # match its item once the secret changes, and a resume would call that item again.
+                secrets = ", ".join(dict.fromkeys(_PLACEHOLDER.findall(masked)))
+                raise TemplateError(
+                    f"the key of item {index} of step {ps.id!r} holds the value of {secrets}; keys are "
+                    "journaled as they are, never masked: give the step a `key` without secrets"
+                )
             first = seen.setdefault(key, index)
             if first != index:
                 raise TemplateError(
