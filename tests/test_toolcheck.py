@@ -200,3 +200,22 @@ async def test_a_resume_calls_what_was_refused_once_the_server_accepts_it(autoju
     outcome = await run_plan(plan_of(FANOUT), harness, prior=Resume(events))
     assert outcome.status == "succeeded"
     assert calls(harness.servers["s"][0]) == ["p0"]  # only the refused item; the others succeeded before
+
+
+async def test_an_item_in_doubt_made_again_by_decision_is_not_checked(autojump_clock: trio.abc.Clock) -> None:
+    """An item an earlier attempt dispatched with no answer may have run. Made again by --rerun-in-doubt, it
+    goes out as it did (the server decides); a refusal by the check would record "not sent" and lose the
+    fact that it may have run. An item that never went out is still checked."""
+    plan = plan_of(FANOUT)
+    events: list[dict[str, Any]] = []
+    await run_plan(plan, Harness({"s": strict}), events=events, concurrency=1)
+    # c0 was refused by the check; pretend instead that an earlier attempt dispatched it and crashed
+    started = [e for e in events if e["type"] in ("run_started", "step_started")]
+    dispatched = {**next(e for e in events if e["type"] == "item_dispatched"), "item": "c0", "index": 1}
+    cut = [*started, dispatched]
+    harness = Harness({"s": strict})
+    resumed: list[dict[str, Any]] = []
+    await run_plan(plan, harness, prior=Resume(events=cut, in_doubt="rerun"), events=resumed, concurrency=1)
+    (server,) = harness.servers["s"]
+    assert sorted(calls(server)) == ["p0", "p1", "p2"]  # c0 went out; the server answers for it
+    assert [e["kind"] for e in resumed if e["type"] == "item_failed"] == []

@@ -74,8 +74,13 @@ class ItemCall:
         index: int | None,
         key: str,
         args: dict[str, Any],
+        *,
+        sent_before: bool = False,
     ) -> None:
+        """``sent_before``: an earlier attempt of the run may have made this call (it was in doubt, and is
+        made again by decision); it is not checked before sending, as a retry is not."""
         self._site = site
+        self._sent_before = sent_before
         self._link = link
         self._ps = ps
         self._index = index
@@ -89,7 +94,7 @@ class ItemCall:
         unknown = 0  # attempts whose outcome was unknown
         renewed = 0  # sessions the server forgot in a row (each renewed by the session)
         started = trio.current_time()
-        checked = False
+        checked = self._sent_before
         while True:
             session = await site.wait_for(link)
             if not checked:

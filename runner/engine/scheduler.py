@@ -433,7 +433,11 @@ class Scheduler:
             error = f"args rendered to {type(args).__name__}, expected an object"
             return item_entry("failed", self._item_failed(ps, index, key, FailureKind.TEMPLATE_ERROR, error))
         try:
-            result = await ItemCall(self._sites[ps.server], self._link(ps.server), ps, index, key, args).run()
+            # An item in doubt re-run by decision may have run already: a refusal by the check would record
+            # "not sent" and lose that; it goes out unchecked, as a retry does.
+            maybe_ran = prior is not None and (prior.in_doubt or prior.status is ItemStatus.SKIPPED)
+            call = ItemCall(self._sites[ps.server], self._link(ps.server), ps, index, key, args, sent_before=maybe_ran)
+            result = await call.run()
         except Drained:
             return None
         except JournalWriteError:
