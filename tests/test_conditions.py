@@ -385,19 +385,23 @@ steps:
     assert outcome.blocked and harness.calls("s") == []
 
 
-async def test_a_dependency_in_doubt_holds_back_always(autojump_clock: trio.abc.Clock) -> None:
-    text = """
+@pytest.mark.parametrize(("lenient", "condition"), [("false", "${{ always() }}"), ("true", "${{ success() }}")])
+async def test_a_dependency_in_doubt_holds_back_always(
+    autojump_clock: trio.abc.Clock, lenient: str, condition: str
+) -> None:
+    """Even a continue_on_error dependency: what its dependents would read is not known until a resume."""
+    text = f"""
 version: 1
 servers:
-  s: {command: [fake]}
+  s: {{command: [fake]}}
 steps:
-  work: {server: s, tool: lost, args: {text: work}}
+  work: {{server: s, tool: lost, args: {{text: work}}, continue_on_error: {lenient}}}
   cleanup:
     server: s
     tool: echo
     needs: [work]
-    if: ${{ always() }}
-    args: {text: cleanup}
+    if: {condition}
+    args: {{text: cleanup}}
 """
 
     def setup(server: FakeServer) -> None:
