@@ -146,6 +146,16 @@ def test_a_stdio_target_starts_in_the_workflows_folder_with_its_program_resolved
     assert moved.command == [str(flows / "bin" / "server.sh")]
 
 
+def test_a_run_begun_in_journal_format_1_starts_its_servers_as_that_version_did(flows: Path) -> None:
+    """Its first calls ran in the caller's directory: the rest of the run must read and write there too."""
+    p = validate(os.path.relpath(flows / "w.yaml"))
+    local = render_target(p, "local", {"n": 1}, {}, legacy=True)
+    assert isinstance(local, StdioTarget)
+    assert local.command == ["./bin/server.sh", "--flag"] and local.cwd is None  # as given, from where we are
+    moved = render_target(p, "moved", {"n": 1}, {}, legacy=True)
+    assert isinstance(moved, StdioTarget) and moved.cwd == str(flows / "data")  # an explicit cwd: as before
+
+
 def test_a_stdio_target_gets_what_env_passthrough_names_and_env_wins(flows: Path) -> None:
     target = render_target(validate(str(flows / "w.yaml")), "local", {"n": 7}, {})
     assert isinstance(target, StdioTarget)

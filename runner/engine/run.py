@@ -358,7 +358,9 @@ async def _run(
             plan,
             inputs=prepared.inputs,
             env=prepared.env,
-            opener=(opener or make_opener)(plan, prepared.inputs, prepared.env),
+            opener=opener(plan, prepared.inputs, prepared.env)
+            if opener is not None
+            else make_opener(plan, prepared.inputs, prepared.env, legacy=state.journal_format < 2),
             log=log,
             state=state,
             options=SchedulerOptions(

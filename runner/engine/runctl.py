@@ -113,11 +113,17 @@ def fingerprints(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def render_target(plan: Plan, name: str, inputs: Mapping[str, Any], env: Mapping[str, Any]) -> Target:
+def render_target(
+    plan: Plan, name: str, inputs: Mapping[str, Any], env: Mapping[str, Any], *, legacy: bool = False
+) -> Target:
     """Server ``name`` as a connectable target: an HTTP server's URL and headers rendered; a stdio server's
     program and working directory resolved (:mod:`runner.launch`: relative paths from the workflow's folder;
     :class:`~runner.launch.LaunchError` naming the server and its line when it cannot start) and its
-    environment chosen (``env_passthrough`` from mcp-run's environment, then ``env``, which wins)."""
+    environment chosen (``env_passthrough`` from mcp-run's environment, then ``env``, which wins).
+
+    ``legacy``: the run was begun by an mcp-run whose stdio servers started in the caller's directory
+    (journal format 1): they keep starting there, their program found as that version found it, so the
+    rest of the run reads and writes where its beginning did."""
     ps = plan.servers[name]
     server = ps.server
     context = make_context(inputs=inputs, env=env, steps={})
@@ -130,6 +136,10 @@ def render_target(plan: Plan, name: str, inputs: Mapping[str, Any], env: Mapping
             max_concurrency=server.max_concurrency,
         )
     server_env = stdio_environment(plan, name, inputs, env)
+    if legacy:
+        assert server.command is not None
+        cwd = None if server.cwd is None else os.path.join(workflow_folder(plan), server.cwd)
+        return StdioTarget(command=list(server.command), cwd=cwd, env=server_env)
     launch = server_launch(plan, name, server_env.get("PATH"))
     return StdioTarget(command=list(launch.argv), cwd=launch.cwd, env=server_env)
 
@@ -183,11 +193,12 @@ def make_opener(
     env: Mapping[str, Any],
     *,
     connect: Callable[[Target, SessionOptions], AbstractAsyncContextManager[Session]] = open_target,
+    legacy: bool = False,
 ) -> SessionOpener:
     """Open a server's session, once: whether and when to try again is the caller's decision (the
-    scheduler's :class:`~runner.engine.supervisor.ServerLink`)."""
+    scheduler's :class:`~runner.engine.supervisor.ServerLink`). ``legacy``: see :func:`render_target`."""
 
     def opener(name: str, options: SessionOptions) -> AbstractAsyncContextManager[Session]:
-        return connect(render_target(plan, name, inputs, env), options)
+        return connect(render_target(plan, name, inputs, env, legacy=legacy), options)
 
     return opener
