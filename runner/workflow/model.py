@@ -108,6 +108,16 @@ def _env_pattern(value: str) -> str:
                 f"characters (npm_config_*), found {describe(value)}"
             },
         )
+    if not value.strip("*"):
+        raise PydanticCustomError(
+            "workflow",
+            "{message}",
+            {
+                "message": f"{value!r} would pass mcp-run's whole environment through, defeating the allow-list "
+                "(and every value passed through is masked as a secret); name the variables, or a prefix "
+                "such as npm_config_*"
+            },
+        )
     return value
 
 
