@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from runner.engine.argcheck import InvalidSchema, compile_schema
+from runner.engine import argcheck
+from runner.engine.argcheck import InvalidSchema, PatternTimeout, compile_schema
 from runner.workflow.context import make_context
 from runner.workflow.partial import render_known
 
@@ -115,3 +116,70 @@ def test_problems_are_in_path_order_and_bounded() -> None:
     schema = {"type": "object", "properties": {k: {"type": "string"} for k in "abcdefg"}}
     found = compile_schema(schema).problems({k: 1 for k in "gfedcba"}, limit=3)
     assert [p.where for p in found] == ["args.a", "args.b", "args.c"]
+
+
+# -- patterns: searched with a time limit ---------------------------------------------------------------------
+
+# (x+x+)+y on a run of x's with no y tries every way to split the run: Python's re would never finish on 5,000.
+BACKTRACKS = "(x+x+)+y"
+RUN = "x" * 5000
+
+
+@pytest.fixture
+def tiny_pattern_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(argcheck, "PATTERN_TIMEOUT", 0.001)
+
+
+@pytest.mark.usefixtures("tiny_pattern_timeout")
+@pytest.mark.parametrize(
+    ("schema", "args"),
+    [
+        ({"properties": {"name": {"type": "string", "pattern": BACKTRACKS}}}, {"name": RUN}),
+        ({"patternProperties": {BACKTRACKS: {"type": "string"}}}, {RUN: "v"}),
+        # additionalProperties searches the patternProperties to find which keys are extra
+        ({"patternProperties": {BACKTRACKS: {}}, "additionalProperties": False}, {RUN: 1}),
+    ],
+)
+def test_a_pattern_that_backtracks_too_much_is_stopped(schema: dict[str, Any], args: dict[str, Any]) -> None:
+    with pytest.raises(PatternTimeout) as raised:
+        compile_schema({"type": "object", **schema}).problems(args)
+    assert str(raised.value) == (
+        "its inputSchema's pattern '(x+x+)+y' was stopped after 0.001 s on a text of 5,000 characters "
+        "(it backtracks too much)"
+    )
+
+
+def test_patterns_still_check_what_they_check() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"id": {"type": "string", "pattern": "^[a-z]+-[0-9]+$"}},
+        "patternProperties": {"^x-": {"type": "integer"}},
+        "additionalProperties": False,
+    }
+    assert problems(schema, {"id": "abc-12", "x-a": 1}) == []
+    assert problems(schema, {"id": "ABC", "x-a": "one", "y": 1}) == [
+        "args: 'y' does not match any of the regexes: '^x-'",
+        "args.id: 'ABC' does not match '^[a-z]+-[0-9]+$'",
+        "args.x-a: 'one' is not of type 'integer'",
+    ]
+    assert problems({"properties": {"id": {"pattern": "^a"}}}, {"id": "${{ item }}"}) == []  # any value may come
+
+
+def test_a_pattern_too_large_to_compile_makes_the_schema_unusable() -> None:
+    validator = compile_schema({"properties": {"id": {"pattern": "(?:a{1000}){1000}"}}})
+    with pytest.raises(InvalidSchema) as raised:
+        validator.problems({"id": "a"})
+    assert str(raised.value) == (
+        "its inputSchema cannot be used: the regex '(?:a{1000}){1000}' is too large once its counted repeats are "
+        "written out (1,000,000 parts, at most 100,000)"
+    )
+
+
+def test_unevaluated_properties_beside_pattern_properties_are_not_checked() -> None:
+    """jsonschema would search those patterns with re to find the unevaluated keys, and re cannot be stopped."""
+    schema = {"type": "object", "patternProperties": {"^x-": {}}, "unevaluatedProperties": False}
+    assert problems(schema, {"x-a": 1, "other": 2}) == []
+    plain = {"type": "object", "properties": {"a": {}}, "unevaluatedProperties": False}
+    assert problems(plain, {"a": 1, "other": 2}) == [
+        "args: Unevaluated properties are not allowed ('other' was unexpected)"
+    ]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from runner.cli import main
+from runner.engine import argcheck
 from tests.fakes import fake_command
 
 DIES = ["sh", "-c", "echo 'fatal: no config' >&2; exit 3"]
@@ -89,7 +90,8 @@ TYPED = fake_command("mcp_modes", "typed")
 
 
 def typed_workflow(tmp_path: Path, body: str, inputs: str = "") -> str:
-    """A workflow on the ``typed`` fake (tools ``convert``, ``get_current_time``, ``convert_time``, ``broken``)."""
+    """A workflow on the ``typed`` fake (tools ``convert``, ``get_current_time``, ``convert_time``, ``broken``,
+    ``backtracks``)."""
     path = tmp_path / "flow.yaml"
     text = f"version: 1\nservers:\n  t: {{command: {json.dumps(TYPED)}}}\n"
     if inputs:
@@ -220,6 +222,20 @@ def test_a_tool_whose_schema_is_invalid_is_noted_not_checked(
     assert lines == [
         "note: step b: arguments not checked: tool broken: its inputSchema is not a valid JSON Schema: "
         "properties.a.type: 'bogus' is not valid under any of the given schemas",
+        "ok: 1 step checked against 1 server",
+    ]
+
+
+def test_a_pattern_that_backtracks_too_much_is_noted_not_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(argcheck, "PATTERN_TIMEOUT", 0.001)
+    path = typed_workflow(tmp_path, f"  b: {{server: t, tool: backtracks, args: {{text: {'x' * 5000}}}}}\n")
+    code, lines = check(path, capsys)
+    assert code == 0
+    assert lines == [
+        "note: step b: arguments not checked: tool backtracks: its inputSchema's pattern '(x+x+)+y' was stopped "
+        "after 0.001 s on a text of 5,000 characters (it backtracks too much)",
         "ok: 1 step checked against 1 server",
     ]
 

@@ -3,6 +3,7 @@ scheduler on scripted fake servers, on trio's virtual clock."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -219,3 +220,37 @@ async def test_an_item_in_doubt_made_again_by_decision_is_not_checked(autojump_c
     (server,) = harness.servers["s"]
     assert sorted(calls(server)) == ["p0", "p1", "p2"]  # c0 went out; the server answers for it
     assert [e["kind"] for e in resumed if e["type"] == "item_failed"] == []
+
+
+async def test_a_pattern_that_backtracks_too_much_is_warned_about_once_and_its_calls_go_out(
+    autojump_clock: trio.abc.Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """jsonschema would search the pattern with re, which cannot be stopped: the run would hang, deaf to signals.
+    The search is stopped after PATTERN_TIMEOUT: that call cannot be checked and goes out, and so do the tool's
+    later calls (a slow pattern holds the run up once, not once per item)."""
+    monkeypatch.setattr(argcheck, "PATTERN_TIMEOUT", 0.001)
+
+    def setup(server: FakeServer) -> None:
+        strict(server)
+        # (x+x+)+y on a run of x's with no y: every way to split the run is tried
+        server.schemas["convert"] = {"type": "object", "properties": {"path": {"pattern": "(x+x+)+y"}}}
+
+    items = ["no", "x" * 5000, "no again"]
+    text = FANOUT.replace("[1, 0, 2]", json.dumps(items)).replace('"p${{ item }}"', '"${{ item }}"')
+    harness = Harness({"s": setup})
+    warnings: list[str] = []
+    events: list[dict[str, Any]] = []
+    outcome = await run_plan(
+        plan_of(text.replace("key: c${{ item }}", "key: k${{ index }}")),
+        harness,
+        warnings=warnings,
+        events=events,
+        concurrency=1,
+    )
+    assert calls(harness.servers["s"][0]) == items[1:]  # the first was checked, and refused
+    assert [(e["item"], e["kind"]) for e in events if e["type"] == "item_failed"] == [("k0", "invalid-call")]
+    assert outcome.steps["each"].counts()["succeeded"] == 2
+    assert warnings == [
+        "s: tool convert: its inputSchema's pattern '(x+x+)+y' was stopped after 0.001 s on a text of 5,000 "
+        "characters (it backtracks too much); its calls go out without checking their arguments"
+    ]

@@ -12,7 +12,7 @@ from typing import Any, Final
 import trio
 
 from runner._trio import single_error
-from runner.engine.argcheck import ArgsValidator, InvalidSchema, compile_schema
+from runner.engine.argcheck import ArgsValidator, CannotCheck, compile_schema
 from runner.engine.eventlog import Masker
 from runner.engine.runctl import collect_secrets, env_context, make_opener
 from runner.errors import McpRunError, TransportError
@@ -136,7 +136,7 @@ class _StepChecker:
         try:
             validator = compile_schema(tool.input_schema)
             self._arguments(step, validator, errors, notes)
-        except InvalidSchema as exc:
+        except CannotCheck as exc:
             notes.append(f"note: step {sid}: arguments not checked: tool {step.tool}: {exc}")
         notes += _unlisted(step, tool)
         return errors + notes

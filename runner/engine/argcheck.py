@@ -16,6 +16,16 @@ be:
 - none that comes through a condition (``if``/``then``/``else``, ``dependentSchemas``) when some argument is
   unknown: the condition may read it.
 
+Patterns (``pattern``, ``patternProperties``, and the ``patternProperties`` that ``additionalProperties``
+reads) run with the ``regex`` package, which can stop a search: one that runs longer than
+:data:`PATTERN_TIMEOUT` raises :class:`PatternTimeout` (the arguments cannot be checked; it blocks the event
+loop that long). A pattern that ``regex`` cannot compile, or that fails the template functions' guard (too
+long, too large once its counted repeats are written out: :func:`runner.workflow.functions.compile_regex`),
+makes the schema unusable (:class:`InvalidSchema`). ``unevaluatedProperties`` is not checked in a schema that
+has ``patternProperties``: jsonschema would run those patterns with ``re``, which cannot be stopped. Format
+assertions are off (``format: regex`` is not checked in arguments). Both errors are a :class:`CannotCheck`:
+the caller sends the call unchecked.
+
 jsonschema is imported on the first compilation, not when a run starts.
 """
 
@@ -25,7 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from runner.errors import McpRunError
+from runner.errors import McpRunError, first_line
 from runner.workflow.model import format_path
 from runner.workflow.partial import Unknown, contains_unknown
 from runner.workflow.suggest import did_you_mean
@@ -34,8 +44,14 @@ if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
     from jsonschema.protocols import Validator
 
-__all__ = ["ArgProblem", "ArgsValidator", "InvalidSchema", "compile_schema", "describe_problems"]
+__all__ = [
+    "PATTERN_TIMEOUT", "ArgProblem", "ArgsValidator", "CannotCheck", "InvalidSchema", "PatternTimeout",
+    "compile_schema", "describe_problems",
+]  # fmt: skip
 
+PATTERN_TIMEOUT: float = 0.2
+"""Seconds a schema's pattern may search one argument (a value, or a key for ``patternProperties``) before it
+is stopped. Searches run on the event loop: this bounds how long one call's check can hold up the run."""
 MAX_PROBLEMS: Final = 5
 # Keywords about an object's or an array's shape: their verdict does not depend on the values inside.
 _SHAPE: Final = frozenset({
@@ -46,8 +62,17 @@ _SHAPE: Final = frozenset({
 _CONDITIONAL: Final = frozenset({"then", "else", "dependentSchemas", "dependencies"})
 
 
-class InvalidSchema(McpRunError):
-    """A tool's ``inputSchema`` is not a valid JSON Schema (or refers to one that cannot be found)."""
+class CannotCheck(McpRunError):
+    """The arguments cannot be checked against the tool's ``inputSchema``: the call goes out unchecked."""
+
+
+class InvalidSchema(CannotCheck):
+    """A tool's ``inputSchema`` is not a valid JSON Schema (or refers to one that cannot be found, or has a
+    pattern that cannot be compiled)."""
+
+
+class PatternTimeout(CannotCheck):
+    """A pattern of the schema searched an argument for longer than :data:`PATTERN_TIMEOUT` and was stopped."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +113,8 @@ class ArgsValidator:
         """The definite problems of ``args`` (see the module docstring), by path, at most ``limit``.
 
         Raises :class:`InvalidSchema` when the schema turns out to be unusable while checking (a ``$ref``
-        that cannot be resolved)."""
+        that cannot be resolved, a pattern that cannot be compiled), :class:`PatternTimeout` when a pattern
+        runs too long on ``args``."""
         unknown = contains_unknown(args)
         validator = self._plain
         if unknown:
@@ -98,7 +124,7 @@ class ArgsValidator:
         try:
             errors = [e for e in validator.iter_errors(args) if _definite(e, unknown)]
         except self._unusable as exc:
-            raise InvalidSchema(f"its inputSchema cannot be used: {_first_line(exc)}") from exc
+            raise InvalidSchema(f"its inputSchema cannot be used: {first_line(exc)}") from exc
         problems = sorted((_problem(e) for e in errors), key=lambda p: [str(part) for part in p.path])
         return problems[:limit]
 
@@ -111,12 +137,13 @@ def compile_schema(schema: dict[str, Any]) -> ArgsValidator:
     base = validator_for(schema, default=Draft202012Validator)
     try:
         base.check_schema(schema)
+        guarded = _guarded(base, unevaluated=not _mentions(schema, "patternProperties"))
     except SchemaError as exc:
         where = format_path(tuple(exc.path)) or "the schema"
         raise InvalidSchema(f"its inputSchema is not a valid JSON Schema: {where}: {exc.message}") from exc
     except RecursionError as exc:
         raise InvalidSchema("its inputSchema is nested too deeply") from exc
-    return ArgsValidator(base, schema)
+    return ArgsValidator(guarded, schema)
 
 
 def describe_problems(problems: list[ArgProblem]) -> str:
@@ -198,7 +225,7 @@ def _problem(error: ValidationError) -> ArgProblem:
                 f"it takes {', '.join(allowed)}" if allowed else "it takes none"
             )
             return ArgProblem((*path, extra[0]), f"unexpected {what} {extra[0]!r}; {hint}", True)
-    return ArgProblem(path, _first_line(error))
+    return ArgProblem(path, first_line(error))
 
 
 def _describe(schema: Any) -> str | None:
@@ -216,7 +243,106 @@ def _or(types: list[Any]) -> str:
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
 
 
-def _first_line(exc: BaseException) -> str:
-    message = getattr(exc, "message", None)
-    text = message if isinstance(message, str) else str(exc)
-    return text.splitlines()[0] if text else type(exc).__name__
+# -- patterns ------------------------------------------------------------------------------------------------
+
+_GUARDED: dict[tuple[type[Any], bool], type[Any]] = {}
+
+
+def _guarded(base: type[Validator], *, unevaluated: bool) -> type[Validator]:
+    """``base`` with its pattern keywords searching through :func:`_search` (see the module docstring);
+    ``unevaluated``: whether ``unevaluatedProperties`` is checked."""
+    extended = _GUARDED.get((base, unevaluated))
+    if extended is None:
+        from jsonschema.validators import extend
+
+        keywords: dict[str, KeywordCheck] = {}
+        for name, check in (
+            ("pattern", _pattern),
+            ("patternProperties", _pattern_properties),
+            ("additionalProperties", _additional_properties),
+        ):
+            if name in base.VALIDATORS:
+                keywords[name] = check
+        if not unevaluated and "unevaluatedProperties" in base.VALIDATORS:
+            keywords["unevaluatedProperties"] = _unchecked
+        extended = _GUARDED[(base, unevaluated)] = extend(base, keywords)  # type: ignore[no-untyped-call]
+    return extended
+
+
+def _search(pattern: Any, text: str) -> bool:
+    """Whether ``pattern`` is found in ``text``, within :data:`PATTERN_TIMEOUT` seconds."""
+    from runner.workflow.functions import compile_regex
+
+    try:
+        compiled = compile_regex(str(pattern))
+    except ValueError as exc:
+        raise InvalidSchema(f"its inputSchema cannot be used: {exc}") from None
+    try:
+        return compiled.search(text, timeout=PATTERN_TIMEOUT) is not None
+    except TimeoutError:
+        raise PatternTimeout(
+            f"its inputSchema's pattern {_short(str(pattern))} was stopped after {PATTERN_TIMEOUT:g} s on a text "
+            f"of {len(text):,} characters (it backtracks too much)"
+        ) from None
+
+
+def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    from jsonschema.exceptions import ValidationError
+
+    if validator.is_type(instance, "string") and not _search(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if _search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """jsonschema's ``additionalProperties``, its ``patternProperties`` searched by :func:`_search`."""
+    from jsonschema.exceptions import ValidationError
+
+    if not validator.is_type(instance, "object"):
+        return
+    properties = schema.get("properties", {})
+    patterns = list(schema.get("patternProperties", {}))
+    extras = [
+        key for key in instance if key not in properties and not any(_search(pattern, key) for pattern in patterns)
+    ]
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif not additional and extras:
+        extras.sort(key=str)
+        if "patternProperties" in schema:
+            verb = "does" if len(extras) == 1 else "do"
+            joined = ", ".join(repr(each) for each in extras)
+            yield ValidationError(
+                f"{joined} {verb} not match any of the regexes: {', '.join(map(repr, sorted(patterns)))}"
+            )
+        else:
+            verb = "was" if len(extras) == 1 else "were"
+            yield ValidationError(
+                f"Additional properties are not allowed ({', '.join(repr(each) for each in extras)} {verb} unexpected)"
+            )
+
+
+def _unchecked(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    return iter(())
+
+
+def _mentions(schema: Any, keyword: str) -> bool:
+    """Whether ``keyword`` is a key anywhere in ``schema`` (a property of that name counts too)."""
+    if isinstance(schema, dict):
+        return keyword in schema or any(_mentions(value, keyword) for value in schema.values())
+    if isinstance(schema, list):
+        return any(_mentions(value, keyword) for value in schema)
+    return False
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")

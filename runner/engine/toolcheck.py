@@ -19,7 +19,9 @@ The check never fails a call for a reason of its own: a server that cannot list 
 ``tools/list`` with an error, or not in time) is warned about once, and its calls on that session go out
 unchecked; a connection lost while listing is left to the call, which finds the same; a tool whose
 ``inputSchema`` is not a valid schema (or refers to one that cannot be found) is warned about once, and its
-calls go out unchecked.
+calls go out unchecked. So is a tool whose schema has a pattern that searched an argument for longer than
+:data:`~runner.engine.argcheck.PATTERN_TIMEOUT` (it backtracks too much): that call and the tool's later ones
+on this tool list go out unchecked, so a slow pattern holds the run up once, not once per item.
 """
 
 from __future__ import annotations
@@ -93,7 +95,7 @@ class ToolChecks:
             return
         try:
             problems = validator.problems(args)
-        except argcheck.InvalidSchema as exc:
+        except argcheck.CannotCheck as exc:
             listed.validators[name] = None
             self._warn(server, name, f"{server}: tool {name}: {exc}; {_UNCHECKED}")
             return

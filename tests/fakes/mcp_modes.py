@@ -81,6 +81,12 @@ TYPED_TOOLS = [
         "annotations": READ_ONLY,
         "inputSchema": {"type": "object", "properties": {"a": {"type": "bogus"}}},
     },
+    {
+        # (x+x+)+y on a long run of x's with no y backtracks for ever
+        "name": "backtracks",
+        "annotations": READ_ONLY,
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string", "pattern": "(x+x+)+y"}}},
+    },
 ]
 
 
