@@ -143,7 +143,7 @@ async def test_a_key_holding_a_secret_fails_the_step_before_any_call(autojump_cl
         assert harness.calls("s") == []
         assert outcome.exit_code == ExitCode.FAILED
         assert outcome.steps["each"].reason == (
-            "for_each: the key of item 0 of step 'each' holds the value of env.MY_TAG; keys are journaled as "
+            "the key of item 0 of step 'each' holds the value of env.MY_TAG; keys are journaled as "
             "they are, never masked: give the step a `key` without secrets"
         )
 
@@ -153,4 +153,4 @@ async def test_items_that_read_the_same_have_the_same_key(autojump_clock: trio.a
     harness = Harness({"s": echo_tools})
     outcome = await run_plan(plan, harness)
     assert harness.calls("s") == [] and outcome.exit_code == ExitCode.FAILED
-    assert "items 0 and 1 of step 'each' have the same key '1'" in str(outcome.steps["each"].reason)
+    assert "items 0 and 1 have the same key '1'" in str(outcome.steps["each"].reason)

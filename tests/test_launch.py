@@ -211,3 +211,13 @@ def test_the_readme_and_the_help_name_the_allow_list(capsys: pytest.CaptureFixtu
         main(["tools", "--help"])
     listed = " ".join(capsys.readouterr().out.split()).split("the server gets only ")[1].split(" --")[0]
     assert sorted(listed.replace(",", " ").split()) == sorted(ALLOWED_ENV_VARS)
+
+
+@pytest.mark.parametrize("program", ["", "  "])
+def test_an_empty_program_after_the_separator_is_a_usage_error(
+    program: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from runner.cli import main
+
+    assert main(["tools", "--", program, "arg"]) == ExitCode.USAGE
+    assert "the server's program after -- is" in capsys.readouterr().err

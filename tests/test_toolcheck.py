@@ -254,3 +254,33 @@ async def test_a_pattern_that_backtracks_too_much_is_warned_about_once_and_its_c
         "s: tool convert: its inputSchema's pattern '(x+x+)+y' was stopped after 0.001 s on a text of 5,000 "
         "characters (it backtracks too much); its calls go out without checking their arguments"
     ]
+
+
+async def test_a_call_repeated_after_an_unknown_outcome_is_not_checked_again(autojump_clock: trio.abc.Clock) -> None:
+    """A safe call whose first attempt may have run is made again as it was: its check was passed before the
+    first attempt. Checked again, a schema tightened meanwhile would record "not sent" for a call that may
+    have run."""
+    from runner.errors import OutcomeUnknown
+    from runner.transports.base import RequestLost
+
+    def setup(server: FakeServer) -> None:
+        strict(server)
+
+        async def drop_once(call: FakeCall) -> dict[str, Any] | None:
+            if len(server.calls) == 1:
+                # The server tightens its schema while the first attempt is in flight; the stream is then lost.
+                server.schemas["convert"] = {**CONVERT_SCHEMA, "properties": {"count": {"maximum": 0}}}
+                await server.end.send(Notification("notifications/tools/list_changed"))
+                await server.end.send(RequestLost(call.request.id, OutcomeUnknown("stream dropped")))
+                return None
+            return await convert(call)
+
+        server.tools["convert"] = drop_once
+
+    text = FANOUT.replace("[1, 0, 2]", "[1]") + "    idempotent: true\n"
+    harness = Harness({"s": setup})
+    events: list[dict[str, Any]] = []
+    outcome = await run_plan(plan_of(text), harness, events=events)
+    assert calls(harness.servers["s"][0]) == ["p1", "p1"]  # made again, not refused by the new schema
+    assert outcome.status == "succeeded"
+    assert [e["kind"] for e in events if e["type"] == "item_failed"] == ["outcome-unknown"]  # the first attempt

@@ -15,6 +15,7 @@ from runner._trio import single_error
 from runner.engine.argcheck import ArgsValidator, CannotCheck, compile_schema
 from runner.engine.eventlog import Masker
 from runner.engine.runctl import collect_secrets, env_context, make_opener
+from runner.engine.toolcheck import unknown_tool
 from runner.errors import McpRunError, TransportError
 from runner.exitcodes import ExitCode, combine
 from runner.protocol.mcp import Tool
@@ -123,8 +124,7 @@ class _StepChecker:
         sid = step.id
         tool = tools.get(step.tool)
         if tool is None:
-            hint = did_you_mean(step.tool, tools) or f"the server has: {', '.join(sorted(tools)) or 'no tools'}"
-            return [self._error(("steps", sid, "tool"), sid, f"server {step.server} has no tool {step.tool!r}; {hint}")]
+            return [self._error(("steps", sid, "tool"), sid, unknown_tool(step.server, step.tool, tools))]
         errors: list[str] = []
         notes: list[str] = []
         a = tool.annotations
@@ -192,7 +192,7 @@ class _StepChecker:
         try:
             items = step.render_items(self._context())
         except TemplateError as exc:
-            errors.append(self._error(("steps", step.id, "for_each"), step.id, f"for_each: {exc}"))
+            errors.append(self._error(("steps", step.id, "for_each"), step.id, str(exc)))
             return None
         if step.key is not None and not all(self._known(r) or r.root in ("item", "index") for r in step.key.references):
             return items
@@ -201,13 +201,11 @@ class _StepChecker:
             try:
                 key = step.render_key(self._context(item, index))
             except TemplateError as exc:
-                errors.append(self._error(("steps", step.id, "key"), step.id, f"key: {exc}"))
+                errors.append(self._error(("steps", step.id, "key"), step.id, str(exc)))
                 break
             first = seen.setdefault(key, index)
             if first != index:
-                text = (
-                    f"items {first} and {index} have the same key {key!r}; give the step a `key` that tells them apart"
-                )
+                text = step.same_key(first, index, key)
                 errors.append(self._error(("steps", step.id, "key" if step.key else "for_each"), step.id, text))
                 break
         return items

@@ -135,6 +135,8 @@ def _target(args: argparse.Namespace) -> Target:
         return HttpTarget(url=url, headers=_headers(args.header), max_message_size=args.max_message_size)
     if not args.server_argv:
         raise UsageError("no server given: add a URL, or `-- CMD ARGS...` to start a stdio server")
+    if not args.server_argv[0].strip():
+        raise UsageError(f"the server's program after -- is {'empty' if not args.server_argv[0] else 'blank'}")
     if args.header:
         raise UsageError("--header applies to HTTP servers only")
     from runner.launch import passed_through, resolve_launch

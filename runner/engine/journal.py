@@ -9,7 +9,8 @@ key) and ``index`` they concern. The types, in the order a run writes them:
 ==================  ==========================================================================================
 ``run_started``     ``run_id``, ``workflow`` (absolute path), ``workflow_hash``, ``inputs`` (secrets masked),
                     ``fingerprints`` (step -> hash of its definition and its upstream steps), ``env`` (names
-                    of the environment variables the run read, never their values), ``pid``
+                    of the environment variables the run read, never their values), ``pid``, ``journal``
+                    (the format that wrote it: 2; absent means 1, whose fan-out keys are full hashes)
 ``run_resumed``     ``pid``, ``fingerprints``, ``allow_changed``, ``retry_failed``
 ``session_opened``  ``server``, ``protocol_version``, ``server_info``; after a reconnect also
                     ``reconnects`` and ``down_s``

@@ -312,7 +312,7 @@ class Scheduler:
                 items = ps.render_items(self._context())
                 keys = self._keys(ps, items)
             except TemplateError as exc:
-                self._fail_step(ps, f"for_each: {exc}", FailureKind.TEMPLATE_ERROR)
+                self._fail_step(ps, str(exc), FailureKind.TEMPLATE_ERROR)
                 return
         else:
             items, keys = [None], [""]
@@ -396,10 +396,7 @@ class Scheduler:
                 )
             first = seen.setdefault(key, index)
             if first != index:
-                raise TemplateError(
-                    f"items {first} and {index} of step {ps.id!r} have the same key {key!r}; "
-                    "give the step a `key` that tells them apart"
-                )
+                raise TemplateError(ps.same_key(first, index, key))
             keys.append(key)
         return keys
 

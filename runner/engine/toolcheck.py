@@ -89,7 +89,7 @@ class ToolChecks:
             return
         tool = listed.tools.get(name)
         if tool is None:
-            raise InvalidCall(f"server {server} has no tool {name!r}; {_hint(name, listed.tools)}")
+            raise InvalidCall(unknown_tool(server, name, listed.tools))
         validator = self._validator(server, listed, tool)
         if validator is None:
             return
@@ -156,6 +156,11 @@ class ToolChecks:
         self._warned.add((server, tool))
         if self._on_warning is not None:
             self._on_warning(text)
+
+
+def unknown_tool(server: str, name: str, tools: Mapping[str, Tool]) -> str:
+    """The message for a tool ``server`` does not list: a suggestion when one is close, else its tools."""
+    return f"server {server} has no tool {name!r}; {_hint(name, tools)}"
 
 
 def _hint(name: str, tools: Mapping[str, Tool]) -> str:

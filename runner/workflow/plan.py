@@ -128,7 +128,7 @@ class PlannedStep:
         """The items of a fan-out step; :class:`TemplateError` when ``for_each`` gives no list."""
         if self.for_each is None:
             raise TemplateError(f"step {self.id!r} is not a fan-out step")
-        items = self.for_each.render(context)
+        items = self.for_each.render(context)  # its errors name the file, line and field
         if not isinstance(items, list):
             raise TemplateError(
                 f"for_each of step {self.id!r} must give a list, found {describe(items)}",
@@ -148,6 +148,12 @@ class PlannedStep:
                 expression=_first_expression(self.key),
             )
         return render_text(value)
+
+    @staticmethod
+    def same_key(first: int, index: int, key: str) -> str:
+        """The message for two items of a step whose keys are equal (a key must tell items apart); the step is
+        named by whoever reports it."""
+        return f"items {first} and {index} have the same key {key!r}; give the step a `key` that tells them apart"
 
 
 @dataclass(frozen=True, slots=True)
