@@ -23,6 +23,8 @@ CORE = {
     "runner.exitcodes",
     "runner.backoff",
     "runner.words",
+    "runner.termsafe",
+    "runner.jsontext",
     "runner.protocol",
     "runner.workflow",
     "runner.engine.events",

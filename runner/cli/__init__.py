@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from runner import __version__
 from runner.errors import McpRunError, UsageError
 from runner.exitcodes import EXIT_CODE_HELP, ExitCode
+from runner.termsafe import terminal
 
 __all__ = ["main"]
 
@@ -104,9 +105,8 @@ def _command_typo(word: str) -> UsageError | None:
 
 def _print_json_error(exc: McpRunError) -> None:
     """Under ``--json``, the error as one JSON object on stdout (``schemas/error.schema.json``) as well."""
-    import json
-
     from runner.engine.schemas import ErrorReport, Problem
+    from runner.jsontext import dumps
 
     located = getattr(exc, "errors", None) or ([exc] if hasattr(exc, "line") else [])
     problems = [
@@ -127,7 +127,7 @@ def _print_json_error(exc: McpRunError) -> None:
         message=str(exc),
         problems=problems,
     )
-    print(json.dumps(report.model_dump(), indent=2, ensure_ascii=False))
+    print(dumps(report.model_dump(), indent=2))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -152,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(f"command {args.command!r} is not available yet")
         return handler(args)
     except McpRunError as exc:
-        print(f"mcp-run: {'error: ' if exc.exit_code != ExitCode.OK else ''}{exc}", file=sys.stderr)
+        print(f"mcp-run: {'error: ' if exc.exit_code != ExitCode.OK else ''}{terminal(str(exc))}", file=sys.stderr)
         if json_output:
             _print_json_error(exc)
         return int(exc.exit_code)

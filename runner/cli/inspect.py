@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from runner.errors import UsageError
 from runner.exitcodes import ExitCode
+from runner.jsontext import dumps
 from runner.protocol.mcp import LOG_LEVELS
+from runner.termsafe import terminal
 from runner.words import plural
 
 if TYPE_CHECKING:
@@ -461,7 +463,7 @@ def runs_command(args: argparse.Namespace) -> int:
         hint = "" if workflow is not None else " (runs are kept beside their workflow: mcp-run runs WORKFLOW)"
         print(f"no runs{of} in {short(state_dir)}{hint}", file=sys.stderr)
     else:
-        print(render_runs(records))
+        print(terminal(render_runs(records)))
     return ExitCode.OK
 
 
@@ -472,16 +474,15 @@ def show_command(args: argparse.Namespace) -> int:
     run = load(run_dir)
     record = show_record(run, time.time())
     if args.json:
-        print(json.dumps(record, indent=2, ensure_ascii=False, default=str))
+        print(dumps(record, indent=2, default=str))
     else:
         recorded = record["workflow"]
-        print(
-            render_show(
-                record,
-                resume=resume_hint(state_dir, run.run_id, recorded),
-                logs_command=show_hint(state_dir, run.run_id, recorded, command="logs"),
-            )
+        text = render_show(
+            record,
+            resume=resume_hint(state_dir, run.run_id, recorded),
+            logs_command=show_hint(state_dir, run.run_id, recorded, command="logs"),
         )
+        print(terminal(text))  # errors, log messages and keys come from servers
     return ExitCode.OK
 
 
@@ -503,7 +504,7 @@ def logs_command(args: argparse.Namespace) -> int:
             continue
         line = format_event(event)
         if line is not None:
-            print(line, flush=args.follow)
+            print(terminal(line), flush=args.follow)
     return ExitCode.OK
 
 

@@ -22,6 +22,8 @@ from runner.engine.events import RunStatus
 from runner.engine.outcome import Outcome
 from runner.engine.rundir import WorkflowBusy
 from runner.errors import BusyError, McpRunError, UsageError
+from runner.jsontext import escape
+from runner.termsafe import terminal
 from runner.view.text import format_group, group_failures, kind_words, skip_label, where
 from runner.words import plural
 from runner.workflow.plan import Plan
@@ -30,8 +32,9 @@ __all__ = ["Console", "ReportOptions", "explain", "render_summary", "report"]
 
 
 class Console:
-    """What a run prints on stderr as it goes (progress aside): masked, filtered by ``--quiet``. It is the
-    run's :class:`~runner.engine.run.Reporter`."""
+    """What a run prints on stderr as it goes (progress aside): masked, then made safe for a terminal
+    (:func:`runner.termsafe.terminal`), filtered by ``--quiet``. It is the run's
+    :class:`~runner.engine.run.Reporter`."""
 
     def __init__(self, quiet: bool, masker: Masker | None = None) -> None:
         self.quiet = quiet
@@ -39,14 +42,14 @@ class Console:
 
     def info(self, text: str) -> None:
         if not self.quiet:
-            print(self.masker.mask(text), file=sys.stderr, flush=True)
+            print(terminal(self.masker.mask(text)), file=sys.stderr, flush=True)
 
     def warn(self, text: str) -> None:
         if not self.quiet:
-            print("mcp-run: warning: " + self.masker.mask(text), file=sys.stderr, flush=True)
+            print("mcp-run: warning: " + terminal(self.masker.mask(text)), file=sys.stderr, flush=True)
 
     def error(self, text: str) -> None:
-        print("mcp-run: " + self.masker.mask(text), file=sys.stderr, flush=True)
+        print("mcp-run: " + terminal(self.masker.mask(text)), file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,14 +130,15 @@ def report(outcome: Outcome, options: ReportOptions, console: Console, *, state_
 
     show = show_hint(state_dir, run_id, workflow) if resumable and state_dir and run_id and workflow else None
     if options.output:
-        Path(options.output).write_text(masker.mask(json.dumps(outcome.outputs, indent=2, ensure_ascii=False)) + "\n")
+        text = escape(masker.mask(json.dumps(outcome.outputs, indent=2, ensure_ascii=False)))
+        Path(options.output).write_text(text + "\n", encoding="utf-8")
     if options.json:
-        print(masker.mask(json.dumps(summary, indent=2, ensure_ascii=False)))
+        print(escape(masker.mask(json.dumps(summary, indent=2, ensure_ascii=False))))
     else:
         if not options.quiet:
             console.info(render_summary(summary, show=show))
         if outcome.outputs:
-            print(masker.mask(json.dumps(outcome.outputs, indent=2, ensure_ascii=False)))
+            print(escape(masker.mask(json.dumps(outcome.outputs, indent=2, ensure_ascii=False))))
     if outcome.blocked or outcome.in_doubt:
         rows = "\n".join(
             f"  {where(d['step'], d.get('item'))}: {kind_words(d.get('kind'))}"

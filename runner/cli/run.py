@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from runner.cli.options import add_log_levels
 from runner.errors import McpRunError, UsageError
 from runner.exitcodes import ExitCode
+from runner.termsafe import terminal
 from runner.words import plural
 
 if TYPE_CHECKING:
@@ -229,7 +230,7 @@ def validate_command(args: argparse.Namespace) -> int:
     _servers, errors, warnings = check_launches(plan)
     raise_errors(errors)
     for warning in warnings:
-        print(f"mcp-run: warning: {warning}", file=sys.stderr)
+        print(f"mcp-run: warning: {terminal(str(warning))}", file=sys.stderr)
     fan_outs = sum(1 for s in plan.steps.values() if s.fan_out)
     print(
         f"{args.file}: valid: {plural(len(plan.steps), 'step')} in {plural(len(plan.layers), 'layer')}, "
@@ -253,7 +254,7 @@ def plan_command(args: argparse.Namespace) -> int:
 
         problems = check_plan(plan, connect_timeout=args.connect_timeout or DEFAULT_CONNECT_TIMEOUT)
         for line in problems:
-            print(line, file=sys.stderr)
+            print(terminal(line), file=sys.stderr)  # tool names and schema messages come from servers
         return ExitCode.USAGE if any(p.startswith("error") for p in problems) else ExitCode.OK
     return ExitCode.OK
 

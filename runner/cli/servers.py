@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 from runner.cli.options import add_log_levels
 from runner.errors import ConnectFailed, TransportError, UsageError
 from runner.exitcodes import ExitCode
+from runner.jsontext import dumps
 from runner.protocol.mcp import LOG_LEVELS
+from runner.termsafe import encodable, terminal
 
 if TYPE_CHECKING:
     from runner.connect import Target
@@ -191,10 +193,10 @@ def _session_options(args: argparse.Namespace) -> SessionOptions:
         if message.severity >= threshold:
             logger = f" {message.logger}" if message.logger else ""
             data = message.data if isinstance(message.data, str) else json.dumps(message.data)
-            print(f"[{message.level}{logger}] {data}", file=sys.stderr)
+            print(terminal(f"[{message.level}{logger}] {data}"), file=sys.stderr)
 
     def on_warning(text: str) -> None:
-        print(f"mcp-run: warning: {text}", file=sys.stderr)
+        print(f"mcp-run: warning: {terminal(text)}", file=sys.stderr)
 
     return SessionOptions(
         name="server",
@@ -226,9 +228,9 @@ def run_tools(args: argparse.Namespace) -> int:
 
     tools = trio.run(go)
     if args.json:
-        print(json.dumps([t.raw for t in tools], indent=2, ensure_ascii=False))
+        print(dumps([t.raw for t in tools], indent=2))
     else:
-        print(render_tools(tools))
+        print(terminal(render_tools(tools)))  # names, titles and descriptions come from the server
     return ExitCode.OK
 
 
@@ -303,7 +305,7 @@ def run_call(args: argparse.Namespace) -> int:
     def on_progress(p: Progress) -> None:
         total = f"/{p.total:g}" if p.total is not None else ""
         message = f" {p.message}" if p.message else ""
-        print(f"progress {p.progress:g}{total}{message}", file=sys.stderr)
+        print(terminal(f"progress {p.progress:g}{total}{message}"), file=sys.stderr)
 
     async def go() -> ToolResult:
         with single_error():
@@ -318,13 +320,24 @@ def run_call(args: argparse.Namespace) -> int:
 
     result = trio.run(go)
     if args.json:
-        print(json.dumps(result.raw, indent=2, ensure_ascii=False))
+        print(dumps(result.raw, indent=2))
     else:
-        print(render_result(result))
+        print(shown_result(render_result(result), sys.stdout))
     if result.is_error:
         print(f"mcp-run: error: tool {args.tool!r} reported an error", file=sys.stderr)
         return ExitCode.FAILED
     return ExitCode.OK
+
+
+def shown_result(text: str, stdout: Any) -> str:
+    """A result's text for ``stdout``: on a terminal, its control characters shown as escapes
+    (:func:`runner.termsafe.terminal`); to a pipe or a file, as the server sent it (a script gets the real
+    text), but for lone surrogates, which UTF-8 cannot encode (``\\ud800``)."""
+    try:
+        tty = bool(stdout.isatty())
+    except (AttributeError, ValueError):
+        tty = False
+    return terminal(text) if tty else encodable(text)
 
 
 def render_result(result: ToolResult) -> str:
@@ -344,5 +357,5 @@ def render_result(result: ToolResult) -> str:
         else:
             parts.append(f"[{block.type} block]")
     if result.structured_content is not None and not parts:
-        parts.append(json.dumps(result.structured_content, indent=2, ensure_ascii=False))
+        parts.append(dumps(result.structured_content, indent=2))
     return "\n".join(parts)

@@ -28,12 +28,18 @@ import trio
 
 from runner.engine.events import AnyEvent, Entry, decode, encode
 from runner.errors import McpRunError
+from runner.jsontext import escape
 
 __all__ = ["EventLog", "JournalWriteError", "Masker", "Observer"]
 
 Observer = Callable[[Entry], object]
 
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _dumps(obj: Any) -> str:
+    """One journal line: compact, UTF-8 kept, lone surrogates and C1 controls as JSON escapes (lossless)."""
+    return escape(_encoder.encode(obj))
 
 
 class JournalWriteError(McpRunError):

@@ -18,6 +18,7 @@ from typing import Any
 
 from runner.connect import HttpTarget, StdioTarget, Target, open_target
 from runner.engine.scheduler import SessionOpener
+from runner.jsontext import utf8
 from runner.launch import Launch, LaunchError, passed_through, resolve_launch
 from runner.session import Session, SessionOptions
 from runner.workflow.context import make_context
@@ -104,9 +105,9 @@ def fingerprints(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, str]:
         ps = plan.steps[sid]
         server = plan.servers[ps.server].server
         h = hashlib.sha256()
-        h.update(canonical_json(ps.step.model_dump(mode="json", by_alias=True)).encode())
-        h.update(canonical_json(server.model_dump(mode="json", exclude=_server_dump_exclude(server))).encode())
-        h.update(inputs_text.encode())
+        h.update(utf8(canonical_json(ps.step.model_dump(mode="json", by_alias=True))))
+        h.update(utf8(canonical_json(server.model_dump(mode="json", exclude=_server_dump_exclude(server)))))
+        h.update(utf8(inputs_text))
         for dep in ps.dependencies:
             h.update(out[dep].encode())
         out[sid] = h.hexdigest()[:16]

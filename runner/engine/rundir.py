@@ -131,7 +131,7 @@ class WorkflowBusy(BusyError):
 
 def workflow_key(workflow: Path) -> str:
     """The name of a workflow's lock file: a hash of its absolute path (symlinks resolved)."""
-    return hashlib.sha256(str(workflow.resolve()).encode()).hexdigest()[:16]
+    return hashlib.sha256(os.fsencode(workflow.resolve())).hexdigest()[:16]  # a path need not be UTF-8
 
 
 class WorkflowLock:

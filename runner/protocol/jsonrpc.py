@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
 from runner.errors import MalformedMessage
+from runner.jsontext import escape
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -110,7 +111,7 @@ def encode(message: Message) -> bytes:
         obj = {"jsonrpc": "2.0", "id": message.id, "error": err}
     else:  # pragma: no cover - the type system rules this out
         raise TypeError(f"not a JSON-RPC message: {message!r}")
-    return _dumps(obj).encode()
+    return escape(_dumps(obj)).encode()  # a lone surrogate (echoed back from a result) as \ud800
 
 
 def _is_id(value: object) -> bool:

@@ -2,7 +2,9 @@
 
 :class:`LiveView` draws from the run's :class:`~runner.engine.state.RunState`, which the run keeps up to date;
 ``observe`` only queues the lines that must stay (log messages at or above ``--log-level``, failures, steps
-finished), printed above the live region at the next redraw, in one write. Drawing is the job of
+finished), printed above the live region at the next redraw, in one write. Text that came from a server
+(errors, log messages, progress messages, item keys) is shown through :func:`runner.termsafe.terminal`: its
+control characters are escaped, never sent to the terminal. Drawing is the job of
 :meth:`LiveView.run`, a task that redraws at most ``hz`` times a second (8 by default) whatever the rate of
 events, so a fast batch is not slowed by its own display.
 
@@ -37,6 +39,7 @@ from runner.engine.events import (
     encode,
 )
 from runner.engine.state import CallProgress, RunState, StepState
+from runner.termsafe import terminal
 from runner.view.plain import finished_detail, rate_and_eta
 from runner.view.text import (
     RepeatedFailures,
@@ -104,14 +107,14 @@ def _call_text(key: str, progress: CallProgress, frame: int) -> Text:
     """The latest progress of one call: ``d2.md 2/4 render d2.md``, or ``⠙ 17 rows`` without a total."""
     text = Text()
     if key:
-        text.append(short_key(key) + " ", style="cyan")
+        text.append(terminal(short_key(key)) + " ", style="cyan")
     if progress.progress is not None:
         if progress.total:
             text.append(f"{_number(progress.progress)}/{_number(progress.total)} ")
         else:
             text.append(f"{SPINNER[frame % len(SPINNER)]} {_number(progress.progress)} ")
     if progress.message:
-        text.append(one_line(progress.message, 120), style="dim")
+        text.append(terminal(one_line(progress.message, 120)), style="dim")
     return text
 
 
@@ -146,7 +149,9 @@ def _step_row(step: StepState, now: float, frame: int, bar_width: int) -> list[R
             count = Text("")
         started = ts_seconds(step.started_at)
         speed = Text(format_elapsed(now - started) if started is not None else "", style="dim")
-        message = Text(one_line(call.message, 120), style="dim") if call is not None and call.message else Text()
+        message = Text()
+        if call is not None and call.message:
+            message = Text(terminal(one_line(call.message, 120)), style="dim")
     message.no_wrap = True
     message.overflow = "ellipsis"
     return [spinner, name, bar, count, speed, message]
@@ -228,7 +233,7 @@ class LiveView:
     def _add(self, line: Text) -> None:
         repeats = self._repeats.take()
         if repeats is not None:
-            self._lines.append(Text(repeats, style="dim"))
+            self._lines.append(Text(terminal(repeats), style="dim"))
         self._lines.append(line)
 
     def observe(self, entry: Entry) -> None:
@@ -239,31 +244,31 @@ class LiveView:
             fields = encode(entry)
             if shows_failure(fields) and not self._repeats.absorb(fields):
                 doubt = event.retrying or _in_doubt(event.kind)
-                self._add(Text(format_failure(fields), style="yellow" if doubt else "red"))
+                self._add(Text(terminal(format_failure(fields)), style="yellow" if doubt else "red"))
                 self._repeats.shown(fields)
                 detail = error_detail(event.error)
                 if detail is not None and detail not in self._details:  # a crash's stderr: once
                     self._details.add(detail)
-                    self._lines.append(Text(detail, style="dim"))
+                    self._lines.append(Text(terminal(detail), style="dim"))
         elif isinstance(event, LogMessage):
             if level_index(event.level) >= self._threshold:
-                self._add(Text(format_log(encode(entry)), style=_LEVEL_STYLE.get(event.level, "")))
+                self._add(Text(terminal(format_log(encode(entry))), style=_LEVEL_STYLE.get(event.level, "")))
         elif isinstance(event, StepFinished):
             step = self.state.step(event.step)
             status = event.status
             line = Text(f"{_STATUS_MARK.get(status, '·')} ", style=_STATUS_STYLE.get(status, ""))
-            line.append(f"step {event.step} {status}{finished_detail(step, event.error)}")
+            line.append(terminal(f"step {event.step} {status}{finished_detail(step, event.error)}"))
             begun, ended = ts_seconds(step.started_at), ts_seconds(entry.ts)
             if begun is not None and ended is not None:
                 line.append(f" in {format_elapsed(ended - begun)}", style="dim")
             self._add(line)
         elif isinstance(event, StepSkipped):
-            self._add(Text(f"- step {event.step} skipped: {event.reason}", style="dim"))
+            self._add(Text(terminal(f"- step {event.step} skipped: {event.reason}"), style="dim"))
         elif type(event) in _SESSION_STYLE:
             first, _, detail = (format_session(encode(entry)) or "").partition("\n")
-            self._add(Text(first, style=_SESSION_STYLE[type(event)]))
+            self._add(Text(terminal(first), style=_SESSION_STYLE[type(event)]))
             if detail:
-                self._lines.append(Text(detail, style="dim"))
+                self._lines.append(Text(terminal(detail), style="dim"))
 
     # -- drawing -----------------------------------------------------------------------------------------
 
@@ -299,7 +304,7 @@ class LiveView:
                     await self._closed.wait()
             repeats = self._repeats.take()
             if repeats is not None:
-                self._lines.append(Text(repeats, style="dim"))
+                self._lines.append(Text(terminal(repeats), style="dim"))
             self.draw(live)
             live.update(Text(""), refresh=True)
 

@@ -14,7 +14,8 @@ Three views, chosen by :func:`make_view`:
 A view is given the run's :class:`~runner.engine.state.RunState` and ``observe``\\ s every entry after the
 state applied it: it writes the line an event calls for (:mod:`runner.view.text`), and reads every count,
 rate and status from the state, never from its own tally. Entries reach a view already masked by the
-:class:`~runner.engine.eventlog.EventLog`.
+:class:`~runner.engine.eventlog.EventLog`; every line is written through :func:`runner.termsafe.terminal`
+(a server's control characters shown as escapes, never sent to the terminal or the log).
 
 This module imports no ``rich``: :mod:`runner.view.live` is imported only when a live view is drawn.
 """
@@ -44,6 +45,7 @@ from runner.engine.events import (
     encode,
 )
 from runner.engine.state import RunState, StepState
+from runner.termsafe import terminal
 from runner.view.text import (
     ERROR_LEVEL,
     RepeatedFailures,
@@ -168,12 +170,12 @@ class PlainView:
         self._last_ts = ts
         repeats = self._repeats.take()
         if repeats is not None:
-            self._stream.write(f"{when} {repeats}\n")
-        self._stream.write(f"{when} {text}\n")
+            self._stream.write(f"{when} {terminal(repeats)}\n")
+        self._stream.write(f"{when} {terminal(text)}\n")
         self._stream.flush()
 
     def _raw(self, text: str) -> None:
-        self._stream.write(text + "\n")
+        self._stream.write(terminal(text) + "\n")
         self._stream.flush()
 
     def observe(self, entry: Entry) -> None:
@@ -248,7 +250,7 @@ class PlainView:
     def close(self) -> None:
         repeats = self._repeats.take()
         if repeats is not None:
-            self._stream.write(f"{clock_time(self._last_ts)} {repeats}\n")
+            self._stream.write(f"{clock_time(self._last_ts)} {terminal(repeats)}\n")
             self._stream.flush()
         self._closed.set()
 

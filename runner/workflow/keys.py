@@ -17,6 +17,7 @@ import hashlib
 import math
 from typing import Any, Final
 
+from runner.jsontext import utf8
 from runner.workflow.template import canonical_json
 
 __all__ = ["HASH_DIGITS", "LABEL_LIMIT", "default_key", "scalar_label"]
@@ -32,7 +33,7 @@ key", never silently."""
 
 def default_key(item: Any, *, full_hash: bool = False) -> str:
     """The key of a fan-out item when its step has no ``key`` template (see the module docstring)."""
-    digest = hashlib.sha256(canonical_json(item).encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(utf8(canonical_json(item))).hexdigest()
     if full_hash:
         return digest
     label = scalar_label(item)
