@@ -105,11 +105,13 @@ async def run_plan(
     control: Callable[[Scheduler], Any] | None = None,
     warnings: list[str] | None = None,
     secrets: dict[str, str] | None = None,
+    journal_fd: int | None = None,
 ) -> Outcome:
     """Run ``plan`` on the harness's fake servers; ``events`` collects what the run journaled (journal form,
-    masked with ``secrets``: placeholder name -> value), ``warnings`` what it warned about."""
+    masked with ``secrets``: placeholder name -> value), ``warnings`` what it warned about. With
+    ``journal_fd`` the journal's lines are also written there (as a run writes its file)."""
     state = folded(prior.events) if prior is not None else RunState()
-    log = EventLog(None, start_seq=state.last_seq, masker=Masker(secrets))
+    log = EventLog(journal_fd, start_seq=state.last_seq, masker=Masker(secrets), offload=_inline)
     log.subscribe(state.apply)
     if events is not None:
         log.subscribe(lambda entry: events.append(encode(entry)))
@@ -127,12 +129,20 @@ async def run_plan(
         on_warning=warnings.append if warnings is not None else None,
     )
     with single_error():
-        async with trio.open_nursery() as nursery:
-            if control is not None:
-                nursery.start_soon(control, scheduler)
-            outcome = await scheduler.run()
-            nursery.cancel_scope.cancel()
+        async with trio.open_nursery() as writer:
+            await writer.start(log.run)
+            async with trio.open_nursery() as nursery:
+                if control is not None:
+                    nursery.start_soon(control, scheduler)
+                outcome = await scheduler.run()
+                nursery.cancel_scope.cancel()
+            log.close()
     return outcome
+
+
+async def _inline(fn: Callable[..., None], *args: Any) -> None:
+    """Journal writes in the test's own thread: the virtual clock sees every step."""
+    fn(*args)
 
 
 def echo_tools(server: FakeServer) -> None:

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import io
 import unicodedata
+from typing import Any
 
+import trio
+import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
+from rich.console import Console
 
+from runner.cli.servers import shown_result
 from runner.engine.events import Entry, ItemFailed, LogMessage
 from runner.engine.state import RunState
 from runner.termsafe import encodable, terminal
+from runner.view.live import LiveView
 from runner.view.plain import PlainView
-from tests.support import TS
+from tests.support import TS, entry
 
 # Every code point, lone surrogates included (st.text() leaves them out), with surrogates and controls drawn
 # often: among all code points they are rare. (Not st.text(st.one_of(...)): hypothesis merges the alphabets
@@ -82,3 +88,39 @@ def test_the_plain_view_escapes_what_a_server_sent() -> None:
     assert "\x1b" not in written and "\x9b" not in written and "\r" not in written and "\ud800" not in written
     assert "log warning s (l\\x1b[2J): odd\\ud800 \\x1b]0;pwned\\x07title" in written
     assert "error a[k\\x1b]0;t\\x07]: tool error: tool said odd\\ud800" in written
+
+
+async def test_the_live_view_escapes_what_a_server_sent(autojump_clock: trio.testing.MockClock) -> None:
+    console = Console(file=io.StringIO(), width=200, force_terminal=True, color_system=None)
+    view = LiveView(io.StringIO(), RunState(), steps=["a"], log_level="info", console=console, clock=trio.current_time)
+    events: list[dict[str, Any]] = [
+        {"type": "step_started", "step": "a", "items": 2},
+        {"type": "item_dispatched", "step": "a", "item": "k\x1b[2J"},
+        {"type": "progress", "step": "a", "item": "k\x1b[2J", "progress": 1, "message": f"working {ODD}"},
+        {"type": "log", "server": "s", "level": "warning", "data": f"log {ODD}"},
+        {"type": "item_failed", "step": "a", "item": "k\x1b[2J", "kind": "tool-error", "error": f"bad {ODD}"},
+    ]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(view.run)
+        for n, fields in enumerate(events, start=1):
+            e = entry(fields, seq=n)
+            view.state.apply(e)
+            view.observe(e)
+            await trio.sleep(0.5)  # a redraw between events: the progress message is drawn
+        view.close()
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    # the view's own cursor movements are there; the server's sequences are not
+    assert "\x1b]0;" not in text and "\x1b[2J" not in text and "\x9b" not in text and "\ud800" not in text
+    assert "working odd\\ud800 \\x1b]0;pwned\\x07title" in text
+    assert "log warning s: log odd\\ud800 \\x1b]0;pwned" in text
+    assert "error a[k\\x1b[2J]: tool error: bad odd\\ud800" in text
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_call_escapes_its_result_on_a_terminal_and_keeps_it_for_a_pipe() -> None:
+    assert shown_result(ODD, _Terminal()) == terminal(ODD)
+    assert shown_result(ODD, io.StringIO()) == ODD.replace("\ud800", "\\ud800")
