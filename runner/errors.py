@@ -267,6 +267,19 @@ class MalformedMessage(ProtocolError):
 class FrameTooLarge(ProtocolError):
     """A single message exceeded the size cap; the connection is failed instead of growing memory."""
 
+    OPTION: Final = "--max-message-size"
+    """The option of ``run``, ``resume``, ``call`` and ``tools`` that sets the cap."""
+
+    @classmethod
+    def over(cls, what: str, cap: int, size: int, *, how: str = "") -> FrameTooLarge:
+        """``what`` (``a message from the server``, ``a server-sent event``...) was ``size`` bytes or more
+        (``how``: `` without a newline``), over ``cap``: the message names both and the option that raises
+        the cap."""
+        return cls(
+            f"{what} exceeded the {cap:,}-byte cap (at least {size:,} bytes{how}); raise the limit with "
+            f"{cls.OPTION} if this is expected"
+        )
+
 
 class UnsupportedProtocolVersion(ProtocolError):
     """The server chose a protocol version this client does not speak."""

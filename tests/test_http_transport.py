@@ -572,6 +572,21 @@ async def test_oversized_event_loses_the_call(autojump_clock: trio.abc.Clock) ->
         lost = await next_event(t)
     assert isinstance(lost, RequestLost) and isinstance(lost.error, OutcomeUnknown)
     assert server.of("GET") == []
+    # the message names the cap and the option that raises it
+    assert str(lost.error).startswith("the response stream of request 1 was lost: a server-sent event exceeded ")
+    assert "the 1,000-byte cap" in str(lost.error) and "--max-message-size" in str(lost.error)
+
+
+async def test_an_oversized_json_body_loses_the_call_and_says_why(autojump_clock: trio.abc.Clock) -> None:
+    async def handler(req: Seen) -> httpx2.Response:
+        return json_response(result(1, "x" * 5000))
+
+    async with connect(handler, max_event_bytes=1000) as (t, _server):
+        await t.send(Request(1, "tools/call"))
+        lost = await next_event(t)
+    assert isinstance(lost, RequestLost) and isinstance(lost.error, OutcomeUnknown)
+    assert str(lost.error).startswith("the JSON response to 1 was lost: a JSON response exceeded the 1,000-byte cap")
+    assert str(lost.error).endswith("raise the limit with --max-message-size if this is expected")
 
 
 # -- session expiry -----------------------------------------------------------------------------------

@@ -63,10 +63,18 @@ def test_parser_lone_cr_at_the_end_completes_a_line() -> None:
 
 
 def test_parser_caps_lines_and_events() -> None:
-    with pytest.raises(FrameTooLarge):
+    with pytest.raises(FrameTooLarge) as line:
         parse(b"data: " + b"x" * 200, max_event_bytes=100)
-    with pytest.raises(FrameTooLarge):
+    assert str(line.value) == (
+        "a server-sent event exceeded the 100-byte cap (at least 206 bytes in one line); "
+        "raise the limit with --max-message-size if this is expected"
+    )
+    with pytest.raises(FrameTooLarge) as event:
         parse(b"data: " + b"x" * 60 + b"\n" + b"data: " + b"y" * 60 + b"\n", max_event_bytes=100)
+    assert str(event.value) == (
+        "a server-sent event exceeded the 100-byte cap (at least 134 bytes); "
+        "raise the limit with --max-message-size if this is expected"
+    )
     assert parse(b"data: " + b"x" * 80 + b"\n\n", max_event_bytes=100) == [SSEEvent("x" * 80)]
 
 

@@ -130,10 +130,20 @@ def _print_json_error(exc: McpRunError) -> None:
     print(dumps(report.model_dump(), indent=2))
 
 
+def _never_raise_on_output() -> None:
+    """Text stdout cannot encode (a lone surrogate from a file name or a command line that is not UTF-8, which
+    every sink should have escaped already) is written as an escape (``\\udcff``) rather than end the
+    command with a traceback; stderr does this by default."""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     options, server_argv = _split_server_argv(args_list)
     json_output = "--json" in options
+    _never_raise_on_output()
     try:
         if args_list and not args_list[0].startswith("-") and args_list[0] not in COMMANDS:
             typo = _command_typo(args_list[0])

@@ -144,6 +144,14 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         help="bound on starting or reaching a server and its handshake, for servers whose workflow entry sets "
         "no connect_timeout (default: 30)",
     )
+    parser.add_argument(
+        "--max-message-size",
+        type=int,
+        default=16 * 1024 * 1024,
+        metavar="BYTES",
+        help="largest message accepted from a server: a stdio line, a server-sent event or a JSON body "
+        "(default: 16 MiB)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON summary on stdout at the end")
     parser.add_argument("--output", metavar="FILE", help="write the workflow's outputs as JSON to FILE")
     parser.add_argument("--quiet", "-q", action="store_true", help="print only errors and the final outputs")
@@ -233,7 +241,7 @@ def validate_command(args: argparse.Namespace) -> int:
         print(f"mcp-run: warning: {terminal(str(warning))}", file=sys.stderr)
     fan_outs = sum(1 for s in plan.steps.values() if s.fan_out)
     print(
-        f"{args.file}: valid: {plural(len(plan.steps), 'step')} in {plural(len(plan.layers), 'layer')}, "
+        f"{terminal(args.file)}: valid: {plural(len(plan.steps), 'step')} in {plural(len(plan.layers), 'layer')}, "
         f"{plural(len(plan.servers), 'server')}, {plural(fan_outs, 'fan-out')}"
     )
     return ExitCode.OK
@@ -247,7 +255,7 @@ def plan_command(args: argparse.Namespace) -> int:
     plan = _load_plan(args, require_inputs=False)
     servers, errors, _warnings = check_launches(plan)  # a warning shows in the plan as "cannot start here"
     raise_errors(errors)
-    print(render_plan_text(plan, launch_lines(servers)))
+    print(terminal(render_plan_text(plan, launch_lines(servers))))  # a shared workflow's text is not ours
     if args.check:
         from runner.cli.plancheck import check_plan
         from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT
@@ -301,6 +309,7 @@ def _options(args: argparse.Namespace, **overrides: Any) -> RunOptions:
         "retry_attempts": args.retry_attempts,
         "retry_max_time": args.retry_max_time,
         "connect_timeout": args.connect_timeout,
+        "max_message_size": args.max_message_size,
         "server_log_level": args.server_log_level,
         "grace": args.grace,
         "watch_signals": True,

@@ -112,7 +112,8 @@ def _server_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=16 * 1024 * 1024,
         metavar="BYTES",
-        help="largest message accepted from a server (default: 16 MiB)",
+        help="largest message accepted from a server: a stdio line, a server-sent event or a JSON body "
+        "(default: 16 MiB)",
     )
 
 

@@ -63,6 +63,7 @@ from runner.engine.state import RunState
 from runner.errors import UsageError
 from runner.exitcodes import ExitCode, combine
 from runner.launch import passed_through
+from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
 from runner.workflow.loader import load_inputs_file, validate
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, Plan
 
@@ -99,6 +100,7 @@ class RunOptions:
     retry_attempts: int = 5
     retry_max_time: float = 120.0
     connect_timeout: float | None = None
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     server_log_level: str | None = "info"
     grace: float = 10.0
     watch_signals: bool = False
@@ -113,6 +115,8 @@ class RunOptions:
             raise UsageError("--concurrency must be at least 1")
         if self.connect_timeout is not None and not self.connect_timeout > 0:
             raise UsageError("--connect-timeout must be a positive number of seconds")
+        if self.max_message_size < 1:
+            raise UsageError("--max-message-size must be a positive number of bytes")
         if not self.journal and (self.resume or self.retry_failed or self.run_id is not None):
             raise UsageError("--no-journal cannot resume: there is no journal")
 
@@ -360,7 +364,13 @@ async def _run(
             env=prepared.env,
             opener=opener(plan, prepared.inputs, prepared.env)
             if opener is not None
-            else make_opener(plan, prepared.inputs, prepared.env, legacy=state.journal_format < 2),
+            else make_opener(
+                plan,
+                prepared.inputs,
+                prepared.env,
+                legacy=state.journal_format < 2,
+                max_message_size=options.max_message_size,
+            ),
             log=log,
             state=state,
             options=SchedulerOptions(

@@ -20,6 +20,7 @@ from runner.connect import HttpTarget, StdioTarget, Target, open_target
 from runner.engine.scheduler import SessionOpener
 from runner.jsontext import utf8
 from runner.launch import Launch, LaunchError, passed_through, resolve_launch
+from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
 from runner.session import Session, SessionOptions
 from runner.workflow.context import make_context
 from runner.workflow.model import Loc, Server
@@ -115,7 +116,13 @@ def fingerprints(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, str]:
 
 
 def render_target(
-    plan: Plan, name: str, inputs: Mapping[str, Any], env: Mapping[str, Any], *, legacy: bool = False
+    plan: Plan,
+    name: str,
+    inputs: Mapping[str, Any],
+    env: Mapping[str, Any],
+    *,
+    legacy: bool = False,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
 ) -> Target:
     """Server ``name`` as a connectable target: an HTTP server's URL and headers rendered; a stdio server's
     program and working directory resolved (:mod:`runner.launch`: relative paths from the workflow's folder;
@@ -124,7 +131,9 @@ def render_target(
 
     ``legacy``: the run was begun by an mcp-run whose stdio servers started in the caller's directory
     (journal format 1): they keep starting there, their program found as that version found it, so the
-    rest of the run reads and writes where its beginning did."""
+    rest of the run reads and writes where its beginning did.
+
+    ``max_message_size``: the largest message accepted from the server (``--max-message-size``)."""
     ps = plan.servers[name]
     server = ps.server
     context = make_context(inputs=inputs, env=env, steps={})
@@ -135,14 +144,15 @@ def render_target(
             url=str(ps.url.render(context)),
             headers={k: str(v) for k, v in (headers or {}).items()},
             max_concurrency=server.max_concurrency,
+            max_message_size=max_message_size,
         )
     server_env = stdio_environment(plan, name, inputs, env)
     if legacy:
         assert server.command is not None
         cwd = None if server.cwd is None else os.path.join(workflow_folder(plan), server.cwd)
-        return StdioTarget(command=list(server.command), cwd=cwd, env=server_env)
+        return StdioTarget(command=list(server.command), cwd=cwd, env=server_env, max_message_size=max_message_size)
     launch = server_launch(plan, name, server_env.get("PATH"))
-    return StdioTarget(command=list(launch.argv), cwd=launch.cwd, env=server_env)
+    return StdioTarget(command=list(launch.argv), cwd=launch.cwd, env=server_env, max_message_size=max_message_size)
 
 
 def stdio_environment(plan: Plan, name: str, inputs: Mapping[str, Any], env: Mapping[str, Any]) -> dict[str, str]:
@@ -195,11 +205,14 @@ def make_opener(
     *,
     connect: Callable[[Target, SessionOptions], AbstractAsyncContextManager[Session]] = open_target,
     legacy: bool = False,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
 ) -> SessionOpener:
     """Open a server's session, once: whether and when to try again is the caller's decision (the
-    scheduler's :class:`~runner.engine.supervisor.ServerLink`). ``legacy``: see :func:`render_target`."""
+    scheduler's :class:`~runner.engine.supervisor.ServerLink`). ``legacy`` and ``max_message_size``: see
+    :func:`render_target`."""
 
     def opener(name: str, options: SessionOptions) -> AbstractAsyncContextManager[Session]:
-        return connect(render_target(plan, name, inputs, env, legacy=legacy), options)
+        target = render_target(plan, name, inputs, env, legacy=legacy, max_message_size=max_message_size)
+        return connect(target, options)
 
     return opener

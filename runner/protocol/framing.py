@@ -92,7 +92,4 @@ class LineDecoder:
         self._oversized = 0
         self._chunks.clear()
         self._pending = 0
-        raise FrameTooLarge(
-            f"a message from the server exceeded the {self._max_size:,}-byte cap (at least {size:,} bytes "
-            f"without a newline); raise the limit with --max-message-size if this is expected"
-        )
+        raise FrameTooLarge.over("a message from the server", self._max_size, size, how=" without a newline")

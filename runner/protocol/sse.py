@@ -105,7 +105,7 @@ class SSEParser:
             start = scan = m.end()
         del buf[:start]
         if len(buf) > self._max:
-            raise FrameTooLarge(f"server-sent event line over {self._max} bytes")
+            raise FrameTooLarge.over("a server-sent event", self._max, len(buf), how=" in one line")
         return events
 
     def close(self) -> list[SSEEvent]:
@@ -132,7 +132,7 @@ class SSEParser:
         if name == "data":
             self._data_size += len(raw) + 1
             if self._data_size > self._max:
-                raise FrameTooLarge(f"server-sent event over {self._max} bytes")
+                raise FrameTooLarge.over("a server-sent event", self._max, self._data_size)
             self._data.append(value)
         elif name == "id":
             if "\0" in value:

@@ -170,3 +170,25 @@ outputs:
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {"echoed": "caf\udce9 \x1b[2J"}
     assert shown_safely(result.stderr)
+
+
+def test_a_message_over_the_cap_names_the_cap_and_the_option(tmp_path: Path) -> None:
+    path = tmp_path / "huge.yaml"
+    command = [*fake_command("mcp_modes"), "huge"]  # answers tools/call with a line of over 3 MiB
+    path.write_text(
+        f"""
+version: 1
+servers:
+  h: {{command: {json.dumps(command)}}}
+steps:
+  big: {{server: h, tool: echo, args: {{text: hi}}}}
+"""
+    )
+    state = str(tmp_path / "state")
+    capped = cli(tmp_path, str(path), "--state-dir", state, "--no-journal", "--max-message-size", str(1 << 20))
+    assert capped.returncode == 5  # the answer was lost: in doubt
+    assert b"exceeded the 1,048,576-byte cap" in capped.stderr
+    assert b"raise the limit with --max-message-size if this is expected" in capped.stderr
+    raised = cli(tmp_path, str(path), "--state-dir", state, "--no-journal", "--max-message-size", str(4 << 20))
+    assert raised.returncode == 0, raised.stderr
+    assert cli(tmp_path, str(path), "--max-message-size", "0").returncode == 2

@@ -88,7 +88,7 @@ class StreamReaders:
             nonlocal size
             size += len(chunk)
             if size > self._params.max_event_bytes:
-                raise FrameTooLarge(f"JSON response over {self._params.max_event_bytes} bytes")
+                raise FrameTooLarge.over("a JSON response", self._params.max_event_bytes, size)
             chunks.append(chunk)
             return False
 
@@ -97,7 +97,10 @@ class StreamReaders:
             with stream.scope:
                 try:
                     await pump_body(response, on_chunk)
-                except (httpx2.HTTPError, FrameTooLarge) as exc:
+                except FrameTooLarge as exc:
+                    self._connection.lose(stream, OutcomeUnknown(f"the JSON response to {rid!r} was lost: {exc}"), exc)
+                    return
+                except httpx2.HTTPError as exc:
                     self._connection.lose(stream, OutcomeUnknown(f"the JSON response to {rid!r} broke off"), exc)
                     return
                 for item in decode(b"".join(chunks)):
@@ -181,9 +184,7 @@ class StreamReaders:
         except _Lost as exc:
             self._connection.lose(stream, exc.error)
         except FrameTooLarge as exc:
-            self._connection.lose(
-                stream, OutcomeUnknown(f"an event on the response stream of request {rid} was too large"), exc
-            )
+            self._connection.lose(stream, OutcomeUnknown(f"the response stream of request {rid} was lost: {exc}"), exc)
         finally:
             await aclose_response(response, self._params.close_timeout)
 
