@@ -7,6 +7,7 @@ names each with its own placeholder, so that a resume can put back exactly what 
 - JSON-escaped, as it stands inside a JSON string a server sent or a template built: ``***env.TOKEN:json***``
   (``json.dumps(v)[1:-1]``), and with non-ASCII escaped too (``:ascii``);
 - as Python writes it inside quotes (``repr``: a schema checker's message): ``***env.TOKEN:repr***``;
+- escaped again, up to ``ESCAPES`` (3) times in all (JSON inside JSON: ``***env.TOKEN:json-json***``);
 - each line of a multi-line secret, stripped, when it is longer than ``SHORT``: ``***env.TOKEN:line2***``
   (and its escaped forms), so a text cut into lines and re-indented shows none of it.
 
@@ -24,30 +25,48 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from runner.errors import McpRunError, TransportError, UsageError
 
-__all__ = ["SHORT", "Masker", "check_secret_inputs", "forms"]
+__all__ = ["ESCAPES", "SHORT", "Masker", "check_secret_inputs", "forms"]
 
 SHORT = 3
 """Secrets (and forms of them) this long or shorter are masked only where a whole string equals them."""
 
 
+ESCAPES = 3
+"""How many times over a secret's escaped forms are matched: a value JSON-interpolated into an argument
+(``"v=${{ [env.X] }}"``), echoed by a server as JSON and interpolated again is escaped three times."""
+
+_ESCAPERS: tuple[tuple[str, Callable[[str], str]], ...] = (
+    ("json", lambda text: json.dumps(text, ensure_ascii=False)[1:-1]),
+    ("ascii", lambda text: json.dumps(text)[1:-1]),
+    ("repr", lambda text: repr(text)[1:-1]),
+)
+
+
 def _variants(text: str) -> list[tuple[str, str]]:
-    """(suffix, text) of ``text`` as written raw, JSON-escaped, ASCII JSON-escaped and by ``repr``."""
-    return [
-        ("", text),
-        (":json", json.dumps(text, ensure_ascii=False)[1:-1]),
-        (":ascii", json.dumps(text)[1:-1]),
-        (":repr", repr(text)[1:-1]),
-    ]
+    """(suffix, form) of ``text``: raw, then escaped by JSON (as is and ASCII) and ``repr``, one after the
+    other up to ``ESCAPES`` times (``:json``, ``:json-repr``, ...); each form once, with its shortest suffix."""
+    out: dict[str, str] = {text: ""}
+    level = [("", text)]
+    for _ in range(ESCAPES):
+        following = []
+        for suffix, form in level:
+            for name, escape in _ESCAPERS:
+                escaped = escape(form)
+                if escaped not in out:
+                    out[escaped] = f"{suffix}-{name}" if suffix else f":{name}"
+                    following.append((out[escaped], escaped))
+        level = following
+    return [(suffix, form) for form, suffix in out.items()]
 
 
 def forms(name: str, value: str) -> list[tuple[str, str]]:
     """(form, placeholder) of secret ``name`` whose text is ``value``: the shapes listed in the module
-    docstring, first one of each text kept (a value without quotes or newlines has one form)."""
+    docstring, each text once (a value without quotes, backslashes, newlines or non-ASCII has one form)."""
     out: dict[str, str] = {}
     for suffix, text in _variants(value):
         out.setdefault(text, f"***{name}{suffix}***")
