@@ -80,6 +80,9 @@ def forms(name: str, value: str) -> list[tuple[str, str]]:
     return list(out.items())
 
 
+_NUMBER_CHARS = frozenset("0123456789.-+eE")
+
+
 def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
@@ -99,6 +102,8 @@ class Masker:
         self._exact: dict[str, str] = {}  # short forms, matched whole
         self._typed: list[tuple[Any, str]] = []  # non-string secrets, matched as whole values
         self._pattern: re.Pattern[str] | None = None
+        self._anchors: tuple[str, ...] = ()  # the first characters of every form: most texts hold none
+        self._numeric = False  # whether some form could stand in a number's text
         self._back: dict[str, str] = {}  # placeholder -> the JSON-escaped form it stands for
         self._back_pattern: re.Pattern[str] | None = None
         for name, value in (secrets or {}).items():
@@ -130,7 +135,13 @@ class Masker:
             target.setdefault(form, placeholder)
             self._back.setdefault(placeholder, json.dumps(form, ensure_ascii=False)[1:-1])
         longest_first = sorted(self._forms, key=len, reverse=True)
-        self._pattern = re.compile("|".join(map(re.escape, longest_first))) if longest_first else None
+        self._anchors = tuple(dict.fromkeys(form[: SHORT + 1] for form in self._forms))
+        # The lookahead on the forms' first characters makes the search skip, at little cost, every place
+        # where no form starts; the forms themselves are tried, longest first, only where one may.
+        ahead = "|".join(map(re.escape, self._anchors))
+        alternatives = "|".join(map(re.escape, longest_first))
+        self._pattern = re.compile(f"(?=(?:{ahead}))(?:{alternatives})") if longest_first else None
+        self._numeric = any(_NUMBER_CHARS.issuperset(form) for form in self._forms)
         back = sorted(self._back, key=len, reverse=True)
         self._back_pattern = re.compile("|".join(map(re.escape, back)))
 
@@ -142,7 +153,7 @@ class Masker:
         exact = self._exact.get(text)
         if exact is not None:
             return exact
-        if self._pattern is None:
+        if self._pattern is None or not any(anchor in text for anchor in self._anchors):
             return text
         return self._pattern.sub(lambda m: self._forms[m.group(0)], text)
 
@@ -169,7 +180,8 @@ class Masker:
             if any(a is not b for a, b in zip(items, value, strict=True)):
                 return items
             return value
-        if isinstance(value, int | float) and not isinstance(value, bool) and self._pattern is not None:
+        if self._numeric and isinstance(value, int | float) and not isinstance(value, bool):
+            assert self._pattern is not None
             text = _compact(value)  # a number is matched by the long forms only: ``DEBUG=1`` leaves every 1 alone
             masked = self._pattern.sub(lambda m: self._forms[m.group(0)], text)
             return value if masked == text else masked
