@@ -6,7 +6,7 @@ handed a function that opens sessions (see :mod:`runner.engine.scheduler`).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -26,6 +26,7 @@ class StdioTarget:
     cwd: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    redact: Callable[[str], str] | None = field(default=None, compare=False)  # masks secrets in its stderr tail
 
     def __repr__(self) -> str:  # environment values may be credentials: never print them
         return f"StdioTarget(command={list(self.command)!r}, cwd={self.cwd!r}, env={sorted(self.env)!r})"
@@ -56,6 +57,7 @@ async def open_target(target: Target, options: SessionOptions) -> AsyncIterator[
             cwd=target.cwd,
             env=dict(target.env),
             max_message_size=target.max_message_size,
+            redact=target.redact,
         )
         async with open_stdio_transport(params) as transport, open_session(transport, options) as session:
             yield session

@@ -384,8 +384,24 @@ async def test_the_stderr_tail_is_bounded() -> None:
         async with open_stdio_transport(p) as transport:
             with pytest.raises(TransportError, match="exited with code 1") as exc_info:
                 await transport.receive()
-            assert exc_info.value.stderr == everything[-100:]
-            assert transport.stderr_tail() == everything[-100:]
+            # the last 100 bytes, from the first whole line: a line cut by the limit is left out
+            whole_lines = everything[-100:].partition("\n")[2]
+            assert everything[-100:] != whole_lines and everything.endswith(whole_lines)
+            assert exc_info.value.stderr == whole_lines
+            assert transport.stderr_tail() == whole_lines
+
+
+async def test_the_stderr_tail_is_redacted_before_it_goes_into_an_error() -> None:
+    p = params(
+        "stdio_scripted", "--stderr", "token=abcdef", "--count", "3", "--code", "1",
+        redact=lambda text: text.replace("abcdef", "***env.T***"),
+    )  # fmt: skip
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(p) as transport:
+            with pytest.raises(TransportError, match="exited with code 1") as exc_info:
+                await transport.receive()
+    assert exc_info.value.stderr == "".join(f"token=***env.T*** {i}\n" for i in range(3))
+    assert "abcdef" not in str(exc_info.value)
 
 
 async def test_describe_names_the_command() -> None:

@@ -62,7 +62,8 @@ def check_plan(plan: Plan, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) 
     """
     inputs = dict(plan.input_values or {})
     env = env_context(plan)
-    opener = make_opener(plan, inputs, env)
+    masker = Masker(collect_secrets(plan, inputs, env))
+    opener = make_opener(plan, inputs, env, redact=masker.mask)
     tools: dict[str, dict[str, Tool]] = {}
     failures: dict[str, McpRunError] = {}
 
@@ -83,7 +84,7 @@ def check_plan(plan: Plan, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) 
                     nursery.start_soon(one, name)
 
     trio.run(list_all)
-    lines = [f"error: server {name}: {failures[name]}" for name in plan.servers if name in failures]
+    lines = [f"error: server {name}: {masker.scrub(failures[name])}" for name in plan.servers if name in failures]
     checker = _StepChecker(plan, inputs, env)
     findings: list[str] = []
     for sid in plan.order:
@@ -91,7 +92,6 @@ def check_plan(plan: Plan, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) 
         found = tools.get(step.server)
         if found is not None:
             findings += checker.check(step, found)
-    masker = Masker(collect_secrets(plan, inputs, env))
     lines += [masker.mask(line) for line in findings]
     if failures:
         # Listing tools has no side effects: a connection lost on the way means unreachable, not in doubt.

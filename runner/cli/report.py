@@ -17,8 +17,9 @@ from typing import Any
 
 from runner.cli.where import resume_hint, run_hint, runs_hint, short, show_hint
 from runner.engine.decide import NoRunToRetry, NothingToRetry, NoUnfinishedRun, RunAlreadyFinished, UnfinishedRun
-from runner.engine.eventlog import JournalWriteError, Masker
+from runner.engine.eventlog import JournalWriteError
 from runner.engine.events import RunStatus
+from runner.engine.masking import Masker
 from runner.engine.outcome import Outcome
 from runner.engine.rundir import WorkflowBusy
 from runner.errors import BusyError, McpRunError, UsageError
@@ -129,16 +130,18 @@ def report(outcome: Outcome, options: ReportOptions, console: Console, *, state_
         return resume_hint(state_dir, run_id, workflow, *flags)
 
     show = show_hint(state_dir, run_id, workflow) if resumable and state_dir and run_id and workflow else None
+    # Values are masked before they are serialized: a secret's JSON-escaped form never reaches the text.
+    outputs = masker.mask_value(outcome.outputs)
     if options.output:
-        text = escape(masker.mask(json.dumps(outcome.outputs, indent=2, ensure_ascii=False)))
+        text = escape(json.dumps(outputs, indent=2, ensure_ascii=False))
         Path(options.output).write_text(text + "\n", encoding="utf-8")
     if options.json:
-        print(escape(masker.mask(json.dumps(summary, indent=2, ensure_ascii=False))))
+        print(escape(json.dumps(summary, indent=2, ensure_ascii=False)))
     else:
         if not options.quiet:
             console.info(render_summary(summary, show=show))
-        if outcome.outputs:
-            print(escape(masker.mask(json.dumps(outcome.outputs, indent=2, ensure_ascii=False))))
+        if outputs:
+            print(escape(json.dumps(outputs, indent=2, ensure_ascii=False)))
     if outcome.blocked or outcome.in_doubt:
         rows = "\n".join(
             f"  {where(d['step'], d.get('item'))}: {kind_words(d.get('kind'))}"

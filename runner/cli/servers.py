@@ -7,6 +7,8 @@ import json
 import os
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from runner.cli.options import add_log_levels
@@ -18,6 +20,7 @@ from runner.termsafe import encodable, terminal
 
 if TYPE_CHECKING:
     from runner.connect import Target
+    from runner.engine.masking import Masker
     from runner.protocol.mcp import LogMessage, Progress, Tool, ToolResult
     from runner.session import SessionOptions
 
@@ -120,8 +123,12 @@ def _server_options(parser: argparse.ArgumentParser) -> None:
 _CREDENTIALS_HINT = "give credentials with --header 'Authorization: Bearer $TOKEN' (from the environment)"
 
 
-def _target(args: argparse.Namespace) -> Target:
+def _target(args: argparse.Namespace) -> tuple[Target, Masker]:
+    """The server the command line names, and what it must never print: header values, and the variables
+    passed from mcp-run's environment (``--env NAME``), as in a workflow (a literal ``--env NAME=VALUE`` is
+    not a secret)."""
     from runner.connect import HttpTarget, StdioTarget
+    from runner.engine.masking import Masker
 
     url: str | None = args.url
     if url is not None and args.server_argv:
@@ -135,7 +142,9 @@ def _target(args: argparse.Namespace) -> Target:
             if not url.startswith(("http://", "https://")):
                 hint = "to run a command, put it after --"
             raise UsageError(f"URL: {message}" + (f"\n  hint: {hint}" if hint else ""))
-        return HttpTarget(url=url, headers=_headers(args.header), max_message_size=args.max_message_size)
+        headers = _headers(args.header)
+        masker = Masker({f"headers.{name}": value for name, value in headers.items()})
+        return HttpTarget(url=url, headers=headers, max_message_size=args.max_message_size), masker
     if not args.server_argv:
         raise UsageError("no server given: add a URL, or `-- CMD ARGS...` to start a stdio server")
     if not args.server_argv[0].strip():
@@ -146,17 +155,24 @@ def _target(args: argparse.Namespace) -> Target:
     from runner.workflow.model import ENV_PATTERN
 
     env: dict[str, str] = {}
+    secrets: dict[str, str] = {}
     for pair in args.env:
         name, sep, value = pair.partition("=")
         if not sep and ENV_PATTERN.match(name):
-            env.update(passed_through([name]))  # NAME alone: mcp-run's own value, if set (as docker run -e NAME)
+            own = passed_through([name])  # NAME alone: mcp-run's own value, if set (as docker run -e NAME)
+            env.update(own)
+            secrets.update((f"env.{k}", v) for k, v in own.items())
         elif not sep or not name:
             raise UsageError(f"--env expects NAME=VALUE, or NAME to pass mcp-run's own value, got {pair!r}")
         else:
             env[name] = value
     # No workflow here: relative paths (the program, --cwd) start from the current directory.
     launch = resolve_launch(args.server_argv, base=os.getcwd(), cwd=args.cwd, path=env.get("PATH"))
-    return StdioTarget(command=list(launch.argv), cwd=launch.cwd, env=env, max_message_size=args.max_message_size)
+    masker = Masker(secrets)
+    target = StdioTarget(
+        command=list(launch.argv), cwd=launch.cwd, env=env, max_message_size=args.max_message_size, redact=masker.mask
+    )
+    return target, masker
 
 
 def _headers(pairs: list[str]) -> dict[str, str]:
@@ -185,7 +201,7 @@ def _expand_env(header: str, value: str) -> str:
     return _ENV_REF.sub(sub, value)
 
 
-def _session_options(args: argparse.Namespace) -> SessionOptions:
+def _session_options(args: argparse.Namespace, masker: Masker) -> SessionOptions:
     from runner.session import SessionOptions
 
     threshold = LOG_LEVELS.index(args.log_level)
@@ -193,11 +209,12 @@ def _session_options(args: argparse.Namespace) -> SessionOptions:
     def on_log(message: LogMessage, related: object) -> None:
         if message.severity >= threshold:
             logger = f" {message.logger}" if message.logger else ""
-            data = message.data if isinstance(message.data, str) else json.dumps(message.data)
-            print(terminal(f"[{message.level}{logger}] {data}"), file=sys.stderr)
+            data = masker.mask_value(message.data)
+            data = data if isinstance(data, str) else json.dumps(data)
+            print(terminal(masker.mask(f"[{message.level}{logger}] {data}")), file=sys.stderr)
 
     def on_warning(text: str) -> None:
-        print(f"mcp-run: warning: {terminal(text)}", file=sys.stderr)
+        print(f"mcp-run: warning: {terminal(masker.mask(text))}", file=sys.stderr)
 
     return SessionOptions(
         name="server",
@@ -214,11 +231,11 @@ def run_tools(args: argparse.Namespace) -> int:
     from runner._trio import single_error
     from runner.connect import open_target
 
-    target = _target(args)
+    target, masker = _target(args)
 
     async def go() -> list[Tool]:
-        with single_error():
-            async with open_target(target, _session_options(args)) as session:
+        with single_error(), _scrubbed(masker):
+            async with open_target(target, _session_options(args, masker)) as session:
                 try:
                     return await session.list_tools()
                 except TransportError as exc:
@@ -229,10 +246,20 @@ def run_tools(args: argparse.Namespace) -> int:
 
     tools = trio.run(go)
     if args.json:
-        print(dumps([t.raw for t in tools], indent=2))
+        print(dumps(masker.mask_value([t.raw for t in tools]), indent=2))
     else:
-        print(terminal(render_tools(tools)))  # names, titles and descriptions come from the server
+        print(terminal(masker.mask(render_tools(tools))))  # names, titles and descriptions come from the server
     return ExitCode.OK
+
+
+@contextmanager
+def _scrubbed(masker: Masker) -> Iterator[None]:
+    """An error raised inside leaves with the secrets masked in what it prints."""
+    try:
+        yield
+    except Exception as exc:
+        masker.scrub(exc)
+        raise
 
 
 def render_tools(tools: list[Tool]) -> str:
@@ -301,16 +328,16 @@ def run_call(args: argparse.Namespace) -> int:
     from runner.connect import open_target
 
     arguments = _arguments(args.args)  # a usage error (exit 2) before a server that cannot start (exit 4)
-    target = _target(args)
+    target, masker = _target(args)
 
     def on_progress(p: Progress) -> None:
         total = f"/{p.total:g}" if p.total is not None else ""
-        message = f" {p.message}" if p.message else ""
+        message = f" {masker.mask(p.message)}" if p.message else ""
         print(terminal(f"progress {p.progress:g}{total}{message}"), file=sys.stderr)
 
     async def go() -> ToolResult:
-        with single_error():
-            async with open_target(target, _session_options(args)) as session:
+        with single_error(), _scrubbed(masker):
+            async with open_target(target, _session_options(args, masker)) as session:
                 return await session.call_tool(
                     args.tool,
                     arguments,
@@ -321,9 +348,9 @@ def run_call(args: argparse.Namespace) -> int:
 
     result = trio.run(go)
     if args.json:
-        print(dumps(result.raw, indent=2))
+        print(dumps(masker.mask_value(result.raw), indent=2))
     else:
-        print(shown_result(render_result(result), sys.stdout))
+        print(shown_result(masker.mask(render_result(result)), sys.stdout))
     if result.is_error:
         print(f"mcp-run: error: tool {args.tool!r} reported an error", file=sys.stderr)
         return ExitCode.FAILED

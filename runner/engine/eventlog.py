@@ -9,8 +9,9 @@ Three levels of durability, so that durability does not serialize the scheduler:
   writer's next wake, which is immediate; fsynced with the next group.
 - ``note(...)`` (progress and log notifications): batched on a short timer (``flush_interval``).
 
-Secrets never reach the file or an observer in clear: every serialized line passes through the
-:class:`Masker`, which replaces each secret value by its named placeholder (``***env.API_TOKEN***``).
+Secrets never reach the file or an observer in clear: every event is masked value by value before it is
+serialized (:class:`~runner.engine.masking.Masker`: each form of each secret by its named placeholder,
+``***env.API_TOKEN***``), every field but those mcp-run fills itself (``UNMASKED_FIELDS``).
 
 Without a journal (``--no-journal``) the same object still numbers events and feeds observers.
 """
@@ -21,12 +22,13 @@ import json
 import math
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
 
 from runner.engine.events import AnyEvent, Entry, decode, encode
+from runner.engine.masking import Masker
 from runner.errors import McpRunError
 from runner.jsontext import escape
 
@@ -42,77 +44,26 @@ def _dumps(obj: Any) -> str:
     return escape(_encoder.encode(obj))
 
 
+# Fields that mcp-run itself fills (the record's frame, ids and names from the workflow, counts, vocabularies):
+# never masked, so a secret that happens to equal ``log`` or a timestamp's digits cannot break a record.
+# Every other field (results, errors, log data, inputs, outputs, what a server says about itself) is masked,
+# including any field added later. A fan-out item's key (``item``) is refused by the scheduler when it holds a
+# secret, before any call.
+UNMASKED_FIELDS: frozenset[str] = frozenset(
+    {
+        "seq", "ts", "type", "run_id", "workflow", "workflow_hash", "fingerprints", "pid", "env", "journal",
+        "allow_changed", "retry_failed", "server", "reconnects", "down_s", "attempt", "delay_s", "remaining_s",
+        "kind", "step", "items", "reused", "fresh", "cause", "item", "index", "tool", "request_id",
+        "progress_token", "progress", "total", "status", "counts", "exit_code", "retrying", "retry_in",
+    }
+)  # fmt: skip
+
+
 class JournalWriteError(McpRunError):
     """The journal could not be written (disk full, permissions): the run stops rather than go on blind.
     ``run_id``: the run, when the lifecycle knows it (the CLI prints how to resume it)."""
 
     run_id: str | None = None
-
-
-class Masker:
-    """Replaces secret values by named placeholders (``***env.API_TOKEN***``), and back.
-
-    Events are masked value by value (:meth:`mask_value`: every string, keys included), never as serialized
-    text, so a secret that also reads as JSON (``false``, ``8080``) cannot break a line. A secret of
-    ``SHORT`` characters or fewer is replaced only where a whole string equals it: masking every ``"1"``
-    inside every string would garble the journal. Console text is masked with :meth:`mask`.
-    """
-
-    SHORT = 3
-
-    def __init__(self, secrets: Mapping[str, str] | None = None) -> None:
-        self._pairs: list[tuple[str, str]] = []  # (value, placeholder), longest value first
-        self._exact: dict[str, str] = {}  # short values, matched whole
-        for name, value in (secrets or {}).items():
-            self.add(name, value)
-
-    def add(self, name: str, value: str) -> None:
-        if not value:
-            return
-        placeholder = f"***{name}***"
-        if len(value) <= self.SHORT:
-            self._exact[value] = placeholder
-            return
-        self._pairs.append((value, placeholder))
-        self._pairs.sort(key=lambda p: -len(p[0]))  # longest first: a secret inside another stays hidden
-
-    def __bool__(self) -> bool:
-        return bool(self._pairs or self._exact)
-
-    def mask(self, text: str) -> str:
-        """Mask secrets inside ``text`` (console output; events go through :meth:`mask_value`)."""
-        for value, placeholder in self._pairs:
-            if value in text:
-                text = text.replace(value, placeholder)
-        return self._exact.get(text, text)
-
-    def mask_value(self, value: Any) -> Any:
-        """``value`` with every string in it masked; the same object when nothing needed masking."""
-        if isinstance(value, str):
-            return self.mask(value)
-        if isinstance(value, dict):
-            changed = False
-            out: dict[Any, Any] = {}
-            for key, item in value.items():
-                new_key = self.mask(key) if isinstance(key, str) else key
-                new_item = self.mask_value(item)
-                changed = changed or new_key is not key or new_item is not item
-                out[new_key] = new_item
-            return out if changed else value
-        if isinstance(value, list):
-            items = [self.mask_value(item) for item in value]
-            return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
-        return value
-
-    def unmask(self, text: str) -> str:
-        """Re-expand placeholders in a serialized line (they only ever stand inside JSON strings, so the
-        JSON-escaped value is substituted)."""
-        if "***" not in text:
-            return text
-        for value, placeholder in [*reversed(self._pairs), *((v, p) for v, p in self._exact.items())]:
-            if placeholder in text:
-                text = text.replace(placeholder, json.dumps(value, ensure_ascii=False)[1:-1])
-        return text
 
 
 _clock: tuple[int, str] = (-1, "")  # the last millisecond formatted, and its text
@@ -179,7 +130,7 @@ class EventLog:
         entry = Entry(self._seq, _now(), event)
         obj = encode(entry)
         if self._masker:
-            masked = self._masker.mask_value(obj)
+            masked = self._masker.mask_fields(obj, UNMASKED_FIELDS)
             if masked is not obj:  # a secret in it: observers see the masked event too
                 obj = masked
                 entry = decode(masked)

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from runner.engine.eventlog import Masker
 from runner.engine.events import FailureKind, ItemStatus, RunStatus, SkipCause, StepStatus
+from runner.engine.masking import Masker
 from runner.engine.state import ItemState, RunState
 from runner.exitcodes import ExitCode, combine
 from runner.workflow.plan import Plan
 
-__all__ = ["SUMMARY_VERSION", "Outcome", "StepOutcome", "settle", "summary"]
+__all__ = ["SUMMARY_VERSION", "Outcome", "StepOutcome", "masked_summary", "settle", "summary"]
 
 SUMMARY_VERSION: Final = 1
 
@@ -76,9 +76,10 @@ class Outcome:
     masker: Masker = field(default_factory=Masker, repr=False)  # the run's secrets, to mask what is printed
 
     def summary(self) -> dict[str, Any]:
-        """The ``--json`` summary of this outcome (see :func:`summary`)."""
+        """The ``--json`` summary of this outcome (see :func:`summary`), the run's secrets masked value by value
+        (``outputs`` holds the values themselves, for a program's use: mask before printing them)."""
         assert self.plan is not None, "an outcome of a run (runner.engine.run) knows its plan"
-        return summary(self.plan, self, run_id=self.run_id, duration=self.duration)
+        return masked_summary(summary(self.plan, self, run_id=self.run_id, duration=self.duration), self.masker)
 
     @property
     def steps(self) -> dict[str, StepOutcome]:
@@ -174,6 +175,25 @@ def settle(
         blocked=blocked,
         stray=stray or {},
     )
+
+
+def masked_summary(data: dict[str, Any], masker: Masker) -> dict[str, Any]:
+    """``data`` (a summary) with the values that may hold a secret masked: the outputs, every error and
+    reason (a resume reads an earlier attempt's errors back unmasked). What mcp-run names itself (statuses,
+    step ids, keys, kinds) is left as it is."""
+    if not masker:
+        return data
+
+    def texts(entry: dict[str, Any], *names: str) -> dict[str, Any]:
+        return {k: masker.mask_value(v) if k in names else v for k, v in entry.items()}
+
+    return {
+        **data,
+        "outputs": masker.mask_value(data["outputs"]),
+        "steps": {sid: texts(step, "reason") for sid, step in data["steps"].items()},
+        "failed": [texts(entry, "error") for entry in data["failed"]],
+        "in_doubt": [texts(entry, "error") for entry in data["in_doubt"]],
+    }
 
 
 def summary(plan: Plan, outcome: Outcome, *, run_id: str | None, duration: float) -> dict[str, Any]:

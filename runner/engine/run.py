@@ -206,7 +206,11 @@ async def execute(
         if prepared.run_dir is not None:
             verb = "run" if prepared.prior is None else "resuming run"
             say.info(f"{verb} {prepared.run_dir.run_id} (journal: {prepared.run_dir.journal})")
-        return await _run(prepared, options, say, watcher, opener)
+        try:
+            return await _run(prepared, options, say, watcher, opener)
+        except Exception as exc:
+            prepared.masker.scrub(exc)  # what the caller prints of it: secrets masked, in place
+            raise
 
 
 def _choose(path: Path, options: RunOptions) -> tuple[ExitStack, _Prepared]:
@@ -370,6 +374,7 @@ async def _run(
                 prepared.env,
                 legacy=state.journal_format < 2,
                 max_message_size=options.max_message_size,
+                redact=prepared.masker.mask,
             ),
             log=log,
             state=state,

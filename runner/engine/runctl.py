@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.connect import HttpTarget, StdioTarget, Target, open_target
+from runner.engine.masking import check_secret_inputs
 from runner.engine.scheduler import SessionOpener
 from runner.jsontext import utf8
 from runner.launch import Launch, LaunchError, passed_through, resolve_launch
@@ -46,10 +48,13 @@ def env_context(plan: Plan) -> dict[str, str | None]:
     return {name: os.environ.get(name) for name in sorted(plan.env_names)}
 
 
-def collect_secrets(plan: Plan, inputs: Mapping[str, Any], env: Mapping[str, Any]) -> dict[str, str]:
+def collect_secrets(plan: Plan, inputs: Mapping[str, Any], env: Mapping[str, Any]) -> dict[str, Any]:
     """Placeholder name -> value of everything never to be written: header values, referenced environment
-    variables, the variables stdio servers get through ``env_passthrough``, and inputs marked ``secret: true``."""
-    secrets: dict[str, str] = {}
+    variables, the variables stdio servers get through ``env_passthrough``, and inputs marked ``secret: true``
+    (as given: a secret integer or list is masked as a whole value too). Raises
+    :class:`~runner.errors.UsageError` for a secret input too short to be masked inside text
+    (:func:`~runner.engine.masking.check_secret_inputs`)."""
+    secrets: dict[str, Any] = {}
     for name, value in env.items():
         if value:
             secrets[f"env.{name}"] = value
@@ -60,7 +65,7 @@ def collect_secrets(plan: Plan, inputs: Mapping[str, Any], env: Mapping[str, Any
     for name, spec in plan.workflow.inputs.items():
         value = inputs.get(name)
         if spec.secret and value is not None:
-            secrets[f"inputs.{name}"] = value if isinstance(value, str) else canonical_json(value)
+            secrets[f"inputs.{name}"] = value
     context = make_context(inputs=inputs, env=env, steps={})
     for server_name, ps in plan.servers.items():
         if ps.headers is not None:
@@ -68,6 +73,7 @@ def collect_secrets(plan: Plan, inputs: Mapping[str, Any], env: Mapping[str, Any
             for header, value in rendered.items():
                 if value:
                     secrets[f"servers.{server_name}.headers.{header}"] = str(value)
+    check_secret_inputs(secrets)
     return secrets
 
 
@@ -206,13 +212,18 @@ def make_opener(
     connect: Callable[[Target, SessionOptions], AbstractAsyncContextManager[Session]] = open_target,
     legacy: bool = False,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    redact: Callable[[str], str] | None = None,
 ) -> SessionOpener:
     """Open a server's session, once: whether and when to try again is the caller's decision (the
     scheduler's :class:`~runner.engine.supervisor.ServerLink`). ``legacy`` and ``max_message_size``: see
-    :func:`render_target`."""
+    :func:`render_target`; ``redact``: what a stdio server's stderr tail passes through before it goes into an
+    error (the run's :meth:`Masker.mask <runner.engine.masking.Masker.mask>`, so the raw tail is masked before
+    it is indented)."""
 
     def opener(name: str, options: SessionOptions) -> AbstractAsyncContextManager[Session]:
         target = render_target(plan, name, inputs, env, legacy=legacy, max_message_size=max_message_size)
+        if redact is not None and isinstance(target, StdioTarget):
+            target = dataclasses.replace(target, redact=redact)
         return connect(target, options)
 
     return opener

@@ -442,6 +442,7 @@ class Scheduler:
         except McpRunError as exc:
             # A reply that could not be read is a lost result: the server may have done the work.
             kind = FailureKind.OUTCOME_UNKNOWN if isinstance(exc, MalformedMessage) else failure_kind(exc)
+            self._log.masker.scrub(exc)  # a server's stderr tail is masked raw, before str() indents it
             error = str(exc) + (IDLE_HINT if isinstance(exc, CallTimeout) and exc.idle else "")
             return item_entry("failed", self._item_failed(ps, index, key, kind, error))
         if result.is_error:

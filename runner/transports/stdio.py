@@ -57,7 +57,7 @@ import os
 import shlex
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Final
@@ -96,6 +96,9 @@ class StdioParams:
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     shutdown_timeout: float = 2.0
     stderr_tail_bytes: int = 8192
+    redact: Callable[[str], str] | None = field(default=None, compare=False)
+    """Applied to the stderr tail before it goes into an error (the caller's secrets masked in the raw text,
+    before it is cut into lines and indented)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.command, str):
@@ -155,6 +158,7 @@ class StdioTransport:
         self._exited = False
         self._read_scope = trio.CancelScope()  # of the stdout read in progress
         self._stderr_tail = bytearray()
+        self._stderr_cut = False
         self._stderr_closed = trio.Event()
         self._end_received = trio.Event()  # receive has raised the connection error (everything before it is out)
         self.stray_lines = 0
@@ -274,8 +278,13 @@ class StdioTransport:
         return "stdio: " + (text if len(text) <= 80 else text[:79] + "…")
 
     def stderr_tail(self) -> str:
-        """The last ``stderr_tail_bytes`` bytes the server wrote to stderr."""
-        return self._stderr_tail.decode(errors="replace")
+        """The last ``stderr_tail_bytes`` bytes the server wrote to stderr, from the start of a line (a line cut
+        by the limit is left out: a secret on it could not be recognised), passed through ``redact``."""
+        tail = bytes(self._stderr_tail)
+        if self._stderr_cut:
+            tail = tail.partition(b"\n")[2]
+        text = tail.decode(errors="replace")
+        return self._params.redact(text) if self._params.redact is not None else text
 
     def _fail(self, error: ServerError) -> None:
         if self._error is None:
@@ -353,6 +362,7 @@ class StdioTransport:
                 tail += chunk
                 if len(tail) > keep:
                     del tail[: len(tail) - keep]
+                    self._stderr_cut = True
         except trio.BrokenResourceError:
             pass
         finally:

@@ -102,14 +102,21 @@ def test_secrets_never_written_and_resume_uses_recorded_inputs(tmp_path: Path, m
 def test_changed_workflow_is_refused_unless_allowed(tmp_path: Path) -> None:
     workflow = write_workflow(tmp_path)
     args = [sys.executable, "-m", "runner", str(workflow), "--state-dir", str(tmp_path / "state"),
-            "--input", "items=[0,1,2,3,4,5,6,7,8,9,10,11]", "--input", "password=pw", "--quiet"]  # fmt: skip
+            "--input", "items=[0,1,2,3,4,5,6,7,8,9,10,11]", "--input", "password=pw-longer", "--quiet"]  # fmt: skip
     run_and_kill_at(tmp_path, args, 12)
     write_workflow(tmp_path, tool_arg="k-${{ item }}")  # the fan-out's key changed
-    refused = mcp_run(tmp_path, str(workflow), "--resume", "--input", "password=pw")
+    refused = mcp_run(tmp_path, str(workflow), "--resume", "--input", "password=pw-longer")
     assert refused.returncode == 2
     assert "changed" in refused.stderr and "each" in refused.stderr and "--allow-changed" in refused.stderr
     allowed = mcp_run(
-        tmp_path, str(workflow), "--resume", "--allow-changed", "--rerun-in-doubt", "--json", "--input", "password=pw"
+        tmp_path,
+        str(workflow),
+        "--resume",
+        "--allow-changed",
+        "--rerun-in-doubt",
+        "--json",
+        "--input",
+        "password=pw-longer",
     )
     assert allowed.returncode == 0, allowed.stderr
     summary = json.loads(allowed.stdout)

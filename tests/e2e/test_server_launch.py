@@ -128,7 +128,9 @@ def test_tools_and_call_resolve_a_relative_command_from_the_current_directory(fl
     assert called.returncode == 0, called.stderr
     report = json.loads(called.stdout)["structuredContent"]
     assert report["cwd"] == str(flows / "bin")
-    assert report["env"]["MCP_RUN_T_TOKEN"] == PASSED["MCP_RUN_T_TOKEN"] and report["env"]["GIVEN"] == "1"
+    # The server got the variable passed through: echoed back, it is masked as a secret (its whole value).
+    assert report["env"]["MCP_RUN_T_TOKEN"] == "***env.MCP_RUN_T_TOKEN***" and report["env"]["GIVEN"] == "1"
+    assert PASSED["MCP_RUN_T_TOKEN"] not in called.stdout + called.stderr
     assert "MCP_RUN_T_OTHER" not in report["env"] and "MCP_RUN_T_NPM_A" not in report["env"]
     missing = mcp_run_in(flows.parent, "tools", "--", "./bin/environ.py")
     assert missing.returncode == 4

@@ -1,0 +1,142 @@
+"""The masker: every shape a secret can take in an output, short secrets, typed ones, errors, and the way back."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from runner.engine.eventlog import UNMASKED_FIELDS, EventLog
+from runner.engine.events import LogMessage, SessionOpened, encode
+from runner.engine.masking import Masker, check_secret_inputs, forms
+from runner.errors import ConnectFailed, UsageError, WorkflowError
+
+QUOTED = 'pa"ss\\word-é'
+
+
+def test_each_form_of_a_secret_has_its_own_placeholder() -> None:
+    masker = Masker({"env.T": QUOTED})
+    raw, escaped, ascii_escaped, by_repr = QUOTED, json.dumps(QUOTED)[1:-1], json.dumps(QUOTED)[1:-1], repr(QUOTED)
+    escaped = json.dumps(QUOTED, ensure_ascii=False)[1:-1]
+    assert masker.mask(f"a {raw} b") == "a ***env.T*** b"
+    assert masker.mask(f'{{"v": "{escaped}"}}') == '{"v": "***env.T:json***"}'
+    assert masker.mask(ascii_escaped) == "***env.T:ascii***"
+    assert masker.mask(f"got {by_repr}") == "got '***env.T:repr***'"
+    # The way back: each placeholder becomes the text it stood for, JSON-escaped (it stands in a JSON line).
+    for text in (raw, escaped, ascii_escaped, by_repr):
+        line = json.dumps({"t": f"<{text}>"}, ensure_ascii=False)
+        masked = json.dumps(masker.mask_value(json.loads(line)), ensure_ascii=False)
+        assert "word" not in masked
+        assert json.loads(masker.unmask(masked)) == {"t": f"<{text}>"}
+
+
+def test_a_multi_line_secret_is_masked_line_by_line_once_cut_and_reindented() -> None:
+    secret = "-----BEGIN KEY-----\r\nMIIEpAIBAAKCAQEA\n  x\n-----END KEY-----\n"
+    masker = Masker({"inputs.key": secret})
+    assert masker.mask(f"key: {secret}") == "key: ***inputs.key***"
+    reindented = "\n".join("    " + line.strip() for line in secret.splitlines())
+    shown = masker.mask(reindented)
+    assert "BEGIN" not in shown and "MIIE" not in shown and "END" not in shown
+    assert "***inputs.key:line2***" in shown and "    x" in shown  # a line of 3 characters or fewer is not masked
+    assert [p for _, p in forms("inputs.key", "one line")] == ["***inputs.key***"]
+
+
+def test_a_short_secret_is_masked_only_where_a_whole_value_equals_it() -> None:
+    masker = Masker({"env.DEBUG": "1", "env.PORT": "8080"})
+    assert masker.mask_value({"a": "1", "b": "x1", "c": 1, "d": [1, "1"]}) == {
+        "a": "***env.DEBUG***",
+        "b": "x1",
+        "c": 1,
+        "d": [1, "***env.DEBUG***"],
+    }
+    # A number whose text holds a long secret is masked (it would be printed); one that only equals a short one is not.
+    assert masker.mask_value({"port": 8080, "n": 180801, "ok": True}) == {
+        "port": "***env.PORT***",
+        "n": "1***env.PORT***1",
+        "ok": True,
+    }
+
+
+def test_a_secret_that_is_not_a_string_is_masked_as_a_whole_value_and_as_json_text() -> None:
+    masker = Masker({"inputs.ids": ["a1", "b2"], "inputs.pin": 123456})
+    masked = masker.mask_value({"ids": ["a1", "b2"], "other": ["a1"], "text": 'v=["a1","b2"]', "pin": 123456})
+    assert masked == {
+        "ids": "***inputs.ids***",
+        "other": ["a1"],
+        "text": "v=***inputs.ids***",
+        "pin": "***inputs.pin***",
+    }
+    assert masker.mask('["a1", "b2"]') == "***inputs.ids:spaced***"
+
+
+def test_a_secret_input_too_short_to_mask_in_text_is_refused() -> None:
+    with pytest.raises(UsageError, match="input pin is secret but its value has 3 characters"):
+        check_secret_inputs({"inputs.pin": "123"})
+    with pytest.raises(UsageError, match="input n is secret but its value has 2 characters"):
+        check_secret_inputs({"inputs.n": 42})
+    check_secret_inputs({"inputs.pin": "1234", "env.DEBUG": "1", "inputs.empty": ""})
+
+
+def test_an_error_is_scrubbed_in_place_stderr_before_it_is_formatted() -> None:
+    secret = "tab\tinside\nsecond-line"
+    masker = Masker({"env.T": secret})
+    error = ConnectFailed(f"could not start ({secret!r})", stderr=f"Traceback\n  token={secret}\nValueError\n")
+    assert "\\tinside" in str(error)  # the tail shows the tab escaped: matched after formatting, it would leak
+    masker.scrub(error)
+    text = str(error)
+    assert "inside" not in text and "second-line" not in text
+    # (repr and JSON escape this one alike: one placeholder for both)
+    assert "token=***env.T***" in text and "could not start ('***env.T:json***')" in text
+    wrapped = WorkflowError(f"bad value {secret}", suggestion=f"not {secret}")
+    outer = RuntimeError("outer")
+    outer.__cause__ = wrapped
+    masker.scrub(outer)
+    assert "inside" not in str(wrapped) and str(wrapped) == "bad value ***env.T***\n  hint: not ***env.T***"
+
+
+def test_events_are_masked_except_the_fields_mcp_run_fills() -> None:
+    seen: list[dict[str, object]] = []
+    log = EventLog(None, masker=Masker({"env.LEVEL": "info", "env.T": "s3cr3t-x"}))
+    log.subscribe(lambda entry: seen.append(encode(entry)))
+    # A secret equal to a word mcp-run writes itself cannot break the record (its fields' names stay).
+    log.record(SessionOpened(server="info", protocol_version="info", server_info={"name": "s3cr3t-x", "v": "info"}))
+    log.record(LogMessage(server="s", level="info", data={"info": "s3cr3t-x"}))
+    assert seen[0]["server"] == "info" and seen[0]["protocol_version"] == "***env.LEVEL***"
+    assert seen[0]["server_info"] == {"name": "***env.T***", "v": "***env.LEVEL***"}
+    assert seen[1]["type"] == "log" and seen[1]["data"] == {"***env.LEVEL***": "***env.T***"}
+    assert {"ts", "type", "step", "item", "status"} <= UNMASKED_FIELDS and "error" not in UNMASKED_FIELDS
+
+
+ALPHABET = st.sampled_from(['"', "\\", "\n", "\t", "{", "}", ":", ",", "é", "😀", "\u2028", "a", "Z", " ", "'", "/"])
+
+
+def leaks(secret: str, text: str) -> list[str]:
+    """The forms of ``secret`` found in ``text``: raw, JSON-escaped (as is and ASCII) and each line longer
+    than 3 characters (stripped), raw and JSON-escaped."""
+    lines = [line.strip() for line in secret.splitlines()]
+    shapes = [secret] + [line for line in lines if len(line) > Masker.SHORT]
+    found = []
+    for shape in shapes:
+        for form in (shape, json.dumps(shape, ensure_ascii=False)[1:-1], json.dumps(shape)[1:-1]):
+            if form in text:
+                found.append(form)
+    return found
+
+
+@given(st.text(ALPHABET, min_size=2, max_size=20).map(lambda t: "§" + t + "§"))
+def test_no_form_of_a_secret_survives_masking_and_unmask_restores_it(secret: str) -> None:
+    masker = Masker({"env.S": secret})
+    samples = [
+        f"x {secret} y",
+        json.dumps({"v": secret}, ensure_ascii=False),
+        json.dumps({"v": secret}),
+        repr({"v": secret}),
+        "\n".join("  " + line.strip() for line in secret.splitlines()),
+    ]
+    for sample in samples:
+        masked = masker.mask(sample)
+        assert leaks(secret, masked) == []
+        back = masker.unmask(json.dumps({"t": masked}, ensure_ascii=False))
+        assert json.loads(back) == {"t": sample}
