@@ -35,7 +35,7 @@ def test_torn_last_line_is_ignored_other_corruption_named() -> None:
     assert end == len(data) and len(events) == len(parse_journal(data)[0])
     broken = data.replace(b'"type": "progress"', b'"type": progress', 1)
     assert broken != data
-    with pytest.raises(JournalCorrupt, match=r"journal.jsonl:3: corrupt journal line"):
+    with pytest.raises(JournalCorrupt, match=r"journal.jsonl:3: not JSON"):
         parse_journal(broken)
 
 

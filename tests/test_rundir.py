@@ -13,6 +13,7 @@ import pytest
 
 from runner.cli import main
 from runner.cli.where import parse_target, resume_hint, run_hint, runs_hint, state_dir_args
+from runner.engine.listing import list_runs, prune
 from runner.engine.rundir import (
     AmbiguousRun,
     RunDir,
@@ -20,9 +21,7 @@ from runner.engine.rundir import (
     WorkflowLock,
     find_run,
     is_locked,
-    list_runs,
     new_run_id,
-    prune,
     resolve_state_dir,
     runs_of,
     unfinished_runs,
@@ -240,7 +239,7 @@ def test_run_dir_permissions_lock_and_torn_tail(tmp_path: Path) -> None:
     lock.release()
     assert is_locked(run.path) is None
     summaries = list_runs(tmp_path / "state")
-    assert [s.status for s in summaries] == ["interrupted"]
+    assert [s.shown_status for s in summaries] == ["interrupted"]
 
 
 def test_prune_keeps_newest_finished_and_every_unfinished(tmp_path: Path) -> None:
