@@ -389,28 +389,34 @@ class JournalTail:
         self.problem: JournalCorrupt | None = None
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
+        return list(self.events(data))
+
+    def events(self, data: bytes) -> Iterator[dict[str, Any]]:
+        """:meth:`feed`, one event at a time (a chunk of a journal need not be held as events)."""
         from runner.engine.events import encode
         from runner.engine.journal import JournalCorrupt, decode_line
 
         if self.problem is not None:
-            return []
+            return
         buffer = self._pending + data
         end = buffer.rfind(b"\n") + 1
         self._pending = buffer[end:]
-        out = []
-        for line in buffer[:end].splitlines(keepends=True):
+        start = 0
+        while start < end:
+            stop = buffer.index(b"\n", start) + 1
+            line, start = buffer[start:stop], stop
             self._line += 1
             if not line.strip():
                 continue
             try:
-                out.append(encode(decode_line(line, source=self.source, line_no=self._line)))
+                event = encode(decode_line(line, source=self.source, line_no=self._line))
             except JournalCorrupt as exc:
                 self.problem = exc
-                break
-        return out
+                return
+            yield event
 
 
-READ_CHUNK = 1 << 20
+READ_CHUNK = 1 << 18
 """How much of a journal ``logs`` reads at a time: its memory is this and the longest line, whatever the
 journal's size."""
 
@@ -433,10 +439,10 @@ def follow(
             alive = running()  # asked before reading: what was written before the lock went is read below
             ended = got = False
             while chunk := file.read(READ_CHUNK):
-                events = tail.feed(chunk)
-                got = got or bool(events)
-                yield from events
-                ended = ended or any(e.get("type") in _ENDS for e in events)
+                for event in tail.events(chunk):
+                    got = True
+                    ended = ended or event.get("type") in _ENDS
+                    yield event
                 if tail.problem is not None:
                     raise tail.problem
             if not keep_going or not alive or ended:

@@ -154,6 +154,8 @@ def decode_line(
             f"written by a newer mcp-run (journal format {entry.event.journal}; this one reads "
             f"format {JOURNAL_FORMAT}): inspect or resume it with that version",
             file=source,
+            line=line_no,
+            path="journal",
         )
     return entry
 
