@@ -589,8 +589,9 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
         description="List runs from their journals, oldest first: those of WORKFLOW (kept beside it unless\n"
         "--state-dir says otherwise), or all those of the state directory ($MCP_RUN_STATE_DIR, else ./.mcp-run).\n\n"
         "STATUS is succeeded or failed for a closed run; in-doubt, incomplete or interrupted for an open one\n"
-        "(resume it); running while a process holds the run. RUNNING counts the calls in flight of a running\n"
-        "run; IN DOUBT the calls of a run no process holds that were sent without an answer.",
+        "(resume it); running while a process holds the run; damaged when its journal has a line that is not\n"
+        "an event (--json says where). RUNNING counts the calls in flight of a running run; IN DOUBT the calls\n"
+        "of a run no process holds that were sent without an answer.",
         epilog="examples:\n  mcp-run runs workflows/convert_docs.yaml\n  mcp-run runs --json\n"
         "  mcp-run runs workflows/convert_docs.yaml --prune --keep 20\n\n" + exit_help,
         formatter_class=formatter,

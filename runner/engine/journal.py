@@ -50,9 +50,17 @@ doubt** once it is gone), and one whose last record is ``item_failed`` of kind `
 ``outcome-unknown`` is in doubt: the server may or may not have run it. One that a resume skipped
 (``skipped-in-doubt``) stays skipped: that decision is not undone by a later resume.
 
-A torn last line (the process died mid-write: no final newline) is ignored on read; any other line that is
-not an event (not JSON, not an object, a wrong-typed field, an unknown type) is ``JournalCorrupt`` naming its
-line number. A journal written in a newer format (``run_started.journal``) is refused by name.
+The three end records also carry ``counts``: the run's items as it ended (``succeeded``, ``failed``,
+``in_doubt``), so that listing a run reads only the two ends of its journal (:mod:`runner.engine.listing`).
+
+**Damage.** A torn last line (the process died mid-write: no final newline) is ignored on read; any other
+line that is not an event (not JSON, not an object, a wrong-typed field, an unknown type) is
+``JournalCorrupt`` naming its file and line number (and the field at fault). A journal written in a newer
+format (``run_started.journal``) is refused by name. A resume reads every line and refuses a journal with
+such a line (:func:`read_journal` raises); ``show`` folds what comes before it (:func:`read_what_can_be_read`).
+A journal whose first record is not a readable ``run_started`` cannot be known at all, not even its workflow
+(:func:`first_record` raises; :func:`workflow_named` reads the line as text for a hint); one without a
+complete line yet is a run that died writing its first record (nothing ran).
 """
 
 from __future__ import annotations
