@@ -23,7 +23,7 @@ class ExitCode(enum.IntEnum):
 _MEANING: dict[ExitCode, str] = {
     ExitCode.OK: "success",
     ExitCode.FAILED: "failed: a tool error, a failed step or item",
-    ExitCode.USAGE: "usage error or invalid workflow",
+    ExitCode.USAGE: "usage error, invalid workflow, or a damaged journal",
     ExitCode.PROTOCOL: "protocol error: the server answered with a JSON-RPC error or broke the protocol",
     ExitCode.UNREACHABLE: "server unreachable: could not connect or initialize (the run stays open)",
     ExitCode.OUTCOME_UNKNOWN: "outcome unknown: a call may or may not have happened",

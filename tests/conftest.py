@@ -30,11 +30,13 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 def journal_counts_agree(journal: Path) -> list[str]:
     """Where `runs`, `show` and the run's summary would disagree about a journal's items (empty: they agree;
-    unreadable journals, which some tests write on purpose, are not compared)."""
+    unreadable journals, which some tests write on purpose, are not compared). `runs` reads a run that ended
+    at its two ends (the counts its last record carries): this checks those against the fold."""
     import time
 
     from runner.cli.inspect import load, run_record, show_record
     from runner.engine.journal import read_journal
+    from runner.engine.listing import summarize
     from runner.engine.rundir import RunDir
     from runner.errors import McpRunError
 
@@ -43,10 +45,13 @@ def journal_counts_agree(journal: Path) -> list[str]:
     except (McpRunError, OSError):
         return []
     loaded = load(RunDir(journal.parent))
-    if loaded.corrupt is not None:
+    listing = summarize(RunDir(journal.parent))  # as `runs` reads it: maybe its two ends only
+    if loaded.summary.damaged is not None:
         return []
+    if listing.damaged is not None:
+        return [f"{journal}: `runs` says damaged ({listing.damaged}), `show` reads it"]
     now = time.time()
-    listed = run_record(loaded, now)["items"]
+    listed = run_record(listing, now)["items"]
     shown = show_record(loaded, now)["steps"].values()
     summed = {name: sum(step[name] for step in shown) for name in ("succeeded", "failed", "in_doubt")}
     summary = {name: 0 for name in ("succeeded", "failed", "in_doubt")}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from runner.engine.events import Entry, decode, encode
@@ -94,3 +95,37 @@ def sample_journal() -> bytes:
     parts.append(journal_line(seq=seq, type="item_dispatched", step="a", item="k4", request_id=seq))
     parts.append(journal_line(seq=seq + 1, type="item_failed", step="a", item="k5", kind="tool-error", error="x"))
     return b"".join(parts)
+
+
+def write_big_journal(
+    path: Path, items: int, *, result_chars: int = 300, log_every: int = 10, log_chars: int = 100, ended: bool = True
+) -> None:
+    """A journal of one fan-out of ``items`` calls that all succeeded, each with a result of ``result_chars``
+    characters and a log message of ``log_chars`` every ``log_every`` items; with ``ended``, its end record
+    (with its counts, as a run writes it), else none (a crash). 90,000 items of 300 make about 64 MB."""
+    seq = 0
+
+    def line(fields: dict[str, Any]) -> str:
+        nonlocal seq
+        seq += 1
+        ts = f"2026-01-01T00:{seq // 60 % 60:02d}:{seq % 60:02d}.000Z"
+        return json.dumps({"seq": seq, "ts": ts, **fields}) + "\n"
+
+    with path.open("w") as f:
+        f.write(line({**_DEFAULTS["run_started"], "type": "run_started", "journal": 2}))
+        f.write(line({"type": "step_started", "step": "each", "items": items}))
+        for i in range(items):
+            key = f"doc-{i:06d}"
+            dispatched = {**_DEFAULTS["item_dispatched"], "type": "item_dispatched", "step": "each", "item": key}
+            f.write(line({**dispatched, "index": i, "request_id": i + 2, "progress_token": i + 2}))
+            if log_every and i % log_every == 0:
+                data = f"converting {key} " + "x" * log_chars
+                log = {"type": "log", "server": "s", "level": "info", "data": data, "step": "each", "item": key}
+                f.write(line(log))
+            result = {"content": [{"type": "text", "text": "y" * result_chars}], "isError": False}
+            f.write(line({"type": "item_succeeded", "step": "each", "item": key, "index": i, "result": result}))
+        counts = {"total": items, "succeeded": items, "failed": 0}
+        f.write(line({"type": "step_finished", "step": "each", "status": "succeeded", "counts": counts}))
+        if ended:
+            totals = {"succeeded": items, "failed": 0, "in_doubt": 0}
+            f.write(line({"type": "run_finished", "status": "succeeded", "exit_code": 0, "counts": totals}))

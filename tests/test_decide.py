@@ -12,6 +12,7 @@ from runner.engine.decide import (
     NoUnfinishedRun,
     RunAlreadyFinished,
     RunChanged,
+    RunDamaged,
     RunInfo,
     UnfinishedRun,
     choose_run,
@@ -48,6 +49,19 @@ def test_a_plain_invocation_never_starts_a_second_run() -> None:
     with pytest.raises(UnfinishedRun) as info:
         choose_run([SUCCEEDED, RunInfo("r3", None, running_pid=42)])
     assert (info.value.run_id, info.value.running_pid, info.value.exit_code) == ("r3", 42, ExitCode.USAGE)
+
+
+@pytest.mark.parametrize(
+    "flags", [{}, {"resume": True}, {"retry_failed": True}, {"resume": True, "start_new": False}, {"run_id": "r4"}]
+)
+def test_a_run_that_cannot_be_read_is_never_replaced(flags: dict[str, object]) -> None:
+    damaged = RunInfo("r4", None, damaged="j.jsonl:1: not JSON")
+    with pytest.raises(RunDamaged) as info:
+        choose_run([SUCCEEDED, damaged, FAILED], **flags)  # type: ignore[arg-type]
+    assert (info.value.run_id, info.value.first, info.value.exit_code) == ("r4", True, ExitCode.USAGE)
+    assert "j.jsonl:1: not JSON" in str(info.value)
+    assert choose_run([damaged], new_run=True) == Choice(None)  # asked for by name: beside it
+    assert choose_run([damaged, OPEN], run_id="r3") == Choice("r3")  # another run, named
 
 
 def test_retry_failed_needs_a_run_and_a_succeeded_one_is_nothing_to_do() -> None:

@@ -3,13 +3,24 @@ and a journal cut at any byte and resumed never claiming a success it has no rec
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.engine.journal import JournalCorrupt, parse_journal
-from runner.engine.state import fold
+from runner.engine.journal import (
+    JournalCorrupt,
+    first_record,
+    last_record,
+    parse_journal,
+    read_what_can_be_read,
+    workflow_named,
+)
+from runner.engine.state import RunState, fold
 from tests.support import journal_line, sample_journal
+
+STARTED = journal_line(seq=1, type="run_started", workflow="/w.yaml")
 
 
 def test_fold_item_states() -> None:
@@ -35,7 +46,7 @@ def test_torn_last_line_is_ignored_other_corruption_named() -> None:
     assert end == len(data) and len(events) == len(parse_journal(data)[0])
     broken = data.replace(b'"type": "progress"', b'"type": progress', 1)
     assert broken != data
-    with pytest.raises(JournalCorrupt, match=r"journal.jsonl:3: corrupt journal line"):
+    with pytest.raises(JournalCorrupt, match=r"journal.jsonl:3: not JSON"):
         parse_journal(broken)
 
 
@@ -68,3 +79,59 @@ def test_any_cut_then_resume_never_claims_success_without_its_record(data: st.Da
             if item.status == "succeeded":
                 record = f'"item": "{key}"'.encode()
                 assert any(b'"item_succeeded"' in row and record in row for row in complete_prefix)
+
+
+def test_the_last_record_is_found_however_long_and_past_a_torn_tail(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    outputs = {"text": "x" * 300_000}  # a last line longer than any one read back from the end
+    end = journal_line(seq=2, type="run_finished", status="succeeded", exit_code=0, outputs=outputs)
+    path.write_bytes(STARTED + end + b'{"seq": 3, "ty')
+    last = last_record(path)
+    assert last is not None and last.seq == 2 and last.event.type == "run_finished"
+    path.write_bytes(b'{"seq": 1, "ty')  # nothing complete
+    assert last_record(path) is None and first_record(path) is None
+    path.write_bytes(end.replace(b"}\n", b"\n"))  # complete, not an event
+    assert last_record(path) is None
+
+
+def test_a_first_record_that_is_not_run_started_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    path.write_bytes(STARTED)
+    first = first_record(path)
+    assert first is not None and first.event.type == "run_started"
+    path.write_bytes(journal_line(seq=1, type="step_started", step="a"))
+    with pytest.raises(JournalCorrupt) as info:
+        first_record(path)
+    assert (info.value.line, info.value.path, info.value.message) == (
+        1,
+        "type",
+        "the first record is step_started, not run_started",
+    )
+    path.write_bytes(STARTED.replace(b'"pid": 1', b'"pid": [1]'))
+    with pytest.raises(JournalCorrupt, match=r"journal.jsonl:1: not an event: run_started: pid: "):
+        first_record(path)
+    assert workflow_named(path) == "/w.yaml"  # whose run it may be, read as text
+    path.write_bytes(STARTED[:30] + b"\n")
+    assert workflow_named(path) is None
+
+
+def test_a_first_line_torn_and_glued_to_the_next_names_no_other_workflow(tmp_path: Path) -> None:
+    """A crash mid-write, then a resume appending after it, glues what follows to the torn line: a path cut
+    there must not read as another workflow's (the run would then be left out, and a new run started)."""
+    path = tmp_path / "journal.jsonl"
+    glued = journal_line(seq=2, type="step_started", step="a")
+    for cut in range(1, len(STARTED) - 1):
+        path.write_bytes(STARTED[:cut] + glued)
+        assert workflow_named(path) in ("/w.yaml", None), STARTED[:cut]
+
+
+def test_what_comes_before_a_bad_line_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    lines = sample_journal().splitlines(keepends=True)
+    path.write_bytes(b"".join([*lines[:4], b'{"seq": 5, "ts": "t", "type": "item_failed", "kind": [1]}\n', *lines[4:]]))
+    state = RunState()
+    problem = read_what_can_be_read(path, state)
+    assert (
+        problem is not None and problem.line == 5 and str(problem).startswith(f"{path}:5: not an event: item_failed:")
+    )
+    assert state.events == 4 and state.steps["a"].items["k1"].status == "succeeded"

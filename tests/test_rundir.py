@@ -13,6 +13,7 @@ import pytest
 
 from runner.cli import main
 from runner.cli.where import parse_target, resume_hint, run_hint, runs_hint, state_dir_args
+from runner.engine.listing import list_runs, prune
 from runner.engine.rundir import (
     AmbiguousRun,
     RunDir,
@@ -20,9 +21,7 @@ from runner.engine.rundir import (
     WorkflowLock,
     find_run,
     is_locked,
-    list_runs,
     new_run_id,
-    prune,
     resolve_state_dir,
     runs_of,
     unfinished_runs,
@@ -146,6 +145,24 @@ def test_runs_of_a_workflow_and_which_are_open(tmp_path: Path) -> None:
     assert (closed.closed_status(), open_.closed_status()) == ("failed", None)
 
 
+def test_a_run_whose_first_record_cannot_be_read_counts_as_one_of_the_workflow_it_may_be(tmp_path: Path) -> None:
+    workflow, other = workflow_in(tmp_path), workflow_in(tmp_path, "other.yaml")
+    state = tmp_path / "state"
+    ours = add_run(state, workflow, "20260102T030405.000000Z-aaaaaa")
+    theirs = add_run(state, other, "20260102T030406.000000Z-bbbbbb")
+    unknown = add_run(state, workflow, "20260102T030407.000000Z-cccccc")
+    for run in (ours, theirs):  # a wrong-typed field: the line still names its workflow
+        run.journal.write_bytes(run.journal.read_bytes().replace(b'"pid": 1', b'"pid": "one"', 1))
+    unknown.journal.write_bytes(b"\x00\x00\x00\n" + unknown.journal.read_bytes())  # names none
+    empty = add_run(state, workflow, "20260102T030408.000000Z-dddddd")
+    empty.journal.write_bytes(b'{"seq": 1, "ts": "2026-')  # died writing its first record: nothing ran
+    assert [r.run_id for r in runs_of(state, workflow)] == [ours.run_id, unknown.run_id]
+    assert [r.run_id for r in runs_of(state, other)] == [theirs.run_id, unknown.run_id]
+    damage = ours.damage()
+    assert damage is not None and damage.line == 1 and damage.path == "pid"
+    assert empty.head() == (None, None) and unknown.workflow() is None
+
+
 # -- one run at a time per workflow ---------------------------------------------------------------------------
 
 
@@ -240,7 +257,7 @@ def test_run_dir_permissions_lock_and_torn_tail(tmp_path: Path) -> None:
     lock.release()
     assert is_locked(run.path) is None
     summaries = list_runs(tmp_path / "state")
-    assert [s.status for s in summaries] == ["interrupted"]
+    assert [s.shown_status for s in summaries] == ["interrupted"]
 
 
 def test_prune_keeps_newest_finished_and_every_unfinished(tmp_path: Path) -> None:

@@ -28,6 +28,8 @@ from runner.termsafe import terminal
 from runner.words import plural
 
 if TYPE_CHECKING:
+    from runner.engine.journal import JournalCorrupt
+    from runner.engine.listing import RunSummary
     from runner.engine.rundir import RunDir
     from runner.engine.state import ItemState, RunState, StepState
 
@@ -51,35 +53,38 @@ LOG_TAIL = 50  # `show` prints the last LOG_TAIL log messages; `logs` prints the
 
 @dataclass
 class Loaded:
-    """A run directory read once: its state (the fold of its journal), and who holds it."""
+    """A run directory read once for ``show``: its listing (:class:`~runner.engine.listing.RunSummary`) and
+    its state, the fold of every line of its journal that could be read (up to the damaged one, if any:
+    ``summary.damaged`` says where)."""
 
-    run_id: str
-    path: Path
-    running_pid: int | None
+    summary: RunSummary
     state: RunState
-    corrupt: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.summary.run_id
+
+    @property
+    def running_pid(self) -> int | None:
+        return self.summary.running_pid
 
 
 def load(run_dir: RunDir) -> Loaded:
-    from runner.engine.journal import read_journal
+    """Fold the run's journal line by line (results are not kept; ``show`` prints none), up to a damaged line."""
+    from runner.engine.journal import JournalCorrupt, read_what_can_be_read
+    from runner.engine.listing import from_state
     from runner.engine.rundir import is_locked
     from runner.engine.state import RunState
-    from runner.errors import McpRunError
 
     pid = is_locked(run_dir.path)
-    try:
-        state = read_journal(run_dir.journal, keep_results=set())
-    except (McpRunError, OSError) as exc:
-        return Loaded(run_dir.run_id, run_dir.path, pid, RunState(run_id=run_dir.run_id), corrupt=str(exc))
-    return Loaded(run_dir.run_id, run_dir.path, pid, state)
-
-
-def _status(run: Loaded) -> str:
-    if run.corrupt is not None:
-        return "corrupt"
-    if run.running_pid is not None:
-        return "running"
-    return run.state.status.value if run.state.status is not None else "interrupted"
+    state = RunState(keep_results=set())
+    damaged = run_dir.damage()  # a first record that is not run_started: nothing of the run can be known
+    if damaged is None:
+        try:
+            damaged = read_what_can_be_read(run_dir.journal, state)
+        except OSError as exc:
+            damaged = JournalCorrupt(f"cannot be read: {exc.strerror or exc}", file=str(run_dir.journal))
+    return Loaded(from_state(run_dir, pid, state, damaged), state)
 
 
 def _ts(value: Any) -> float | None:
@@ -88,13 +93,13 @@ def _ts(value: Any) -> float | None:
     return ts_seconds(value) if value else None
 
 
-def _duration(run: Loaded, now: float) -> float | None:
-    start = _ts(run.state.started_at)
+def _duration(run: RunSummary, now: float) -> float | None:
+    start = _ts(run.started_at)
     if start is None:
         return None
     if run.running_pid is not None:
         return max(now - start, 0.0)
-    end = _ts(run.state.last_ts)
+    end = _ts(run.last_ts)
     return max(end - start, 0.0) if end is not None else None
 
 
@@ -111,29 +116,27 @@ def _step_counts(step: StepState, live: bool) -> dict[str, int]:
     }
 
 
-def _item_counts(run: Loaded) -> dict[str, int]:
-    live = run.running_pid is not None
-    total = {"succeeded": 0, "failed": 0, "running": 0, "in_doubt": 0}
-    for step in run.state.steps.values():
-        for bucket, n in _step_counts(step, live).items():
-            total[bucket] += n
-    return total
+def damage_record(damaged: JournalCorrupt) -> dict[str, Any]:
+    """Where a journal stopped being readable: ``file``, ``line`` (None for the journal as a whole),
+    ``field`` (when one is at fault) and ``reason``."""
+    return {"file": damaged.file, "line": damaged.line, "field": damaged.path, "reason": damaged.message}
 
 
-def run_record(run: Loaded, now: float) -> dict[str, Any]:
+def run_record(run: RunSummary | Loaded, now: float) -> dict[str, Any]:
     """One run as a row of ``mcp-run runs`` (and the head of ``show``)."""
-    duration = _duration(run, now)
+    summary = run.summary if isinstance(run, Loaded) else run
+    duration = _duration(summary, now)
     return {
-        "run_id": run.run_id,
-        "workflow": run.state.workflow,
-        "status": _status(run),
-        "exit_code": run.state.exit_code,
-        "started": run.state.started_at,
-        "finished": run.state.ended_at,
+        "run_id": summary.run_id,
+        "workflow": summary.workflow,
+        "status": summary.shown_status,
+        "exit_code": summary.exit_code,
+        "started": summary.started_at,
+        "finished": summary.ended_at,
         "duration_s": round(duration, 3) if duration is not None else None,
-        "pid": run.running_pid,
-        "items": _item_counts(run),
-        **({"error": run.corrupt} if run.corrupt else {}),
+        "pid": summary.running_pid,
+        "items": dict(summary.counts),
+        **({"damaged": damage_record(summary.damaged)} if summary.damaged is not None else {}),
     }
 
 
@@ -265,8 +268,14 @@ def render_show(record: dict[str, Any], *, resume: str | None = None, logs_comma
     lines.append(f"  started   {_when(record['started'])} UTC, duration {_dur(record['duration_s'])}")
     if record.get("inputs"):
         lines.append(f"  inputs    {one_line(record['inputs'], 200)}")
-    if record.get("error"):
-        lines.append(f"  journal   {record['error']}")
+    damage = record.get("damaged")
+    if damage:
+        at = f"{damage['file']}:{damage['line']}" if damage.get("line") is not None else f"{damage['file']}"
+        lines.append(f"  journal   damaged at {at}: {damage['reason']}")
+        if damage.get("line") is not None and damage["line"] > 1:
+            lines.append("            (shown: what the lines before it say; a resume refuses this run)")
+        else:
+            lines.append("            (nothing of the run can be read; a resume refuses it)")
     if record["steps"]:
         lines.append("")
         lines.append("steps")
@@ -307,14 +316,14 @@ def render_show(record: dict[str, Any], *, resume: str | None = None, logs_comma
             else:
                 what = f"no outcome recorded ({sent})"
             lines.append(f"  {where(item['step'], item['item'])}: {what}")
-        if record["status"] != "running":
+        if record["status"] not in ("running", "damaged"):
             lines.append("  check them on the server, then resume with one of:")
             lines.append(f"    {resume} --rerun-in-doubt    # call them again")
             lines.append(f"    {resume} --skip-in-doubt     # mark them failed")
     elif record["status"] == "failed":
         lines.append("")
         lines.append(f"re-attempt what failed with: {resume} --retry-failed")
-    elif record["status"] not in ("succeeded", "running", "corrupt"):
+    elif record["status"] not in ("succeeded", "running", "damaged"):
         lines.append("")
         lines.append(f"resume it with: {resume}")
     if record["logs"]:
@@ -372,19 +381,46 @@ def _num(value: Any) -> str:
 
 class JournalTail:
     """Sans-IO: feed the bytes appended to a journal, get back the complete events (a partial last line waits
-    for the rest)."""
+    for the rest). Lines are numbered from the start of the file; at a line that is not an event, the events
+    before it are returned and :attr:`problem` says what is wrong there (nothing more is read)."""
 
-    def __init__(self) -> None:
+    def __init__(self, source: str = "journal.jsonl") -> None:
         self._pending = b""
+        self._line = 0
+        self.source = source
+        self.problem: JournalCorrupt | None = None
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
-        from runner.engine.events import encode
-        from runner.engine.journal import parse_journal
+        return list(self.events(data))
 
+    def events(self, data: bytes) -> Iterator[dict[str, Any]]:
+        """:meth:`feed`, one event at a time (a chunk of a journal need not be held as events)."""
+        from runner.engine.events import encode
+        from runner.engine.journal import JournalCorrupt, decode_line
+
+        if self.problem is not None:
+            return
         buffer = self._pending + data
-        entries, end = parse_journal(buffer)
+        end = buffer.rfind(b"\n") + 1
         self._pending = buffer[end:]
-        return [encode(entry) for entry in entries]
+        start = 0
+        while start < end:
+            stop = buffer.index(b"\n", start) + 1
+            line, start = buffer[start:stop], stop
+            self._line += 1
+            if not line.strip():
+                continue
+            try:
+                event = encode(decode_line(line, source=self.source, line_no=self._line))
+            except JournalCorrupt as exc:
+                self.problem = exc
+                return
+            yield event
+
+
+READ_CHUNK = 1 << 18
+"""How much of a journal ``logs`` reads at a time: its memory is this and the longest line, whatever the
+journal's size."""
 
 
 def follow(
@@ -397,17 +433,26 @@ def follow(
 ) -> Iterator[dict[str, Any]]:
     """Every event of the journal at ``path`` (in its journal form); with ``keep_going``, keep reading what is
     appended until the run ends (its ``run_finished``, ``run_stopped`` or ``run_interrupted`` record) or no
-    process holds it any more, polling every ``poll`` seconds (less while lines keep coming)."""
-    tail = JournalTail()
+    process holds it any more, polling every ``poll`` seconds (less while lines keep coming). Reads the file
+    a chunk at a time. At a line that is not an event, raises ``JournalCorrupt`` after the events before it."""
+    tail = JournalTail(str(path))
     with path.open("rb") as file:
         while True:
             alive = running()  # asked before reading: what was written before the lock went is read below
-            events = tail.feed(file.read())
-            yield from events
-            ended = any(e.get("type") in ("run_finished", "run_stopped", "run_interrupted") for e in events)
+            ended = got = False
+            while chunk := file.read(READ_CHUNK):
+                for event in tail.events(chunk):
+                    got = True
+                    ended = ended or event.get("type") in _ENDS
+                    yield event
+                if tail.problem is not None:
+                    raise tail.problem
             if not keep_going or not alive or ended:
                 return
-            sleep(poll / 4 if events else poll)
+            sleep(poll / 4 if got else poll)
+
+
+_ENDS = ("run_finished", "run_stopped", "run_interrupted")
 
 
 # -- the commands -------------------------------------------------------------------------------------------
@@ -432,6 +477,7 @@ def _target(args: argparse.Namespace) -> tuple[Path, Path | None, RunDir]:
 
 def runs_command(args: argparse.Namespace) -> int:
     from runner.cli.where import parse_target, short
+    from runner.engine.listing import summarize
     from runner.engine.rundir import iter_run_dirs, resolve_state_dir, runs_of
 
     workflow, _ = parse_target(args.workflow, None) if args.workflow is not None else (None, None)
@@ -443,7 +489,7 @@ def runs_command(args: argparse.Namespace) -> int:
     if args.prune:
         if args.keep is None or args.keep < 0:
             raise UsageError("--prune needs --keep N (N >= 0): how many finished runs to keep")
-        from runner.engine.rundir import prune
+        from runner.engine.listing import prune
 
         removed = prune(state_dir, args.keep, workflow=workflow)
         if args.json:
@@ -453,9 +499,9 @@ def runs_command(args: argparse.Namespace) -> int:
         return ExitCode.OK
     now = time.time()
     run_dirs = runs_of(state_dir, workflow) if workflow is not None else list(iter_run_dirs(state_dir))
-    records = [run_record(load(r), now) for r in run_dirs]
     if args.limit is not None:
-        records = records[-args.limit :] if args.limit > 0 else []
+        run_dirs = run_dirs[-args.limit :] if args.limit > 0 else []
+    records = [run_record(summarize(r), now) for r in run_dirs]
     if args.json:
         print(json.dumps({"version": RECORD_VERSION, "state_dir": str(state_dir), "runs": records}, indent=2))
     elif not records:
@@ -483,6 +529,11 @@ def show_command(args: argparse.Namespace) -> int:
             logs_command=show_hint(state_dir, run.run_id, recorded, command="logs"),
         )
         print(terminal(text))  # errors, log messages and keys come from servers
+    damaged = run.summary.damaged
+    if damaged is not None:
+        shown = "shown: what comes before it" if (damaged.line or 0) > 1 else "nothing of the run can be read"
+        print(terminal(f"mcp-run: error: {damaged} ({shown})"), file=sys.stderr)
+        return ExitCode.USAGE
     return ExitCode.OK
 
 
@@ -539,8 +590,9 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
         description="List runs from their journals, oldest first: those of WORKFLOW (kept beside it unless\n"
         "--state-dir says otherwise), or all those of the state directory ($MCP_RUN_STATE_DIR, else ./.mcp-run).\n\n"
         "STATUS is succeeded or failed for a closed run; in-doubt, incomplete or interrupted for an open one\n"
-        "(resume it); running while a process holds the run. RUNNING counts the calls in flight of a running\n"
-        "run; IN DOUBT the calls of a run no process holds that were sent without an answer.",
+        "(resume it); running while a process holds the run; damaged when its journal has a line that is not\n"
+        "an event (--json says where). RUNNING counts the calls in flight of a running run; IN DOUBT the calls\n"
+        "of a run no process holds that were sent without an answer.",
         epilog="examples:\n  mcp-run runs workflows/convert_docs.yaml\n  mcp-run runs --json\n"
         "  mcp-run runs workflows/convert_docs.yaml --prune --keep 20\n\n" + exit_help,
         formatter_class=formatter,

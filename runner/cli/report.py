@@ -8,6 +8,7 @@ work when pasted into the same shell in the same directory.
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from collections import Counter
 from collections.abc import Iterable
@@ -16,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from runner.cli.where import resume_hint, run_hint, runs_hint, short, show_hint
-from runner.engine.decide import NoRunToRetry, NothingToRetry, NoUnfinishedRun, RunAlreadyFinished, UnfinishedRun
+from runner.engine.decide import (
+    NoRunToRetry,
+    NothingToRetry,
+    NoUnfinishedRun,
+    RunAlreadyFinished,
+    RunDamaged,
+    UnfinishedRun,
+)
 from runner.engine.eventlog import JournalWriteError
 from runner.engine.events import RunStatus
 from runner.engine.masking import Masker
@@ -29,7 +37,7 @@ from runner.view.text import format_group, group_failures, kind_words, skip_labe
 from runner.words import plural
 from runner.workflow.plan import Plan
 
-__all__ = ["Console", "ReportOptions", "explain", "render_summary", "report"]
+__all__ = ["Console", "ReportOptions", "damaged_advice", "explain", "render_summary", "report"]
 
 
 class Console:
@@ -104,7 +112,27 @@ def explain(exc: McpRunError, *, state_dir: Path, workflow: Path) -> McpRunError
         return error
     if isinstance(exc, NothingToRetry):
         return NothingToRetry(exc.run_id, workflow=name)
+    if isinstance(exc, RunDamaged):
+        return damaged_advice(exc, state_dir=state_dir, workflow=workflow)
     return exc
+
+
+def damaged_advice(exc: RunDamaged, *, state_dir: Path, workflow: Path | None) -> UsageError:
+    """A run that cannot be read in full, as the CLI says it: where to look, and how to set it aside."""
+    aside = short(state_dir / "damaged")
+    run_dir = short(state_dir / "runs" / exc.run_id)
+    move = f"mkdir -p {shlex.quote(aside)} && mv {shlex.quote(run_dir)} {shlex.quote(aside)}/"
+    see = show_hint(state_dir, exc.run_id, None if exc.first else workflow)
+    if exc.first:
+        return UsageError(
+            f"{exc}. See what it holds with:\n  {see}\nIf it is no run to finish, move it out of the state "
+            f"directory:\n  {move}\nor start a new run beside it with --new-run."
+        )
+    return UsageError(
+        f"{exc} (one it cannot read could be the answer to a call, which would then be made again). See what "
+        f"can be read with:\n  {see}\nTo start over, start a new run with --new-run, or move this one out of "
+        f"the state directory first:\n  {move}"
+    )
 
 
 def _secret_note(plan: Plan) -> str:

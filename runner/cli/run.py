@@ -284,7 +284,14 @@ def resume_command(args: argparse.Namespace) -> int:
     run_dir = find_named_run(state_dir, ref, workflow)
     recorded = run_dir.workflow()
     if recorded is None:
-        raise UsageError(f"run {run_dir.run_id} has no run_started record; it cannot be resumed")
+        from runner.cli.report import damaged_advice
+        from runner.engine.decide import RunDamaged
+
+        damage = run_dir.damage()
+        if damage is not None:
+            refusal = RunDamaged(run_dir.run_id, str(damage), first=True)
+            raise damaged_advice(refusal, state_dir=state_dir, workflow=None)
+        raise UsageError(f"run {run_dir.run_id} has no record yet (it died writing its first); it cannot be resumed")
     options = _options(args, resume=True, run_id=run_dir.run_id, state_dir=str(state_dir))
     return _execute(args, Path(recorded), options)
 

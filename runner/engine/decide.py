@@ -9,8 +9,11 @@ refusals are typed errors carrying what the CLI needs to print a command that pa
 ==========================================  ===========================================================
 what is there                               what happens
 ==========================================  ===========================================================
-``run_id`` named (``resume RUN_ID``)        that run
+``run_id`` named (``resume RUN_ID``)        that run (refused: :class:`RunDamaged` if its first record
+                                            cannot be read)
 ``--new-run``                               a new run
+a run whose first record cannot be read     refused: :class:`RunDamaged` (exit 2): it may be an open
+(it may be one of this workflow)            run of this workflow; it is never silently replaced
 an open run, with ``--resume`` or           the newest open run
 ``--retry-failed``
 an open run, plain                          refused: :class:`UnfinishedRun` (exit 2)
@@ -47,6 +50,7 @@ __all__ = [
     "NothingToRetry",
     "RunAlreadyFinished",
     "RunChanged",
+    "RunDamaged",
     "RunInfo",
     "UnfinishedRun",
     "changed_steps",
@@ -60,11 +64,13 @@ InDoubt = Literal["ask", "rerun", "skip"]
 
 @dataclass(frozen=True, slots=True)
 class RunInfo:
-    """What choosing needs of one run: its id, ``closed`` status (None while open) and the pid running it."""
+    """What choosing needs of one run: its id, ``closed`` status (None while open), the pid running it, and
+    ``damaged``: why its first record cannot be read (then nothing is known of it, not even its workflow)."""
 
     run_id: str
     closed: RunStatus | None = None
     running_pid: int | None = None
+    damaged: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +88,26 @@ class UnfinishedRun(UsageError):
         super().__init__(f"run {run_id} is unfinished ({status})")
         self.run_id = run_id
         self.running_pid = running_pid
+
+
+class RunDamaged(UsageError):
+    """A run whose journal cannot be read in full (``problem``: ``file:line: what``), so it cannot be
+    resumed, and no other run of its workflow starts in its place. ``first``: its first record is the one
+    that cannot be read (then the run may be one of any workflow whose runs are kept there). A resume needs
+    every record: one it could not read could be the answer to a call, which would then be made again."""
+
+    def __init__(self, run_id: str, problem: str, *, first: bool) -> None:
+        if first:
+            message = (
+                f"run {run_id} cannot be read ({problem}): it may be an unfinished run of this workflow, so "
+                "no run of it starts or resumes beside it"
+            )
+        else:
+            message = f"run {run_id} cannot be resumed: its journal is damaged ({problem}); a resume needs every record"
+        super().__init__(message)
+        self.run_id = run_id
+        self.problem = problem
+        self.first = first
 
 
 class NoRunToRetry(UsageError):
@@ -153,9 +179,14 @@ def choose_run(
     ``start_new`` is False for ``resume WORKFLOW``, which never starts a run."""
     if run_id is not None:
         named = next((r for r in runs if r.run_id == run_id), RunInfo(run_id))
+        if named.damaged is not None:
+            raise RunDamaged(named.run_id, named.damaged, first=True)
         return _retry_check(named, retry_failed)
     if new_run:
         return Choice(None)
+    damaged = [r for r in runs if r.damaged is not None]
+    if damaged:
+        raise RunDamaged(damaged[-1].run_id, damaged[-1].damaged or "", first=True)
     open_runs = [r for r in runs if r.closed is None]
     if open_runs:
         newest_open = open_runs[-1]

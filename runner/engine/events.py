@@ -31,6 +31,7 @@ from runner.exitcodes import ExitCode
 
 __all__ = [
     "JOURNAL_FORMAT",
+    "BadEvent",
     "Entry",
     "Event",
     "FailureKind",
@@ -371,12 +372,15 @@ class StepFinished(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunFinished(Event):
-    """The run is closed: every item has a definite answer."""
+    """The run is closed: every item has a definite answer. ``counts``: the run's items as it ended, as
+    ``runs`` lists them (``succeeded``, ``failed``, ``in_doubt``), so that listing a run reads only the ends
+    of its journal. The same in :class:`RunStopped` and :class:`RunInterrupted`."""
 
     type: Literal["run_finished"] = "run_finished"
     status: str
     exit_code: int
     outputs: _JsonObject | None = None
+    counts: dict[str, int] | None = None  # absent from journals of earlier versions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -387,6 +391,7 @@ class RunStopped(Event):
     status: str
     exit_code: int
     outputs: _JsonObject | None = None
+    counts: dict[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -396,6 +401,7 @@ class RunInterrupted(Event):
     type: Literal["run_interrupted"] = "run_interrupted"
     status: str
     exit_code: int
+    counts: dict[str, int] | None = None
 
 
 RunEnded: TypeAlias = RunFinished | RunStopped | RunInterrupted
@@ -456,19 +462,35 @@ def encode(entry: Entry) -> dict[str, Any]:
     return out
 
 
+class BadEvent(ValueError):
+    """A journal object that is not an event: ``field`` names the field at fault (None when it is the
+    object as a whole), ``str()`` says what is wrong."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 def decode(obj: dict[str, Any]) -> Entry:
-    """The entry a journal object holds; ``ValueError`` saying what is wrong with it."""
+    """The entry a journal object holds; :class:`BadEvent` (a ``ValueError``) saying what is wrong with it."""
     seq, ts, kind = obj.get("seq"), obj.get("ts"), obj.get("type")
     if type(seq) is not int or seq < 1:
-        raise ValueError(f"'seq' must be a positive integer, found {seq!r}")
+        raise BadEvent(f"'seq' must be a positive integer, found {_shown(seq)}", "seq")
     if not isinstance(ts, str):
-        raise ValueError(f"'ts' must be a string, found {ts!r}")
+        raise BadEvent(f"'ts' must be a string, found {_shown(ts)}", "ts")
     if not isinstance(kind, str) or kind not in _TYPES:
-        raise ValueError(f"unknown event type {kind!r}")
+        raise BadEvent(f"unknown event type {_shown(kind)}", "type")
     try:
         event = _ADAPTER.validate_python({k: v for k, v in obj.items() if k not in ("seq", "ts")})
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"][1:]) or kind
-        raise ValueError(f"{kind}: {where}: {first['msg']}") from None
+        where = ".".join(str(p) for p in first["loc"][1:])
+        raise BadEvent(f"{kind}: {where or kind}: {first['msg']}", where or None) from None
     return Entry(seq, ts, event)
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """``value`` as a message quotes it: its repr, cut to ``limit`` characters (a journal line may hold a
+    megabyte where a word was expected)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

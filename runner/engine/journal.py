@@ -50,18 +50,29 @@ doubt** once it is gone), and one whose last record is ``item_failed`` of kind `
 ``outcome-unknown`` is in doubt: the server may or may not have run it. One that a resume skipped
 (``skipped-in-doubt``) stays skipped: that decision is not undone by a later resume.
 
-A torn last line (the process died mid-write: no final newline) is ignored on read; any other line that is
-not an event (not JSON, not an object, a wrong-typed field, an unknown type) is ``JournalCorrupt`` naming its
-line number. A journal written in a newer format (``run_started.journal``) is refused by name.
+The three end records also carry ``counts``: the run's items as it ended (``succeeded``, ``failed``,
+``in_doubt``), so that listing a run reads only the two ends of its journal (:mod:`runner.engine.listing`).
+
+**Damage.** A torn last line (the process died mid-write: no final newline) is ignored on read; any other
+line that is not an event (not JSON, not an object, a wrong-typed field, an unknown type) is
+``JournalCorrupt`` naming its file and line number (and the field at fault). A journal written in a newer
+format (``run_started.journal``) is refused by name. A resume reads every line and refuses a journal with
+such a line (:func:`read_journal` raises); ``show`` folds what comes before it (:func:`read_what_can_be_read`).
+A journal whose first record is not a readable ``run_started`` cannot be known at all, not even its workflow
+(:func:`first_record` raises; :func:`workflow_named` reads the line as text for a hint); one without a
+complete line yet is a run that died writing its first record (nothing ran).
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO, Final
 
-from runner.engine.events import JOURNAL_FORMAT, Entry, RunFinished, RunStarted, RunStatus, decode
+from runner.engine.events import JOURNAL_FORMAT, BadEvent, Entry, RunFinished, RunStarted, RunStatus, decode
 from runner.engine.state import RunState, fold
 from runner.errors import McpRunError
 from runner.exitcodes import ExitCode
@@ -69,18 +80,35 @@ from runner.exitcodes import ExitCode
 __all__ = [
     "JournalCorrupt",
     "closes",
+    "decode_line",
+    "first_record",
     "iter_journal",
+    "last_record",
+    "light_state",
     "parse_journal",
     "peek_journal",
     "read_journal",
+    "read_what_can_be_read",
+    "workflow_named",
 ]
 
 
 class JournalCorrupt(McpRunError):
     """A journal line that is not an event (and not the torn last line of a crash), or a journal of a newer
-    format."""
+    format. ``file`` and ``line`` say where (``line`` is None for a refusal of the whole journal), ``path``
+    the field at fault when one is (``inputs``), ``message`` what is wrong; ``str()`` is
+    ``file:line: message``."""
 
     exit_code = ExitCode.USAGE
+    column: int | None = None
+    suggestion: str | None = None
+
+    def __init__(self, message: str, *, file: str, line: int | None = None, path: str | None = None) -> None:
+        self.message = message
+        self.file = file
+        self.line = line
+        self.path = path
+        super().__init__(f"{file}:{line}: {message}" if line is not None else f"{file}: {message}")
 
 
 def closes(entry: Entry | None) -> bool:
@@ -94,49 +122,88 @@ def closes(entry: Entry | None) -> bool:
 
 
 def iter_journal(
-    lines: Iterable[bytes], *, source: str = "journal.jsonl", unmask: Callable[[str], str] | None = None
+    lines: Iterable[bytes],
+    *,
+    source: str = "journal.jsonl",
+    unmask: Callable[[str], str] | None = None,
+    first_line: int = 1,
 ) -> Iterator[Entry]:
     """Entries from journal lines (each with its newline), lazily: a 100,000-event journal is never held as
     a list. A last line without its newline is a torn write and is skipped; any other bad line raises
-    ``JournalCorrupt`` naming it."""
-    line_no = 0
+    ``JournalCorrupt`` naming it (``first_line`` is the number of the first of ``lines`` in the file)."""
+    line_no = first_line - 1
     for line in lines:
         line_no += 1
         if not line.endswith(b"\n"):
             return  # torn tail: the process died mid-write
         if not line.strip():
             continue
-        try:
-            obj = json.loads(unmask(line.decode()) if unmask is not None and b"***" in line else line)
-        except (ValueError, RecursionError) as exc:
-            raise JournalCorrupt(f"{source}:{line_no}: corrupt journal line ({exc})") from None
-        if not isinstance(obj, dict):
-            raise JournalCorrupt(f"{source}:{line_no}: journal line is not an event object")
-        try:
-            entry = decode(obj)
-        except ValueError as exc:
-            raise JournalCorrupt(f"{source}:{line_no}: not a journal event: {exc}") from None
-        if isinstance(entry.event, RunStarted) and (entry.event.journal or 1) > JOURNAL_FORMAT:
-            raise JournalCorrupt(
-                f"{source}: written by a newer mcp-run (journal format {entry.event.journal}; this one reads "
-                f"format {JOURNAL_FORMAT}): inspect or resume it with that version"
-            )
-        yield entry
+        yield decode_line(line, source=source, line_no=line_no, unmask=unmask)
 
 
-def parse_journal(data: bytes, *, source: str = "journal.jsonl") -> tuple[list[Entry], int]:
+def decode_line(
+    line: bytes, *, source: str = "journal.jsonl", line_no: int = 1, unmask: Callable[[str], str] | None = None
+) -> Entry:
+    """The entry one complete journal line holds, or ``JournalCorrupt`` naming ``source:line_no``."""
+    try:
+        obj = json.loads(unmask(line.decode()) if unmask is not None and b"***" in line else line)
+    except (ValueError, RecursionError) as exc:
+        raise JournalCorrupt(f"not JSON ({_cut(str(exc))})", file=source, line=line_no) from None
+    if not isinstance(obj, dict):
+        raise JournalCorrupt(f"not an event: a JSON {type(obj).__name__}", file=source, line=line_no)
+    try:
+        entry = decode(obj)
+    except BadEvent as exc:
+        raise JournalCorrupt(f"not an event: {exc}", file=source, line=line_no, path=exc.field) from None
+    except RecursionError:
+        raise JournalCorrupt("not an event: nested too deeply", file=source, line=line_no) from None
+    if isinstance(entry.event, RunStarted) and (entry.event.journal or 1) > JOURNAL_FORMAT:
+        raise JournalCorrupt(
+            f"written by a newer mcp-run (journal format {entry.event.journal}; this one reads "
+            f"format {JOURNAL_FORMAT}): inspect or resume it with that version",
+            file=source,
+            line=line_no,
+            path="journal",
+        )
+    return entry
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def parse_journal(data: bytes, *, source: str = "journal.jsonl", first_line: int = 1) -> tuple[list[Entry], int]:
     """Parse journal bytes into entries. Returns them and the length of the valid prefix (up to and
     including the last complete line), which is where a resume appends after cutting a torn tail."""
     end = data.rfind(b"\n") + 1
-    return list(iter_journal(data[:end].splitlines(keepends=True), source=source)), end
+    return list(iter_journal(data[:end].splitlines(keepends=True), source=source, first_line=first_line)), end
 
 
 def read_journal(
     path: Path, *, keep_results: set[str] | None = None, unmask: Callable[[str], str] | None = None
 ) -> RunState:
-    """Fold the journal file at ``path`` line by line."""
+    """Fold the journal file at ``path`` line by line; ``JournalCorrupt`` at its first bad line."""
     with path.open("rb") as f:
         return fold(iter_journal(f, source=str(path), unmask=unmask), keep_results=keep_results)
+
+
+def read_what_can_be_read(path: Path, state: RunState) -> JournalCorrupt | None:
+    """Fold the journal at ``path`` into ``state`` line by line, up to its first bad line: returns the
+    problem there (None when every line is an event). For inspecting a damaged run; a resume never folds
+    part of a journal (:func:`read_journal` raises)."""
+    try:
+        with path.open("rb") as f:
+            for entry in iter_journal(f, source=str(path)):
+                state.apply(entry)
+    except JournalCorrupt as exc:
+        return exc
+    return None
+
+
+def light_state() -> RunState:
+    """A state that folds a journal in memory bounded by its items, not its size: no results, no log
+    messages (what listing a run needs)."""
+    return RunState(keep_results=set(), logs=deque(maxlen=0))
 
 
 def peek_journal(path: Path) -> tuple[Entry | None, Entry | None]:
@@ -144,17 +211,84 @@ def peek_journal(path: Path) -> tuple[Entry | None, Entry | None]:
     finding an unfinished run among many). A line that does not decode reads as None."""
     with path.open("rb") as f:
         first_line = f.readline()
-        size = f.seek(0, 2)
-        tail = b""
-        if size:
-            f.seek(max(0, size - 65536))
-            tail = f.read()
-    first = _entry_or_none(first_line)
-    end = tail.rfind(b"\n")
-    if end < 0:
-        return first, None
-    start = tail.rfind(b"\n", 0, end) + 1
-    return first, _entry_or_none(tail[start : end + 1])
+        last_line = _last_line(f)
+    return _entry_or_none(first_line), _entry_or_none(last_line) if last_line else None
+
+
+def last_record(path: Path) -> Entry | None:
+    """The last complete entry of the journal at ``path`` (a torn tail is passed over), reading back from its
+    end only as far as that line's start; None when there is none or it does not decode."""
+    with path.open("rb") as f:
+        return _entry_or_none(_last_line(f))
+
+
+def first_record(path: Path) -> Entry | None:
+    """The first entry of the journal at ``path``: None when it has no complete line yet (the process died
+    writing its first record: nothing ran); ``JournalCorrupt`` when that line is not an event, or the first
+    event is not ``run_started`` (then the run cannot be known: not even its workflow)."""
+    with path.open("rb") as f:
+        line = f.readline()
+        line_no = 1
+        while line == b"\n":  # no writer leaves blank lines; the reader skips them all the same
+            line, line_no = f.readline(), line_no + 1
+    if not line.endswith(b"\n"):
+        return None
+    entry = decode_line(line, source=str(path), line_no=line_no)
+    if not isinstance(entry.event, RunStarted):
+        raise JournalCorrupt(
+            f"the first record is {entry.event.type}, not run_started", file=str(path), line=line_no, path="type"
+        )
+    return entry
+
+
+# The value must end where a JSON value ends (``,`` or ``}`` next): a line torn inside the path and glued to the
+# next line would otherwise read as a path that ends in ``{`` and name another workflow.
+_WORKFLOW_FIELD: Final = re.compile(rb'"workflow"\s*:\s*("(?:[^"\\\n]|\\.){0,4096}")\s*[,}]')
+
+
+def workflow_named(path: Path) -> str | None:
+    """The workflow a journal's first line names, read as text (for a first record that does not decode:
+    whose run it may be); None when the line does not say."""
+    with path.open("rb") as f:
+        line = f.readline(1 << 20)
+    match = _WORKFLOW_FIELD.search(line)
+    if match is None:
+        return None
+    try:
+        value = json.loads(match.group(1))
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+_TAIL_CHUNK: Final = 1 << 16
+
+
+def _last_line(f: BinaryIO) -> bytes:
+    """The last complete line of the open file ``f`` (with its newline; a torn tail is passed over), reading
+    back from its end only as far as that line's start; empty when there is none."""
+    size = f.seek(0, 2)
+    end = -1  # offset of the newline that ends the last complete line
+    pos = size
+    chunks: list[bytes] = []
+    while pos > 0:
+        start = max(0, pos - _TAIL_CHUNK)
+        f.seek(start)
+        chunk = f.read(pos - start)
+        pos = start
+        if end < 0:
+            cut = chunk.rfind(b"\n")
+            if cut < 0:
+                continue
+            end = start + cut
+            chunk = chunk[: cut + 1]
+            begin = chunk.rfind(b"\n", 0, cut)
+        else:
+            begin = chunk.rfind(b"\n")
+        chunks.append(chunk[begin + 1 :] if begin >= 0 else chunk)
+        if begin >= 0:
+            break
+    return b"".join(reversed(chunks)) if end >= 0 else b""
 
 
 def _entry_or_none(line: bytes) -> Entry | None:

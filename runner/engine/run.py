@@ -34,7 +34,7 @@ from typing import Any, Final, Protocol
 import trio
 
 from runner._trio import single_error
-from runner.engine.decide import InDoubt, RunInfo, choose_run, resume_plan
+from runner.engine.decide import InDoubt, RunDamaged, RunInfo, choose_run, resume_plan
 from runner.engine.eventlog import EventLog, JournalWriteError, Masker
 from runner.engine.events import (
     JOURNAL_FORMAT,
@@ -46,7 +46,7 @@ from runner.engine.events import (
     RunStatus,
     RunStopped,
 )
-from runner.engine.journal import peek_journal
+from runner.engine.journal import JournalCorrupt, peek_journal
 from runner.engine.outcome import Outcome
 from runner.engine.retry import RetryPolicy
 from runner.engine.runctl import (
@@ -253,10 +253,20 @@ def _choose(path: Path, options: RunOptions) -> tuple[ExitStack, _Prepared]:
 
 
 def _run_infos(state_dir: Path, path: Path) -> list[RunInfo]:
+    """The workflow's runs, as choosing needs them; with those whose first record cannot be read (they may
+    be its runs: see :func:`runner.engine.rundir.runs_of`)."""
     infos = []
     for run_dir in runs_of(state_dir, path):
-        closed = run_dir.closed_status()
-        infos.append(RunInfo(run_dir.run_id, RunStatus(closed) if closed else None, is_locked(run_dir.path)))
+        damage = run_dir.damage()
+        closed = run_dir.closed_status() if damage is None else None
+        infos.append(
+            RunInfo(
+                run_dir.run_id,
+                RunStatus(closed) if closed else None,
+                is_locked(run_dir.path),
+                damaged=str(damage) if damage is not None else None,
+            )
+        )
     return infos
 
 
@@ -302,7 +312,10 @@ def _prepare(path: Path, options: RunOptions, *, run_dir: RunDir | None) -> _Pre
     if run_dir is None:
         return prepared
     keep = {sid for sid, s in plan.steps.items() if s.referenced}
-    state = run_dir.read(keep_results=keep, unmask=masker.unmask)
+    try:
+        state = run_dir.read(keep_results=keep, unmask=masker.unmask)
+    except JournalCorrupt as exc:  # never a resume on part of a journal
+        raise RunDamaged(run_dir.run_id, str(exc), first=False) from None
     prepared.state = state
     prepared.prior = resume_plan(
         state,
@@ -464,22 +477,25 @@ async def _drive(
             outcome.exit_code = combine(
                 [outcome.exit_code, ExitCode.SIGINT if signals[0] == signal.SIGINT else ExitCode.SIGTERM]
             )
-        _record_end(log, outcome)
+        _record_end(log, outcome, prepared.state)
         # Stop listening for signals, let the writer flush and fsync what is left, and return.
         watching.cancel()
         log.close()
     return outcome
 
 
-def _record_end(log: EventLog, outcome: Outcome) -> None:
-    """Closed only with a definite answer for every item; otherwise the run stays open."""
+def _record_end(log: EventLog, outcome: Outcome, state: RunState) -> None:
+    """Closed only with a definite answer for every item; otherwise the run stays open. The record carries
+    the run's counts as a process that is gone sees them (``runs`` reads them there)."""
     code = int(outcome.exit_code)
+    counts = state.totals(live=False)
+    del counts["running"]
     if outcome.status is RunStatus.INTERRUPTED:
-        log.record(RunInterrupted(status=outcome.status.value, exit_code=code))
+        log.record(RunInterrupted(status=outcome.status.value, exit_code=code, counts=counts))
     elif outcome.status.closed and not outcome.blocked:
-        log.record(RunFinished(status=outcome.status.value, exit_code=code, outputs=outcome.outputs))
+        log.record(RunFinished(status=outcome.status.value, exit_code=code, outputs=outcome.outputs, counts=counts))
     else:
-        log.record(RunStopped(status=outcome.status.value, exit_code=code, outputs=outcome.outputs))
+        log.record(RunStopped(status=outcome.status.value, exit_code=code, outputs=outcome.outputs, counts=counts))
 
 
 async def _watch_signals(scheduler: Scheduler, grace: float, signals: list[int], say: Reporter) -> None:

@@ -26,28 +26,25 @@ import hashlib
 import json
 import os
 import secrets
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from runner.engine.events import RunStarted
-from runner.engine.journal import closes, peek_journal, read_journal
+from runner.engine.events import Entry, RunStarted
+from runner.engine.journal import JournalCorrupt, closes, first_record, last_record, read_journal, workflow_named
 from runner.engine.state import RunState
-from runner.errors import BusyError, McpRunError, UsageError
+from runner.errors import BusyError, UsageError
 
 __all__ = [
     "AmbiguousRun",
     "RunDir",
     "RunLock",
-    "RunSummary",
     "UnknownRun",
     "WorkflowBusy",
     "WorkflowLock",
     "find_run",
-    "list_runs",
     "new_run_id",
     "resolve_state_dir",
     "runs_of",
@@ -292,16 +289,31 @@ class RunDir:
         return self.path.parent.parent
 
     def workflow(self) -> str | None:
-        """The absolute path of the workflow the run's ``run_started`` record names."""
-        first, _last = peek_journal(self.journal)
+        """The absolute path of the workflow the run's ``run_started`` record names (None when it cannot be
+        read)."""
+        first, _damage = self.head()
         if first is None or not isinstance(first.event, RunStarted):
             return None
         return first.event.workflow
 
+    def head(self) -> tuple[Entry | None, JournalCorrupt | None]:
+        """The run's first record (``run_started``), or why it cannot be read; (None, None) when the journal
+        has no complete line (its process died writing the first one: nothing ran)."""
+        try:
+            return first_record(self.journal), None
+        except JournalCorrupt as exc:
+            return None, exc
+        except OSError as exc:
+            return None, JournalCorrupt(f"cannot be read: {exc.strerror or exc}", file=str(self.journal))
+
+    def damage(self) -> JournalCorrupt | None:
+        """Why the run's first record cannot be read (None when it can, or when there is none yet)."""
+        return self.head()[1]
+
     def closed_status(self) -> str | None:
         """``succeeded`` or ``failed`` when the run is closed (its last record is ``run_finished`` with a
         closed status), else None: the run is open."""
-        _first, last = peek_journal(self.journal)
+        last = last_record(self.journal)
         if last is not None and closes(last):
             return str(getattr(last.event, "status", ""))
         return None
@@ -336,27 +348,6 @@ def _last_newline(fd: int, before: int) -> int:
     return 0
 
 
-@dataclass
-class RunSummary:
-    """A run as ``runs`` lists it: its state, the pid holding it (None when no process does), and why its
-    journal could not be read, if it could not."""
-
-    run_dir: RunDir
-    state: RunState
-    running_pid: int | None
-    corrupt: str | None = None
-
-    @property
-    def status(self) -> str:
-        if self.corrupt is not None:
-            return "corrupt"
-        if self.running_pid is not None:
-            return "running"
-        if self.state.status is None:
-            return "interrupted"
-        return self.state.status.value
-
-
 def iter_run_dirs(state_dir: Path) -> Iterator[RunDir]:
     runs = state_dir / "runs"
     if not runs.is_dir():
@@ -366,23 +357,20 @@ def iter_run_dirs(state_dir: Path) -> Iterator[RunDir]:
             yield RunDir(path)
 
 
-def list_runs(state_dir: Path) -> list[RunSummary]:
-    out = []
-    for run_dir in iter_run_dirs(state_dir):
-        corrupt = None
-        try:
-            state = run_dir.read(keep_results=set())
-        except McpRunError as exc:  # a corrupt journal is shown as such, not a crash of `runs`
-            state, corrupt = RunState(run_id=run_dir.run_id), str(exc)
-        out.append(RunSummary(run_dir, state, is_locked(run_dir.path), corrupt))
-    return out
-
-
 def runs_of(state_dir: Path, workflow: Path) -> list[RunDir]:
     """The runs of this workflow file (matched by absolute path), oldest first; reads only the first line
-    of each journal."""
+    of each journal. A run whose first record cannot be read is counted in when that line still names this
+    workflow, or names none: it may be one of its runs (:meth:`RunDir.damage` says why it cannot be read)."""
     target = str(workflow.resolve())
-    return [run_dir for run_dir in iter_run_dirs(state_dir) if run_dir.workflow() == target]
+    out = []
+    for run_dir in iter_run_dirs(state_dir):
+        first, damage = run_dir.head()
+        if first is not None:
+            if isinstance(first.event, RunStarted) and first.event.workflow == target:
+                out.append(run_dir)
+        elif damage is not None and workflow_named(run_dir.journal) in (target, None):
+            out.append(run_dir)
+    return out
 
 
 def unfinished_runs(state_dir: Path, workflow: Path) -> list[RunDir]:
@@ -426,21 +414,3 @@ def find_run(state_dir: Path, ref: str, *, workflow: Path | None = None) -> RunD
     known = [r.run_id for r in candidates]
     hint = f"; known runs: {', '.join(known[-5:])}" if known else ""
     raise UnknownRun(f"no run {ref!r}{of} in {state_dir}{hint}")
-
-
-def prune(state_dir: Path, keep: int, *, workflow: Path | None = None) -> list[str]:
-    """Remove all but the newest ``keep`` finished runs (of ``workflow``, when given); never a running,
-    unfinished or unreadable one."""
-    target = str(workflow.resolve()) if workflow is not None else None
-    finished = [
-        s
-        for s in list_runs(state_dir)
-        if s.running_pid is None
-        and s.state.finished
-        and s.corrupt is None
-        and (target is None or s.state.workflow == target)
-    ]
-    doomed = finished[: max(0, len(finished) - keep)]
-    for summary in doomed:
-        shutil.rmtree(summary.run_dir.path)
-    return [s.run_dir.run_id for s in doomed]

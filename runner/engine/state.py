@@ -229,6 +229,18 @@ class RunState:
     def in_flight(self) -> int:
         return sum(len(step.calls) for step in self.steps.values())
 
+    def totals(self, *, live: bool) -> dict[str, int]:
+        """The run's items, all steps together, as ``runs`` lists them: ``succeeded``, ``failed``,
+        ``running`` (dispatched, while the run's process lives: ``live``) and ``in_doubt``."""
+        total = {"succeeded": 0, "failed": 0, "running": 0, "in_doubt": 0}
+        for step in self.steps.values():
+            counts = step.counts(live=live)
+            total["succeeded"] += counts.succeeded
+            total["failed"] += counts.failed
+            total["running"] += counts.running
+            total["in_doubt"] += counts.in_doubt
+        return total
+
     # -- applying events -----------------------------------------------------------------------------------
 
     def apply(self, entry: Entry) -> StepState | None:
