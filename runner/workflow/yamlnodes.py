@@ -1,0 +1,327 @@
+"""YAML bytes -> text -> nodes, within limits that no real workflow reaches and every YAML bomb crosses.
+
+Entry points::
+
+    read_text(path, what, limits) -> str        the file's bytes as UTF-8 text; refuses a file too large
+                                                 before parsing it, bad UTF-8 with its line and column
+    compose(text, file, limits, fast) -> Node    one document's nodes (None when the file is empty)
+
+A :class:`YamlLimits` caps, for every file mcp-run reads as YAML (workflows and ``--inputs-file``):
+
+* **bytes** (``max_bytes``, 10 MB): checked before parsing;
+* **values after alias expansion** (``max_values``, 100,000): every scalar, list and mapping counts, and an
+  alias counts everything its anchor holds, each time it appears. So a "billion laughs" (an anchor of nine
+  aliases of an anchor of nine aliases...) is refused at the alias that crosses the limit, while the
+  document is composed: nothing is expanded to measure it, and nothing after the loader ever walks a tree
+  larger than the limit;
+* **depth** (``max_depth``, 100 levels, aliases expanded): ``[[[[...`` is an error, never a RecursionError.
+
+The largest shipped workflow (``workflows/shout_copies.yaml``) is 2.5 kB, about 100 values and 7 levels
+deep: the limits leave it 4,000 times the size, 1,000 times the values and 14 times the depth.
+
+A scalar may not hold a lone surrogate (``"\\ud800"``: half of a UTF-16 pair, which is not a character and
+cannot be written as UTF-8): workflow text must be valid Unicode.
+
+Each problem is a :class:`~runner.errors.WorkflowError` with the file, line, column and key path.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, cast
+
+import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.events import AliasEvent
+from yaml.resolver import Resolver
+
+from runner.errors import WorkflowError
+from runner.workflow.model import format_path
+
+__all__ = ["Alias", "YamlLimits", "compose", "read_text"]
+
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+@dataclass(frozen=True)
+class YamlLimits:
+    """The most a YAML file may hold (see the module docstring for why these numbers)."""
+
+    max_bytes: int = 10_000_000
+    max_values: int = 100_000
+    max_depth: int = 100
+
+
+DEFAULT_LIMITS: Final = YamlLimits()
+
+
+class Alias(yaml.Node):
+    """An alias where it appears (``*name``): ``target`` is the anchored node, ``start_mark`` the alias's."""
+
+    id = "alias"
+
+    def __init__(self, target: yaml.Node, anchor: str, start_mark: Any, end_mark: Any) -> None:
+        super().__init__(target.tag, target.value, start_mark, end_mark)
+        self.target = target
+        self.anchor = anchor
+
+
+# ---------------------------------------------------------------------------------------------------
+# Bytes -> text
+
+
+def read_text(path: str | os.PathLike[str], what: str, limits: YamlLimits = DEFAULT_LIMITS) -> str:
+    """The file at ``path`` as text; a located :class:`WorkflowError` when it cannot be read, is larger than
+    ``limits.max_bytes`` (at most that many bytes are read) or is not UTF-8."""
+    file = os.fspath(path)
+    try:
+        with open(path, "rb") as stream:
+            raw = stream.read(limits.max_bytes + 1)
+    except OSError as exc:
+        raise WorkflowError(f"cannot read the {what}: {exc.strerror or exc}", file=file) from exc
+    if len(raw) > limits.max_bytes:
+        line, column = _position(raw, limits.max_bytes)
+        raise _too_large(what, limits, file, line, column)
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line, column = _position(raw, exc.start)
+        bad = " ".join(f"0x{byte:02x}" for byte in raw[exc.start : exc.end])
+        raise WorkflowError(
+            f"the {what} is not UTF-8 text: cannot decode {bad} (at byte offset {exc.start})",
+            file=file,
+            line=line,
+            column=column,
+            suggestion="save the file as UTF-8",
+        ) from None
+
+
+def check_text(text: str, what: str, file: str | None, limits: YamlLimits = DEFAULT_LIMITS) -> None:
+    """Refuse text (given as a string, not read by :func:`read_text`) too large or holding a lone surrogate."""
+    if len(text) > limits.max_bytes or (
+        len(text) * 4 > limits.max_bytes and len(text.encode("utf-8", "surrogatepass")) > limits.max_bytes
+    ):
+        line, column = _position(text.encode("utf-8", "surrogatepass"), limits.max_bytes)
+        raise _too_large(what, limits, file, line, column)
+    found = None if text.isascii() else _SURROGATE.search(text)
+    if found is not None:
+        before = text[: found.start()]
+        line = before.count("\n") + 1
+        raise _surrogate(found.group(), file, line, found.start() - (before.rfind("\n") + 1) + 1, None)
+
+
+def _position(raw: bytes, offset: int) -> tuple[int, int]:
+    """1-based line and column (in characters) of byte ``offset``."""
+    start = raw.rfind(b"\n", 0, offset) + 1
+    if start == 0 and raw.startswith(codecs.BOM_UTF8):
+        start = min(len(codecs.BOM_UTF8), offset)
+    return raw.count(b"\n", 0, offset) + 1, len(raw[start:offset].decode("utf-8", "replace")) + 1
+
+
+def _too_large(what: str, limits: YamlLimits, file: str | None, line: int, column: int) -> WorkflowError:
+    return WorkflowError(
+        f"the {what} is larger than the limit of {limits.max_bytes:,} bytes",
+        file=file,
+        line=line,
+        column=column,
+    )
+
+
+def _surrogate(char: str, file: str | None, line: int, column: int, path: str | None) -> WorkflowError:
+    return WorkflowError(
+        f"a lone surrogate ({char.encode('unicode_escape').decode()}) is not a character: "
+        "workflow text must be valid Unicode",
+        file=file,
+        line=line,
+        column=column,
+        path=path,
+        suggestion="a \\u escape between \\ud800 and \\udfff is half of a UTF-16 pair; "
+        "write the character itself, or its \\U0001xxxx escape",
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Text -> nodes
+
+
+class _Counting(Composer):
+    """PyYAML's composer, counting values (aliases expanded) and depth as it goes, and keeping each alias as
+    an :class:`Alias` so its own position is known."""
+
+    if TYPE_CHECKING:  # the parser's side, from the class this is mixed into
+
+        def check_event(self, *choices: Any) -> bool: ...
+        def peek_event(self) -> Any: ...
+        def get_event(self) -> Any: ...
+
+    def start(self, file: str | None, limits: YamlLimits) -> None:
+        self.file = file
+        self.limits = limits
+        self.total = 0  # values so far, aliases expanded
+        self.sizes: dict[int, tuple[int, int]] = {}  # id(node) -> (values, height), aliases expanded
+        self.loc: list[str | int] = []
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self.loc.append(_step(parent, index))
+        try:
+            if self.check_event(AliasEvent):
+                return self.alias()
+            mark = self.peek_event().start_mark
+            if len(self.loc) > self.limits.max_depth:
+                raise self.limit(
+                    f"the document is nested deeper than the limit of {self.limits.max_depth} levels", mark
+                )
+            before = self.total
+            self.total += 1
+            if self.total > self.limits.max_values:
+                raise self.limit(f"the document holds more than the limit of {self.limits.max_values:,} values", mark)
+            node = cast(yaml.Node, super().compose_node(parent, index))  # never None, whatever the stub says
+            if isinstance(node, yaml.ScalarNode) and not node.value.isascii():
+                found = _SURROGATE.search(node.value)
+                if found is not None:
+                    raise _surrogate(found.group(), self.file, *_line_column(mark), self.path())
+            self.sizes[id(node)] = (self.total - before, 1 + max(map(self.height, _children(node)), default=0))
+            return node
+        finally:
+            self.loc.pop()
+
+    def alias(self) -> yaml.Node | None:
+        event = self.peek_event()
+        target = self.anchors.get(event.anchor)
+        if target is None:
+            return super().compose_node(None, 0)  # PyYAML's error for an undefined alias
+        self.get_event()
+        # An alias inside the node it names has no size yet: the loader refuses it.
+        values, height = self.sizes.get(id(target), (1, 1))
+        name = f"the alias *{event.anchor}"
+        if self.total + values > self.limits.max_values:
+            raise self.limit(
+                f"{name} repeats {values:,} values, taking the document past the limit of "
+                f"{self.limits.max_values:,} values (aliases expanded)",
+                event.start_mark,
+                suggestion="an alias repeats everything its anchor holds, and aliases inside it repeat theirs",
+            )
+        if len(self.loc) - 1 + height > self.limits.max_depth:
+            raise self.limit(
+                f"{name} nests the document deeper than the limit of {self.limits.max_depth} levels", event.start_mark
+            )
+        self.total += values
+        return Alias(target, event.anchor, event.start_mark, event.end_mark)
+
+    def height(self, node: yaml.Node) -> int:
+        if isinstance(node, Alias):
+            node = node.target
+        return self.sizes.get(id(node), (1, 1))[1]
+
+    def path(self) -> str | None:
+        loc = tuple(self.loc[1:])
+        if len(loc) > 8:
+            return f"{format_path(loc[:6])}... ({len(loc)} levels)"
+        return format_path(loc) or None
+
+    def limit(self, message: str, mark: Any, suggestion: str | None = None) -> WorkflowError:
+        return WorkflowError(
+            message,
+            file=self.file,
+            line=mark.line + 1,
+            column=mark.column + 1,
+            path=self.path(),
+            suggestion=suggestion,
+        )
+
+
+def _step(parent: yaml.Node | None, index: Any) -> str | int:
+    """The key path step to a node: its index in a list, its key in a mapping, ``?`` for a key itself."""
+    if isinstance(index, int):
+        return index
+    if isinstance(index, yaml.ScalarNode):
+        return str(index.value)
+    return "?" if isinstance(parent, yaml.MappingNode) else ""
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _line_column(mark: Any) -> tuple[int, int]:
+    return mark.line + 1, mark.column + 1
+
+
+class _PureLoader(_Counting, yaml.SafeLoader):
+    """The pure-Python parser."""
+
+
+if yaml.__with_libyaml__:
+    from yaml._yaml import CParser
+
+    class _FastLoader(_Counting, CParser, SafeConstructor, Resolver):
+        """libyaml's parser (its events), composed by :class:`_Counting` rather than by libyaml."""
+
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            Composer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+
+    _FAST: type[_Counting] = _FastLoader
+else:  # pragma: no cover - PyYAML built without libyaml
+    _FAST = _PureLoader
+
+
+def compose(text: str, file: str | None, limits: YamlLimits = DEFAULT_LIMITS, *, fast: bool = True) -> yaml.Node | None:
+    """One YAML document's nodes; ``fast=False`` forces the pure-Python parser. Syntax errors are reported
+    by the pure-Python parser, so messages do not depend on libyaml being present."""
+    check_text(text, "document", file, limits)
+    try:
+        try:
+            return _compose(_FAST if fast else _PureLoader, text, file, limits)
+        except yaml.YAMLError:
+            if not fast or _FAST is _PureLoader:
+                raise
+            return _compose(_PureLoader, text, file, limits)
+    except yaml.MarkedYAMLError as exc:
+        raise _syntax_error(exc, file) from None
+    except yaml.YAMLError as exc:
+        raise WorkflowError(f"invalid YAML: {exc}", file=file) from None
+    except RecursionError:
+        raise WorkflowError("the document is nested too deeply", file=file) from None
+
+
+def _compose(loader_class: type[_Counting], text: str, file: str | None, limits: YamlLimits) -> yaml.Node | None:
+    loader: Any = loader_class(text)  # type: ignore[call-arg]
+    loader.start(file, limits)
+    try:
+        node: yaml.Node | None = loader.get_single_node()
+        return node
+    finally:
+        loader.dispose()
+
+
+def _syntax_error(exc: yaml.MarkedYAMLError, file: str | None) -> WorkflowError:
+    mark = exc.problem_mark or exc.context_mark
+    problem = exc.problem or exc.context or "invalid YAML"
+    message = f"invalid YAML: {problem}"
+    if exc.context and problem.startswith("but "):
+        message = f"invalid YAML: {exc.context}, {problem}"
+    elif exc.context and exc.problem:
+        started = exc.context_mark
+        if started is not None and mark is not None and started.line != mark.line:
+            message += f" ({exc.context} started at line {started.line + 1})"
+        else:
+            message += f" ({exc.context})"
+    hint = "indent with spaces: YAML does not allow tabs" if "'\\t'" in problem else None
+    return WorkflowError(
+        message,
+        file=file,
+        line=mark.line + 1 if mark else None,
+        column=mark.column + 1 if mark else None,
+        suggestion=hint,
+    )
