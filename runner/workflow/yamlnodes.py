@@ -45,6 +45,7 @@ from runner.workflow.model import format_path
 __all__ = ["Alias", "YamlLimits", "compose", "read_text"]
 
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_PURE_REPORT_CHARS: Final = 1_000_000  # larger documents' syntax errors are libyaml's (the pure parser is slow)
 
 
 @dataclass(frozen=True)
@@ -278,13 +279,18 @@ else:  # pragma: no cover - PyYAML built without libyaml
 
 def compose(text: str, file: str | None, limits: YamlLimits = DEFAULT_LIMITS, *, fast: bool = True) -> yaml.Node | None:
     """One YAML document's nodes; ``fast=False`` forces the pure-Python parser. Syntax errors are reported
-    by the pure-Python parser, so messages do not depend on libyaml being present."""
+    by the pure-Python parser, so messages do not depend on libyaml being present (except in a document of
+    more than a million characters, where parsing it again in Python would take seconds)."""
     check_text(text, "document", file, limits)
     try:
         try:
             return _compose(_FAST if fast else _PureLoader, text, file, limits)
-        except yaml.YAMLError:
-            if not fast or _FAST is _PureLoader:
+        except yaml.MarkedYAMLError as exc:
+            if exc.problem == "exceeded maximum nesting depth" and exc.problem_mark is not None:
+                # libyaml looks ahead in a flow collection ([[[[...) and gives up at 1,000 levels, before
+                # handing on the events that cross our limit: compose what comes before that point.
+                return _compose(_FAST, text[: exc.problem_mark.index], file, limits)
+            if not fast or _FAST is _PureLoader or len(text) > _PURE_REPORT_CHARS:
                 raise
             return _compose(_PureLoader, text, file, limits)
     except yaml.MarkedYAMLError as exc:
