@@ -14,10 +14,12 @@ A :class:`YamlLimits` caps, for every file mcp-run reads as YAML (workflows and 
   aliases of an anchor of nine aliases...) is refused at the alias that crosses the limit, while the
   document is composed: nothing is expanded to measure it, and nothing after the loader ever walks a tree
   larger than the limit;
-* **depth** (``max_depth``, 100 levels, aliases expanded): ``[[[[...`` is an error, never a RecursionError.
+* **depth** (``max_depth``, 100 levels, aliases expanded): ``[[[[...`` is an error, never a RecursionError;
+* **one string** (``max_string``, a million characters): a value that large is data, better read from a file.
 
-The largest shipped workflow (``workflows/shout_copies.yaml``) is 2.5 kB, about 100 values and 7 levels
-deep: the limits leave it 4,000 times the size, 1,000 times the values and 14 times the depth.
+The largest shipped workflow (``workflows/shout_copies.yaml``) is 2.5 kB, 99 values and 5 levels deep: the
+limits leave it 4,000 times the size, 1,000 times the values and 20 times the depth. A generated workflow
+with 1,000 steps of five arguments each is 18,000 values and 136 kB.
 
 A scalar may not hold a lone surrogate (``"\\ud800"``: half of a UTF-16 pair, which is not a character and
 cannot be written as UTF-8): workflow text must be valid Unicode.
@@ -55,6 +57,7 @@ class YamlLimits:
     max_bytes: int = 10_000_000
     max_values: int = 100_000
     max_depth: int = 100
+    max_string: int = 1_000_000
 
 
 DEFAULT_LIMITS: Final = YamlLimits()
@@ -85,15 +88,16 @@ def read_text(path: str | os.PathLike[str], what: str, limits: YamlLimits = DEFA
     except OSError as exc:
         raise WorkflowError(f"cannot read the {what}: {exc.strerror or exc}", file=file) from exc
     if len(raw) > limits.max_bytes:
-        line, column = _position(raw, limits.max_bytes)
-        raise _too_large(what, limits, file, line, column)
+        raise _too_large(what, limits, file, *_position(raw, _character_start(raw, limits.max_bytes)))
+    skip = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
     try:
-        return raw.decode("utf-8-sig")
+        return str(memoryview(raw)[skip:], "utf-8")
     except UnicodeDecodeError as exc:
-        line, column = _position(raw, exc.start)
-        bad = " ".join(f"0x{byte:02x}" for byte in raw[exc.start : exc.end])
+        start, end = skip + exc.start, skip + exc.end
+        line, column = _position(raw, start)
+        bad = " ".join(f"0x{byte:02x}" for byte in raw[start:end])
         raise WorkflowError(
-            f"the {what} is not UTF-8 text: cannot decode {bad} (at byte offset {exc.start})",
+            f"the {what} is not UTF-8 text: cannot decode {bad} (at byte offset {start})",
             file=file,
             line=line,
             column=column,
@@ -106,8 +110,8 @@ def check_text(text: str, what: str, file: str | None, limits: YamlLimits = DEFA
     if len(text) > limits.max_bytes or (
         len(text) * 4 > limits.max_bytes and len(text.encode("utf-8", "surrogatepass")) > limits.max_bytes
     ):
-        line, column = _position(text.encode("utf-8", "surrogatepass"), limits.max_bytes)
-        raise _too_large(what, limits, file, line, column)
+        raw = text.encode("utf-8", "surrogatepass")
+        raise _too_large(what, limits, file, *_position(raw, _character_start(raw, limits.max_bytes)))
     found = None if text.isascii() else _SURROGATE.search(text)
     if found is not None:
         before = text[: found.start()]
@@ -115,12 +119,19 @@ def check_text(text: str, what: str, file: str | None, limits: YamlLimits = DEFA
         raise _surrogate(found.group(), file, line, found.start() - (before.rfind("\n") + 1) + 1, None)
 
 
+def _character_start(raw: bytes, offset: int) -> int:
+    """The offset of the first byte of the UTF-8 character that byte ``offset`` belongs to."""
+    while offset > 0 and raw[offset] & 0xC0 == 0x80:
+        offset -= 1
+    return offset
+
+
 def _position(raw: bytes, offset: int) -> tuple[int, int]:
     """1-based line and column (in characters) of byte ``offset``."""
     start = raw.rfind(b"\n", 0, offset) + 1
     if start == 0 and raw.startswith(codecs.BOM_UTF8):
         start = min(len(codecs.BOM_UTF8), offset)
-    return raw.count(b"\n", 0, offset) + 1, len(raw[start:offset].decode("utf-8", "replace")) + 1
+    return raw.count(b"\n", 0, offset) + 1, len(str(memoryview(raw)[start:offset], "utf-8", "replace")) + 1
 
 
 def _too_large(what: str, limits: YamlLimits, file: str | None, line: int, column: int) -> WorkflowError:
@@ -164,7 +175,7 @@ class _Counting(Composer):
         self.limits = limits
         self.total = 0  # values so far, aliases expanded
         self.sizes: dict[int, tuple[int, int]] = {}  # id(node) -> (values, height), aliases expanded
-        self.loc: list[str | int] = []
+        self.loc: list[str | int | None] = []  # None: a mapping's key
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         self.loc.append(_step(parent, index))
@@ -181,14 +192,23 @@ class _Counting(Composer):
             if self.total > self.limits.max_values:
                 raise self.limit(f"the document holds more than the limit of {self.limits.max_values:,} values", mark)
             node = cast(yaml.Node, super().compose_node(parent, index))  # never None, whatever the stub says
-            if isinstance(node, yaml.ScalarNode) and not node.value.isascii():
-                found = _SURROGATE.search(node.value)
-                if found is not None:
-                    raise _surrogate(found.group(), self.file, *_line_column(mark), self.path())
+            if isinstance(node, yaml.ScalarNode):
+                self.check_scalar(node.value, mark)
             self.sizes[id(node)] = (self.total - before, 1 + max(map(self.height, _children(node)), default=0))
             return node
         finally:
             self.loc.pop()
+
+    def check_scalar(self, value: str, mark: Any) -> None:
+        if len(value) > self.limits.max_string:
+            raise self.limit(
+                f"a value of {len(value):,} characters is longer than the limit of {self.limits.max_string:,}",
+                mark,
+                suggestion="keep large data in a file the tool reads, and pass its path",
+            )
+        found = None if value.isascii() else _SURROGATE.search(value)
+        if found is not None:
+            raise _surrogate(found.group(), self.file, *_line_column(mark), self.path())
 
     def alias(self) -> yaml.Node | None:
         event = self.peek_event()
@@ -219,7 +239,7 @@ class _Counting(Composer):
         return self.sizes.get(id(node), (1, 1))[1]
 
     def path(self) -> str | None:
-        loc = tuple(self.loc[1:])
+        loc = tuple(step for step in self.loc[1:] if step is not None)
         if len(loc) > 8:
             return f"{format_path(loc[:6])}... ({len(loc)} levels)"
         return format_path(loc) or None
@@ -235,13 +255,13 @@ class _Counting(Composer):
         )
 
 
-def _step(parent: yaml.Node | None, index: Any) -> str | int:
-    """The key path step to a node: its index in a list, its key in a mapping, ``?`` for a key itself."""
+def _step(parent: yaml.Node | None, index: Any) -> str | int | None:
+    """The key path step to a node: its index in a list, its key in a mapping, None for a key itself."""
     if isinstance(index, int):
         return index
     if isinstance(index, yaml.ScalarNode):
         return str(index.value)
-    return "?" if isinstance(parent, yaml.MappingNode) else ""
+    return None
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
