@@ -12,15 +12,18 @@ Every problem is a :class:`~runner.errors.WorkflowError` naming file, line, colu
 there are several, one :class:`~runner.workflow.model.WorkflowErrors` lists them all (``.errors``). No input
 makes these functions raise anything else.
 
-YAML dialect. The file is composed into nodes (libyaml when available, the pure-Python parser
-otherwise; a syntax error is always reported by the pure-Python parser, so messages do not depend on
-which is installed) and built by this module, which:
+YAML dialect. The file is composed into nodes by :mod:`runner.workflow.yamlnodes` (libyaml's parser when
+available, the pure-Python one otherwise; a syntax error is reported by the pure-Python parser, so messages do
+not depend on which is installed), within its limits: 10 MB, 100,000 values once aliases are expanded, 100
+levels, a million characters in one string (:class:`~runner.workflow.yamlnodes.YamlLimits`, the ``limits``
+parameter). The nodes are built by this module, which:
 
 * refuses duplicate keys (PyYAML would silently keep the last, losing a step);
 * keeps every mapping key a string as written (``on:``, ``yes:``, ``1:`` are the keys "on", "yes", "1");
 * reads only ``true``/``false`` as booleans (YAML 1.2): ``yes``, ``no``, ``on``, ``off`` stay strings;
 * keeps timestamps and sexagesimal numbers (``12:30``) as the strings they look like;
-* supports anchors, aliases and merge keys (``<<``), and refuses other tags (``!!binary``, ``!foo``).
+* supports anchors, aliases and merge keys (``<<``), and refuses other tags (``!!binary``, ``!foo``);
+* locates a value reached through an alias at the alias (``*name``), not at its anchor.
 """
 
 from __future__ import annotations
