@@ -174,7 +174,8 @@ class _Counting(Composer):
         self.file = file
         self.limits = limits
         self.total = 0  # values so far, aliases expanded
-        self.sizes: dict[int, tuple[int, int]] = {}  # id(node) -> (values, height), aliases expanded
+        self.sizes: dict[int, tuple[int, int]] = {}  # id(anchored node) -> (values, height), aliases expanded
+        self.reached = 0  # the deepest level reached so far in the node being composed, aliases expanded
         self.loc: list[str | int | None] = []  # None: a mapping's key
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
@@ -182,19 +183,25 @@ class _Counting(Composer):
         try:
             if self.check_event(AliasEvent):
                 return self.alias()
-            mark = self.peek_event().start_mark
-            if len(self.loc) > self.limits.max_depth:
+            event = self.peek_event()
+            depth = len(self.loc)
+            if depth > self.limits.max_depth:
                 raise self.limit(
-                    f"the document is nested deeper than the limit of {self.limits.max_depth} levels", mark
+                    f"the document is nested deeper than the limit of {self.limits.max_depth} levels", event.start_mark
                 )
-            before = self.total
+            before, reached = self.total, self.reached
             self.total += 1
             if self.total > self.limits.max_values:
-                raise self.limit(f"the document holds more than the limit of {self.limits.max_values:,} values", mark)
+                raise self.limit(
+                    f"the document holds more than the limit of {self.limits.max_values:,} values", event.start_mark
+                )
+            self.reached = depth
             node = cast(yaml.Node, super().compose_node(parent, index))  # never None, whatever the stub says
-            if isinstance(node, yaml.ScalarNode):
-                self.check_scalar(node.value, mark)
-            self.sizes[id(node)] = (self.total - before, 1 + max(map(self.height, _children(node)), default=0))
+            if type(node) is yaml.ScalarNode:
+                self.check_scalar(node.value, event.start_mark)
+            if event.anchor is not None:  # only an anchored node can be repeated
+                self.sizes[id(node)] = (self.total - before, self.reached - depth + 1)
+            self.reached = max(reached, self.reached)
             return node
         finally:
             self.loc.pop()
@@ -226,17 +233,14 @@ class _Counting(Composer):
                 event.start_mark,
                 suggestion="an alias repeats everything its anchor holds, and aliases inside it repeat theirs",
             )
-        if len(self.loc) - 1 + height > self.limits.max_depth:
+        deepest = len(self.loc) - 1 + height
+        if deepest > self.limits.max_depth:
             raise self.limit(
                 f"{name} nests the document deeper than the limit of {self.limits.max_depth} levels", event.start_mark
             )
         self.total += values
+        self.reached = max(self.reached, deepest)
         return Alias(target, event.anchor, event.start_mark, event.end_mark)
-
-    def height(self, node: yaml.Node) -> int:
-        if isinstance(node, Alias):
-            node = node.target
-        return self.sizes.get(id(node), (1, 1))[1]
 
     def path(self) -> str | None:
         loc = tuple(step for step in self.loc[1:] if step is not None)
@@ -262,14 +266,6 @@ def _step(parent: yaml.Node | None, index: Any) -> str | int | None:
     if isinstance(index, yaml.ScalarNode):
         return str(index.value)
     return None
-
-
-def _children(node: yaml.Node) -> list[yaml.Node]:
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    if isinstance(node, yaml.MappingNode):
-        return [part for pair in node.value for part in pair]
-    return []
 
 
 def _line_column(mark: Any) -> tuple[int, int]:
