@@ -134,6 +134,15 @@ class TestBytes:
                 f"w.yaml:{where}: a lone surrogate (\\{char}) is not a character: workflow text must be valid Unicode\n"
             )
 
+    @pytest.mark.parametrize(("char", "where"), [("\x00", "2:5"), ("\x1b", "2:5"), ("\x9b", "2:5"), ("\ufffe", "2:5")])
+    @pytest.mark.parametrize("fast", [True, False])
+    def test_a_control_character_is_located(self, char: str, where: str, fast: bool) -> None:
+        text = f"a: 1\nb: é{char}[2J\n"  # a non-ASCII character before it: columns count characters, not bytes
+        assert error_of(lambda: parse_yaml(text, file="w.yaml", fast=fast)) == (
+            f"w.yaml:{where}: invalid YAML: the character U+{ord(char):04X} is not allowed in YAML text\n"
+            '  hint: write control characters as escapes in a double-quoted string ("\\t", "\\x1b")'
+        )
+
     def test_a_surrogate_pair_escape_is_one_character(self) -> None:
         assert parse_yaml('a: "\\U0001F600 \\u00e9"')[0] == {"a": "\U0001f600 é"}
 

@@ -4,6 +4,7 @@ Entry points::
 
     read_text(path, what, limits) -> str        the file's bytes as UTF-8 text; refuses a file too large
                                                  before parsing it, bad UTF-8 with its line and column
+    check_text(text, what, file, limits)         the same checks for text given as a string
     compose(text, file, limits, fast) -> Node    one document's nodes (None when the file is empty)
 
 A :class:`YamlLimits` caps, for every file mcp-run reads as YAML (workflows and ``--inputs-file``):
@@ -44,7 +45,7 @@ from yaml.resolver import Resolver
 from runner.errors import WorkflowError
 from runner.workflow.model import format_path
 
-__all__ = ["Alias", "YamlLimits", "compose", "read_text"]
+__all__ = ["DEFAULT_LIMITS", "Alias", "YamlLimits", "check_text", "compose", "read_text"]
 
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _PURE_REPORT_CHARS: Final = 1_000_000  # larger documents' syntax errors are libyaml's (the pure parser is slow)
@@ -301,16 +302,27 @@ def compose(text: str, file: str | None, limits: YamlLimits = DEFAULT_LIMITS, *,
     try:
         try:
             return _compose(_FAST if fast else _PureLoader, text, file, limits)
-        except yaml.MarkedYAMLError as exc:
-            if exc.problem == "exceeded maximum nesting depth" and exc.problem_mark is not None:
+        except yaml.YAMLError as exc:
+            if isinstance(exc, yaml.MarkedYAMLError) and exc.problem == "exceeded maximum nesting depth":
                 # libyaml looks ahead in a flow collection ([[[[...) and gives up at 1,000 levels, before
                 # handing on the events that cross our limit: compose what comes before that point.
-                return _compose(_FAST, text[: exc.problem_mark.index], file, limits)
-            if not fast or _FAST is _PureLoader or len(text) > _PURE_REPORT_CHARS:
+                return _compose(_FAST, text[: exc.problem_mark.index if exc.problem_mark else 0], file, limits)
+            if not fast or _FAST is _PureLoader:
                 raise
+            if len(text) > _PURE_REPORT_CHARS and not isinstance(exc, yaml.reader.ReaderError):
+                raise  # the pure-Python reader finds a bad character at once; its parser would take seconds
             return _compose(_PureLoader, text, file, limits)
     except yaml.MarkedYAMLError as exc:
         raise _syntax_error(exc, file) from None
+    except yaml.reader.ReaderError as exc:
+        before = text[: exc.position]
+        raise WorkflowError(
+            f"invalid YAML: the character U+{exc.character:04X} is not allowed in YAML text",
+            file=file,
+            line=before.count("\n") + 1,
+            column=exc.position - before.rfind("\n"),
+            suggestion='write control characters as escapes in a double-quoted string ("\\t", "\\x1b")',
+        ) from None
     except yaml.YAMLError as exc:
         raise WorkflowError(f"invalid YAML: {exc}", file=file) from None
     except RecursionError:
