@@ -232,11 +232,13 @@ def test_nesting_is_refused_exactly_past_the_depth_limit(depth: int, limit: int,
 # Under the limits, nothing changed
 
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.text(max_size=8))
-VALUES = st.recursive(
-    SCALARS,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
-    max_leaves=20,
-)
+
+
+def _collections(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+
+
+VALUES = st.recursive(SCALARS, _collections, max_leaves=20)
 
 
 def shared(parts: tuple[Any, Any]) -> Any:
