@@ -12,15 +12,18 @@ Every problem is a :class:`~runner.errors.WorkflowError` naming file, line, colu
 there are several, one :class:`~runner.workflow.model.WorkflowErrors` lists them all (``.errors``). No input
 makes these functions raise anything else.
 
-YAML dialect. The file is composed into nodes (libyaml when available, the pure-Python parser
-otherwise; a syntax error is always reported by the pure-Python parser, so messages do not depend on
-which is installed) and built by this module, which:
+YAML dialect. The file is composed into nodes by :mod:`runner.workflow.yamlnodes` (libyaml's parser when
+available, the pure-Python one otherwise; a syntax error is reported by the pure-Python parser, so messages do
+not depend on which is installed), within its limits: 10 MB, 100,000 values once aliases are expanded, 100
+levels, a million characters in one string (:class:`~runner.workflow.yamlnodes.YamlLimits`, the ``limits``
+parameter). The nodes are built by this module, which:
 
 * refuses duplicate keys (PyYAML would silently keep the last, losing a step);
 * keeps every mapping key a string as written (``on:``, ``yes:``, ``1:`` are the keys "on", "yes", "1");
 * reads only ``true``/``false`` as booleans (YAML 1.2): ``yes``, ``no``, ``on``, ``off`` stay strings;
 * keeps timestamps and sexagesimal numbers (``12:30``) as the strings they look like;
-* supports anchors, aliases and merge keys (``<<``), and refuses other tags (``!!binary``, ``!foo``).
+* supports anchors, aliases and merge keys (``<<``), and refuses other tags (``!!binary``, ``!foo``);
+* locates a value reached through an alias at the alias (``*name``), not at its anchor.
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ import difflib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -51,6 +53,7 @@ from runner.workflow.model import (
 )
 from runner.workflow.plan import Plan, build_plan
 from runner.workflow.template import did_you_mean
+from runner.workflow.yamlnodes import DEFAULT_LIMITS, Alias, YamlLimits, compose, read_text
 
 __all__ = [
     "LoadedWorkflow",
@@ -61,7 +64,6 @@ __all__ = [
     "validate",
 ]
 
-_FastLoader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _TAG = "tag:yaml.org,2002:"
 _MODELS: dict[str, type[BaseModel]] = {"servers": Server, "inputs": Input, "steps": Step}
 _YAML11_BOOLEANS = frozenset({"yes", "no", "on", "off", "y", "n"})
@@ -83,12 +85,15 @@ class LoadedWorkflow:
 # YAML with positions
 
 
-def parse_yaml(text: str, *, file: str | None = "<string>", fast: bool = True) -> tuple[Any, Positions]:
+def parse_yaml(
+    text: str, *, file: str | None = "<string>", fast: bool = True, limits: YamlLimits = DEFAULT_LIMITS
+) -> tuple[Any, Positions]:
     """Parse one YAML document into JSON-like data and the :class:`Positions` of its keys and values.
 
-    ``fast=False`` forces the pure-Python parser (the result is the same either way).
+    ``fast=False`` forces the pure-Python parser (the result is the same either way). A document past
+    ``limits`` (bytes, values with aliases expanded, depth) is refused: see :mod:`runner.workflow.yamlnodes`.
     """
-    node = _compose(text, file, fast=fast)
+    node = compose(text, file, limits, fast=fast)
     positions = Positions(file=file)
     if node is None:
         raise WorkflowError("the file is empty", file=file, line=1, column=1)
@@ -99,41 +104,6 @@ def parse_yaml(text: str, *, file: str | None = "<string>", fast: bool = True) -
         raise WorkflowError("the document is nested too deeply", file=file) from None
     raise_errors(builder.errors)
     return data, positions
-
-
-def _compose(text: str, file: str | None, *, fast: bool) -> yaml.Node | None:
-    try:
-        try:
-            return yaml.compose(text, Loader=_FastLoader if fast else yaml.SafeLoader)
-        except yaml.YAMLError:
-            if not fast or _FastLoader is yaml.SafeLoader:
-                raise
-            # Report with the pure-Python parser, so messages never depend on libyaml being present.
-            return yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or "invalid YAML"
-        message = f"invalid YAML: {problem}"
-        if exc.context and problem.startswith("but "):
-            message = f"invalid YAML: {exc.context}, {problem}"
-        elif exc.context and exc.problem:
-            started = exc.context_mark
-            if started is not None and mark is not None and started.line != mark.line:
-                message += f" ({exc.context} started at line {started.line + 1})"
-            else:
-                message += f" ({exc.context})"
-        hint = "indent with spaces: YAML does not allow tabs" if "'\\t'" in problem else None
-        raise WorkflowError(
-            message,
-            file=file,
-            line=mark.line + 1 if mark else None,
-            column=mark.column + 1 if mark else None,
-            suggestion=hint,
-        ) from None
-    except yaml.YAMLError as exc:
-        raise WorkflowError(f"invalid YAML: {exc}", file=file) from None
-    except RecursionError:
-        raise WorkflowError("the document is nested too deeply", file=file) from None
 
 
 class _Builder:
@@ -162,11 +132,12 @@ class _Builder:
     def build(self, node: yaml.Node, loc: Loc) -> Any:
         if not loc:
             self.positions.values[()] = _mark(node)
+        alias, node = node, _target(node)
         key = id(node)
         if key in self.done:
             return self.done[key]
         if key in self.active:
-            self.error("a YAML alias refers to the node that contains it", node, loc)
+            self.error("a YAML alias refers to the node that contains it", alias, loc)
             return None
         self.active.add(key)
         try:
@@ -188,13 +159,13 @@ class _Builder:
         merged: dict[str, Any] = {}
         seen: dict[str, yaml.Node] = {}
         for key_node, value_node in node.value:
-            if isinstance(key_node, yaml.ScalarNode) and key_node.tag == _TAG + "merge":
+            if isinstance(_target(key_node), yaml.ScalarNode) and key_node.tag == _TAG + "merge":
                 self.merge(value_node, loc, merged)
                 continue
-            if not isinstance(key_node, yaml.ScalarNode):
+            if not isinstance(_target(key_node), yaml.ScalarNode):
                 self.error("mapping keys must be strings, found a collection", key_node, loc)
                 continue
-            name = str(key_node.value)
+            name = str(_target(key_node).value)
             where = (*loc, name)
             if name in seen:
                 first = seen[name].start_mark
@@ -207,8 +178,7 @@ class _Builder:
                 continue
             seen[name] = key_node
             self.positions.keys[where] = _mark(key_node)
-            # An alias is the anchored node itself, whose mark is the anchor's: locate it by its key.
-            self.positions.values[where] = _mark(key_node if id(value_node) in self.done else value_node)
+            self.positions.values[where] = _mark(value_node)  # an alias: where the alias is written
             result[name] = self.build(value_node, where)
         if merged:
             merged.update(result)
@@ -216,9 +186,10 @@ class _Builder:
         return result
 
     def merge(self, node: yaml.Node, loc: Loc, into: dict[str, Any]) -> None:
+        node = _target(node)
         sources = node.value if isinstance(node, yaml.SequenceNode) else [node]
         for source in sources:
-            if not isinstance(source, yaml.MappingNode):
+            if not isinstance(_target(source), yaml.MappingNode):
                 self.error("a merge key (<<) takes a mapping or a list of mappings", source, loc)
                 continue
             value = self.build(source, loc)
@@ -232,8 +203,7 @@ class _Builder:
         result = []
         for n, item in enumerate(node.value):
             where = (*loc, n)
-            if id(item) not in self.done:
-                self.positions.values[where] = _mark(item)
+            self.positions.values[where] = _mark(item)
             result.append(self.build(item, where))
         return result
 
@@ -261,6 +231,11 @@ class _Builder:
         return None
 
 
+def _target(node: yaml.Node) -> yaml.Node:
+    """The node an alias names (any other node is itself)."""
+    return node.target if isinstance(node, Alias) else node
+
+
 def _mark(node: yaml.Node) -> tuple[int, int]:
     return node.start_mark.line + 1, node.start_mark.column + 1
 
@@ -273,9 +248,9 @@ def _path(loc: Loc) -> str | None:
 # Workflow files
 
 
-def parse_workflow(text: str, *, file: str | None = "<string>") -> LoadedWorkflow:
+def parse_workflow(text: str, *, file: str | None = "<string>", limits: YamlLimits = DEFAULT_LIMITS) -> LoadedWorkflow:
     """YAML text -> a shape-checked workflow with positions (see :func:`load_workflow`)."""
-    data, positions = parse_yaml(text, file=file)
+    data, positions = parse_yaml(text, file=file, limits=limits)
     if not isinstance(data, dict):
         raise WorkflowError(
             f"expected a mapping at the top of the file, found {describe(data)}", file=file, line=1, column=1
@@ -288,9 +263,9 @@ def parse_workflow(text: str, *, file: str | None = "<string>") -> LoadedWorkflo
     return LoadedWorkflow(workflow, positions)
 
 
-def load_workflow(path: str | os.PathLike[str]) -> LoadedWorkflow:
+def load_workflow(path: str | os.PathLike[str], *, limits: YamlLimits = DEFAULT_LIMITS) -> LoadedWorkflow:
     """Read and shape-check the workflow at ``path``; a :class:`WorkflowError` for any problem."""
-    return parse_workflow(_read(path, "workflow"), file=os.fspath(path))
+    return parse_workflow(read_text(path, "workflow", limits), file=os.fspath(path), limits=limits)
 
 
 def validate(
@@ -318,25 +293,13 @@ def validate(
     return replace(plan, input_values=values)
 
 
-def load_inputs_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+def load_inputs_file(path: str | os.PathLike[str], *, limits: YamlLimits = DEFAULT_LIMITS) -> dict[str, Any]:
     """Read an inputs file (YAML or JSON) that must hold a mapping of input names to values."""
     file = os.fspath(path)
-    data, _positions = parse_yaml(_read(path, "inputs file"), file=file)
+    data, _positions = parse_yaml(read_text(path, "inputs file", limits), file=file, limits=limits)
     if not isinstance(data, dict):
         raise WorkflowError(f"an inputs file holds a mapping of names to values, found {describe(data)}", file=file)
     return data
-
-
-def _read(path: str | os.PathLike[str], what: str) -> str:
-    file = os.fspath(path)
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise WorkflowError(f"cannot read the {what}: {exc.strerror or exc}", file=file) from exc
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise WorkflowError(f"the {what} is not UTF-8 text (byte {exc.start})", file=file) from exc
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from runner.errors import WorkflowError
 from runner.workflow.keys import default_key
+from runner.workflow.literals import server_problems
 from runner.workflow.model import Loc, Positions, Server, Step, Workflow, describe, format_path, raise_errors
 from runner.workflow.status import status_functions_in
 from runner.workflow.template import (
@@ -264,6 +265,8 @@ class _Builder:
             self.error("the program to start (command[0]) is empty", (*loc, "command", 0))
         if server.cwd is not None and "${{" in server.cwd:
             self.error("templates are not allowed in cwd", (*loc, "cwd"))
+        for found in server_problems(server):
+            self.error(found.message, (*loc, *found.loc), suggestion=found.suggestion, at=found.at)
         url = self.compile(server.url, (*loc, "url")) if server.url is not None else None
         if url is not None and url.is_constant and server.url is not None:
             problem = url_problem(server.url)

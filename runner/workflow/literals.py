@@ -1,0 +1,65 @@
+"""Characters a server's settings cannot carry, found by ``validate`` rather than when the server starts.
+
+An argument, a path or an environment variable is a C string for the operating system: a NUL character
+(``"\\0"`` or ``"\\x00"`` in a double-quoted YAML string) cannot be in one, and an environment variable's
+name cannot hold ``=`` either. An HTTP header cannot hold a line break or a NUL, and its name is a token
+(letters, digits and ``!#$%&'*+-.^_`|~``). Template parts are checked as written; what a template renders
+to at run time is checked when the server starts.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final, NamedTuple
+
+from runner.workflow.model import Loc, Server
+
+__all__ = ["Problem", "server_problems"]
+
+_HEADER_NAME: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_NUL_HINT: Final = 'remove the "\\0" or "\\x00" escape'
+
+
+class Problem(NamedTuple):
+    """One setting that cannot work: its path under the server, the message, a hint, key or value."""
+
+    loc: Loc
+    message: str
+    suggestion: str | None = None
+    at: str = "value"
+
+
+def server_problems(server: Server) -> list[Problem]:
+    """Every literal setting of ``server`` that the operating system or HTTP could not carry."""
+    found: list[Problem] = []
+    for n, arg in enumerate(server.command or ()):
+        if "\0" in arg:
+            found.append(Problem(("command", n), "a command-line argument cannot hold a NUL character", _NUL_HINT))
+    if server.cwd is not None and "\0" in server.cwd:
+        found.append(Problem(("cwd",), "a path cannot hold a NUL character", _NUL_HINT))
+    for name, value in (server.env or {}).items():
+        reason = "it is empty" if not name else "it holds '='" if "=" in name else "it holds a NUL character"
+        if not name or "=" in name or "\0" in name:
+            found.append(
+                Problem(("env", name), f"{name!r} cannot be an environment variable's name: {reason}", at="key")
+            )
+        if "\0" in value:
+            found.append(Problem(("env", name), "an environment variable cannot hold a NUL character", _NUL_HINT))
+    for name, value in (server.headers or {}).items():
+        if not _HEADER_NAME.fullmatch(name):
+            found.append(
+                Problem(
+                    ("headers", name),
+                    f"{name!r} cannot be an HTTP header's name: letters, digits and !#$%&'*+-.^_`|~ only",
+                    at="key",
+                )
+            )
+        if any(char in value for char in "\0\r\n"):
+            found.append(
+                Problem(
+                    ("headers", name),
+                    "an HTTP header's value cannot hold a line break or a NUL character",
+                    "write the value on one line (a YAML block scalar, | or >, ends with a line break)",
+                )
+            )
+    return found

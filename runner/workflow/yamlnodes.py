@@ -1,0 +1,361 @@
+"""YAML bytes -> text -> nodes, within limits that no real workflow reaches and every YAML bomb crosses.
+
+Entry points::
+
+    read_text(path, what, limits) -> str        the file's bytes as UTF-8 text; refuses a file too large
+                                                 before parsing it, bad UTF-8 with its line and column
+    check_text(text, what, file, limits)         the same checks for text given as a string
+    compose(text, file, limits, fast) -> Node    one document's nodes (None when the file is empty)
+
+A :class:`YamlLimits` caps, for every file mcp-run reads as YAML (workflows and ``--inputs-file``):
+
+* **bytes** (``max_bytes``, 10 MB): checked before parsing;
+* **values after alias expansion** (``max_values``, 100,000): every scalar, list and mapping counts, and an
+  alias counts everything its anchor holds, each time it appears. So a "billion laughs" (an anchor of nine
+  aliases of an anchor of nine aliases...) is refused at the alias that crosses the limit, while the
+  document is composed: nothing is expanded to measure it, and nothing after the loader ever walks a tree
+  larger than the limit;
+* **depth** (``max_depth``, 100 levels, aliases expanded): ``[[[[...`` is an error, never a RecursionError;
+* **one string** (``max_string``, a million characters): a value that large is data, better read from a file.
+
+The largest shipped workflow (``workflows/shout_copies.yaml``) is 2.5 kB, 99 values and 5 levels deep: the
+limits leave it 4,000 times the size, 1,000 times the values and 20 times the depth. A generated workflow
+with 1,000 steps of five arguments each is 18,000 values and 136 kB.
+
+A scalar may not hold a lone surrogate (``"\\ud800"``: half of a UTF-16 pair, which is not a character and
+cannot be written as UTF-8): workflow text must be valid Unicode.
+
+Each problem is a :class:`~runner.errors.WorkflowError` with the file, line, column and key path.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, cast
+
+import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.events import AliasEvent
+from yaml.resolver import Resolver
+
+from runner.errors import WorkflowError
+from runner.workflow.model import format_path
+
+__all__ = ["DEFAULT_LIMITS", "Alias", "YamlLimits", "check_text", "compose", "read_text"]
+
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_PURE_REPORT_CHARS: Final = 1_000_000  # larger documents' syntax errors are libyaml's (the pure parser is slow)
+
+
+@dataclass(frozen=True)
+class YamlLimits:
+    """The most a YAML file may hold (see the module docstring for why these numbers)."""
+
+    max_bytes: int = 10_000_000
+    max_values: int = 100_000
+    max_depth: int = 100
+    max_string: int = 1_000_000
+
+
+DEFAULT_LIMITS: Final = YamlLimits()
+
+
+class Alias(yaml.Node):
+    """An alias where it appears (``*name``): ``target`` is the anchored node, ``start_mark`` the alias's."""
+
+    id = "alias"
+
+    def __init__(self, target: yaml.Node, anchor: str, start_mark: Any, end_mark: Any) -> None:
+        super().__init__(target.tag, target.value, start_mark, end_mark)
+        self.target = target
+        self.anchor = anchor
+
+
+# ---------------------------------------------------------------------------------------------------
+# Bytes -> text
+
+
+def read_text(path: str | os.PathLike[str], what: str, limits: YamlLimits = DEFAULT_LIMITS) -> str:
+    """The file at ``path`` as text; a located :class:`WorkflowError` when it cannot be read, is larger than
+    ``limits.max_bytes`` (at most that many bytes are read) or is not UTF-8."""
+    file = os.fspath(path)
+    try:
+        with open(path, "rb") as stream:
+            raw = stream.read(limits.max_bytes + 1)
+    except OSError as exc:
+        raise WorkflowError(f"cannot read the {what}: {exc.strerror or exc}", file=file) from exc
+    if len(raw) > limits.max_bytes:
+        raise _too_large(what, limits, file, *_position(raw, _character_start(raw, limits.max_bytes)))
+    skip = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
+    try:
+        return str(memoryview(raw)[skip:], "utf-8")
+    except UnicodeDecodeError as exc:
+        start, end = skip + exc.start, skip + exc.end
+        line, column = _position(raw, start)
+        bad = " ".join(f"0x{byte:02x}" for byte in raw[start:end])
+        raise WorkflowError(
+            f"the {what} is not UTF-8 text: cannot decode {bad} (at byte offset {start})",
+            file=file,
+            line=line,
+            column=column,
+            suggestion="save the file as UTF-8",
+        ) from None
+
+
+def check_text(text: str, what: str, file: str | None, limits: YamlLimits = DEFAULT_LIMITS) -> None:
+    """Refuse text (given as a string, not read by :func:`read_text`) too large or holding a lone surrogate."""
+    if len(text) > limits.max_bytes or (
+        len(text) * 4 > limits.max_bytes and len(text.encode("utf-8", "surrogatepass")) > limits.max_bytes
+    ):
+        raw = text.encode("utf-8", "surrogatepass")
+        raise _too_large(what, limits, file, *_position(raw, _character_start(raw, limits.max_bytes)))
+    found = None if text.isascii() else _SURROGATE.search(text)
+    if found is not None:
+        before = text[: found.start()]
+        line = before.count("\n") + 1
+        raise _surrogate(found.group(), file, line, found.start() - (before.rfind("\n") + 1) + 1, None)
+
+
+def _character_start(raw: bytes, offset: int) -> int:
+    """The offset of the first byte of the UTF-8 character that byte ``offset`` belongs to."""
+    while offset > 0 and raw[offset] & 0xC0 == 0x80:
+        offset -= 1
+    return offset
+
+
+def _position(raw: bytes, offset: int) -> tuple[int, int]:
+    """1-based line and column (in characters) of byte ``offset``."""
+    start = raw.rfind(b"\n", 0, offset) + 1
+    if start == 0 and raw.startswith(codecs.BOM_UTF8):
+        start = min(len(codecs.BOM_UTF8), offset)
+    return raw.count(b"\n", 0, offset) + 1, len(str(memoryview(raw)[start:offset], "utf-8", "replace")) + 1
+
+
+def _too_large(what: str, limits: YamlLimits, file: str | None, line: int, column: int) -> WorkflowError:
+    return WorkflowError(
+        f"the {what} is larger than the limit of {limits.max_bytes:,} bytes",
+        file=file,
+        line=line,
+        column=column,
+    )
+
+
+def _surrogate(char: str, file: str | None, line: int, column: int, path: str | None) -> WorkflowError:
+    return WorkflowError(
+        f"a lone surrogate ({char.encode('unicode_escape').decode()}) is not a character: "
+        "workflow text must be valid Unicode",
+        file=file,
+        line=line,
+        column=column,
+        path=path,
+        suggestion="a \\u escape between \\ud800 and \\udfff is half of a UTF-16 pair; "
+        "write the character itself, or its \\U0001xxxx escape",
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Text -> nodes
+
+
+class _Counting(Composer):
+    """PyYAML's composer, counting values (aliases expanded) and depth as it goes, and keeping each alias as
+    an :class:`Alias` so its own position is known."""
+
+    if TYPE_CHECKING:  # the parser's side, from the class this is mixed into
+
+        def check_event(self, *choices: Any) -> bool: ...
+        def peek_event(self) -> Any: ...
+        def get_event(self) -> Any: ...
+
+    def start(self, file: str | None, limits: YamlLimits) -> None:
+        self.file = file
+        self.limits = limits
+        self.total = 0  # values so far, aliases expanded
+        self.sizes: dict[int, tuple[int, int]] = {}  # id(anchored node) -> (values, height), aliases expanded
+        self.reached = 0  # the deepest level reached so far in the node being composed, aliases expanded
+        self.loc: list[str | int | None] = []  # None: a mapping's key
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self.loc.append(_step(parent, index))
+        try:
+            if self.check_event(AliasEvent):
+                return self.alias()
+            event = self.peek_event()
+            depth = len(self.loc)
+            if depth > self.limits.max_depth:
+                raise self.limit(
+                    f"the document is nested deeper than the limit of {self.limits.max_depth} levels", event.start_mark
+                )
+            before, reached = self.total, self.reached
+            self.total += 1
+            if self.total > self.limits.max_values:
+                raise self.limit(
+                    f"the document holds more than the limit of {self.limits.max_values:,} values", event.start_mark
+                )
+            self.reached = depth
+            node = cast(yaml.Node, super().compose_node(parent, index))  # never None, whatever the stub says
+            if type(node) is yaml.ScalarNode:
+                self.check_scalar(node.value, event.start_mark)
+            if event.anchor is not None:  # only an anchored node can be repeated
+                self.sizes[id(node)] = (self.total - before, self.reached - depth + 1)
+            self.reached = max(reached, self.reached)
+            return node
+        finally:
+            self.loc.pop()
+
+    def check_scalar(self, value: str, mark: Any) -> None:
+        if len(value) > self.limits.max_string:
+            raise self.limit(
+                f"a value of {len(value):,} characters is longer than the limit of {self.limits.max_string:,}",
+                mark,
+                suggestion="keep large data in a file the tool reads, and pass its path",
+            )
+        found = None if value.isascii() else _SURROGATE.search(value)
+        if found is not None:
+            raise _surrogate(found.group(), self.file, *_line_column(mark), self.path())
+
+    def alias(self) -> yaml.Node | None:
+        event = self.peek_event()
+        target = self.anchors.get(event.anchor)
+        if target is None:
+            return super().compose_node(None, 0)  # PyYAML's error for an undefined alias
+        self.get_event()
+        # An alias inside the node it names has no size yet: the loader refuses it.
+        values, height = self.sizes.get(id(target), (1, 1))
+        name = f"the alias *{event.anchor}"
+        if self.total + values > self.limits.max_values:
+            raise self.limit(
+                f"{name} repeats {values:,} values, taking the document past the limit of "
+                f"{self.limits.max_values:,} values (aliases expanded)",
+                event.start_mark,
+                suggestion="an alias repeats everything its anchor holds, and aliases inside it repeat theirs",
+            )
+        deepest = len(self.loc) - 1 + height
+        if deepest > self.limits.max_depth:
+            raise self.limit(
+                f"{name} nests the document deeper than the limit of {self.limits.max_depth} levels", event.start_mark
+            )
+        self.total += values
+        self.reached = max(self.reached, deepest)
+        return Alias(target, event.anchor, event.start_mark, event.end_mark)
+
+    def path(self) -> str | None:
+        loc = tuple(step for step in self.loc[1:] if step is not None)
+        if len(loc) > 8:
+            return f"{format_path(loc[:6])}... ({len(loc)} levels)"
+        return format_path(loc) or None
+
+    def limit(self, message: str, mark: Any, suggestion: str | None = None) -> WorkflowError:
+        return WorkflowError(
+            message,
+            file=self.file,
+            line=mark.line + 1,
+            column=mark.column + 1,
+            path=self.path(),
+            suggestion=suggestion,
+        )
+
+
+def _step(parent: yaml.Node | None, index: Any) -> str | int | None:
+    """The key path step to a node: its index in a list, its key in a mapping, None for a key itself."""
+    if isinstance(index, int):
+        return index
+    if isinstance(index, yaml.ScalarNode):
+        return str(index.value)
+    return None
+
+
+def _line_column(mark: Any) -> tuple[int, int]:
+    return mark.line + 1, mark.column + 1
+
+
+class _PureLoader(_Counting, yaml.SafeLoader):
+    """The pure-Python parser."""
+
+
+if yaml.__with_libyaml__:
+    from yaml._yaml import CParser
+
+    class _FastLoader(_Counting, CParser, SafeConstructor, Resolver):
+        """libyaml's parser (its events), composed by :class:`_Counting` rather than by libyaml."""
+
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            Composer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+
+    _FAST: type[_Counting] = _FastLoader
+else:  # pragma: no cover - PyYAML built without libyaml
+    _FAST = _PureLoader
+
+
+def compose(text: str, file: str | None, limits: YamlLimits = DEFAULT_LIMITS, *, fast: bool = True) -> yaml.Node | None:
+    """One YAML document's nodes; ``fast=False`` forces the pure-Python parser. Syntax errors are reported
+    by the pure-Python parser, so messages do not depend on libyaml being present (except in a document of
+    more than a million characters, where parsing it again in Python would take seconds)."""
+    check_text(text, "document", file, limits)
+    try:
+        try:
+            return _compose(_FAST if fast else _PureLoader, text, file, limits)
+        except yaml.YAMLError as exc:
+            if isinstance(exc, yaml.MarkedYAMLError) and exc.problem == "exceeded maximum nesting depth":
+                # libyaml looks ahead in a flow collection ([[[[...) and gives up at 1,000 levels, before
+                # handing on the events that cross our limit: compose what comes before that point.
+                return _compose(_FAST, text[: exc.problem_mark.index if exc.problem_mark else 0], file, limits)
+            if not fast or _FAST is _PureLoader:
+                raise
+            if len(text) > _PURE_REPORT_CHARS and not isinstance(exc, yaml.reader.ReaderError):
+                raise  # the pure-Python reader finds a bad character at once; its parser would take seconds
+            return _compose(_PureLoader, text, file, limits)
+    except yaml.MarkedYAMLError as exc:
+        raise _syntax_error(exc, file) from None
+    except yaml.reader.ReaderError as exc:
+        before = text[: exc.position]
+        raise WorkflowError(
+            f"invalid YAML: the character U+{exc.character:04X} is not allowed in YAML text",
+            file=file,
+            line=before.count("\n") + 1,
+            column=exc.position - before.rfind("\n"),
+            suggestion='write control characters as escapes in a double-quoted string ("\\t", "\\x1b")',
+        ) from None
+    except yaml.YAMLError as exc:
+        raise WorkflowError(f"invalid YAML: {exc}", file=file) from None
+    except RecursionError:
+        raise WorkflowError("the document is nested too deeply", file=file) from None
+
+
+def _compose(loader_class: type[_Counting], text: str, file: str | None, limits: YamlLimits) -> yaml.Node | None:
+    loader: Any = loader_class(text)  # type: ignore[call-arg]
+    loader.start(file, limits)
+    try:
+        node: yaml.Node | None = loader.get_single_node()
+        return node
+    finally:
+        loader.dispose()
+
+
+def _syntax_error(exc: yaml.MarkedYAMLError, file: str | None) -> WorkflowError:
+    mark = exc.problem_mark or exc.context_mark
+    problem = exc.problem or exc.context or "invalid YAML"
+    message = f"invalid YAML: {problem}"
+    if exc.context and problem.startswith("but "):
+        message = f"invalid YAML: {exc.context}, {problem}"
+    elif exc.context and exc.problem:
+        started = exc.context_mark
+        if started is not None and mark is not None and started.line != mark.line:
+            message += f" ({exc.context} started at line {started.line + 1})"
+        else:
+            message += f" ({exc.context})"
+    hint = "indent with spaces: YAML does not allow tabs" if "'\\t'" in problem else None
+    return WorkflowError(
+        message,
+        file=file,
+        line=mark.line + 1 if mark else None,
+        column=mark.column + 1 if mark else None,
+        suggestion=hint,
+    )
