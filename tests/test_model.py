@@ -193,7 +193,7 @@ class TestResolveInputs:
         assert info.value.suggestion == "did you mean 'name'?"
 
     def test_a_secret_value_is_never_shown(self) -> None:
-        declared = {"pin": Input.model_validate({"type": "integer", "secret": True})}
+        declared = {"pin": Input.model_construct(type="integer", secret=True)}  # as no workflow may declare
         with pytest.raises(WorkflowError) as info:
             resolve_inputs(declared, ["pin=hunter2"])
         assert "hunter2" not in str(info.value)

@@ -14,8 +14,12 @@ names each with its own placeholder, so that a resume can put back exactly what 
 A form of ``SHORT`` (3) characters or fewer is never matched inside text: every ``1`` of a journal would be
 garbled. A short secret is replaced only where a whole string equals it. That suits values that are secrets
 only by caution (``DEBUG=1``, read through ``env``); an input declared ``secret: true`` must be longer
-(:func:`check_secret_inputs`). A secret that is not a string (a secret input of type integer, array, ...)
-is also replaced where a whole value equals it, and its compact JSON text is matched as text.
+(:func:`check_secret_inputs`). A secret is text: an input declared ``secret: true`` must be of type string.
+
+Masking never changes a value's JSON type: numbers, booleans and null are left as they are (a number whose
+digits hold a secret, ``PORT=8080`` in ``18080``, is not masked). A resume reads back what the journal holds,
+so a result turned from a number into a masked string would come back as a string, and a fan-out over it
+would key its items differently and call them again.
 
 Text is masked before it is formatted: callers mask values (:meth:`Masker.mask_value`) before serializing
 them, and the raw text of an error (:meth:`Masker.scrub`) before it is indented or cut.
@@ -80,52 +84,32 @@ def forms(name: str, value: str) -> list[tuple[str, str]]:
     return list(out.items())
 
 
-_NUMBER_CHARS = frozenset("0123456789.-+eE")
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
 class Masker:
     """Replaces secret values by named placeholders, and back (see the module docstring).
 
-    :meth:`mask` masks one text; :meth:`mask_value` every string (keys included) and number in a JSON-like
-    value; :meth:`scrub` an error's message and server stderr, in place; :meth:`unmask` puts the values back
-    in a serialized line (a resume).
+    :meth:`mask` masks one text; :meth:`mask_value` every string (keys included) in a JSON-like value;
+    :meth:`scrub` an error's message and server stderr, in place; :meth:`unmask` puts the values back in a
+    serialized line (a resume).
     """
 
     SHORT = SHORT
 
-    def __init__(self, secrets: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, secrets: Mapping[str, str] | None = None) -> None:
         self._forms: dict[str, str] = {}  # form -> placeholder, matched inside text
         self._exact: dict[str, str] = {}  # short forms, matched whole
-        self._typed: list[tuple[Any, str]] = []  # non-string secrets, matched as whole values
         self._pattern: re.Pattern[str] | None = None
         self._anchors: tuple[str, ...] = ()  # the first characters of every form: most texts hold none
-        self._numeric = False  # whether some form could stand in a number's text
         self._back: dict[str, str] = {}  # placeholder -> the JSON-escaped form it stands for
         self._back_pattern: re.Pattern[str] | None = None
         for name, value in (secrets or {}).items():
             self.add(name, value)
 
-    def add(self, name: str, value: Any) -> None:
-        """Add secret ``name``. A string is matched in its forms; another value whole, and as compact JSON."""
-        if value is None or value == "":
-            return
+    def add(self, name: str, value: str) -> None:
+        """Add secret ``name``, matched in all its forms."""
         if not isinstance(value, str):
-            self._typed.append((value, f"***{name}***"))
-            texts: dict[str, str] = {}
-            for text, label in (
-                (_compact(value), name),
-                (json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True), f"{name}:sorted"),
-                (json.dumps(value, ensure_ascii=False), f"{name}:spaced"),
-            ):
-                texts.setdefault(text, label)
-            for text, label in texts.items():
-                self._add_text(label, text)
-            return
-        self._add_text(name, value)
+            raise TypeError(f"secret {name} is not text but {type(value).__name__}")
+        if value:
+            self._add_text(name, value)
 
     def _add_text(self, name: str, value: str) -> None:
         for form, placeholder in forms(name, value):
@@ -141,12 +125,11 @@ class Masker:
         ahead = "|".join(map(re.escape, self._anchors))
         alternatives = "|".join(map(re.escape, longest_first))
         self._pattern = re.compile(f"(?=(?:{ahead}))(?:{alternatives})") if longest_first else None
-        self._numeric = any(_NUMBER_CHARS.issuperset(form) for form in self._forms)
         back = sorted(self._back, key=len, reverse=True)
         self._back_pattern = re.compile("|".join(map(re.escape, back)))
 
     def __bool__(self) -> bool:
-        return bool(self._forms or self._exact or self._typed)
+        return bool(self._forms or self._exact)
 
     def mask(self, text: str) -> str:
         """``text`` with every form of every secret replaced; a short secret only when it is all of ``text``."""
@@ -158,14 +141,10 @@ class Masker:
         return self._pattern.sub(lambda m: self._forms[m.group(0)], text)
 
     def mask_value(self, value: Any) -> Any:
-        """``value`` with every string in it masked (dict keys too), every number whose text holds a secret
-        replaced by that text masked, and every whole value equal to a non-string secret replaced by its
-        placeholder; the same object when nothing needed masking."""
+        """``value`` with every string in it masked (dict keys too); numbers, booleans and null as they are
+        (their type is kept: see the module docstring); the same object when nothing needed masking."""
         if isinstance(value, str):
             return self.mask(value)
-        for secret, placeholder in self._typed:
-            if type(value) is type(secret) and value == secret:
-                return placeholder
         if isinstance(value, dict):
             changed = False
             out: dict[Any, Any] = {}
@@ -180,11 +159,6 @@ class Masker:
             if any(a is not b for a, b in zip(items, value, strict=True)):
                 return items
             return value
-        if self._numeric and isinstance(value, int | float) and not isinstance(value, bool):
-            assert self._pattern is not None
-            text = _compact(value)  # a number is matched by the long forms only: ``DEBUG=1`` leaves every 1 alone
-            masked = self._pattern.sub(lambda m: self._forms[m.group(0)], text)
-            return value if masked == text else masked
         return value
 
     def mask_fields(self, obj: dict[str, Any], keep: Iterable[str]) -> dict[str, Any]:
@@ -233,14 +207,13 @@ class Masker:
         return self._back_pattern.sub(lambda m: self._back[m.group(0)], text)
 
 
-def check_secret_inputs(secrets: Mapping[str, Any]) -> None:
-    """Refuse an input declared ``secret: true`` whose value is ``SHORT`` characters or fewer (as text, or
-    as compact JSON): it could be masked only where a whole value equals it, never inside text, and a
-    secret input must never be printed."""
-    for name, value in secrets.items():
+def check_secret_inputs(secrets: Mapping[str, str]) -> None:
+    """Refuse an input declared ``secret: true`` whose value is ``SHORT`` characters or fewer: it could be
+    masked only where a whole value equals it, never inside text, and a secret input must never be printed.
+    (Its type is string: :class:`~runner.workflow.model.Input` refuses ``secret: true`` on any other.)"""
+    for name, text in secrets.items():
         if not name.startswith("inputs."):
             continue
-        text = value if isinstance(value, str) else _compact(value)
         if text and len(text) <= SHORT:
             raise UsageError(
                 f"input {name.removeprefix('inputs.')} is secret but its value has {len(text)} "

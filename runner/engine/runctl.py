@@ -48,13 +48,13 @@ def env_context(plan: Plan) -> dict[str, str | None]:
     return {name: os.environ.get(name) for name in sorted(plan.env_names)}
 
 
-def collect_secrets(plan: Plan, inputs: Mapping[str, Any], env: Mapping[str, Any]) -> dict[str, Any]:
+def collect_secrets(plan: Plan, inputs: Mapping[str, Any], env: Mapping[str, Any]) -> dict[str, str]:
     """Placeholder name -> value of everything never to be written: header values, referenced environment
     variables, the variables stdio servers get through ``env_passthrough``, and inputs marked ``secret: true``
-    (as given: a secret integer or list is masked as a whole value too). Raises
+    (strings: a secret input is of type string). Raises
     :class:`~runner.errors.UsageError` for a secret input too short to be masked inside text
     (:func:`~runner.engine.masking.check_secret_inputs`)."""
-    secrets: dict[str, Any] = {}
+    secrets: dict[str, str] = {}
     for name, value in env.items():
         if value:
             secrets[f"env.{name}"] = value
@@ -64,7 +64,7 @@ def collect_secrets(plan: Plan, inputs: Mapping[str, Any], env: Mapping[str, Any
                 secrets[f"env.{name}"] = value
     for name, spec in plan.workflow.inputs.items():
         value = inputs.get(name)
-        if spec.secret and value is not None:
+        if spec.secret and isinstance(value, str):
             secrets[f"inputs.{name}"] = value
     context = make_context(inputs=inputs, env=env, steps={})
     for server_name, ps in plan.servers.items():

@@ -219,6 +219,21 @@ class Input(_Model):
             )
         return value
 
+    @field_validator("secret")
+    @classmethod
+    def _secret_is_text(cls, value: bool, info: Any) -> bool:
+        kind = info.data.get("type", "string")
+        if value and kind != "string":
+            raise PydanticCustomError(
+                "workflow",
+                "{message}",
+                {
+                    "message": f"a secret input must be of type string, not {kind}: secrets are masked as text, "
+                    "and a value masked as text would no longer be of its type when a resume reads it back"
+                },
+            )
+        return value
+
 
 class Step(_Model):
     """One tool call, or a fan-out of calls (``for_each``)."""
