@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from runner.errors import MalformedMessage
 from runner.protocol.jsonrpc import (
+    MAX_DEPTH,
     ErrorResponse,
     IdAllocator,
     InvalidMessage,
@@ -107,4 +109,76 @@ def test_ids_never_reused() -> None:
 
 def test_deeply_nested_json_is_invalid_not_a_crash() -> None:
     [invalid] = decode(b"[" * 100_000 + b"]" * 100_000)
-    assert isinstance(invalid, InvalidMessage) and "nested too deeply" in invalid.error
+    assert isinstance(invalid, InvalidMessage) and f"nested deeper than {MAX_DEPTH} levels" in invalid.error
+    assert invalid.request_id is None
+
+
+def _response(rid: str, inner: str) -> bytes:
+    return f'{{"jsonrpc":"2.0","id":{rid},"result":{{"structuredContent":{{"x":{inner}}}}}}}'.encode()
+
+
+@pytest.mark.parametrize("levels", [MAX_DEPTH - 4, MAX_DEPTH - 3])  # under the message, result, structuredContent
+def test_nesting_up_to_the_cap_is_a_message(levels: int) -> None:
+    data = _response("7", "[" * levels + json.dumps('[[{{\\"]} \\') + "]" * levels)  # brackets in strings: not counted
+    [message] = decode(data)
+    assert message == Response(7, json.loads(data)["result"])
+
+
+@pytest.mark.parametrize("levels", [MAX_DEPTH - 2, 900, 50_000])
+def test_nesting_past_the_cap_fails_the_call_it_answers(levels: int) -> None:
+    [invalid] = decode(_response('"a\\"}"', "[" * levels + "1" + "]" * levels))
+    assert isinstance(invalid, InvalidMessage)
+    assert invalid.error == f"JSON nested deeper than {MAX_DEPTH} levels"
+    assert invalid.request_id == 'a"}'  # read, so the call fails at once instead of waiting for its timeout
+
+
+@pytest.mark.parametrize("levels", [MAX_DEPTH, 50_000])
+def test_a_deep_request_or_batch_names_no_call(levels: int) -> None:
+    deep = "[" * levels + "]" * levels
+    for data in (
+        f'{{"jsonrpc":"2.0","id":3,"method":"ping","params":{{"x":{deep}}}}}',
+        f'[{{"jsonrpc":"2.0","id":3,"result":{{"x":{deep}}}}}]',
+    ):
+        [invalid] = decode(data.encode())
+        assert isinstance(invalid, InvalidMessage) and invalid.request_id is None
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_numbers_are_refused_with_the_id(constant: str) -> None:
+    [invalid] = decode(_response("4", f"[1, {constant}]"))
+    assert isinstance(invalid, InvalidMessage)
+    assert invalid.error == f"{constant} is not a JSON number"
+    assert invalid.request_id == 4
+
+
+def test_an_integer_too_long_to_convert_is_refused_with_the_id() -> None:
+    [invalid] = decode(_response("5", "9" * 5000))
+    assert isinstance(invalid, InvalidMessage)
+    assert invalid.error == f"an integer longer than {sys.get_int_max_str_digits():,} digits"
+    assert invalid.request_id == 5
+    assert decode(_response("5", "9" * 4000)) == [Response(5, {"structuredContent": {"x": int("9" * 4000)}})]
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(inner, max_size=3) | st.dictionaries(st.text(alphabet='[]{}"\\a'), inner, max_size=3)
+
+
+_JSON = st.recursive(st.none() | st.integers() | st.text(alphabet='[]{}"\\ab\u00e9'), _containers, max_leaves=40)
+
+
+@given(value=_JSON, wrap=st.integers(min_value=MAX_DEPTH - 12, max_value=MAX_DEPTH + 2))
+def test_the_depth_check_agrees_with_the_parsed_value(value: Any, wrap: int) -> None:
+    """Near the cap, whatever the strings hold (brackets, quotes, backslashes): refused exactly when deeper."""
+    for n in range(wrap):
+        value = {'k\\"[': [value, "]"]} if n % 7 == 0 else [value]
+    message = {"jsonrpc": "2.0", "id": 1, "result": {"v": value}}
+    [decoded] = decode(json.dumps(message, ensure_ascii=False).encode())
+    assert isinstance(decoded, InvalidMessage) == (_depth(message) > MAX_DEPTH)

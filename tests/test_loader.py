@@ -83,9 +83,25 @@ class TestDialect:
         ]  # fmt: skip
 
     def test_other_scalars(self) -> None:
-        assert data_of("[1, -2, 0x10, 1.5, .inf, ~, null, '3', 12:30, 2024-01-02, 2024-01-02T10:00:00Z, =]") == [
-            1, -2, 16, 1.5, float("inf"), None, None, "3", "12:30", "2024-01-02", "2024-01-02T10:00:00Z", "="
+        assert data_of("[1, -2, 0x10, 1.5, ~, null, '3', 12:30, 2024-01-02, 2024-01-02T10:00:00Z, =]") == [
+            1, -2, 16, 1.5, None, None, "3", "12:30", "2024-01-02", "2024-01-02T10:00:00Z", "="
         ]  # fmt: skip
+
+    @pytest.mark.parametrize("text", [".inf", "-.inf", "+.Inf", ".nan", ".NAN"])
+    def test_numbers_json_cannot_carry_are_refused(self, text: str) -> None:
+        with pytest.raises(WorkflowError) as caught:
+            data_of(f"[1, {text}]")
+        assert str(caught.value).startswith(f"<string>:1:5: [1]: {text!r} is not a JSON number")
+        assert data_of(f"[1, '{text}']") == [1, text]
+
+    @pytest.mark.parametrize("text", ["9" * 5000, "0x" + "f" * 5000, "-0" + "7" * 5000])
+    def test_integers_too_long_to_write_are_refused_briefly(self, text: str) -> None:
+        with pytest.raises(WorkflowError) as caught:
+            data_of(f"v: {text}")
+        message = str(caught.value)
+        assert message.startswith(f"<string>:1:4: v: a number of {len(text):,} characters cannot be read")
+        assert len(message) < 200  # not the digits again
+        assert data_of("v: 0x" + "f" * 3000) == {"v": int("f" * 3000, 16)}  # long, and still writable
 
     def test_anchors_aliases_and_merge_keys(self) -> None:
         text = "base: &b {x: 1, y: 2}\nmerged: {<<: *b, y: 3}\nmany: {<<: [*b, {z: 4}], x: 0}\nsame: *b\n"

@@ -6,12 +6,21 @@ may send); we never send one.
 
 Ids are strings or integers (never booleans, floats or null) and are matched exactly as sent: the integer
 ``1`` and the string ``"1"`` are different ids.
+
+What the code after ``decode`` could not handle is refused here, as an invalid message: JSON nested deeper
+than :data:`MAX_DEPTH` levels (every later walk of a result is then far from Python's recursion limit),
+``NaN``/``Infinity``/``-Infinity`` (not JSON, and not encodable again) and integers longer than Python's
+int-to-str limit (4,300 digits). The request id of such a response is still read when it can be, so the call
+waiting for it fails at once (its outcome unknown) instead of waiting for a timeout.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import sys
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, Final, TypeAlias
 
 from runner.errors import MalformedMessage
@@ -21,6 +30,7 @@ __all__ = [
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
+    "MAX_DEPTH",
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
     "ErrorResponse",
@@ -43,6 +53,9 @@ INVALID_REQUEST: Final = -32600
 METHOD_NOT_FOUND: Final = -32601
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
+
+MAX_DEPTH: Final = 200
+"""How deeply a message may nest arrays and objects (the message itself is the first level)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -174,16 +187,114 @@ def _salvage_id(obj: Any) -> RequestId | None:
     return None
 
 
+class _NotANumber(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotANumber(f"{name} is not a JSON number")
+
+
+def _lenient_int(text: str) -> int:
+    return int(text) if len(text) <= 4000 else 0
+
+
+def _none(_name: str) -> None:
+    return None
+
+
+_strict = json.JSONDecoder(parse_constant=_refuse_constant).decode
+# Only to read the id of a message refused for a number: it reads what the strict decoder refuses.
+_lenient = json.JSONDecoder(parse_constant=_none, parse_int=_lenient_int).decode
+
+# Only the characters that matter to nesting: quotes and brackets ({ and } as [ and ]).
+_NESTING: Final = bytes.maketrans(b"{}", b"[]")
+_NOT_NESTING: Final = bytes(b for b in range(256) if b not in b'"[]{}')
+_SIGNED: Final = bytes.maketrans(b"[]", b"\x01\xff")  # +1 and -1 as signed bytes
+
+
+def _too_deep(utf8: bytes) -> bool:
+    """Whether valid JSON ``utf8`` nests deeper than ``MAX_DEPTH``. Free for most messages: it needs more
+    than ``MAX_DEPTH`` opening brackets before it looks further. Then only C-speed passes over the text: the
+    brackets outside strings are kept, the innermost pairs taken away a few times (most results are shallow),
+    and what is left is summed."""
+    if utf8.count(b"[") + utf8.count(b"{") <= MAX_DEPTH:
+        return False
+    if b"\\" in utf8:  # an escaped quote is not a string's end
+        utf8 = utf8.replace(b"\\\\", b"").replace(b'\\"', b"")
+    # Two quotes side by side are an empty string or the seam between two: dropping them leaves the rest paired.
+    nesting = utf8.translate(_NESTING, _NOT_NESTING).replace(b'""', b"")
+    if b'"' in nesting:
+        nesting = b"".join(nesting.split(b'"')[::2])
+    for _ in range(8):
+        if not nesting:
+            return False
+        nesting = nesting.replace(b"[]", b"")  # one level, the innermost
+    return max(accumulate(memoryview(nesting.translate(_SIGNED)).cast("b")), default=0) > MAX_DEPTH - 8
+
+
+_TOKEN: Final = re.compile(r'[\[\]{}]|("[^"\\]*(?:\\.[^"\\]*)*")(\s*:)?')
+_ID_VALUE: Final = re.compile(r'\s*(-?(?:0|[1-9][0-9]{0,99})|"[^"\\]*(?:\\.[^"\\]*)*")\s*[,}]')
+
+
+def _shallow_id(text: str) -> RequestId | None:
+    """The ``"id"`` of a response too deep to parse, read from the top level of its object: found once
+    both ``"id"`` and ``"result"`` (or ``"error"``) are seen there, and no ``"method"``. ``None`` otherwise."""
+    depth = 0
+    found: RequestId | None = None
+    answer = False
+    for match in _TOKEN.finditer(text):
+        key = match.group(1)
+        if key is None:
+            token = match.group()
+            if depth == 0 and token != "{":
+                return None  # a batch, or not JSON
+            depth += 1 if token in "[{" else -1
+        elif depth == 1 and match.group(2) is not None:
+            if key == '"method"':
+                return None
+            if key in ('"result"', '"error"'):
+                answer = True
+            elif key == '"id"' and found is None:
+                value = _ID_VALUE.match(text, match.end())
+                if value is None:
+                    return None
+                found = json.loads(value.group(1))
+            if answer and found is not None:
+                return found
+    return None
+
+
+def _utf8(data: bytes | str, text: str, encoding: str) -> bytes:
+    if isinstance(data, bytes) and encoding == "utf-8":
+        return data
+    return text.encode("utf-8", "surrogatepass")
+
+
 def decode(data: bytes | str) -> list[Message | InvalidMessage]:
     """Decode one frame: a message, or an array of them (a batch). Never raises for bad input: each
-    invalid part comes back as an ``InvalidMessage`` naming what is wrong."""
-    raw = data.encode() if isinstance(data, str) else data
+    invalid part comes back as an ``InvalidMessage`` naming what is wrong (see the module docstring for
+    what valid JSON is refused)."""
+    raw = data.encode(errors="surrogatepass") if isinstance(data, str) else data
     try:
-        obj = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        return [InvalidMessage(raw, f"not JSON: {exc}")]
+        encoding = "utf-8" if isinstance(data, str) else json.detect_encoding(data)
+        text = data if isinstance(data, str) else data.decode(encoding, "surrogatepass")
+        obj = _strict(text)
+    except ValueError as exc:  # _NotANumber, UnicodeDecodeError and JSONDecodeError among them
+        if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
+            return [InvalidMessage(raw, f"not JSON: {exc}")]
+        # NaN or Infinity, or an integer too long to convert: what it answers can still be read.
+        limit = sys.get_int_max_str_digits()
+        error = str(exc) if isinstance(exc, _NotANumber) else f"an integer longer than {limit:,} digits"
+        try:
+            rid = _salvage_id(_lenient(text))
+        except (ValueError, RecursionError):
+            rid = None
+        return [InvalidMessage(raw, error, rid)]
     except RecursionError:
-        return [InvalidMessage(raw, "JSON nested too deeply")]
+        return [InvalidMessage(raw, f"JSON nested deeper than {MAX_DEPTH} levels", _shallow_id(text))]
+    if _too_deep(_utf8(data, text, encoding)):
+        return [InvalidMessage(raw, f"JSON nested deeper than {MAX_DEPTH} levels", _salvage_id(obj))]
     if type(obj) is list:
         if not obj:
             return [InvalidMessage(raw, "empty batch")]

@@ -29,10 +29,12 @@ parameter). The nodes are built by this module, which:
 from __future__ import annotations
 
 import difflib
+import math
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Final
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -104,6 +106,10 @@ def parse_yaml(
         raise WorkflowError("the document is nested too deeply", file=file) from None
     raise_errors(builder.errors)
     return data, positions
+
+
+_INT_DIGITS: Final = sys.get_int_max_str_digits() or 10**9
+"""The longest integer Python turns into text (JSON), in decimal digits: 4,300 unless configured."""
 
 
 class _Builder:
@@ -197,6 +203,13 @@ class _Builder:
                 for name, item in value.items():
                     into.setdefault(name, item)
 
+    def bad_number(self, text: str, node: yaml.Node, loc: Loc) -> None:
+        if len(text) > 40:
+            limit = f"an integer has at most {_INT_DIGITS:,} digits"
+            self.error(f"a number of {len(text):,} characters cannot be read ({limit})", node, loc)
+        else:
+            self.error(f"invalid number {text!r}", node, loc)
+
     def sequence(self, node: yaml.SequenceNode, loc: Loc) -> list[Any]:
         if node.tag != _TAG + "seq":
             self.error(f"unsupported YAML tag {node.tag}", node, loc)
@@ -221,14 +234,36 @@ class _Builder:
             if ":" in text:
                 return text
             try:
-                return self.scalars.construct_object(node)
+                number = self.scalars.construct_object(node)
             except (ValueError, yaml.YAMLError):
-                self.error(f"invalid number {text!r}", node, loc)
+                return self.bad_number(text, node, loc)
+            if isinstance(number, float) and not math.isfinite(number):
+                self.error(
+                    f"{_shown(text)} is not a JSON number: a value cannot be infinite or NaN",
+                    node,
+                    loc,
+                    suggestion=f'quote it to pass a string: "{text}"' if len(text) <= 40 else None,
+                )
                 return None
+            if isinstance(number, int) and number.bit_length() > 3 * _INT_DIGITS and _too_long(number):
+                return self.bad_number(text, node, loc)
+            return number
         if tag in (_TAG + "timestamp", _TAG + "merge", _TAG + "value"):
             return text
         self.error(f"unsupported YAML tag {tag}", node, loc)
         return None
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text):,} characters)"
+
+
+def _too_long(number: int) -> bool:
+    try:
+        str(number)
+    except ValueError:
+        return True
+    return False
 
 
 def _target(node: yaml.Node) -> yaml.Node:
