@@ -633,3 +633,29 @@ async def test_a_call_refused_for_an_expired_session_is_journaled_then_sent_agai
         ("item_succeeded", None),
     ]
     assert len(harness.calls("s")) == 1
+
+
+async def test_arguments_json_cannot_carry_fail_the_item_as_not_sent(autojump_clock: trio.abc.Clock) -> None:
+    """A value JSON cannot carry (1e400 read by from_json is infinite) fails its item before its dispatch is
+    journaled: surely not sent, never in doubt, and the other items run."""
+    text = """
+version: 1
+servers:
+  s: {command: [fake]}
+steps:
+  each:
+    server: s
+    tool: echo
+    for_each: ${{ ['1', '[1e400]', '2'] }}
+    args: {v: "${{ from_json(item) }}"}
+    continue_on_error: true
+"""
+    harness = Harness({"s": echo_tools})
+    events: list[dict[str, Any]] = []
+    outcome = await run_plan(plan_of(text), harness, events=events)
+    assert len(harness.calls("s")) == 2
+    failed = [e for e in events if e["type"] == "item_failed"]
+    assert [(e["index"], e["kind"]) for e in failed] == [(1, "invalid-call")]
+    assert "cannot be sent as JSON" in failed[0]["error"]
+    assert not [e for e in events if e["type"] == "item_dispatched" and e["index"] == 1]
+    assert outcome.in_doubt == []
