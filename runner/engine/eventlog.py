@@ -27,6 +27,7 @@ from typing import Any
 
 import trio
 
+from runner.engine.diskthread import DiskThread
 from runner.engine.events import AnyEvent, Entry, decode, encode
 from runner.engine.masking import Masker
 from runner.errors import McpRunError
@@ -81,7 +82,13 @@ def _now() -> str:
 
 
 class EventLog:
-    """Numbered events for observers and, when ``fd`` is given, for the journal file."""
+    """Numbered events for observers and, when ``fd`` is given, for the journal file.
+
+    ``write_interval``: records (``record``, ``append``) are written within it; ``flush_interval``: notes;
+    ``sync_interval``: what was written is fsynced within it (``fsync=False``: never). ``offload``: how a job
+    of the writer reaches the disk, called as ``await offload(write, data, sync)`` (by default, in a
+    :class:`~runner.engine.diskthread.DiskThread` started by :meth:`run`; tests run it inline on the virtual
+    clock)."""
 
     def __init__(
         self,
@@ -90,6 +97,8 @@ class EventLog:
         masker: Masker | None = None,
         start_seq: int = 0,
         flush_interval: float = 0.2,
+        write_interval: float = 0.02,
+        sync_interval: float = 0.1,
         fsync: bool = True,
         offload: Callable[..., Awaitable[None]] | None = None,
     ) -> None:
@@ -97,20 +106,24 @@ class EventLog:
         self._masker = masker or Masker()
         self._seq = start_seq
         self._flush_interval = flush_interval
+        self._write_interval = write_interval
+        self._sync_interval = sync_interval
         self._fsync = fsync
-        # Writes and fsyncs run in a worker thread so the scheduler never waits on the disk.
-        self._offload = offload or trio.to_thread.run_sync
+        self._offload = offload
         self._observers: list[Observer] = []
         self._buffer: list[str] = []
-        self._waiters: list[trio.Event] = []
+        self._waiters: list[trio.Event] = []  # commits waiting for their group's fsync
         self._wake = trio.Event()
-        self._scope: trio.CancelScope | None = None
-        self._lazy_pending = False
-        self._unsynced = False
+        self._scope: trio.CancelScope | None = None  # the writer's wait, while it waits
+        self._write_at = math.inf  # when the buffer must be written (records in it), on trio's clock
+        self._note_at = math.inf  # ... when only notes are in it
+        self._sync_at = math.inf  # when what was written (or is buffered) must be fsynced
+        self._unsynced = False  # lines written since the last fsync
         self._closing = False
         self._failed: JournalWriteError | None = None
         self.lines_written = 0
         self.fsyncs = 0
+        self.handoffs = 0  # jobs handed to the disk thread (each a write, an fsync, or both)
 
     @property
     def seq(self) -> int:
@@ -140,8 +153,9 @@ class EventLog:
         return line
 
     async def commit(self, event: AnyEvent, /) -> None:
-        """Emit and wait until the line is durable (written and fsynced). Raises ``JournalWriteError`` once
-        the journal cannot be written: nothing may be dispatched without its record."""
+        """Emit and wait until the line is durable (written and fsynced, with every line before it). Raises
+        ``JournalWriteError`` once the journal cannot be written: nothing may be dispatched without its
+        record."""
         if self._failed is not None:
             raise self._failed
         line = self._emit(event)
@@ -155,50 +169,95 @@ class EventLog:
         if self._failed is not None:
             raise self._failed
 
+    def append(self, event: AnyEvent, /) -> None:
+        """Emit a record that must precede what follows it but need not be durable yet (the dispatch of a call
+        safe to repeat): as :meth:`record`, but refused (``JournalWriteError``) once the journal has failed,
+        as :meth:`commit` is."""
+        if self._failed is not None:
+            raise self._failed
+        self.record(event)
+
     def record(self, event: AnyEvent, /) -> None:
-        """Emit; the line is written at the writer's next wake (now). Once the journal has failed, the
-        event still reaches observers (the run is stopping; its next ``commit`` raised)."""
+        """Emit; the line is written within ``write_interval`` and fsynced within ``sync_interval`` (or with
+        the next commit, if sooner). Once the journal has failed, the event still reaches observers (the run
+        is stopping; its next ``commit`` raised)."""
         line = self._emit(event)
         if self._fd is not None and line is not None and self._failed is None:
             self._buffer.append(line + "\n")
-            self._unsynced = True
-            self._wake.set()
+            if self._write_at == math.inf:
+                now = trio.current_time()
+                self._write_at = now + self._write_interval
+                if self._sync_at == math.inf and self._fsync:
+                    self._sync_at = now + self._sync_interval
+                self._hurry(self._write_at)
 
     def note(self, event: AnyEvent, /) -> None:
         """Emit a high-volume event (progress, log); written within ``flush_interval``."""
         line = self._emit(event)
         if self._fd is not None and line is not None and self._failed is None:
             self._buffer.append(line + "\n")
-            if not self._lazy_pending:
-                self._lazy_pending = True
-                if self._scope is not None:
-                    self._scope.deadline = min(self._scope.deadline, trio.current_time() + self._flush_interval)
+            if self._note_at == math.inf:
+                self._note_at = trio.current_time() + self._flush_interval
+                self._hurry(self._note_at)
+
+    def sync_soon(self) -> None:
+        """Fsync what was emitted so far now, without waiting for it (a signal came: the machine may be going
+        down)."""
+        if self._fd is not None and self._fsync:
+            self._sync_at = -math.inf
+            self._wake.set()
+
+    def _hurry(self, deadline: float) -> None:
+        if self._scope is not None and deadline < self._scope.deadline:
+            self._scope.deadline = deadline
 
     # -- the writer task -----------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """The single writer task. Runs until :meth:`close`; writes whatever is left before it returns."""
+        """The single writer task. Runs until :meth:`close`; writes and fsyncs whatever is left before it
+        returns. Each pass hands one job to the disk: everything emitted since the last one, in order, in one
+        write, and one fsync when a commit waits for it or the sync timer is due. Commits that arrive while a
+        job runs wait for the next one, so they share its fsync."""
         task_status.started()
         if self._fd is None:
             return
+        offload, thread = self._offload, None
+        if offload is None:
+            thread = DiskThread()
+            thread.start()
+            offload = thread.run
+        try:
+            await self._write_loop(offload)
+        finally:
+            if thread is not None:
+                thread.stop()
+
+    async def _write_loop(self, offload: Callable[..., Awaitable[None]]) -> None:
         while True:
-            with trio.CancelScope(deadline=math.inf) as scope:
-                self._scope = scope
-                if self._lazy_pending:
-                    scope.deadline = trio.current_time() + self._flush_interval
-                if not self._closing:
-                    await self._wake.wait()
-            self._scope = None
+            if not self._closing and not self._waiters:
+                deadline = min(self._write_at, self._note_at, self._sync_at)
+                if trio.current_time() < deadline:
+                    with trio.CancelScope(deadline=deadline) as scope:
+                        self._scope = scope
+                        await self._wake.wait()
+                    self._scope = None
             self._wake = trio.Event()
+            now = trio.current_time()
             batch, self._buffer = self._buffer, []
             waiters, self._waiters = self._waiters, []
-            self._lazy_pending = False
-            sync = self._fsync and (bool(waiters) or (self._closing and self._unsynced))
+            self._write_at = self._note_at = math.inf
+            due = self._closing or now >= self._sync_at
+            sync = self._fsync and (bool(waiters) or (due and (self._unsynced or bool(batch))))
+            if sync or due:
+                self._sync_at = math.inf  # records emitted from now on set it again
             if sync:
                 self._unsynced = False
+            elif batch:
+                self._unsynced = True
             if batch or sync:
+                self.handoffs += 1
                 try:
-                    await self._offload(self._write, "".join(batch).encode(), sync)
+                    await offload(self._write, "".join(batch).encode(), sync)
                 except OSError as exc:
                     self._failed = JournalWriteError(f"cannot write the journal: {exc.strerror or exc}")
                     for waiter in waiters:
@@ -207,7 +266,7 @@ class EventLog:
                 self.lines_written += len(batch)
             for waiter in waiters:
                 waiter.set()
-            if self._closing and not self._buffer:
+            if self._closing and not self._buffer and not self._waiters:
                 return
 
     def _write(self, data: bytes, sync: bool) -> None:
@@ -221,9 +280,8 @@ class EventLog:
             self.fsyncs += 1
 
     def close(self) -> None:
-        """Ask the writer to flush everything, fsync and return."""
+        """Ask the writer to write everything, fsync and return."""
         self._closing = True
-        self._unsynced = True
         self._wake.set()
         if self._scope is not None:
             self._scope.deadline = -math.inf
