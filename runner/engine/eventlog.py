@@ -1,13 +1,40 @@
 """Where a run's events go: numbered, timestamped, masked, shown to observers and appended to the journal.
 
-Three levels of durability, so that durability does not serialize the scheduler:
+Durability by need. Every line reaches the file in the order it was emitted (one buffer, one writer, an
+``O_APPEND`` file), and an fsync makes durable every line before it. So a power loss leaves a prefix of the
+journal that holds at least everything up to the last completed fsync (and maybe some of what was written
+after it, ending in a torn line, which is ignored on read). Each record waits for only what it needs:
 
-- ``await commit(...)`` (write-ahead records: ``item_dispatched``): returns once the line is written *and
-  fsynced*. One writer task does group commit: every record waiting when it wakes goes out in one write
-  and one fsync, in a worker thread.
-- ``record(...)`` (state changes: results, failures, step and run events): queued and written at the
-  writer's next wake, which is immediate; fsynced with the next group.
-- ``note(...)`` (progress and log notifications): batched on a short timer (``flush_interval``).
+=================================  =============================  ===========================================
+record                             how it is written              what a power loss can cost
+=================================  =============================  ===========================================
+``run_started``, ``run_resumed``   ``commit``: fsynced before     nothing: no call was made yet
+                                   the run goes on
+``item_dispatched``, call not      ``commit``: fsynced before     nothing: a call made always has its
+safe to repeat                     the request is written         record; without a result it is in doubt
+``item_dispatched``, call safe to  ``append``: queued before the  the record: a resume sees the item as not
+repeat (idempotent step, or        request is written, not        dispatched and calls it again, which is
+trusted annotations on the         waited for                     allowed
+session's tool list)
+``item_succeeded``,                ``record``: written within     the result: the item is in doubt (not safe)
+``item_failed``,                   ``write_interval`` (20 ms),    or called again (safe); never run twice
+``stream_resumed``, step,          fsynced within                 when not safe (its dispatch is durable)
+session and run-end records        ``sync_interval`` (100 ms),
+                                   or with the next commit
+``progress``, ``log``              ``note``: written within       notifications nobody resumes from
+                                   ``flush_interval`` (0.2 s)
+=================================  =============================  ===========================================
+
+At the end (:meth:`EventLog.close`) everything is written and fsynced; a signal asks for an fsync at once
+(:meth:`EventLog.sync_soon`). A lost record can make an item in doubt, or make a safe call again; it can
+never make an unsafe call twice, because a record is lost only with every record after it, and an unsafe
+call's dispatch is durable before the call. A result that later calls read (a template) was emitted before
+their dispatch, so it is durable whenever they are.
+
+The disk work runs in one long-lived thread (:class:`~runner.engine.diskthread.DiskThread`), never in the
+scheduler's: the writer task hands it one job at a time (one write of everything emitted since the last job,
+and one fsync when a commit waits or the sync timer is due). Commits that arrive while a job runs wait for
+the next one and share its fsync: group commit by design.
 
 Secrets never reach the file or an observer in clear: every event is masked value by value before it is
 serialized (:class:`~runner.engine.masking.Masker`: each form of each secret by its named placeholder,
