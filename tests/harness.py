@@ -8,7 +8,7 @@ Use them under trio's virtual clock (``autojump_clock``): the fakes sleep on it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,12 +106,14 @@ async def run_plan(
     warnings: list[str] | None = None,
     secrets: dict[str, str] | None = None,
     journal_fd: int | None = None,
+    offload: Callable[..., Awaitable[None]] | None = None,
 ) -> Outcome:
     """Run ``plan`` on the harness's fake servers; ``events`` collects what the run journaled (journal form,
     masked with ``secrets``: placeholder name -> value), ``warnings`` what it warned about. With
-    ``journal_fd`` the journal's lines are also written there (as a run writes its file)."""
+    ``journal_fd`` the journal's lines are also written there (as a run writes its file), by ``offload`` (the
+    event log's, called as ``offload(write, data, sync)``; by default inline)."""
     state = folded(prior.events) if prior is not None else RunState()
-    log = EventLog(journal_fd, start_seq=state.last_seq, masker=Masker(secrets), offload=_inline)
+    log = EventLog(journal_fd, start_seq=state.last_seq, masker=Masker(secrets), offload=offload or _inline)
     log.subscribe(state.apply)
     if events is not None:
         log.subscribe(lambda entry: events.append(encode(entry)))

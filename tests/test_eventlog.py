@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
+import trio.testing
 
-from runner.engine.eventlog import EventLog, Masker
+from runner._trio import single_error
+from runner.engine.diskthread import DiskThread
+from runner.engine.eventlog import EventLog, JournalWriteError, Masker
 from runner.engine.events import ItemDispatched, LogMessage, ProgressNoted, RunFinished, SessionOpened, StepSkipped
 from runner.engine.journal import parse_journal
 
@@ -91,3 +96,144 @@ async def test_observers_never_see_secrets() -> None:
     log.subscribe(seen.append)
     log.record(LogMessage(server="s", level="info", data="token is abcdef123"))
     assert seen[0].event.data == "token is ***env.TOKEN***"
+
+
+class SlowDisk:
+    """An offload that notes each job (virtual time, bytes, sync) and lets an fsync take ``fsync_s``."""
+
+    def __init__(self, fsync_s: float = 0.0) -> None:
+        self.fsync_s = fsync_s
+        self.jobs: list[tuple[float, int, bool]] = []
+
+    async def __call__(self, write: Any, data: bytes, sync: bool) -> None:
+        write(data, False)
+        if sync:
+            await trio.sleep(self.fsync_s)
+            write(b"", True)
+        self.jobs.append((trio.current_time(), len(data), sync))
+
+
+def _dispatch(i: int) -> ItemDispatched:
+    return ItemDispatched(
+        step="s", item=str(i), index=None, server="s", tool="t", request_id=i, progress_token=None, attempt=1
+    )
+
+
+async def test_records_are_written_then_fsynced_on_their_timers(tmp_path: Path, autojump_clock: trio.abc.Clock) -> None:
+    fd = os.open(tmp_path / "journal.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    disk = SlowDisk()
+    log = EventLog(fd, write_interval=0.02, sync_interval=0.1, offload=disk)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(log.run)
+        start = trio.current_time()
+        log.record(StepSkipped(step="a", reason="x"))
+        log.record(StepSkipped(step="b", reason="x"))
+        await trio.sleep(1)
+        assert [(round(t - start, 3), sync) for t, _, sync in disk.jobs] == [(0.02, False), (0.1, True)]
+        assert disk.jobs[0][1] > 0 and disk.jobs[1][1] == 0  # both lines in one write, then the fsync alone
+        log.close()
+    os.close(fd)
+    assert log.fsyncs == 1 and log.handoffs == 2 and log.lines_written == 2
+
+
+async def test_commits_that_arrive_during_an_fsync_share_the_next(
+    tmp_path: Path, autojump_clock: trio.abc.Clock
+) -> None:
+    fd = os.open(tmp_path / "journal.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    disk = SlowDisk(fsync_s=1.0)
+    log = EventLog(fd, offload=disk)
+    done: list[float] = []
+
+    async def dispatch(i: int, at: float) -> None:
+        await trio.sleep(at)
+        await log.commit(_dispatch(i))
+        done.append(trio.current_time())
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(log.run)
+        start = trio.current_time()
+        async with trio.open_nursery() as calls:
+            calls.start_soon(dispatch, 0, 0.0)
+            for i in range(1, 20):
+                calls.start_soon(dispatch, i, 0.5)  # while the first fsync runs
+        log.close()
+    os.close(fd)
+    assert sorted(round(t - start, 3) for t in done) == [1.0] + [2.0] * 19
+    assert log.fsyncs == 2 and log.handoffs == 2
+
+
+async def test_append_does_not_wait_for_the_disk_but_refuses_once_it_failed(
+    tmp_path: Path, autojump_clock: trio.abc.Clock
+) -> None:
+    path = tmp_path / "journal.jsonl"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+    async def failing(write: Any, data: bytes, sync: bool) -> None:
+        raise OSError(28, "No space left on device")
+
+    log = EventLog(fd, offload=failing)
+    with pytest.raises(JournalWriteError, match="No space left"), single_error():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(log.run)
+            start = trio.current_time()
+            log.append(_dispatch(1))  # returns at once: nothing is waited for
+            assert trio.current_time() == start and path.read_bytes() == b""
+            await trio.sleep(1)
+    with pytest.raises(JournalWriteError):
+        log.append(_dispatch(2))
+    os.close(fd)
+
+
+async def test_sync_soon_fsyncs_now(tmp_path: Path, autojump_clock: trio.abc.Clock) -> None:
+    fd = os.open(tmp_path / "journal.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    disk = SlowDisk()
+    log = EventLog(fd, write_interval=0.5, sync_interval=5, offload=disk)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(log.run)
+        start = trio.current_time()
+        log.record(StepSkipped(step="a", reason="x"))
+        log.sync_soon()
+        await trio.sleep(0.1)
+        assert [(round(t - start, 3), sync) for t, _, sync in disk.jobs] == [(0.0, True)]
+        await trio.sleep(10)  # nothing left to sync: the writer waits (it does not spin)
+        assert len(disk.jobs) == 1
+        log.close()
+    os.close(fd)
+
+
+async def test_the_disk_thread_runs_jobs_in_its_own_thread_and_finishes_a_job_it_started() -> None:
+    thread = DiskThread()
+    ran_in: list[int] = []
+    gate = threading.Event()
+    finished: list[str] = []
+
+    def job(name: str) -> None:
+        ran_in.append(threading.get_ident())
+        if name == "held":
+            gate.wait(10)
+        finished.append(name)
+
+    def fails() -> None:
+        raise OSError(5, "I/O error")
+
+    with trio.fail_after(10):
+        thread.start()
+        try:
+            await thread.run(job, "plain")
+            assert ran_in == [ran_in[0]] and ran_in[0] != threading.get_ident()
+            with pytest.raises(OSError, match="I/O error"):
+                await thread.run(fails)
+            async with trio.open_nursery() as nursery:
+
+                async def cancelled() -> None:
+                    with trio.CancelScope() as scope:
+                        scope.cancel()
+                        await thread.run(job, "held")  # cancelled, yet returns only once the job is done
+                    finished.append("caller")
+
+                nursery.start_soon(cancelled)
+                await trio.testing.wait_all_tasks_blocked()
+                gate.set()
+            assert finished == ["plain", "held", "caller"]
+        finally:
+            thread.stop()

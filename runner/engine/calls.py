@@ -3,9 +3,10 @@
 Arguments JSON cannot carry (``NaN``, an integer too long to write, an object that is not JSON) raise
 ``InvalidCall`` before anything is journaled or sent. The call is then checked against the server's tool
 list (:mod:`runner.engine.toolcheck`: an unknown tool or arguments its schema refuses raise ``InvalidCall``,
-nothing sent). Each attempt asks the server's link for
-the current session (waiting while the server is being reconnected), journals its dispatch durably before the
-request is written (``before_send``), and classifies how it ended:
+nothing sent). Each attempt asks the server's link for the current session (waiting while the server is
+being reconnected), journals its dispatch before the request is written (``before_send``: fsynced first
+unless the call is known to be safe to repeat, see :mod:`runner.engine.eventlog`), and classifies how it
+ended:
 
 - a result (``isError`` or not) or a JSON-RPC error: the server answered; returned or raised;
 - ``SessionExpired``: refused, not run (the server forgot the session, which the session renewed): sent
@@ -60,8 +61,9 @@ class Drained(McpRunError):
 class CallSite:
     """What an item's call needs from the run: where to journal, how to pace and bound retries, the server's
     link, the concurrency limits, whether the run is draining, the table of calls in flight (which routes
-    a server's log messages to their item), and the check a call passes before it is first sent
-    (:mod:`runner.engine.toolcheck`: raises ``InvalidCall``)."""
+    a server's log messages to their item), whether a call is safe to repeat (asking the server if need be:
+    ``safe_to_repeat``; by what is known, without waiting: ``known_safe``), and the check a call passes
+    before it is first sent (:mod:`runner.engine.toolcheck`: raises ``InvalidCall``)."""
 
     log: EventLog
     retry: RetryPolicy
@@ -71,6 +73,7 @@ class CallSite:
     draining: Callable[[], bool]
     in_flight: dict[tuple[str, Any], tuple[str, str]]
     safe_to_repeat: Callable[[PlannedStep], Awaitable[bool]]
+    known_safe: Callable[[PlannedStep, Session], bool]
     check: Callable[[PlannedStep, dict[str, Any], Session], Awaitable[None]]
 
 
@@ -99,6 +102,7 @@ class ItemCall:
         self._args = args
         self._attempt = 0
         self._dispatched: list[Any] = []  # request ids of the current attempt, once journaled
+        self._session: Session | None = None  # the session of the current attempt
 
     async def run(self) -> ToolResult:
         site, link = self._site, self._link
@@ -164,6 +168,7 @@ class ItemCall:
         site, ps = self._site, self._ps
         self._attempt += 1
         self._dispatched.clear()
+        self._session = session
         limit_all, limit_server = site.limits
         try:
             async with limit_all, limit_server:
@@ -214,18 +219,22 @@ class ItemCall:
         site, ps = self._site, self._ps
         if site.draining():
             raise Drained("the run is being interrupted; not dispatching")
-        await site.log.commit(
-            ItemDispatched(
-                step=ps.id,
-                item=self._key,
-                index=self._index,
-                server=ps.server,
-                tool=ps.tool,
-                request_id=rid,
-                progress_token=token,
-                attempt=self._attempt,
-            )
+        dispatched = ItemDispatched(
+            step=ps.id,
+            item=self._key,
+            index=self._index,
+            server=ps.server,
+            tool=ps.tool,
+            request_id=rid,
+            progress_token=token,
+            attempt=self._attempt,
         )
+        if self._session is not None and site.known_safe(ps, self._session):
+            # Safe to repeat: if a power loss takes this record, a resume calls the item again, which is
+            # allowed. It is queued before the request goes out, so it precedes the result in the journal.
+            site.log.append(dispatched)
+        else:
+            await site.log.commit(dispatched)  # on disk before the request is written
         self._dispatched.append(rid)
         site.in_flight[(ps.server, rid)] = (ps.id, self._key)
 

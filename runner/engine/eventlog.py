@@ -1,13 +1,40 @@
 """Where a run's events go: numbered, timestamped, masked, shown to observers and appended to the journal.
 
-Three levels of durability, so that durability does not serialize the scheduler:
+Durability by need. Every line reaches the file in the order it was emitted (one buffer, one writer, an
+``O_APPEND`` file), and an fsync makes durable every line before it. So a power loss leaves a prefix of the
+journal that holds at least everything up to the last completed fsync (and maybe some of what was written
+after it, ending in a torn line, which is ignored on read). Each record waits for only what it needs:
 
-- ``await commit(...)`` (write-ahead records: ``item_dispatched``): returns once the line is written *and
-  fsynced*. One writer task does group commit: every record waiting when it wakes goes out in one write
-  and one fsync, in a worker thread.
-- ``record(...)`` (state changes: results, failures, step and run events): queued and written at the
-  writer's next wake, which is immediate; fsynced with the next group.
-- ``note(...)`` (progress and log notifications): batched on a short timer (``flush_interval``).
+=================================  =============================  ===========================================
+record                             how it is written              what a power loss can cost
+=================================  =============================  ===========================================
+``run_started``, ``run_resumed``   ``commit``: fsynced before     nothing: no call was made yet
+                                   the run goes on
+``item_dispatched``, call not      ``commit``: fsynced before     nothing: a call made always has its
+safe to repeat                     the request is written         record; without a result it is in doubt
+``item_dispatched``, call safe to  ``append``: queued before the  the record: a resume sees the item as not
+repeat (idempotent step, or        request is written, not        dispatched and calls it again, which is
+trusted annotations on the         waited for                     allowed
+session's tool list)
+``item_succeeded``,                ``record``: written within     the result: the item is in doubt (not safe)
+``item_failed``,                   ``write_interval`` (20 ms),    or called again (safe); never run twice
+``stream_resumed``, step,          fsynced within                 when not safe (its dispatch is durable)
+session and run-end records        ``sync_interval`` (100 ms),
+                                   or with the next commit
+``progress``, ``log``              ``note``: written within       notifications nobody resumes from
+                                   ``flush_interval`` (0.2 s)
+=================================  =============================  ===========================================
+
+At the end (:meth:`EventLog.close`) everything is written and fsynced; a signal asks for an fsync at once
+(:meth:`EventLog.sync_soon`). A lost record can make an item in doubt, or make a safe call again; it can
+never make an unsafe call twice, because a record is lost only with every record after it, and an unsafe
+call's dispatch is durable before the call. A result that later calls read (a template) was emitted before
+their dispatch, so it is durable whenever they are.
+
+The disk work runs in one long-lived thread (:class:`~runner.engine.diskthread.DiskThread`), never in the
+scheduler's: the writer task hands it one job at a time (one write of everything emitted since the last job,
+and one fsync when a commit waits or the sync timer is due). Commits that arrive while a job runs wait for
+the next one and share its fsync: group commit by design.
 
 Secrets never reach the file or an observer in clear: every event is masked value by value before it is
 serialized (:class:`~runner.engine.masking.Masker`: each form of each secret by its named placeholder,
@@ -27,6 +54,7 @@ from typing import Any
 
 import trio
 
+from runner.engine.diskthread import DiskThread
 from runner.engine.events import AnyEvent, Entry, decode, encode
 from runner.engine.masking import Masker
 from runner.errors import McpRunError
@@ -81,7 +109,13 @@ def _now() -> str:
 
 
 class EventLog:
-    """Numbered events for observers and, when ``fd`` is given, for the journal file."""
+    """Numbered events for observers and, when ``fd`` is given, for the journal file.
+
+    ``write_interval``: records (``record``, ``append``) are written within it; ``flush_interval``: notes;
+    ``sync_interval``: what was written is fsynced within it (``fsync=False``: never). ``offload``: how a job
+    of the writer reaches the disk, called as ``await offload(write, data, sync)`` (by default, in a
+    :class:`~runner.engine.diskthread.DiskThread` started by :meth:`run`; tests run it inline on the virtual
+    clock)."""
 
     def __init__(
         self,
@@ -90,6 +124,8 @@ class EventLog:
         masker: Masker | None = None,
         start_seq: int = 0,
         flush_interval: float = 0.2,
+        write_interval: float = 0.02,
+        sync_interval: float = 0.1,
         fsync: bool = True,
         offload: Callable[..., Awaitable[None]] | None = None,
     ) -> None:
@@ -97,20 +133,24 @@ class EventLog:
         self._masker = masker or Masker()
         self._seq = start_seq
         self._flush_interval = flush_interval
+        self._write_interval = write_interval
+        self._sync_interval = sync_interval
         self._fsync = fsync
-        # Writes and fsyncs run in a worker thread so the scheduler never waits on the disk.
-        self._offload = offload or trio.to_thread.run_sync
+        self._offload = offload
         self._observers: list[Observer] = []
         self._buffer: list[str] = []
-        self._waiters: list[trio.Event] = []
+        self._waiters: list[trio.Event] = []  # commits waiting for their group's fsync
         self._wake = trio.Event()
-        self._scope: trio.CancelScope | None = None
-        self._lazy_pending = False
-        self._unsynced = False
+        self._scope: trio.CancelScope | None = None  # the writer's wait, while it waits
+        self._write_at = math.inf  # when the buffer must be written (records in it), on trio's clock
+        self._note_at = math.inf  # ... when only notes are in it
+        self._sync_at = math.inf  # when what was written (or is buffered) must be fsynced
+        self._unsynced = False  # lines written since the last fsync
         self._closing = False
         self._failed: JournalWriteError | None = None
         self.lines_written = 0
         self.fsyncs = 0
+        self.handoffs = 0  # jobs handed to the disk thread (each a write, an fsync, or both)
 
     @property
     def seq(self) -> int:
@@ -140,8 +180,9 @@ class EventLog:
         return line
 
     async def commit(self, event: AnyEvent, /) -> None:
-        """Emit and wait until the line is durable (written and fsynced). Raises ``JournalWriteError`` once
-        the journal cannot be written: nothing may be dispatched without its record."""
+        """Emit and wait until the line is durable (written and fsynced, with every line before it). Raises
+        ``JournalWriteError`` once the journal cannot be written: nothing may be dispatched without its
+        record."""
         if self._failed is not None:
             raise self._failed
         line = self._emit(event)
@@ -155,50 +196,95 @@ class EventLog:
         if self._failed is not None:
             raise self._failed
 
+    def append(self, event: AnyEvent, /) -> None:
+        """Emit a record that must precede what follows it but need not be durable yet (the dispatch of a call
+        safe to repeat): as :meth:`record`, but refused (``JournalWriteError``) once the journal has failed,
+        as :meth:`commit` is."""
+        if self._failed is not None:
+            raise self._failed
+        self.record(event)
+
     def record(self, event: AnyEvent, /) -> None:
-        """Emit; the line is written at the writer's next wake (now). Once the journal has failed, the
-        event still reaches observers (the run is stopping; its next ``commit`` raised)."""
+        """Emit; the line is written within ``write_interval`` and fsynced within ``sync_interval`` (or with
+        the next commit, if sooner). Once the journal has failed, the event still reaches observers (the run
+        is stopping; its next ``commit`` raised)."""
         line = self._emit(event)
         if self._fd is not None and line is not None and self._failed is None:
             self._buffer.append(line + "\n")
-            self._unsynced = True
-            self._wake.set()
+            if self._write_at == math.inf:
+                now = trio.current_time()
+                self._write_at = now + self._write_interval
+                if self._sync_at == math.inf and self._fsync:
+                    self._sync_at = now + self._sync_interval
+                self._hurry(self._write_at)
 
     def note(self, event: AnyEvent, /) -> None:
         """Emit a high-volume event (progress, log); written within ``flush_interval``."""
         line = self._emit(event)
         if self._fd is not None and line is not None and self._failed is None:
             self._buffer.append(line + "\n")
-            if not self._lazy_pending:
-                self._lazy_pending = True
-                if self._scope is not None:
-                    self._scope.deadline = min(self._scope.deadline, trio.current_time() + self._flush_interval)
+            if self._note_at == math.inf:
+                self._note_at = trio.current_time() + self._flush_interval
+                self._hurry(self._note_at)
+
+    def sync_soon(self) -> None:
+        """Fsync what was emitted so far now, without waiting for it (a signal came: the machine may be going
+        down)."""
+        if self._fd is not None and self._fsync:
+            self._sync_at = -math.inf
+            self._wake.set()
+
+    def _hurry(self, deadline: float) -> None:
+        if self._scope is not None and deadline < self._scope.deadline:
+            self._scope.deadline = deadline
 
     # -- the writer task -----------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """The single writer task. Runs until :meth:`close`; writes whatever is left before it returns."""
+        """The single writer task. Runs until :meth:`close`; writes and fsyncs whatever is left before it
+        returns. Each pass hands one job to the disk: everything emitted since the last one, in order, in one
+        write, and one fsync when a commit waits for it or the sync timer is due. Commits that arrive while a
+        job runs wait for the next one, so they share its fsync."""
         task_status.started()
         if self._fd is None:
             return
+        offload, thread = self._offload, None
+        if offload is None:
+            thread = DiskThread()
+            thread.start()
+            offload = thread.run
+        try:
+            await self._write_loop(offload)
+        finally:
+            if thread is not None:
+                thread.stop()
+
+    async def _write_loop(self, offload: Callable[..., Awaitable[None]]) -> None:
         while True:
-            with trio.CancelScope(deadline=math.inf) as scope:
-                self._scope = scope
-                if self._lazy_pending:
-                    scope.deadline = trio.current_time() + self._flush_interval
-                if not self._closing:
-                    await self._wake.wait()
-            self._scope = None
+            if not self._closing and not self._waiters:
+                deadline = min(self._write_at, self._note_at, self._sync_at)
+                if trio.current_time() < deadline:
+                    with trio.CancelScope(deadline=deadline) as scope:
+                        self._scope = scope
+                        await self._wake.wait()
+                    self._scope = None
             self._wake = trio.Event()
+            now = trio.current_time()
             batch, self._buffer = self._buffer, []
             waiters, self._waiters = self._waiters, []
-            self._lazy_pending = False
-            sync = self._fsync and (bool(waiters) or (self._closing and self._unsynced))
+            self._write_at = self._note_at = math.inf
+            due = self._closing or now >= self._sync_at
+            sync = self._fsync and (bool(waiters) or (due and (self._unsynced or bool(batch))))
+            if sync or due:
+                self._sync_at = math.inf  # records emitted from now on set it again
             if sync:
                 self._unsynced = False
+            elif batch:
+                self._unsynced = True
             if batch or sync:
+                self.handoffs += 1
                 try:
-                    await self._offload(self._write, "".join(batch).encode(), sync)
+                    await offload(self._write, "".join(batch).encode(), sync)
                 except OSError as exc:
                     self._failed = JournalWriteError(f"cannot write the journal: {exc.strerror or exc}")
                     for waiter in waiters:
@@ -207,7 +293,7 @@ class EventLog:
                 self.lines_written += len(batch)
             for waiter in waiters:
                 waiter.set()
-            if self._closing and not self._buffer:
+            if self._closing and not self._buffer and not self._waiters:
                 return
 
     def _write(self, data: bytes, sync: bool) -> None:
@@ -221,9 +307,8 @@ class EventLog:
             self.fsyncs += 1
 
     def close(self) -> None:
-        """Ask the writer to flush everything, fsync and return."""
+        """Ask the writer to write everything, fsync and return."""
         self._closing = True
-        self._unsynced = True
         self._wake.set()
         if self._scope is not None:
             self._scope.deadline = -math.inf

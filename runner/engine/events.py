@@ -292,7 +292,7 @@ class StepSkipped(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ItemDispatched(Event):
-    """Written and fsynced *before* the request goes out."""
+    """Written *before* the request goes out, and fsynced first unless the call is safe to repeat."""
 
     type: Literal["item_dispatched"] = "item_dispatched"
     step: str

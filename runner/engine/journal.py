@@ -23,7 +23,8 @@ key) and ``index`` they concern. The types, in the order a run writes them:
 ``step_skipped``    ``step``, ``reason`` (in words), ``cause`` (``if-false``, ``dependency-skipped``, ``failure``
                     or ``unfinished``: see ``SkipCause``)
 ``item_dispatched`` ``step``, ``item``, ``index``, ``server``, ``tool``, ``request_id``, ``progress_token``,
-                    ``attempt``; written and fsynced *before* the request goes out
+                    ``attempt``; written *before* the request goes out (and fsynced first, unless the
+                    call is safe to repeat)
 ``progress``        ``step``, ``item``, ``progress``, ``total``, ``message``
 ``log``             ``server``, ``level``, ``logger``, ``data``, and ``step``/``item`` when known
 ``stream_resumed``  ``step``, ``item``, ``last_event_id``

@@ -464,7 +464,7 @@ async def _drive(
 
             async def watch() -> None:
                 with watching:
-                    await _watch_signals(scheduler, options.grace, signals, say)
+                    await _watch_signals(scheduler, log, options.grace, signals, say)
 
             outer.start_soon(watch)
         async with trio.open_nursery() as inner:
@@ -498,10 +498,11 @@ def _record_end(log: EventLog, outcome: Outcome, state: RunState) -> None:
         log.record(RunStopped(status=outcome.status.value, exit_code=code, outputs=outcome.outputs, counts=counts))
 
 
-async def _watch_signals(scheduler: Scheduler, grace: float, signals: list[int], say: Reporter) -> None:
+async def _watch_signals(scheduler: Scheduler, log: EventLog, grace: float, signals: list[int], say: Reporter) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as receiver:
         async for signum in receiver:
             signals.append(signum)
+            log.sync_soon()  # the machine may be shutting down: what the journal has goes to disk now
             if len(signals) == 1:
                 say.error(
                     f"interrupted: dispatching nothing new; calls in flight have {grace:g} s to finish "

@@ -162,6 +162,7 @@ class Scheduler:
                 draining=lambda: self._draining,
                 in_flight=self._in_flight,
                 safe_to_repeat=self._safe_to_repeat,
+                known_safe=self._known_safe,
                 check=self._check_call,
             )
             for name, limit in self._server_limits.items()
@@ -476,6 +477,22 @@ class Scheduler:
         if tool is None:
             return False
         return is_safe_to_repeat(
+            idempotent_step=False,
+            trusted=True,
+            read_only=tool.annotations.read_only,
+            idempotent_tool=tool.annotations.idempotent,
+        )
+
+    def _known_safe(self, ps: PlannedStep, session: Session) -> bool:
+        """Safe to repeat by what is known now, asking nothing (the step says so, or the server is trusted and
+        the tool list ``session`` already has annotates the tool so): a call safe to repeat need not wait for
+        its dispatch record to be fsynced. Not known is not safe."""
+        if ps.idempotent:
+            return True
+        if not self._plan.servers[ps.server].server.trust_annotations:
+            return False
+        tool = self._tools.known(session, ps.tool)
+        return tool is not None and is_safe_to_repeat(
             idempotent_step=False,
             trusted=True,
             read_only=tool.annotations.read_only,

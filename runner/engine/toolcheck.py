@@ -81,6 +81,15 @@ class ToolChecks:
         tools = await self.tools(server, session)
         return tools.get(name) if tools is not None else None
 
+    def known(self, session: Session, name: str) -> Tool | None:
+        """The session's tool ``name`` as its current list says, without listing anything: None when it has no
+        such tool, or its tools were not listed (or the list changed since)."""
+        entry = self._sessions.get(session)
+        listed = entry.listed if entry is not None else None
+        if listed is None or session.listed_tools is not listed.source:
+            return None
+        return listed.tools.get(name)
+
     async def check(self, server: str, session: Session, name: str, args: Mapping[str, Any]) -> None:
         """Raise :class:`~runner.errors.InvalidCall` when ``session`` has no tool ``name`` or the tool's
         ``inputSchema`` refuses ``args``; return when the call may be sent (or cannot be checked)."""

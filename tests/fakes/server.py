@@ -52,6 +52,7 @@ class FakeServer:
     end: MemoryServerEnd
     tools: dict[str, Handler] = field(default_factory=dict)
     schemas: dict[str, dict[str, Any]] = field(default_factory=dict)  # a tool's inputSchema ({"type": "object"})
+    annotations: dict[str, dict[str, Any]] = field(default_factory=dict)  # a tool's annotations (readOnlyHint ...)
     list_error: ErrorResponse | None = None  # scripted answer to tools/list (its id is replaced)
     protocol_version: str | None = None  # None: echo what the client asked
     capabilities: dict[str, Any] = field(default_factory=lambda: {"tools": {"listChanged": True}})
@@ -75,6 +76,12 @@ class FakeServer:
                 elif isinstance(message, Notification) and message.method == "notifications/cancelled":
                     self.cancelled.append((message.params or {}).get("requestId"))
 
+    def _tool(self, name: str) -> dict[str, Any]:
+        tool: dict[str, Any] = {"name": name, "inputSchema": self.schemas.get(name, {"type": "object"})}
+        if name in self.annotations:
+            tool["annotations"] = self.annotations[name]
+        return tool
+
     async def _handle(self, request: Request) -> None:
         params = request.params or {}
         reply: dict[str, Any] | ErrorResponse | None
@@ -94,7 +101,7 @@ class FakeServer:
             names = sorted(self.tools)
             start = int(params.get("cursor") or 0)
             page = names[start : start + self.page_size]
-            reply = {"tools": [{"name": n, "inputSchema": self.schemas.get(n, {"type": "object"})} for n in page]}
+            reply = {"tools": [self._tool(n) for n in page]}
             if start + self.page_size < len(names):
                 reply["nextCursor"] = str(start + self.page_size)
         elif request.method == "tools/call":
