@@ -138,6 +138,67 @@ def bench_run(path: Path, timeout: float, *, journal: bool = True) -> dict[str, 
     return row
 
 
+CHAIN_CPU_RATIO = 5.0  # CPU per step of a chain, at most this many times a fan-out's CPU per item
+CHAIN_PEAK_MIB = 300.0
+
+
+def bench_chain(tmp: Path, steps: int, *, timeout: float = 900.0) -> list[dict[str, Any]]:
+    """The engine section's rows: a chain of ``steps`` steps and a fan-out of as many items, run one after the
+    other (journal on), so that their CPU per call is compared within one run."""
+    rows = []
+    for shape, what in (("chain", f"chain of {steps:,} steps"), ("fanout", f"fan-out of {steps:,} (for the chain)")):
+        row = bench_run(write_workflow(tmp, shape, steps), timeout)
+        if row["exit_code"] != 0:
+            raise RuntimeError(f"{what} exited {row['exit_code']}" + (" (killed)" if row["timed_out"] else ""))
+        per = row["cpu_s"] / steps * 1e6
+        rows.append(
+            {
+                "section": "engine",
+                "what": f"{what}: {per:,.0f} µs CPU per call",
+                "shape": shape,
+                "steps": steps,
+                "wall_s": row["wall_s"],
+                "run_s": row["run_s"],
+                "calls_per_s": steps / row["run_s"],
+                "cpu_s": row["cpu_s"],
+                "cpu_us_per_call": per,
+                "peak_rss_mib": row["peak_rss_mib"],
+            }
+        )
+        print(
+            f"  {what:<36} {row['wall_s']:>7.2f} s wall  {per:>8,.0f} µs CPU/call  "
+            f"{row['peak_rss_mib']:>6.1f} MiB peak RSS",
+            flush=True,
+        )
+    return rows
+
+
+def chain_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The targets of issue 16 for many steps, from :func:`bench_chain`'s rows."""
+    chain = next((r for r in rows if r.get("shape") == "chain"), None)
+    fan = next((r for r in rows if r.get("shape") == "fanout"), None)
+    if chain is None or fan is None:
+        return []
+    n = chain["steps"]
+    ratio = chain["cpu_us_per_call"] / fan["cpu_us_per_call"]
+    return [
+        {
+            "target": f"chain of {n:,} steps: CPU per step / fan-out's CPU per item",
+            "value": ratio,
+            "limit": CHAIN_CPU_RATIO,
+            "unit": "x",
+            "met": ratio <= CHAIN_CPU_RATIO,
+        },
+        {
+            "target": f"chain of {n:,} steps: peak RSS",
+            "value": chain["peak_rss_mib"],
+            "limit": CHAIN_PEAK_MIB,
+            "unit": "MiB",
+            "met": chain["peak_rss_mib"] <= CHAIN_PEAK_MIB,
+        },
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.steps", description=__doc__)
     parser.add_argument("--sizes", default="1000,5000,20000,60000")
@@ -163,7 +224,13 @@ def main(argv: list[str] | None = None) -> int:
                         row = bench_run(path, args.timeout, journal=not args.no_journal)
                     else:
                         row = benches[what](path, args.timeout)
-                    flag = " (killed)" if row["timed_out"] else "" if row["exit_code"] == 0 else f" (exit {row['exit_code']})"
+                    flag = (
+                        " (killed)"
+                        if row["timed_out"]
+                        else ""
+                        if row["exit_code"] == 0
+                        else f" (exit {row['exit_code']})"
+                    )
                     print(
                         f"| {shape} | {n:,} | {what}{flag} | {row['wall_s']:.2f} | {row['cpu_s']:.2f} | "
                         f"{row['cpu_s'] / n * 1e6:,.0f} | {row['peak_rss_mib']:.0f} |",
