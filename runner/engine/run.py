@@ -308,7 +308,9 @@ def _prepare(path: Path, options: RunOptions, *, run_dir: RunDir | None) -> _Pre
     masker = Masker(collect_secrets(plan, inputs, env))
     fps = fingerprints(plan, inputs)
     wf_hash = workflow_hash(path)
-    prepared = _Prepared(path, plan, inputs, env, masker, fps, wf_hash, RunState(), run_dir)
+    # The live state keeps no results of this attempt: the scheduler holds what templates read, while they read
+    # it; a resume reads results back from the journal (those of steps whose results some template reads).
+    prepared = _Prepared(path, plan, inputs, env, masker, fps, wf_hash, RunState(keep_results=set()), run_dir)
     if run_dir is None:
         return prepared
     keep = {sid for sid, s in plan.steps.items() if s.referenced}
@@ -316,6 +318,7 @@ def _prepare(path: Path, options: RunOptions, *, run_dir: RunDir | None) -> _Pre
         state = run_dir.read(keep_results=keep, unmask=masker.unmask)
     except JournalCorrupt as exc:  # never a resume on part of a journal
         raise RunDamaged(run_dir.run_id, str(exc), first=False) from None
+    state.keep_results = set()
     prepared.state = state
     prepared.prior = resume_plan(
         state,

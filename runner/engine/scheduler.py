@@ -58,6 +58,7 @@ from runner.engine.events import (
     StepStatus,
 )
 from runner.engine.outcome import Outcome, settle
+from runner.engine.readiness import Readiness
 from runner.engine.retry import RetryPolicy, failure_kind, is_safe_to_repeat
 from runner.engine.state import ItemState, RunState, StepState
 from runner.engine.supervisor import (
@@ -136,8 +137,9 @@ class Scheduler:
         self._options = options or SchedulerOptions()
         self._prior = prior
         self._on_warning = on_warning
-        self._views: dict[str, Any] = {}
-        self._done: dict[str, trio.Event] = {sid: trio.Event() for sid in plan.order}
+        self._views: dict[str, Any] = {}  # steps.<id> for templates: only while some step left to run reads it
+        self._readiness = Readiness(plan)
+        self._steps_nursery: trio.Nursery | None = None
         self._stop_new: str | None = None
         self._gate = Gate(plan, state)
         self._draining = False
@@ -197,7 +199,10 @@ class Scheduler:
                     if await self._resolve_in_doubt():
                         return settle(self._plan, self._state, blocked=True)
                     async with trio.open_nursery() as steps:
-                        for sid in self._plan.order:
+                        # A step gets its task when its last dependency ends (see _step_task), not before:
+                        # 20,000 steps waiting would be 20,000 tasks.
+                        self._steps_nursery = steps
+                        for sid in self._readiness.first():
                             steps.start_soon(self._step_task, sid)
             finally:
                 for link in self._links.values():
@@ -275,8 +280,8 @@ class Scheduler:
     async def _step_task(self, sid: str) -> None:
         ps = self._plan.steps[sid]
         try:
-            for dep in ps.dependencies:
-                await self._done[dep].wait()
+            # A task started into a cancelled nursery still runs until its first checkpoint: start nothing then.
+            await trio.lowlevel.checkpoint()
             check = self._gate.check(ps, draining=self._draining, stopped_by=self._stop_new)
             if check.skip is not None:
                 self._skip(ps, check.skip)
@@ -292,7 +297,16 @@ class Scheduler:
                 return
             await self._run_step(ps)
         finally:
-            self._done[sid].set()
+            self._ended(sid)
+
+    def _ended(self, sid: str) -> None:
+        """Start the steps whose last dependency ``sid`` was; drop the views no step left to run reads."""
+        ready, unread = self._readiness.ended(sid)
+        for name in unread:
+            self._views.pop(name, None)
+        assert self._steps_nursery is not None
+        for dependent in ready:
+            self._steps_nursery.start_soon(self._step_task, dependent)
 
     def _skip(self, ps: PlannedStep, skip: Skip) -> None:
         self._views[ps.id] = fanout_view([], [], "skipped") if ps.fan_out else step_view(None, status="skipped")

@@ -139,18 +139,21 @@ class Compiled:
     returns the source value itself, not a copy: do not mutate what it returns).
     """
 
-    __slots__ = ("is_constant", "occurrences", "references", "source")
+    __slots__ = ("is_constant", "occurrences", "source")
 
     source: Any
     occurrences: tuple[Occurrence, ...]
-    references: frozenset[Reference]
     is_constant: bool
 
     def __init__(self, source: Any, occurrences: tuple[Occurrence, ...]) -> None:
         self.source = source
         self.occurrences = occurrences
-        self.references = frozenset(o.reference for o in occurrences)
         self.is_constant = not occurrences
+
+    @property
+    def references(self) -> frozenset[Reference]:
+        """Made when asked (a few times per template), not kept: a plan of 20,000 steps would hold 40,000 sets."""
+        return frozenset(o.reference for o in self.occurrences)
 
     def render(self, context: Mapping[str, Any]) -> Any:
         """The value with every template replaced by its result in ``context``."""

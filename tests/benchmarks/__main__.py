@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.benchmarks import steps
+
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
 MCP_RUN = str(Path(PY).with_name("mcp-run"))
@@ -46,10 +48,11 @@ class Sizes:
     dag_steps: int
     resume_items: int  # a fan-out of this many items leaves a journal of about twice as many events
     startup_repeats: int
+    chain_steps: int = 20_000  # a chain of this many steps, next to a fan-out of as many items (steps.py)
 
 
 FULL = Sizes(10_000, 2_000, (1_000, 10_000, 100_000), (10_000, 100_000), 10_000, 50_000, 7)
-SMOKE = Sizes(100, 100, (200, 200), (200,), 200, 200, 3)
+SMOKE = Sizes(100, 100, (200, 200), (200,), 200, 200, 3, chain_steps=200)
 
 
 # -- running things --------------------------------------------------------------------------------
@@ -224,6 +227,7 @@ def bench_engine(sizes: Sizes, tmp: Path) -> list[dict[str, Any]]:
         )
     rows.append(bench_planning(sizes, tmp))
     rows += bench_resume(sizes, tmp)
+    rows += steps.bench_chain(tmp, sizes.chain_steps)
     return rows
 
 
@@ -388,6 +392,7 @@ def ratios_and_targets(rows: list[dict[str, Any]], sizes: Sizes) -> tuple[list[d
             "x",
             at_most=False,
         )
+    targets += steps.chain_targets(rows)
     v = find(rows, section="startup", what="mcp-run --version")
     if v:
         target("mcp-run --version wall time", v["wall_s"], 0.3, "s")
