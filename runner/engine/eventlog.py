@@ -128,13 +128,15 @@ class EventLog:
     def _emit(self, event: AnyEvent) -> str | None:
         self._seq += 1
         entry = Entry(self._seq, _now(), event)
-        obj = encode(entry)
-        if self._masker:
-            masked = self._masker.mask_fields(obj, UNMASKED_FIELDS)
-            if masked is not obj:  # a secret in it: observers see the masked event too
-                obj = masked
-                entry = decode(masked)
-        line = _dumps(obj) if self._fd is not None else None
+        line = None
+        if self._fd is not None or self._masker:  # else nothing to write or mask: observers get the event as is
+            obj = encode(entry)
+            if self._masker:
+                masked = self._masker.mask_fields(obj, UNMASKED_FIELDS)
+                if masked is not obj:  # a secret in it: observers see the masked event too
+                    obj = masked
+                    entry = decode(masked)
+            line = _dumps(obj) if self._fd is not None else None
         for observer in self._observers:
             observer(entry)
         return line
