@@ -57,6 +57,7 @@ from runner.engine.events import (
     StepStarted,
     StepStatus,
 )
+from runner.engine.itemargs import ArgsRenderer, args_renderer
 from runner.engine.outcome import Outcome, settle
 from runner.engine.retry import RetryPolicy, failure_kind, is_safe_to_repeat
 from runner.engine.state import ItemState, RunState, StepState
@@ -333,6 +334,7 @@ class Scheduler:
                 self._fail_step(ps, first_line(exc), failure_kind(exc))
                 return
         keep = ps.referenced
+        render = args_renderer(ps, self._context)
         results: list[Any] = [None] * len(items) if keep else []
         single: dict[str, Any] | None = None
         positions = iter(range(len(items)))
@@ -343,7 +345,7 @@ class Scheduler:
             for index in positions:
                 if self._draining:
                     return
-                entry = await self._item(ps, index if ps.fan_out else None, items[index], keys[index])
+                entry = await self._item(ps, index if ps.fan_out else None, items[index], keys[index], render)
                 if keep:
                     if ps.fan_out:
                         results[index] = identified(entry, items[index], keys[index], index)
@@ -412,7 +414,14 @@ class Scheduler:
         prior = self._prior_item(sid, key)
         return prior is not None and prior.status is ItemStatus.SUCCEEDED
 
-    async def _item(self, ps: PlannedStep, index: int | None, item: Any, key: str) -> dict[str, Any] | None:
+    async def _item(
+        self,
+        ps: PlannedStep,
+        index: int | None,
+        item: Any,
+        key: str,
+        render: ArgsRenderer,
+    ) -> dict[str, Any] | None:
         prior = self._prior_item(ps.id, key)
         if prior is not None:
             if prior.status is ItemStatus.SUCCEEDED:
@@ -423,7 +432,7 @@ class Scheduler:
                 # --rerun-in-doubt says so.
                 return item_entry("failed", prior.error or SKIPPED_NOW)
         try:
-            args = ps.render_args(self._context(item, index))
+            args = render(item, index)
         except TemplateError as exc:
             return item_entry("failed", self._item_failed(ps, index, key, FailureKind.TEMPLATE_ERROR, str(exc)))
         if not isinstance(args, dict):
