@@ -385,9 +385,11 @@ class Scheduler:
     def _keys(self, ps: PlannedStep, items: list[Any]) -> list[str]:
         keys: list[str] = []
         seen: dict[str, int] = {}
+        full_hash = self._state.journal_format < 2
+        masker = self._log.masker if self._log.masker else None  # no secrets: nothing to look for
         for index, item in enumerate(items):
-            key = ps.render_key(self._context(item, index), full_hash=self._state.journal_format < 2)
-            masked = self._log.masker.mask(key)
+            key = ps.render_key(self._context(item, index), full_hash=full_hash)
+            masked = masker.mask(key) if masker is not None else key
             if masked != key:
                 # A key is an item's identity in the journal, written as it is: masked, it would no longer
                 # match its item once the secret changes, and a resume would call that item again.
