@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from runner.engine import argcheck
 from runner.engine.argcheck import InvalidSchema, PatternTimeout, compile_schema
@@ -182,4 +184,98 @@ def test_unevaluated_properties_beside_pattern_properties_are_not_checked() -> N
     plain = {"type": "object", "properties": {"a": {}}, "unevaluatedProperties": False}
     assert problems(plain, {"a": 1, "other": 2}) == [
         "args: Unevaluated properties are not allowed ('other' was unexpected)"
+    ]
+
+
+# -- the quick test: True only of arguments jsonschema accepts ------------------------------------------------
+
+_DRAFTS = [
+    None,
+    "http://json-schema.org/draft-04/schema#",
+    "http://json-schema.org/draft-07/schema#",
+    "https://json-schema.org/draft/2020-12/schema",
+]
+_TYPES = ["string", "integer", "number", "boolean", "object", "array", "null"]
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.sampled_from([1.0, 0.0]) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=6,
+)
+_property = st.one_of(
+    st.just({}),
+    st.just(True),
+    st.builds(lambda t, d: {"type": t, **d}, st.sampled_from(_TYPES), st.sampled_from([{}, {"description": "x"}])),
+    st.builds(lambda ts: {"type": ts}, st.lists(st.sampled_from(_TYPES), min_size=1, max_size=3, unique=True)),
+)
+_names = st.sampled_from(["a", "b", "c"])
+
+
+@st.composite
+def _subset_schemas(draw: st.DrawFn) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": draw(st.dictionaries(_names, _property, max_size=3))}
+    draft = draw(st.sampled_from(_DRAFTS))
+    if draft is not None:
+        schema["$schema"] = draft
+    if draw(st.booleans()):
+        schema["required"] = draw(st.lists(_names, max_size=3, unique=True))
+    additional = draw(st.sampled_from([None, True, False, {}]))
+    if additional is not None:
+        schema["additionalProperties"] = additional
+    return schema
+
+
+@settings(max_examples=400)
+@given(_subset_schemas(), st.dictionaries(_names | st.text(max_size=2), _json, max_size=4) | _json)
+def test_the_quick_test_passes_only_what_jsonschema_accepts(schema: dict[str, Any], args: Any) -> None:
+    from jsonschema.validators import Draft202012Validator, validator_for
+
+    quick = argcheck.quick_check(schema)
+    assert quick is not None  # every schema of this shape has one
+    base = validator_for(schema, default=Draft202012Validator)
+    assume(base(base.META_SCHEMA).is_valid(schema))  # draft 4 has no boolean schemas
+    accepted = base(schema).is_valid(args)
+    if quick(args):
+        assert accepted
+    if accepted or not isinstance(args, dict):
+        return
+    # refused: problems() words them as jsonschema does, the quick test notwithstanding
+    assert compile_schema(schema).problems(args)
+
+
+@pytest.mark.parametrize(
+    ("schema", "args", "quick"),
+    [
+        (CONVERT, {"path": "a", "out_dir": "b"}, None),  # minimum, items, enum: not the quick test's shape
+        ({"type": "object", "properties": {"n": {"type": "integer"}}}, {"n": 1}, True),
+        ({"type": "object", "properties": {"n": {"type": "integer"}}}, {"n": True}, False),
+        ({"type": "object", "properties": {"n": {"type": "integer"}}}, {"n": 1.0}, False),  # drafts differ: jsonschema
+        ({"type": "object", "properties": {"n": {"type": "number"}}}, {"n": False}, False),
+        ({"type": "object", "required": ["n"]}, {}, False),
+        ({"type": "object", "additionalProperties": False}, {"x": 1}, False),
+        ({"type": "object", "properties": {"n": {"type": ["string", "null"]}}}, {"n": None}, True),
+        ({"properties": {"id": {"type": "string", "pattern": "^a"}}}, {"id": "a"}, None),
+        ({"$schema": "http://json-schema.org/draft-03/schema#", "properties": {"a": {"type": "string"}}}, {}, None),
+    ],
+)
+def test_the_quick_test_applies_to_simple_schemas_only(schema: dict[str, Any], args: Any, quick: bool | None) -> None:
+    from jsonschema.validators import Draft202012Validator, validator_for
+
+    base = validator_for(schema, default=Draft202012Validator)
+    found = argcheck.quick_check(schema) if base.META_SCHEMA.get("$schema") in argcheck._QUICK_DRAFTS else None
+    assert (found(args) if found is not None else None) is quick
+
+
+def test_arguments_the_quick_test_refuses_get_jsonschemas_words() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}},
+        "required": ["n"],
+        "additionalProperties": False,
+    }
+    validator = compile_schema(schema)
+    assert validator.problems({"n": 1}) == []
+    assert validator.problems({"n": 1.0}) == []  # 2020-12: an integer
+    assert [str(p) for p in validator.problems({"n": True, "m": 1})] == [
+        "args.m: unexpected argument 'm'; it takes n",
+        "args.n: True is not of type 'integer'",
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from typing import Any
 
 import pytest
@@ -257,3 +258,8 @@ def test_arithmetic_overflow_is_a_template_error() -> None:
     compiled = compile_value("${{ floor(to_number('1e999')) }}")
     with pytest.raises(TemplateError):
         compiled.render(make_context(inputs={}, env={}, steps={}))
+
+
+@given(st.integers(min_value=-(2**100), max_value=2**100) | st.booleans() | st.floats())
+def test_a_number_reads_in_text_as_json_writes_it(value: Any) -> None:
+    assert render_text(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False)

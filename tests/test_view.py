@@ -5,9 +5,12 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
+from datetime import datetime
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from runner.engine.events import Entry
 from runner.engine.state import RunState
@@ -307,3 +310,22 @@ def test_a_crashed_servers_stderr_is_shown_once_on_lines_of_its_own() -> None:
     text = "\n".join(lines_of(fields)) + "\n"
     assert text.count("KeyError: 'x'") == 1
     assert "\n    Traceback (most recent call last):\n    KeyError: 'x'\n" in text
+
+
+@given(
+    st.datetimes(min_value=datetime(1000, 1, 2), max_value=datetime(9999, 12, 30)),
+    st.sampled_from(["", "Z", "+00:00", "x", "٣"]),
+)
+def test_an_event_time_reads_as_datetime_reads_it(when: datetime, tail: str) -> None:
+    from runner.view import text
+
+    ts = when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}" + "Z"
+    expected = datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+    assert text.ts_seconds(ts) == expected  # the fast path: whole second parsed once, then milliseconds
+    assert text.ts_seconds(ts) == expected  # and again, from the second it remembers
+    odd = ts[:-1] + tail  # not the event log's shape: read the slow way, or not at all
+    try:
+        slow: float | None = datetime.fromisoformat(odd.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        slow = None
+    assert text.ts_seconds(odd) == slow

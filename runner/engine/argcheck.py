@@ -97,14 +97,17 @@ class ArgProblem:
 class ArgsValidator:
     """A tool's ``inputSchema``, compiled (see :func:`compile_schema`)."""
 
-    __slots__ = ("_base", "_plain", "_schema", "_unusable", "_with_unknowns")
+    __slots__ = ("_base", "_plain", "_quick", "_schema", "_unusable", "_with_unknowns")
 
-    def __init__(self, base: type[Validator], schema: dict[str, Any]) -> None:
+    def __init__(self, base: type[Validator], schema: dict[str, Any], *, quick: QuickCheck | None = None) -> None:
+        """``quick``: a test that says True only of arguments ``schema`` accepts (:func:`quick_check`); the
+        arguments it passes are not validated further."""
         from jsonschema.exceptions import SchemaError
         from referencing.exceptions import Unresolvable
 
         self._base = base
         self._schema = schema
+        self._quick = quick
         self._plain = base(schema)  # for arguments known in full: every call at run time
         self._with_unknowns: Validator | None = None  # built when arguments hold placeholders (plan --check)
         self._unusable: tuple[type[BaseException], ...] = (Unresolvable, SchemaError, RecursionError)
@@ -115,6 +118,8 @@ class ArgsValidator:
         Raises :class:`InvalidSchema` when the schema turns out to be unusable while checking (a ``$ref``
         that cannot be resolved, a pattern that cannot be compiled), :class:`PatternTimeout` when a pattern
         runs too long on ``args``."""
+        if self._quick is not None and self._quick(args):
+            return []  # surely valid (a placeholder passes no quick test): the common case, at a fraction of the cost
         unknown = contains_unknown(args)
         validator = self._plain
         if unknown:
@@ -135,6 +140,7 @@ def compile_schema(schema: dict[str, Any]) -> ArgsValidator:
     from jsonschema.validators import Draft202012Validator, validator_for
 
     base = validator_for(schema, default=Draft202012Validator)
+    quick = quick_check(schema) if base.META_SCHEMA.get("$schema") in _QUICK_DRAFTS else None
     try:
         base.check_schema(schema)
         guarded = _guarded(base, unevaluated=not _mentions(schema, "patternProperties"))
@@ -143,12 +149,114 @@ def compile_schema(schema: dict[str, Any]) -> ArgsValidator:
         raise InvalidSchema(f"its inputSchema is not a valid JSON Schema: {where}: {exc.message}") from exc
     except RecursionError as exc:
         raise InvalidSchema("its inputSchema is nested too deeply") from exc
-    return ArgsValidator(guarded, schema)
+    return ArgsValidator(guarded, schema, quick=quick)
 
 
 def describe_problems(problems: list[ArgProblem]) -> str:
     """The problems on one line: ``args.a: ...; args.b: ...``."""
     return "; ".join(str(p) for p in problems)
+
+
+# -- the quick test -------------------------------------------------------------------------------------------
+
+QuickCheck = Callable[[Any], bool]
+
+# The drafts whose ``type``, ``properties``, ``required`` and ``additionalProperties`` mean what the quick test
+# assumes (draft 3's ``required`` is a property's boolean, and its ``type`` may hold schemas).
+_QUICK_DRAFTS: Final = frozenset(
+    {
+        "http://json-schema.org/draft-04/schema#",
+        "http://json-schema.org/draft-06/schema#",
+        "http://json-schema.org/draft-07/schema#",
+        "https://json-schema.org/draft/2019-09/schema",
+        "https://json-schema.org/draft/2020-12/schema",
+    }
+)
+# Keywords that assert nothing about an instance (format assertions are off).
+_ANNOTATIONS: Final = frozenset(
+    {"title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly", "format"}
+)
+_OBJECT_KEYWORDS: Final = _ANNOTATIONS | {"$schema", "type", "properties", "required", "additionalProperties"}
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)  # 1.0 is left to jsonschema (drafts differ)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+_TYPE_TESTS: Final[dict[str, Callable[[Any], bool]]] = {
+    "string": lambda value: isinstance(value, str),
+    "integer": _is_integer,
+    "number": _is_number,
+    "boolean": lambda value: isinstance(value, bool),
+    "object": lambda value: isinstance(value, dict),
+    "array": lambda value: isinstance(value, list),
+    "null": lambda value: value is None,
+}
+
+
+def _value_test(schema: Any) -> Callable[[Any], bool] | None:
+    """The test of a property whose schema is ``{}``, ``true`` or a ``type`` (a name or a list of names) with
+    annotations only; None for any other schema."""
+    if schema is True or schema == {}:
+        return lambda value: True
+    if not isinstance(schema, dict) or "type" not in schema or not _ANNOTATIONS.issuperset(set(schema) - {"type"}):
+        return None
+    kind = schema["type"]
+    names = [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else None
+    if not names or not all(isinstance(name, str) and name in _TYPE_TESTS for name in names):
+        return None
+    tests = tuple(_TYPE_TESTS[name] for name in names)
+    if len(tests) == 1:
+        return tests[0]
+    return lambda value: any(test(value) for test in tests)
+
+
+def quick_check(schema: Any) -> QuickCheck | None:
+    """For the schema most tools have (an object; properties each of one simple ``type``; ``required``;
+    ``additionalProperties`` true or false; annotations), a test far cheaper than jsonschema that says True
+    only of arguments the schema accepts. It says False of anything else (a float for an ``integer``, a
+    missing argument, a placeholder...): jsonschema then decides, and words the problems. None for any other
+    schema (jsonschema checks every call)."""
+    if not isinstance(schema, dict) or not _OBJECT_KEYWORDS.issuperset(schema):
+        return None
+    if schema.get("type", "object") != "object":
+        return None
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    additional = schema.get("additionalProperties", True)
+    if not isinstance(properties, dict) or not isinstance(required, list) or additional not in (True, False, {}):
+        return None
+    if not all(isinstance(name, str) for name in required):
+        return None
+    tests: dict[str, Callable[[Any], bool]] = {}
+    for name, subschema in properties.items():
+        test = _value_test(subschema)
+        if test is None:
+            return None
+        tests[name] = test
+    closed = additional is False
+    needed = tuple(required)
+
+    def check(args: Any) -> bool:
+        if not isinstance(args, dict):
+            return False
+        for name in needed:
+            if name not in args:
+                return False
+        for name, value in args.items():
+            test = tests.get(name)
+            if test is None:
+                if closed:
+                    return False
+            elif not test(value):
+                return False
+        return True
+
+    return check
 
 
 # -- placeholders --------------------------------------------------------------------------------------------

@@ -77,6 +77,16 @@ class CallSite:
     check: Callable[[PlannedStep, dict[str, Any], Session], Awaitable[None]]
 
 
+async def _take(limit: trio.CapacityLimiter) -> None:
+    """A token of ``limit``: at once when one is free and nobody waits for one, else in line. Taken at once, it
+    is no checkpoint: the call parks for its answer soon after, and a task switch per limit (and one for the
+    session's ready event) cost 6% of a fan-out's instructions per item."""
+    try:
+        limit.acquire_nowait()
+    except trio.WouldBlock:
+        await limit.acquire()
+
+
 class ItemCall:
     """The call of one item (see the module docstring): ``await ItemCall(...).run()``."""
 
@@ -171,18 +181,25 @@ class ItemCall:
         self._session = session
         limit_all, limit_server = site.limits
         try:
-            async with limit_all, limit_server:
-                if site.draining():
-                    raise Drained("the run is being interrupted; not dispatching")
-                return await session.call_tool(
-                    ps.tool,
-                    self._args,
-                    timeout=ps.timeout,
-                    idle_timeout=ps.idle_timeout,
-                    on_progress=self._on_progress,
-                    before_send=self._before_send,
-                    on_resumed=self._on_resumed,
-                )
+            await _take(limit_all)
+            try:
+                await _take(limit_server)
+                try:
+                    if site.draining():
+                        raise Drained("the run is being interrupted; not dispatching")
+                    return await session.call_tool(
+                        ps.tool,
+                        self._args,
+                        timeout=ps.timeout,
+                        idle_timeout=ps.idle_timeout,
+                        on_progress=self._on_progress,
+                        before_send=self._before_send,
+                        on_resumed=self._on_resumed,
+                    )
+                finally:
+                    limit_server.release()
+            finally:
+                limit_all.release()
         except trio.Cancelled:
             if self._dispatched:
                 site.log.record(

@@ -45,11 +45,11 @@ Without a journal (``--no-journal``) the same object still numbers events and fe
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
 from collections.abc import Awaitable, Callable
+from json.encoder import c_encode_basestring, c_make_encoder  # type: ignore[attr-defined]
 from typing import Any
 
 import trio
@@ -64,12 +64,17 @@ __all__ = ["EventLog", "JournalWriteError", "Masker", "Observer"]
 
 Observer = Callable[[Entry], object]
 
-_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+# The standard library's C encoder, built once: ``JSONEncoder.encode`` builds one per call, which is a third of
+# a line's cost. Its text is ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str)``'s,
+# without the check for circular references (journal values are trees: they come from JSON). orjson and msgspec
+# were measured (``python -m tests.benchmarks.encoders``): faster still, but both refuse a lone surrogate
+# instead of writing it, so the journal would need a second path.
+_encode = c_make_encoder(None, str, c_encode_basestring, None, ":", ",", False, False, True)
 
 
 def _dumps(obj: Any) -> str:
     """One journal line: compact, UTF-8 kept, lone surrogates and C1 controls as JSON escapes (lossless)."""
-    return escape(_encoder.encode(obj))
+    return escape("".join(_encode(obj, 0)))
 
 
 # Fields that mcp-run itself fills (the record's frame, ids and names from the workflow, counts, vocabularies):
@@ -168,13 +173,15 @@ class EventLog:
     def _emit(self, event: AnyEvent) -> str | None:
         self._seq += 1
         entry = Entry(self._seq, _now(), event)
-        obj = encode(entry)
-        if self._masker:
-            masked = self._masker.mask_fields(obj, UNMASKED_FIELDS)
-            if masked is not obj:  # a secret in it: observers see the masked event too
-                obj = masked
-                entry = decode(masked)
-        line = _dumps(obj) if self._fd is not None else None
+        line = None
+        if self._fd is not None or self._masker:  # else nothing to write or mask: observers get the event as is
+            obj = encode(entry)
+            if self._masker:
+                masked = self._masker.mask_fields(obj, UNMASKED_FIELDS)
+                if masked is not obj:  # a secret in it: observers see the masked event too
+                    obj = masked
+                    entry = decode(masked)
+            line = _dumps(obj) if self._fd is not None else None
         for observer in self._observers:
             observer(entry)
         return line

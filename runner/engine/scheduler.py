@@ -57,6 +57,7 @@ from runner.engine.events import (
     StepStarted,
     StepStatus,
 )
+from runner.engine.itemargs import ArgsRenderer, args_renderer
 from runner.engine.outcome import Outcome, settle
 from runner.engine.readiness import Readiness
 from runner.engine.retry import RetryPolicy, failure_kind, is_safe_to_repeat
@@ -348,6 +349,7 @@ class Scheduler:
                 self._fail_step(ps, first_line(exc), failure_kind(exc))
                 return
         keep = ps.referenced
+        render = args_renderer(ps, self._context)
         results: list[Any] = [None] * len(items) if keep else []
         single: dict[str, Any] | None = None
         positions = iter(range(len(items)))
@@ -358,7 +360,7 @@ class Scheduler:
             for index in positions:
                 if self._draining:
                     return
-                entry = await self._item(ps, index if ps.fan_out else None, items[index], keys[index])
+                entry = await self._item(ps, index if ps.fan_out else None, items[index], keys[index], render)
                 if keep:
                     if ps.fan_out:
                         results[index] = identified(entry, items[index], keys[index], index)
@@ -398,9 +400,11 @@ class Scheduler:
     def _keys(self, ps: PlannedStep, items: list[Any]) -> list[str]:
         keys: list[str] = []
         seen: dict[str, int] = {}
+        full_hash = self._state.journal_format < 2
+        masker = self._log.masker if self._log.masker else None  # no secrets: nothing to look for
         for index, item in enumerate(items):
-            key = ps.render_key(self._context(item, index), full_hash=self._state.journal_format < 2)
-            masked = self._log.masker.mask(key)
+            key = ps.render_key(self._context(item, index), full_hash=full_hash)
+            masked = masker.mask(key) if masker is not None else key
             if masked != key:
                 # A key is an item's identity in the journal, written as it is: masked, it would no longer
                 # match its item once the secret changes, and a resume would call that item again.
@@ -427,7 +431,14 @@ class Scheduler:
         prior = self._prior_item(sid, key)
         return prior is not None and prior.status is ItemStatus.SUCCEEDED
 
-    async def _item(self, ps: PlannedStep, index: int | None, item: Any, key: str) -> dict[str, Any] | None:
+    async def _item(
+        self,
+        ps: PlannedStep,
+        index: int | None,
+        item: Any,
+        key: str,
+        render: ArgsRenderer,
+    ) -> dict[str, Any] | None:
         prior = self._prior_item(ps.id, key)
         if prior is not None:
             if prior.status is ItemStatus.SUCCEEDED:
@@ -438,7 +449,7 @@ class Scheduler:
                 # --rerun-in-doubt says so.
                 return item_entry("failed", prior.error or SKIPPED_NOW)
         try:
-            args = ps.render_args(self._context(item, index))
+            args = render(item, index)
         except TemplateError as exc:
             return item_entry("failed", self._item_failed(ps, index, key, FailureKind.TEMPLATE_ERROR, str(exc)))
         if not isinstance(args, dict):
@@ -523,6 +534,9 @@ class Scheduler:
         interrupt comes first (the run dispatches nothing new)."""
         if self._draining:
             raise Drained("the run is being interrupted; not dispatching")
+        session = link.current()
+        if session is not None:
+            return session  # up: what link.session() returns at once (every call but the first comes here)
         with trio.CancelScope() as scope:
             self._waiting.add(scope)
             try:

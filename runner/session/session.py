@@ -259,8 +259,8 @@ class Session:
         token (the request id) to ``_meta``. While the session is being re-initialized, requests wait
         (``handshake``: a request of the handshake itself, which does not)."""
         for _attempt in range(MAX_REINITIALIZE + 1):
-            if not handshake and method != "initialize":
-                await self._ready.wait()
+            if not handshake and method != "initialize" and not self._ready.is_set():
+                await self._ready.wait()  # only while re-initializing: a set Event's wait() is a task switch
             if self._broken is not None:
                 broken = self._broken
                 raise NotDelivered(

@@ -223,15 +223,21 @@ class PlainView:
             self._write(ts, f"{where(event.step, event.item)}: stream resumed")
 
     def _progress_line(self, ts: str, sid: str) -> None:
-        step = self._state.steps.get(sid)
-        if step is None or not step.fan_out or not self._progress:
+        if not self._progress:
             return
-        counts = step.counts()
-        if counts.done >= counts.total:
+        step = self._state.steps.get(sid)
+        if step is None or not step.fan_out:
             return
         now = ts_seconds(ts)
         if now is None or now - self._last_line.get(sid, now) < self._interval:
-            self._last_line.setdefault(sid, now or 0.0)
+            # Not yet time for a line (every item but one in thousands): the step is counted only when one is due
+            if sid not in self._last_line:
+                counts = step.counts()
+                if counts.done < counts.total:
+                    self._last_line[sid] = now or 0.0
+            return
+        counts = step.counts()
+        if counts.done >= counts.total:
             return
         self._last_line[sid] = now
         text = f"step {sid}: {counts.done}/{plural(counts.total, 'item')}"

@@ -298,10 +298,34 @@ def format_elapsed(seconds: float) -> str:
     return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
+_second: tuple[str, int | None] = ("", None)  # the whole second of the last ``ts`` read, and its POSIX seconds
+
+
 def ts_seconds(ts: Any) -> float | None:
-    """An event's ``ts`` (ISO 8601, UTC) as POSIX seconds; None when it is not one."""
+    """An event's ``ts`` (ISO 8601, UTC) as POSIX seconds; None when it is not one.
+
+    A ``ts`` as the event log writes it (``2026-11-29T21:35:12.123Z``) is read from its whole second, parsed
+    once per second, and its milliseconds: the same number ``datetime.timestamp()`` gives (it divides whole
+    microseconds by a million too), for a fraction of the cost (a plain view reads one per item)."""
+    global _second
+    if type(ts) is str and len(ts) == 24 and ts[19] == "." and ts[23] == "Z" and ts.isascii() and ts[20:23].isdigit():
+        head = ts[:19]
+        if head != _second[0]:
+            _second = (head, _whole_seconds(head))
+        whole = _second[1]
+        if whole is not None:
+            return (whole * 1_000_000 + int(ts[20:23]) * 1000) / 1_000_000
     try:
         return datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _whole_seconds(head: str) -> int | None:
+    if "Z" in head:
+        return None
+    try:
+        return int(datetime.fromisoformat(head + "+00:00").timestamp())
     except ValueError:
         return None
 

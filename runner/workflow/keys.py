@@ -32,12 +32,14 @@ key", never silently."""
 
 
 def default_key(item: Any, *, full_hash: bool = False) -> str:
-    """The key of a fan-out item when its step has no ``key`` template (see the module docstring)."""
+    """The key of a fan-out item when its step has no ``key`` template (see the module docstring). Hashed only
+    when the key is a hash."""
+    if not full_hash:
+        label = scalar_label(item)
+        if label is not None:
+            return label
     digest = hashlib.sha256(utf8(canonical_json(item))).hexdigest()
-    if full_hash:
-        return digest
-    label = scalar_label(item)
-    return label if label is not None else "#" + digest[:HASH_DIGITS]
+    return digest if full_hash else "#" + digest[:HASH_DIGITS]
 
 
 def scalar_label(item: Any) -> str | None:

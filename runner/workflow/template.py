@@ -556,6 +556,8 @@ def render_text(value: Any) -> str:
         return value
     if value is None:
         return ""
+    if type(value) is int:
+        return int.__repr__(value)  # what json writes (a fan-out's items are often numbers: one per item)
     return canonical_json(value, sort_keys=False)
 
 

@@ -6,7 +6,8 @@
 
 Sections: ``stdio`` and ``http`` (mcp-run's session against the official SDK client and a raw pipe loop,
 calls/s and client CPU per call), ``engine`` (fan-outs through the ``mcp-run`` CLI: wall time, calls/s, peak
-RSS, journal on and off; planning a 10,000-step DAG; resuming from a 100,000-event journal) and ``startup``.
+RSS, journal on and off; the whole-process comparison of a fan-out with the official SDK's client loop;
+planning a 10,000-step DAG; resuming from a 100,000-event journal) and ``startup``.
 The ratios and targets of BENCHMARKS.md are computed from the figures of this one run.
 """
 
@@ -36,7 +37,7 @@ MCP_RUN = str(Path(PY).with_name("mcp-run"))
 ECHO = [PY, str(REPO / "tests" / "benchmarks" / "echo_server.py")]
 SDK_STDIO = [PY, str(REPO / "tests" / "peers" / "sdk_server.py"), "stdio"]
 URL_RE = re.compile(r"(http://\S+/mcp)")
-SECTIONS = ("stdio", "http", "engine", "startup")
+SECTIONS = ("stdio", "http", "engine", "whole", "startup")  # "engine" includes "whole"
 
 
 @dataclass(frozen=True)
@@ -48,11 +49,13 @@ class Sizes:
     dag_steps: int
     resume_items: int  # a fan-out of this many items leaves a journal of about twice as many events
     startup_repeats: int
+    whole: tuple[int, ...] = ()  # whole-process fan-outs (mcp-run, --no-journal, the SDK loop); the last is the big one
+    whole_rounds: int = 1  # each is run this many times, interleaved; the median is reported, with the spread
     chain_steps: int = 20_000  # a chain of this many steps, next to a fan-out of as many items (steps.py)
 
 
-FULL = Sizes(10_000, 2_000, (1_000, 10_000, 100_000), (10_000, 100_000), 10_000, 50_000, 7)
-SMOKE = Sizes(100, 100, (200, 200), (200,), 200, 200, 3, chain_steps=200)
+FULL = Sizes(10_000, 2_000, (1_000, 10_000, 100_000), (10_000, 100_000), 10_000, 50_000, 7, (2_000, 20_000), 3)
+SMOKE = Sizes(100, 100, (200, 200), (200,), 200, 200, 3, (100, 400), 1, chain_steps=200)
 
 
 # -- running things --------------------------------------------------------------------------------
@@ -89,12 +92,13 @@ def http_server(argv: list[str]) -> Iterator[str]:
             proc.wait()
 
 
-def timed_child(argv: list[str], **kwargs: Any) -> tuple[float, int, str, int]:
-    """Run ``argv``; return wall seconds, exit code, stdout, and peak RSS in KiB (of the child and the
-    children it reaped, from wait4)."""
+def timed_child_cpu(argv: list[str], **kwargs: Any) -> tuple[float, int, str, int, float]:
+    """Run ``argv``; return wall seconds, exit code, stdout, peak RSS in KiB and CPU seconds (user + system),
+    both of the child and the children it reaped (from wait4)."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
-    out, err = [], []
+    out: list[bytes] = []
+    err: list[bytes] = []
     readers = [
         threading.Thread(target=lambda: out.append(proc.stdout.read())),  # type: ignore[union-attr]
         threading.Thread(target=lambda: err.append(proc.stderr.read())),  # type: ignore[union-attr]
@@ -108,7 +112,15 @@ def timed_child(argv: list[str], **kwargs: Any) -> tuple[float, int, str, int]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0 and err and err[0]:
         sys.stderr.write(err[0].decode(errors="replace")[-2000:])
-    return wall, proc.returncode, out[0].decode() if out else "", usage.ru_maxrss
+    cpu = usage.ru_utime + usage.ru_stime
+    return wall, proc.returncode, out[0].decode() if out else "", usage.ru_maxrss, cpu
+
+
+def timed_child(argv: list[str], **kwargs: Any) -> tuple[float, int, str, int]:
+    """Run ``argv``; return wall seconds, exit code, stdout, and peak RSS in KiB (of the child and the
+    children it reaped, from wait4)."""
+    wall, code, out, rss, _ = timed_child_cpu(argv, **kwargs)
+    return wall, code, out, rss
 
 
 # -- sections --------------------------------------------------------------------------------------
@@ -211,6 +223,89 @@ def run_fanout(tmp: Path, items: int, *, journal: bool, state: Path | None = Non
         "calls_per_s": items / run_s,
         "peak_rss_mib": rss / 1024,
     }
+
+
+WHOLE = ("mcp-run", "mcp-run --no-journal", "sdk")
+
+
+def run_whole(tmp: Path, items: int, client: str, env: dict[str, str]) -> dict[str, Any]:
+    """One whole process making ``items`` echo calls, 64 in flight, against the minimal stdio server; its CPU is
+    ``os.wait4``'s (the process and the children it reaped: the server) less the server's own, which the
+    server writes at exit (``--cpu-file``). ``mcp-run``: the fan-out workflow through the CLI (start-up, the
+    ``range`` and last steps included); ``sdk``: the official SDK client loop (``clients.py sdk``, no
+    warm-up: start-up included as well)."""
+    cpu_file = tmp / f"server-cpu-{items}"
+    cpu_file.unlink(missing_ok=True)
+    server = [*ECHO, "--cpu-file", str(cpu_file)]
+    if client == "sdk":
+        argv = [PY, "-m", "tests.benchmarks.clients", "sdk", "stdio", json.dumps(server), "--calls", str(items)]
+        argv += ["--inflight", "64", "--warmup", "0"]
+        cwd = REPO
+    else:
+        path = tmp / f"whole-{items}.yaml"
+        path.write_text(FANOUT_YAML.format(command=json.dumps(server), items=items))
+        argv = [MCP_RUN, str(path), "--no-progress", "--quiet", "--json", "--concurrency", "64", "--new-run"]
+        argv += ["--no-journal"] if client.endswith("--no-journal") else ["--state-dir", str(tmp / "state-whole")]
+        cwd = tmp
+    wall, code, out, _rss, cpu = timed_child_cpu(argv, cwd=cwd, env=env)
+    if code != 0:
+        raise RuntimeError(f"{client}: {items} calls exited {code}")
+    server_cpu = float(cpu_file.read_text())
+    if client == "sdk":
+        run_s = json.loads(out.strip().splitlines()[-1])["wall_s"]
+    else:
+        summary = json.loads(out)
+        assert summary["steps"]["fan"]["succeeded"] == items, summary["steps"]
+        run_s = summary["duration_s"]
+    return {
+        "section": "whole",
+        "client": client,
+        "items": items,
+        "wall_s": wall,
+        "calls_per_s": items / run_s,
+        "cpu_s": cpu,
+        "server_cpu_s": server_cpu,
+        "cpu_us_per_item": (cpu - server_cpu) / items * 1e6,
+    }
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def bench_whole(sizes: Sizes, tmp: Path) -> list[dict[str, Any]]:
+    """The fan-out of the issue's comparison, as whole processes, server CPU subtracted: each size, each client,
+    ``whole_rounds`` times, interleaved (so that the machine's drift falls on every client alike); per client
+    and size the median round is kept, with the spread of its CPU per item."""
+    if not sizes.whole:
+        return []
+    print("whole process (server CPU subtracted)", flush=True)
+    # Start-up counts here, so every client starts from cached bytecode, as an installed program does: the SDK's
+    # from its site-packages, mcp-run's (an editable install) from a cache of this run's, even where the
+    # environment says not to write bytecode. A small run of each fills it.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+    for client in WHOLE:
+        run_whole(tmp, 10, client, env)
+    rows: list[dict[str, Any]] = []
+    for items in sizes.whole:
+        runs: dict[str, list[dict[str, Any]]] = {client: [] for client in WHOLE}
+        for _ in range(sizes.whole_rounds):
+            for client in WHOLE:
+                runs[client].append(run_whole(tmp, items, client, env))
+        for client, done in runs.items():
+            cpus = [r["cpu_us_per_item"] for r in done]
+            row = min(done, key=lambda r: abs(r["cpu_us_per_item"] - _median(cpus)))
+            row = {**row, "cpu_us_per_item": _median(cpus), "spread": (min(cpus), max(cpus)), "rounds": len(done)}
+            rows.append(row)
+            print(
+                f"  {items:>7,} {client:<22} {row['wall_s']:>6.2f} s wall  {row['calls_per_s']:>8,.0f} calls/s  "
+                f"{row['cpu_us_per_item']:>7.1f} µs CPU/item ({min(cpus):.1f}-{max(cpus):.1f}, {len(cpus)} runs)",
+                flush=True,
+            )
+    return rows
 
 
 def bench_engine(sizes: Sizes, tmp: Path) -> list[dict[str, Any]]:
@@ -324,6 +419,46 @@ def find(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
     return None
 
 
+def whole_ratios(rows: list[dict[str, Any]], sizes: Sizes) -> list[dict[str, Any]]:
+    """Whole-process fan-outs: each client against the others, per size (CPU per item and calls/s), and the
+    marginal CPU per item between the smallest and the largest size (start-up cancels out)."""
+    out: list[dict[str, Any]] = []
+    pairs = (("mcp-run", "sdk"), ("mcp-run --no-journal", "sdk"), ("mcp-run", "mcp-run --no-journal"))
+    for items in sizes.whole:
+        for ours, theirs in pairs:
+            a = find(rows, section="whole", items=items, client=ours)
+            b = find(rows, section="whole", items=items, client=theirs)
+            if a and b:
+                out.append(
+                    {
+                        "what": f"fan-out {items:,}, whole process: {ours} / {theirs}",
+                        "cpu_per_call": a["cpu_us_per_item"] / b["cpu_us_per_item"],
+                        "calls_per_s": a["calls_per_s"] / b["calls_per_s"],
+                    }
+                )
+    if len(sizes.whole) >= 2:
+        small, big = sizes.whole[0], sizes.whole[-1]
+
+        def marginal(client: str) -> float | None:
+            a = find(rows, section="whole", items=small, client=client)
+            b = find(rows, section="whole", items=big, client=client)
+            if not (a and b):
+                return None
+            return float(b["cpu_us_per_item"] * big - a["cpu_us_per_item"] * small) / (big - small)
+
+        for ours, theirs in pairs:
+            x, y = marginal(ours), marginal(theirs)
+            if x is not None and y is not None and y > 0:
+                out.append(
+                    {
+                        "what": f"fan-out {small:,} -> {big:,}, marginal CPU per item: {ours} / {theirs}",
+                        "cpu_per_call": x / y,
+                        "calls_per_s": None,
+                    }
+                )
+    return out
+
+
 def ratios_and_targets(rows: list[dict[str, Any]], sizes: Sizes) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     ratios: list[dict[str, Any]] = []
     for section, server in (
@@ -345,13 +480,14 @@ def ratios_and_targets(rows: list[dict[str, Any]], sizes: Sizes) -> tuple[list[d
                             "calls_per_s": ours["calls_per_s"] / theirs["calls_per_s"],
                         }
                     )
+    ratios += whole_ratios(rows, sizes)
     targets: list[dict[str, Any]] = []
 
     def target(name: str, value: float | None, limit: float, unit: str, at_most: bool = True) -> None:
         if value is None:
             return
         ok = value <= limit if at_most else value >= limit
-        targets.append({"target": name, "value": value, "limit": limit, "unit": unit, "met": ok})
+        targets.append({"target": name, "value": value, "limit": limit, "unit": unit, "met": ok, "at_most": at_most})
 
     def ratio(what: str) -> float | None:
         r = next((r for r in ratios if r["what"] == what), None)
@@ -392,6 +528,32 @@ def ratios_and_targets(rows: list[dict[str, Any]], sizes: Sizes) -> tuple[list[d
             "x",
             at_most=False,
         )
+    if sizes.whole:
+        n = sizes.whole[-1]
+        on = find(rows, section="whole", items=n, client="mcp-run")
+        off = find(rows, section="whole", items=n, client="mcp-run --no-journal")
+        sdk = find(rows, section="whole", items=n, client="sdk")
+        if on and sdk:
+            target(
+                f"{n:,}-item fan-out, whole process: CPU/item mcp-run / SDK loop (bar 0.5 x)",
+                on["cpu_us_per_item"] / sdk["cpu_us_per_item"],
+                0.25,
+                "x",
+            )
+        if on and off:
+            target(
+                f"{n:,}-item fan-out, whole process: CPU/item journal on / off",
+                on["cpu_us_per_item"] / off["cpu_us_per_item"],
+                1.3,
+                "x",
+            )
+            target(
+                f"{n:,}-item fan-out: throughput journal on / off",
+                on["calls_per_s"] / off["calls_per_s"],
+                0.8,
+                "x",
+                at_most=False,
+            )
     targets += steps.chain_targets(rows)
     v = find(rows, section="startup", what="mcp-run --version")
     if v:
@@ -440,6 +602,17 @@ def render(result: dict[str, Any]) -> str:
                 f"{r['calls_per_s']:,.0f} | {r['cpu_us_per_call']:.1f} |"
             )
         out.append("")
+    whole = [r for r in result["rows"] if r["section"] == "whole"]
+    if whole:
+        out.append("| fan-out, whole process, 64 in flight | items | wall s | calls/s | client CPU µs/item | spread |")
+        out.append("|---|--:|--:|--:|--:|--:|")
+        for r in whole:
+            low, high = r["spread"]
+            out.append(
+                f"| {r['client']} | {r['items']:,} | {r['wall_s']:.2f} | {r['calls_per_s']:,.0f} | "
+                f"{r['cpu_us_per_item']:.1f} | {low:.1f}-{high:.1f} ({r['rounds']}) |"
+            )
+        out.append("")
     engine = [r for r in result["rows"] if r["section"] in ("engine", "startup")]
     if engine:
         out.append("| engine / start-up | wall s | calls/s | peak RSS MiB |")
@@ -453,13 +626,14 @@ def render(result: dict[str, Any]) -> str:
         out.append("| ratio | CPU/call | calls/s |")
         out.append("|---|--:|--:|")
         for r in result["ratios"]:
-            out.append(f"| {r['what']} | {r['cpu_per_call']:.2f} | {r['calls_per_s']:.2f} |")
+            cps = f"{r['calls_per_s']:.2f}" if r["calls_per_s"] is not None else ""
+            out.append(f"| {r['what']} | {r['cpu_per_call']:.2f} | {cps} |")
         out.append("")
     if result["targets"]:
         out.append("| target | value | limit | met |")
         out.append("|---|--:|--:|---|")
         for t in result["targets"]:
-            sign = "≤" if t["target"].find("journal on / off") < 0 else "≥"
+            sign = "≤" if t.get("at_most", True) else "≥"
             out.append(
                 f"| {t['target']} | {t['value']:.3f} {t['unit']} | {sign} {t['limit']} {t['unit']} | "
                 f"{'yes' if t['met'] else 'NO'} |"
@@ -487,6 +661,8 @@ def main(argv: list[str] | None = None) -> int:
             rows += bench_stdio(sizes)
         if "http" in only:
             rows += bench_http(sizes)
+        if "engine" in only or "whole" in only:
+            rows += bench_whole(sizes, Path(tmp))
         if "engine" in only:
             rows += bench_engine(sizes, Path(tmp))
         if "startup" in only:

@@ -1,18 +1,24 @@
 """A minimal MCP server over stdio for the benchmarks: JSON lines, standard library only.
 
-    python -m tests.benchmarks.echo_server
+    python -m tests.benchmarks.echo_server [--cpu-file PATH]
 
 It answers ``initialize``, ``ping``, ``tools/list`` and ``tools/call`` of two tools, ``echo(text)`` (the text
 back as one text block) and ``range(n)`` (structured content ``{"items": [0, ..., n-1]}``, for fan-outs),
 and ignores notifications. It reads whatever is in the pipe, answers all of it and writes the answers in one
 ``os.write``, so that it is never the slowest end of a benchmark.
+
+``--cpu-file PATH``: at exit (end of stdin, or SIGTERM) write this process's own CPU seconds
+(``time.process_time()``) to ``PATH``, so that a benchmark can subtract the server's CPU from a client's
+whole-process figure (``os.wait4`` of a client counts the children it reaped).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import time
 from typing import Any
 
 TOOLS = [
@@ -67,7 +73,7 @@ def answer(message: dict[str, Any]) -> dict[str, Any] | None:
     return {"jsonrpc": "2.0", "id": rid, "result": result}
 
 
-def main() -> None:
+def serve() -> None:
     stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
     rest = b""
     while chunk := os.read(stdin, 1 << 16):
@@ -82,6 +88,18 @@ def main() -> None:
             data = ("\n".join(out) + "\n").encode()
             while data:
                 data = data[os.write(stdout, data) :]
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    cpu_file = args[args.index("--cpu-file") + 1] if "--cpu-file" in args else None
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        serve()
+    finally:
+        if cpu_file is not None:
+            with open(cpu_file, "w") as f:
+                f.write(f"{time.process_time()}\n")
 
 
 if __name__ == "__main__":
