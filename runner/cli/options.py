@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
 from runner.protocol.mcp import LOG_LEVELS
 
 
@@ -20,4 +21,16 @@ def add_log_levels(parser: argparse.ArgumentParser) -> None:
         default="info",
         choices=LOG_LEVELS,
         help="level asked of servers that support logging/setLevel (default: info); the journal keeps what arrives",
+    )
+
+
+def add_max_message_size(parser: argparse.ArgumentParser) -> None:
+    """``--max-message-size``: the cap on one message from a server (the transports' default)."""
+    parser.add_argument(
+        "--max-message-size",
+        type=int,
+        default=DEFAULT_MAX_MESSAGE_SIZE,
+        metavar="BYTES",
+        help="largest message accepted from a server: a stdio line, a server-sent event or a JSON body "
+        f"(default: {DEFAULT_MAX_MESSAGE_SIZE // (1024 * 1024)} MiB)",
     )

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runner.cli.options import add_log_levels
+from runner.cli.options import add_log_levels, add_max_message_size
 from runner.errors import McpRunError, UsageError
 from runner.exitcodes import ExitCode
 from runner.termsafe import terminal
@@ -144,14 +144,7 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         help="bound on starting or reaching a server and its handshake, for servers whose workflow entry sets "
         "no connect_timeout (default: 30)",
     )
-    parser.add_argument(
-        "--max-message-size",
-        type=int,
-        default=16 * 1024 * 1024,
-        metavar="BYTES",
-        help="largest message accepted from a server: a stdio line, a server-sent event or a JSON body "
-        "(default: 16 MiB)",
-    )
+    add_max_message_size(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON summary on stdout at the end")
     parser.add_argument("--output", metavar="FILE", help="write the workflow's outputs as JSON to FILE")
     parser.add_argument("--quiet", "-q", action="store_true", help="print only errors and the final outputs")

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from runner.cli.options import add_log_levels
+from runner.cli.options import add_log_levels, add_max_message_size
 from runner.errors import ConnectFailed, TransportError, UsageError
 from runner.exitcodes import ExitCode
 from runner.jsontext import dumps
@@ -110,14 +110,7 @@ def _server_options(parser: argparse.ArgumentParser) -> None:
         help="bound on starting or reaching the server and its handshake (default: 30)",
     )
     add_log_levels(parser)
-    parser.add_argument(
-        "--max-message-size",
-        type=int,
-        default=16 * 1024 * 1024,
-        metavar="BYTES",
-        help="largest message accepted from a server: a stdio line, a server-sent event or a JSON body "
-        "(default: 16 MiB)",
-    )
+    add_max_message_size(parser)
 
 
 _CREDENTIALS_HINT = "give credentials with --header 'Authorization: Bearer $TOKEN' (from the environment)"
