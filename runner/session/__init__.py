@@ -32,22 +32,29 @@ the usual reason.
 The package, one idea per module: :mod:`.options` (``SessionOptions`` and the callbacks' types),
 :mod:`.handshake` (the handshake's pure parts and its error text), :mod:`.pending` (the calls awaiting a
 response and their write state), :mod:`.stray` (``SessionStats``: what matched nothing), :mod:`.text`
-(quoting), :mod:`.session` (``Session`` and ``open_session``).
+(quoting), :mod:`.answers` (what a server's own requests get: elicitation, roots, sampling),
+:mod:`.input_required` (the 2026 multi-round-trip loop), :mod:`.session` (``Session`` and ``open_session``).
 """
 
 from __future__ import annotations
 
+from runner.session.answers import AnswerPolicy, ElicitationPolicy, Root
+from runner.session.input_required import resolve_input_required
 from runner.session.options import BeforeSend, LogHandler, ProgressHandler, SessionOptions
 from runner.session.session import Session, open_session
 from runner.session.stray import WARN_FIRST, SessionStats
 
 __all__ = [
     "WARN_FIRST",
+    "AnswerPolicy",
     "BeforeSend",
+    "ElicitationPolicy",
     "LogHandler",
     "ProgressHandler",
+    "Root",
     "Session",
     "SessionOptions",
     "SessionStats",
     "open_session",
+    "resolve_input_required",
 ]

@@ -16,10 +16,11 @@ __all__ = ["ServerHello", "initialize_failed", "initialize_params", "parse_initi
 
 
 def initialize_params(options: SessionOptions) -> dict[str, Any]:
-    """The params of our ``initialize``: the newest protocol version, no client capabilities."""
+    """The params of our ``initialize``: the newest protocol version, and only the client capabilities the
+    answer policy honours (see :mod:`.answers`)."""
     return {
         "protocolVersion": LATEST_PROTOCOL_VERSION,
-        "capabilities": {},
+        "capabilities": options.answers.client_capabilities(),
         "clientInfo": {"name": options.client_name, "version": options.client_version},
     }
 

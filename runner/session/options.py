@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from runner import __version__
 from runner.protocol.jsonrpc import RequestId
 from runner.protocol.mcp import LogMessage, Progress
+from runner.session.answers import AnswerPolicy
 
 __all__ = ["BeforeSend", "LogHandler", "ProgressHandler", "SessionOptions"]
 
@@ -23,7 +24,8 @@ BeforeSend = Callable[[RequestId, RequestId], Awaitable[None]]
 class SessionOptions:
     """How a session behaves. ``server_log_level`` is what ``logging/setLevel`` asks of the server (None:
     do not ask); what the console shows is filtered elsewhere. ``initialize_timeout`` bounds the handshake
-    and each page of ``tools/list`` (the server's ``connect_timeout``)."""
+    and each page of ``tools/list`` (the server's ``connect_timeout``). ``answers`` is what the server's own
+    requests (elicitation, roots, sampling) get; each answer is logged through ``on_log`` (logger ``mcp-run``)."""
 
     name: str = "server"
     server_log_level: str | None = "info"
@@ -32,3 +34,4 @@ class SessionOptions:
     client_version: str = __version__
     on_log: LogHandler | None = None
     on_warning: Callable[[str], None] | None = None
+    answers: AnswerPolicy = field(default_factory=AnswerPolicy)

@@ -38,6 +38,7 @@ from runner.protocol.jsonrpc import (
     Response,
 )
 from runner.protocol.mcp import (
+    LogMessage,
     Tool,
     ToolResult,
     parse_log_message,
@@ -45,6 +46,7 @@ from runner.protocol.mcp import (
     parse_tool,
     parse_tool_result,
 )
+from runner.session.answers import Answer, answer_request
 from runner.session.handshake import initialize_failed, initialize_params, parse_initialize_result
 from runner.session.options import BeforeSend, ProgressHandler, SessionOptions
 from runner.session.pending import PendingCall, PendingCalls, Write
@@ -451,11 +453,23 @@ class Session:
         if request.method == "ping":
             reply: Response | ErrorResponse = Response(request.id, {})
         else:
-            reply = ErrorResponse(request.id, METHOD_NOT_FOUND, f"mcp-run does not support {request.method}")
+            answer = answer_request(self._options.answers, request.method, request.params)
+            self.note_answer(answer)
+            if answer.result is not None:
+                reply = Response(request.id, answer.result)
+            else:
+                reply = ErrorResponse(request.id, answer.error_code or METHOD_NOT_FOUND, answer.error_message or "")
         try:
             await self._transport.send(reply)
         except McpRunError as exc:
             self._warn(f"{self.name}: could not answer {request.method}: {first_line(exc)}")
+
+    def note_answer(self, answer: Answer) -> None:
+        """Log what the server asked and what mcp-run answered (through ``on_log``, logger ``mcp-run``): the
+        2025 era's server requests here, the 2026 era's ``input_required`` rounds by whoever runs them."""
+        if self._options.on_log is not None:
+            text = f"{self.name} asked {answer.summary}"
+            self._options.on_log(LogMessage(level=answer.log_level, data=text, logger="mcp-run"), None)
 
     def _warn(self, text: str) -> None:
         if self._options.on_warning is not None:

@@ -1,0 +1,249 @@
+"""What mcp-run answers when a server asks the client something, with no person to ask. Pure: no I/O.
+
+A server may ask its client for input: ``elicitation/create`` (fill in a form), ``roots/list`` (which
+folders may I work in?) and ``sampling/createMessage`` (run this prompt through your language model). In
+the 2025 era these are JSON-RPC requests from the server; in 2026-07-28 they come inside an
+``input_required`` result (:mod:`.input_required`). Either way one :class:`AnswerPolicy` decides, and
+:func:`answer_request` returns the answer and a line that says what was asked and what was answered
+(the session logs every one of them: a user must be able to see that a server asked).
+
+The policy, row by row::
+
+    request                       policy                       answer
+    ----------------------------  ---------------------------  --------------------------------------------
+    elicitation/create (form)     decline (default)            {"action": "decline"}
+                                  defaults                     {"action": "accept", "content": DEFAULTS}
+                                                               when every required field has a valid
+                                                               default (SEP-1034); else decline, naming
+                                                               the field
+    elicitation/create (url)      any                          {"action": "decline"}; the line shows the URL
+                                                               (it is never opened)
+    roots/list                    roots: [...]                 {"roots": [{"uri": ..., "name": ...}]}
+                                  none configured (default)    refused: -32601 (not declared either)
+    sampling/createMessage        any                          refused: -32601, "mcp-run has no model"
+    anything else                 any                          refused: -32601
+
+DEFAULTS holds every field of the requested schema whose ``default`` fits its type: a string (for a
+single-select enum, one of its values), a number, an integer, a boolean, a list of allowed strings for a
+multi-select (``type: array``). A default that does not fit is ignored, as if there were none.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from runner.protocol.jsonrpc import METHOD_NOT_FOUND
+
+__all__ = [
+    "ELICITATION_POLICIES",
+    "Answer",
+    "AnswerPolicy",
+    "ElicitationPolicy",
+    "Root",
+    "answer_request",
+    "elicitation_defaults",
+]
+
+
+class ElicitationPolicy(enum.Enum):
+    """How a form elicitation is answered."""
+
+    DECLINE = "decline"
+    """Always decline (the default: nobody is there to fill the form in)."""
+    DEFAULTS = "defaults"
+    """Accept with the schema's defaults when every required field has one; else decline."""
+
+
+ELICITATION_POLICIES: Final = tuple(p.value for p in ElicitationPolicy)
+
+
+@dataclass(frozen=True, slots=True)
+class Root:
+    """One root offered to a server: a URI (``file:///...`` for a folder) and an optional name."""
+
+    uri: str
+    name: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"uri": self.uri} if self.name is None else {"uri": self.uri, "name": self.name}
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerPolicy:
+    """What mcp-run answers a server's questions with (see the module docstring)."""
+
+    elicitation: ElicitationPolicy = ElicitationPolicy.DECLINE
+    roots: tuple[Root, ...] = field(default=())
+
+    def client_capabilities(self) -> dict[str, Any]:
+        """The capabilities to declare: only what this policy honours. ``elicitation`` (form mode only)
+        when it may accept; ``roots`` when some are configured. Never ``sampling``."""
+        capabilities: dict[str, Any] = {}
+        if self.elicitation is ElicitationPolicy.DEFAULTS:
+            capabilities["elicitation"] = {"form": {}}
+        if self.roots:
+            capabilities["roots"] = {}
+        return capabilities
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The answer to one request: a ``result``, or an ``error_code`` and ``error_message``; ``summary`` is
+    one line for the log: what was asked, and what mcp-run answered."""
+
+    method: str
+    summary: str
+    result: dict[str, Any] | None = None
+    error_code: int | None = None
+    error_message: str | None = None
+
+    @property
+    def refused(self) -> bool:
+        """The request got an error: it was not answered at all."""
+        return self.result is None
+
+    @property
+    def log_level(self) -> str:
+        """``notice`` for an accepted elicitation and for roots; ``warning`` for what was declined or refused
+        (the tool that asked may fail because of it, so the console shows it by default)."""
+        if self.result is None or self.result.get("action") == "decline":
+            return "warning"
+        return "notice"
+
+
+NO_ROOTS: Final = "no roots are configured for this server (roots: in the workflow)"
+SAMPLING_REFUSED: Final = "mcp-run has no language model: sampling/createMessage is refused"
+_MAX_QUOTE: Final = 120
+
+
+def answer_request(policy: AnswerPolicy, method: str, params: Any) -> Answer:
+    """The answer ``policy`` gives to the request ``method`` with ``params`` (any JSON: a server may send
+    anything; what cannot be read is declined or refused, never raised)."""
+    params = params if isinstance(params, dict) else {}
+    if method == "elicitation/create":
+        return _elicit(policy, params)
+    if method == "roots/list":
+        if not policy.roots:
+            # Not declared either (see client_capabilities): a server should not have asked.
+            return Answer(
+                method, f"roots/list: refused ({NO_ROOTS})", error_code=METHOD_NOT_FOUND, error_message=NO_ROOTS
+            )
+        roots = [root.to_json() for root in policy.roots]
+        shown = ", ".join(root.uri for root in policy.roots)
+        return Answer(method, f"roots/list: answered {len(roots)} root(s): {shown}", result={"roots": roots})
+    if method == "sampling/createMessage":
+        return Answer(
+            method,
+            f"sampling/createMessage: refused ({SAMPLING_REFUSED})",
+            error_code=METHOD_NOT_FOUND,
+            error_message=SAMPLING_REFUSED,
+        )
+    text = f"mcp-run does not support {method}"
+    return Answer(method, f"{_quote(method)}: refused ({text})", error_code=METHOD_NOT_FOUND, error_message=text)
+
+
+def _elicit(policy: AnswerPolicy, params: dict[str, Any]) -> Answer:
+    method = "elicitation/create"
+    message = params.get("message")
+    asked = f"elicitation/create {_quote(message)}" if isinstance(message, str) else method
+    decline = {"action": "decline"}
+    mode = params.get("mode", "form")
+    if mode == "url":
+        url = params.get("url")
+        where = _quote(url) if isinstance(url, str) else "(no URL)"
+        return Answer(
+            method, f"{asked}: declined (it asks a person to open {where}; mcp-run never opens URLs)", decline
+        )
+    if mode != "form":
+        return Answer(method, f"{asked}: declined (unknown mode {_quote(mode)})", decline)
+    if policy.elicitation is ElicitationPolicy.DECLINE:
+        return Answer(
+            method, f"{asked}: declined (no person to answer; --elicitation defaults accepts the defaults)", decline
+        )
+    content, missing = elicitation_defaults(params.get("requestedSchema"))
+    if content is None:
+        return Answer(method, f"{asked}: declined ({missing})", decline)
+    return Answer(
+        method,
+        f"{asked}: accepted with the schema's defaults {_quote(content)}",
+        {"action": "accept", "content": content},
+    )
+
+
+def elicitation_defaults(schema: Any) -> tuple[dict[str, Any] | None, str]:
+    """The content that accepts ``schema`` (an elicitation's ``requestedSchema``) with its defaults, or
+    ``None`` and why not: a required field without a valid default, or a schema that is not an object."""
+    if not isinstance(schema, dict) or schema.get("type", "object") != "object":
+        return None, "the requested schema is not an object schema"
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    if not isinstance(properties, dict) or not isinstance(required, list):
+        return None, "the requested schema's properties or required list cannot be read"
+    content: dict[str, Any] = {}
+    for name, prop in properties.items():
+        if isinstance(prop, dict) and "default" in prop and _fits(prop, prop["default"]):
+            content[name] = prop["default"]
+    for name in required:
+        if name not in content:
+            why = "has no default" if isinstance(name, str) and name in properties else "is not a known field"
+            if isinstance(name, str) and isinstance(properties.get(name), dict) and "default" in properties[name]:
+                why = "has a default that does not fit its type"
+            return None, f"the required field {_quote(name)} {why}"
+    return content, ""
+
+
+def _fits(prop: dict[str, Any], value: Any) -> bool:
+    """Whether ``value`` is a valid value of the primitive schema ``prop`` (the elicitation subset)."""
+    kind = prop.get("type")
+    if kind == "string":
+        if not isinstance(value, str):
+            return False
+        allowed = _allowed(prop)
+        return allowed is None or value in allowed
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool) and _in_range(prop, value)
+    if kind == "number":
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        return number and math.isfinite(value) and _in_range(prop, value)
+    if kind == "array":
+        items = prop.get("items")
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            return False
+        allowed = _allowed(items) if isinstance(items, dict) else None
+        return allowed is None or all(v in allowed for v in value)
+    return False
+
+
+def _allowed(schema: dict[str, Any]) -> set[str] | None:
+    """The values a single- or multi-select enum allows (``enum``, or the ``const`` of ``oneOf``/``anyOf``
+    entries); ``None`` when it is no enum."""
+    enum_values = schema.get("enum")
+    if isinstance(enum_values, list):
+        return {v for v in enum_values if isinstance(v, str)}
+    for key in ("oneOf", "anyOf"):
+        options = schema.get(key)
+        if isinstance(options, list):
+            return {o["const"] for o in options if isinstance(o, dict) and isinstance(o.get("const"), str)}
+    return None
+
+
+def _in_range(prop: dict[str, Any], value: float) -> bool:
+    low, high = prop.get("minimum"), prop.get("maximum")
+    if isinstance(low, int | float) and not isinstance(low, bool) and value < low:
+        return False
+    return not (isinstance(high, int | float) and not isinstance(high, bool) and value > high)
+
+
+def _quote(value: Any) -> str:
+    """A short quoted rendering for the log line."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= _MAX_QUOTE else text[: _MAX_QUOTE - 3] + "..."
