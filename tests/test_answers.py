@@ -9,11 +9,12 @@ import pytest
 import trio
 import trio.testing
 
+from runner.cli.options import ELICITATION_CHOICES
 from runner.errors import MalformedMessage, ProtocolError
 from runner.protocol.jsonrpc import ErrorResponse, Request, Response
 from runner.protocol.mcp import LogMessage
 from runner.session import AnswerPolicy, ElicitationPolicy, Root, resolve_input_required
-from runner.session.answers import Answer, answer_request, elicitation_defaults
+from runner.session.answers import ELICITATION_POLICIES, Answer, answer_request, elicitation_defaults
 from tests.fakes.server import FakeCall, FakeServer, text_result
 from tests.test_session import connected
 
@@ -141,6 +142,10 @@ def test_sampling_and_unknown_methods_are_refused() -> None:
     assert sampling.error_message is not None and "no language model" in sampling.error_message
     other = answer_request(DEFAULTS, "resources/frobnicate", "garbage")
     assert other.refused and other.error_message == "mcp-run does not support resources/frobnicate"
+
+
+def test_the_command_line_offers_every_policy() -> None:
+    assert ELICITATION_CHOICES == ELICITATION_POLICIES
 
 
 def test_capabilities_declare_only_what_the_policy_honours() -> None:

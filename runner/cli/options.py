@@ -34,3 +34,18 @@ def add_max_message_size(parser: argparse.ArgumentParser) -> None:
         help="largest message accepted from a server: a stdio line, a server-sent event or a JSON body "
         f"(default: {DEFAULT_MAX_MESSAGE_SIZE // (1024 * 1024)} MiB)",
     )
+
+
+# runner.session.answers.ELICITATION_POLICIES, spelled out: importing the session here would load trio for --version.
+ELICITATION_CHOICES = ("decline", "defaults")
+
+
+def add_elicitation(parser: argparse.ArgumentParser) -> None:
+    """``--elicitation``: what a server's form elicitation gets (overrides every server's ``elicitation:``)."""
+    parser.add_argument(
+        "--elicitation",
+        default=None,
+        choices=ELICITATION_CHOICES,
+        help="answer a server's elicitation (a form for a person): decline (default), or defaults: accept with "
+        "the form's default values when every required field has one; overrides the workflow's elicitation:",
+    )

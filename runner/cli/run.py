@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runner.cli.options import add_log_levels, add_max_message_size
+from runner.cli.options import add_elicitation, add_log_levels, add_max_message_size
 from runner.errors import McpRunError, UsageError
 from runner.exitcodes import ExitCode
 from runner.termsafe import terminal
@@ -150,6 +150,7 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", "-q", action="store_true", help="print only errors and the final outputs")
     parser.add_argument("--no-progress", action="store_true", help="no live progress display")
     add_log_levels(parser)
+    add_elicitation(parser)
 
 
 def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: str) -> None:
@@ -311,6 +312,7 @@ def _options(args: argparse.Namespace, **overrides: Any) -> RunOptions:
         "connect_timeout": args.connect_timeout,
         "max_message_size": args.max_message_size,
         "server_log_level": args.server_log_level,
+        "elicitation": args.elicitation,
         "grace": args.grace,
         "watch_signals": True,
     }

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from runner.cli.options import add_log_levels, add_max_message_size
+from runner.cli.options import add_elicitation, add_log_levels, add_max_message_size
 from runner.errors import ConnectFailed, TransportError, UsageError
 from runner.exitcodes import ExitCode
 from runner.jsontext import dumps
@@ -111,6 +111,7 @@ def _server_options(parser: argparse.ArgumentParser) -> None:
     )
     add_log_levels(parser)
     add_max_message_size(parser)
+    add_elicitation(parser)
 
 
 _CREDENTIALS_HINT = "give credentials with --header 'Authorization: Bearer $TOKEN' (from the environment)"
@@ -196,6 +197,7 @@ def _expand_env(header: str, value: str) -> str:
 
 def _session_options(args: argparse.Namespace, masker: Masker) -> SessionOptions:
     from runner.session import SessionOptions
+    from runner.session.answers import make_policy
 
     threshold = LOG_LEVELS.index(args.log_level)
 
@@ -215,6 +217,7 @@ def _session_options(args: argparse.Namespace, masker: Masker) -> SessionOptions
         initialize_timeout=args.connect_timeout,
         on_log=on_log,
         on_warning=on_warning,
+        answers=make_policy(args.elicitation),
     )
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.connect import HttpTarget, StdioTarget, Target, open_target
+from runner.engine.answering import workflow_folder
 from runner.engine.masking import check_secret_inputs
 from runner.engine.scheduler import SessionOpener
 from runner.jsontext import utf8
@@ -173,14 +174,6 @@ def stdio_environment(plan: Plan, name: str, inputs: Mapping[str, Any], env: Map
     return passed_through(ps.server.env_passthrough or ()) | {
         k: "" if v is None else str(v) for k, v in (rendered or {}).items()
     }
-
-
-def workflow_folder(plan: Plan) -> str:
-    """Where a workflow's relative paths start: its file's folder (the current directory for a workflow that
-    was not read from a file, such as ``parse_workflow(text)``'s)."""
-    if plan.file is None or not os.path.isfile(plan.file):
-        return os.getcwd()
-    return str(Path(plan.file).resolve().parent)
 
 
 def server_launch(plan: Plan, name: str, path: str | None = None) -> Launch:

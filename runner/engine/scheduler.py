@@ -39,6 +39,7 @@ from typing import Any, Final
 import trio
 
 from runner.backoff import Backoff
+from runner.engine.answering import answer_policy
 from runner.engine.calls import CallSite, Drained, ItemCall
 from runner.engine.conditions import Gate, Skip
 from runner.engine.eventlog import EventLog, JournalWriteError
@@ -97,6 +98,7 @@ class SchedulerOptions:
     concurrency: int = 16
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     server_log_level: str | None = "info"
+    elicitation: str | None = None
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     backoff: Backoff = field(default_factory=Backoff)
 
@@ -564,6 +566,7 @@ class Scheduler:
             initialize_timeout=policy.connect_timeout,
             on_log=lambda message, rid: self._on_log(name, message, rid),
             on_warning=self._warn,
+            answers=answer_policy(self._plan, name, self._options.elicitation),
         )
         link = self._links[name] = ServerLink(
             name, lambda: self._opener(name, options), policy, on_event=self._on_link_event

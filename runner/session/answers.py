@@ -33,8 +33,11 @@ from __future__ import annotations
 import enum
 import json
 import math
+import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Final
+from urllib.parse import quote
 
 from runner.protocol.jsonrpc import METHOD_NOT_FOUND
 
@@ -46,6 +49,8 @@ __all__ = [
     "Root",
     "answer_request",
     "elicitation_defaults",
+    "make_policy",
+    "roots_from_config",
 ]
 
 
@@ -116,6 +121,34 @@ class Answer:
 
 
 NO_ROOTS: Final = "no roots are configured for this server (roots: in the workflow)"
+_SCHEME: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def roots_from_config(entries: list[str] | tuple[str, ...], base: str) -> tuple[Root, ...]:
+    """Roots from a workflow's ``roots:``: a URI (``file:///data``, anything with a scheme) as it is; a path
+    relative to ``base`` (the workflow's folder), or absolute, as a ``file://`` URI. Named after their last
+    path segment. Nothing is read from the disk: a root need not exist yet."""
+    roots: list[Root] = []
+    for entry in entries:
+        if _SCHEME.match(entry) and not os.path.isabs(entry):
+            name = entry.rstrip("/").rsplit("/", 1)[-1] or None
+            roots.append(Root(entry, name))
+            continue
+        path = os.path.normpath(os.path.join(base, entry))
+        roots.append(Root("file://" + _quote_path(path), os.path.basename(path) or None))
+    return tuple(roots)
+
+
+def _quote_path(path: str) -> str:
+    return quote(path, safe="/")
+
+
+def make_policy(elicitation: str | None, roots: tuple[Root, ...] = ()) -> AnswerPolicy:
+    """The policy of one server: ``elicitation`` is ``decline``, ``defaults`` or None (the default, decline)."""
+    mode = ElicitationPolicy(elicitation) if elicitation is not None else ElicitationPolicy.DECLINE
+    return AnswerPolicy(elicitation=mode, roots=roots)
+
+
 SAMPLING_REFUSED: Final = "mcp-run has no language model: sampling/createMessage is refused"
 _MAX_QUOTE: Final = 120
 

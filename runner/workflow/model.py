@@ -186,6 +186,22 @@ class Server(_Model):
     trust_annotations: bool = Field(
         default=False, description="Believe the server's tool annotations (idempotentHint) when deciding on retries."
     )
+    transport: Literal["auto", "streamable-http", "sse"] | None = Field(
+        default=None,
+        description="HTTP: auto (default) tries Streamable HTTP, then the 2024-11-05 HTTP+SSE transport when the "
+        "server refuses the first POST; streamable-http never falls back; sse speaks HTTP+SSE only (url is its "
+        "GET endpoint).",
+    )
+    elicitation: Literal["decline", "defaults"] | None = Field(
+        default=None,
+        description="What a form elicitation of this server gets: decline (default), or defaults: accept with the "
+        "schema's defaults when every required field has one (else decline). --elicitation overrides it.",
+    )
+    roots: list[str] | None = Field(
+        default=None,
+        description="The roots offered to this server when it asks (roots/list): folders, relative to the "
+        "workflow's folder, or URIs (file:///...). Default: none, and the capability is not declared.",
+    )
 
 
 class Input(_Model):

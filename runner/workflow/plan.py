@@ -254,7 +254,13 @@ class _Builder:
             )
             return None
         stdio = server.command is not None
-        for key, for_stdio in (("env", True), ("env_passthrough", True), ("cwd", True), ("headers", False)):
+        for key, for_stdio in (
+            ("env", True),
+            ("env_passthrough", True),
+            ("cwd", True),
+            ("headers", False),
+            ("transport", False),
+        ):
             if getattr(server, key) is not None and for_stdio != stdio:
                 kind = "stdio servers (command)" if for_stdio else "HTTP servers (url)"
                 self.error(f"{key} applies only to {kind}", (*loc, key), at="key")
