@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+from runner.errors import ConnectFailed
 from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
 from runner.session import Session, SessionOptions, open_session
 
@@ -38,6 +39,7 @@ class HttpTarget:
     headers: Mapping[str, str] = field(default_factory=dict)
     max_concurrency: int = 8
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    transport: str = "auto"  # "auto": Streamable HTTP, else 2024-11-05 HTTP+SSE; "streamable-http"; "sse"
 
     def __repr__(self) -> str:  # header values are credentials: never print them
         return f"HttpTarget(url={self.url!r}, headers={sorted(self.headers)!r})"
@@ -63,6 +65,7 @@ async def open_target(target: Target, options: SessionOptions) -> AsyncIterator[
             yield session
     else:
         from runner.transports.http.transport import HttpParams, open_http_transport
+        from runner.transports.legacy_sse import open_legacy_sse_transport, speaks_legacy_sse
 
         http_params = HttpParams(
             url=target.url,
@@ -71,5 +74,21 @@ async def open_target(target: Target, options: SessionOptions) -> AsyncIterator[
             max_event_bytes=target.max_message_size,
             connect_timeout=options.initialize_timeout,
         )
-        async with open_http_transport(http_params) as http, open_session(http, options) as session:
+        if target.transport != "sse":
+            entered = False
+            try:
+                async with open_http_transport(http_params) as http, open_session(http, options) as session:
+                    entered = True
+                    yield session
+                    return
+            except ConnectFailed as exc:
+                if entered or target.transport != "auto" or not speaks_legacy_sse(exc):
+                    raise
+                refusal = exc
+            if options.on_warning is not None:
+                options.on_warning(
+                    f"{options.name}: the server speaks the 2024-11-05 HTTP+SSE transport (deprecated): "
+                    f"{refusal.__cause__ or refusal}; using it (transport: sse in the workflow skips the first try)"
+                )
+        async with open_legacy_sse_transport(http_params) as sse, open_session(sse, options) as session:
             yield session

@@ -218,6 +218,8 @@ class HTTPStatusError(TransportError):
     """The server refused a request with an HTTP status (kept: a 401 is not a 500)."""
 
     RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
+    jsonrpc_error: bool = False
+    """The refusal's body was a JSON-RPC error: the server speaks JSON-RPC over POST at that URL."""
 
     def __init__(self, message: str, *, status_code: int, location: str | None = None) -> None:
         super().__init__(message)

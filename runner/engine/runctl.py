@@ -156,6 +156,7 @@ def render_target(
             headers={k: str(v) for k, v in (headers or {}).items()},
             max_concurrency=server.max_concurrency,
             max_message_size=max_message_size,
+            transport=server.transport or "auto",
         )
     server_env = stdio_environment(plan, name, inputs, env)
     if legacy:

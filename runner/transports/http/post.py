@@ -122,10 +122,13 @@ class Poster:
         if 200 <= response.status_code < 300:
             return response
         try:
-            detail = await self._error_detail(response)
+            detail, rpc_error = await self._error_detail(response)
         finally:
             await aclose_response(response, self._params.close_timeout)
-        raise self._refused(response, detail, stream, sent_session, initialize)
+        refused = self._refused(response, detail, stream, sent_session, initialize)
+        if isinstance(refused, HTTPStatusError):
+            refused.jsonrpc_error = rpc_error
+        raise refused
 
     def _not_sent_or_lost(self, exc: Exception) -> TransportError:
         """What an exception raised while sending means (the table's first rows)."""
@@ -176,8 +179,9 @@ class Poster:
         result.__cause__ = error
         return result
 
-    async def _error_detail(self, response: httpx2.Response) -> str:
-        """A short description of an error body (a JSON-RPC error's message when there is one)."""
+    async def _error_detail(self, response: httpx2.Response) -> tuple[str, bool]:
+        """A short description of an error body (a JSON-RPC error's message when there is one), and whether
+        it was a JSON-RPC error (a server that speaks JSON-RPC over POST here, not a legacy one)."""
         data = bytearray()
 
         def on_chunk(chunk: bytes) -> bool:
@@ -188,9 +192,9 @@ class Poster:
             with suppress(httpx2.HTTPError):
                 await pump_body(response, on_chunk)
         if not data.strip():
-            return ""
+            return "", False
         items = decode(bytes(data)) if content_type(response) == "application/json" else []
         if len(items) == 1 and isinstance(items[0], ErrorResponse):
-            return f": {items[0].message} ({items[0].code})"
+            return f": {items[0].message} ({items[0].code})", True
         text = data[:200].decode("utf-8", errors="replace").strip()
-        return f": {text}"
+        return f": {text}", False
