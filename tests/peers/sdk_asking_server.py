@@ -31,8 +31,8 @@ from pydantic import BaseModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from runner.demo.server import LISTENING_LINE  # noqa: E402
-from tests.peers.sdk_server import build_server  # noqa: E402
+from runner.demo.server import LISTENING_LINE
+from tests.peers.sdk_server import build_server
 
 Ctx = Context[Any, Any]
 
