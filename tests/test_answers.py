@@ -3,6 +3,7 @@ session's answers over a scripted server, and the 2026 ``input_required`` loop o
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,11 +11,19 @@ import trio
 import trio.testing
 
 from runner.cli.options import ELICITATION_CHOICES
+from runner.engine.answering import answer_policy
 from runner.errors import MalformedMessage, ProtocolError
 from runner.protocol.jsonrpc import ErrorResponse, Request, Response
 from runner.protocol.mcp import LogMessage
 from runner.session import AnswerPolicy, ElicitationPolicy, Root, resolve_input_required
-from runner.session.answers import ELICITATION_POLICIES, Answer, answer_request, elicitation_defaults
+from runner.session.answers import (
+    ELICITATION_POLICIES,
+    Answer,
+    answer_request,
+    elicitation_defaults,
+    roots_from_config,
+)
+from runner.workflow.loader import validate
 from tests.fakes.server import FakeCall, FakeServer, text_result
 from tests.test_session import connected
 
@@ -323,3 +332,43 @@ async def test_sampling_ends_the_loop_with_a_clear_error() -> None:
 async def test_an_unreadable_input_required_result_is_an_error(result: dict[str, Any]) -> None:
     with pytest.raises(MalformedMessage):
         await resolve_input_required(Scripted(result), {"name": "t"}, AnswerPolicy())
+
+
+# -- a server's policy, from the workflow and the command line -------------------------------------------
+
+
+def test_roots_resolve_from_the_workflow_folder_and_keep_uris() -> None:
+    roots = roots_from_config(["data", "../shared dir", "/abs/x", "file:///srv/y", "https://h/z"], "/work/flows")
+    assert roots == (
+        Root("file:///work/flows/data", "data"),
+        Root("file:///work/shared%20dir", "shared dir"),
+        Root("file:///abs/x", "x"),
+        Root("file:///srv/y", "y"),
+        Root("https://h/z", "z"),
+    )
+
+
+POLICY_FLOW = """\
+version: 1
+servers:
+  asks:
+    url: https://mcp.example/mcp
+    elicitation: defaults
+    roots: [data]
+  plain:
+    command: [python3, s.py]
+steps:
+  a: {server: asks, tool: t}
+  b: {server: plain, tool: t}
+"""
+
+
+def test_each_server_gets_its_policy_and_the_command_line_wins(tmp_path: Path) -> None:
+    flow = tmp_path / "flow.yaml"
+    flow.write_text(POLICY_FLOW)
+    plan = validate(flow)
+    asks = answer_policy(plan, "asks")
+    assert asks == AnswerPolicy(ElicitationPolicy.DEFAULTS, (Root((tmp_path / "data").as_uri(), "data"),))
+    assert answer_policy(plan, "plain") == AnswerPolicy()
+    assert answer_policy(plan, "asks", "decline").elicitation is ElicitationPolicy.DECLINE
+    assert answer_policy(plan, "plain", "defaults").elicitation is ElicitationPolicy.DEFAULTS
