@@ -1,7 +1,8 @@
 """The Streamable HTTP client transport (MCP 2025-03-26, 2025-06-18 and 2025-11-25).
 
 Out of scope: the stateless 2026-07-28 revision (no ``initialize``, no sessions, no resumption) and the
-legacy HTTP+SSE transport of 2024-11-05 (a GET stream announcing a separate POST endpoint).
+legacy HTTP+SSE transport of 2024-11-05 (a GET stream announcing a separate POST endpoint: see
+:mod:`runner.transports.legacy_sse`, which :mod:`runner.connect` falls back to).
 
 ::
 
