@@ -12,6 +12,9 @@ Tools (besides those of ``tests/peers/sdk_server.py``: echo, add, count, ...):
     ask_name() -> "accept {...}" / "decline"  an elicitation with a required field without default
     roots() -> the root URIs, one a line, or "roots refused: ..."
     sample() -> "sampling refused: ..."     asks the client for an LLM completion
+    resolved() -> "{action} {data} | {root uris}"
+        the same questions through the SDK's resolvers: mid-call requests in the 2025 era, one
+        ``input_required`` result (elicitation and roots together) in 2026-07-28
 """
 
 from __future__ import annotations
@@ -21,12 +24,13 @@ import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import uvicorn
-from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import SamplingMessage, TextContent
+from mcp.server.elicitation import ElicitationResult
+from mcp.server.mcpserver import Context, Elicit, ListRoots, MCPServer, Resolve
+from mcp_types import ListRootsResult, SamplingMessage, TextContent
 from pydantic import BaseModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -83,6 +87,26 @@ def add_asking_tools(server: MCPServer) -> None:
         return "sampled"
 
 
+async def _form() -> Elicit[Defaults]:
+    return Elicit("Fill in the form (resolved)", Defaults)
+
+
+async def _roots() -> ListRoots:
+    return ListRoots()
+
+
+def add_resolved_tool(server: MCPServer) -> None:
+    @server.tool()
+    async def resolved(
+        form: Annotated[ElicitationResult[Defaults], Resolve(_form)],
+        roots: Annotated[ListRootsResult, Resolve(_roots)],
+    ) -> str:
+        """Elicit a form and list the roots through resolvers (input_required in 2026-07-28)."""
+        data = getattr(form, "data", None)
+        shown = data.model_dump() if data is not None else None
+        return f"{form.action} {shown} | {' '.join(str(r.uri) for r in roots.roots)}"
+
+
 class _Announcing(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, line: str) -> None:
         super().__init__(config)
@@ -117,6 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     server = build_server(args.count_file)
     add_asking_tools(server)
+    add_resolved_tool(server)
     if args.transport == "stdio":
         server.run("stdio")
         return 0
