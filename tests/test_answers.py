@@ -12,7 +12,7 @@ import trio.testing
 
 from runner.cli.options import ELICITATION_CHOICES
 from runner.engine.answering import answer_policy
-from runner.errors import MalformedMessage, ProtocolError
+from runner.errors import JsonRpcError, MalformedMessage, ProtocolError
 from runner.protocol.jsonrpc import ErrorResponse, Request, Response
 from runner.protocol.mcp import LogMessage
 from runner.session import AnswerPolicy, ElicitationPolicy, Root, resolve_input_required
@@ -22,6 +22,7 @@ from runner.session.answers import (
     answer_request,
     elicitation_defaults,
     roots_from_config,
+    url_elicitation_text,
 )
 from runner.workflow.loader import validate
 from tests.fakes.server import FakeCall, FakeServer, text_result
@@ -213,6 +214,31 @@ async def test_session_answers_elicitation_roots_and_sampling_and_logs_each(auto
     assert texts[1].startswith("srv asked roots/list: answered 1 root(s)")
     assert texts[2].startswith("srv asked sampling/createMessage: refused")
     assert [m.level for m in logs] == ["notice", "notice", "warning"]
+
+
+async def test_url_elicitation_required_fails_the_call_showing_the_url() -> None:
+    async def needs_login(call: FakeCall) -> ErrorResponse:
+        data = {
+            "elicitations": [{"mode": "url", "elicitationId": "e1", "url": "https://x.test/login", "message": "Log in"}]
+        }
+        return ErrorResponse(call.request.id, -32042, "This request requires more information.", data)
+
+    def setup(s: FakeServer) -> None:
+        s.tools["deploy"] = needs_login
+
+    async with connected(setup) as (session, _server, _):
+        with pytest.raises(JsonRpcError) as caught:
+            await session.call_tool("deploy", {})
+    assert caught.value.code == -32042
+    assert str(caught.value) == (
+        "tools/call: server error -32042: This request requires more information.; a person must open "
+        '"https://x.test/login" ("Log in") (mcp-run never opens URLs), then run again with --retry-failed'
+    )
+
+
+def test_url_elicitation_text_without_urls_is_the_message() -> None:
+    assert url_elicitation_text("m", None) == "m"
+    assert url_elicitation_text("m", {"elicitations": [{"url": 3}, "x"]}) == "m"
 
 
 async def test_session_declines_elicitation_by_default(autojump_clock: trio.abc.Clock) -> None:

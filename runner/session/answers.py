@@ -51,6 +51,7 @@ __all__ = [
     "elicitation_defaults",
     "make_policy",
     "roots_from_config",
+    "url_elicitation_text",
 ]
 
 
@@ -147,6 +148,27 @@ def make_policy(elicitation: str | None, roots: tuple[Root, ...] = ()) -> Answer
     """The policy of one server: ``elicitation`` is ``decline``, ``defaults`` or None (the default, decline)."""
     mode = ElicitationPolicy(elicitation) if elicitation is not None else ElicitationPolicy.DECLINE
     return AnswerPolicy(elicitation=mode, roots=roots)
+
+
+URL_ELICITATION_REQUIRED: Final = -32042
+"""2025-11-25: the tool needs a person to visit a URL first (``data.elicitations``)."""
+
+
+def url_elicitation_text(message: str, data: Any) -> str:
+    """The text of a -32042 error: the server's message and every URL it wants a person to open, and what to
+    do (mcp-run never opens a URL). A ``data`` that cannot be read gives the message alone."""
+    shown: list[str] = []
+    elicitations = data.get("elicitations") if isinstance(data, dict) else None
+    for entry in elicitations if isinstance(elicitations, list) else ():
+        if isinstance(entry, dict) and isinstance(entry.get("url"), str):
+            why = entry.get("message")
+            shown.append(_quote(entry["url"]) + (f" ({_quote(why)})" if isinstance(why, str) else ""))
+    if not shown:
+        return message
+    return (
+        f"{message}; a person must open {', '.join(shown)} (mcp-run never opens URLs), then run again "
+        "with --retry-failed"
+    )
 
 
 SAMPLING_REFUSED: Final = "mcp-run has no language model: sampling/createMessage is refused"

@@ -46,7 +46,7 @@ from runner.protocol.mcp import (
     parse_tool,
     parse_tool_result,
 )
-from runner.session.answers import Answer, answer_request
+from runner.session.answers import URL_ELICITATION_REQUIRED, Answer, answer_request, url_elicitation_text
 from runner.session.handshake import initialize_failed, initialize_params, parse_initialize_result
 from runner.session.options import BeforeSend, ProgressHandler, SessionOptions
 from runner.session.pending import PendingCall, PendingCalls, Write
@@ -424,7 +424,10 @@ class Session:
         if entry is None:
             self._stray.unmatched(event, last_issued=self._ids.last)
             return
-        entry.finish(None, JsonRpcError(event.code, event.message, event.data, method=entry.method))
+        message = event.message
+        if event.code == URL_ELICITATION_REQUIRED:
+            message = url_elicitation_text(message, event.data)
+        entry.finish(None, JsonRpcError(event.code, message, event.data, method=entry.method))
 
     def _on_notification(self, event: Notification) -> None:
         method = event.method
