@@ -24,6 +24,7 @@ from runner.session.answers import (
     roots_from_config,
     url_elicitation_text,
 )
+from runner.session.input_required import answer_input_requests
 from runner.workflow.loader import validate
 from tests.fakes.server import FakeCall, FakeServer, text_result
 from tests.test_session import connected
@@ -398,3 +399,13 @@ def test_each_server_gets_its_policy_and_the_command_line_wins(tmp_path: Path) -
     assert answer_policy(plan, "plain") == AnswerPolicy()
     assert answer_policy(plan, "asks", "decline").elicitation is ElicitationPolicy.DECLINE
     assert answer_policy(plan, "plain", "defaults").elicitation is ElicitationPolicy.DEFAULTS
+
+
+def test_a_tasks_input_requests_are_answered_the_same_way() -> None:
+    status = {
+        "taskId": "t1",
+        "status": "input_required",
+        "inputRequests": {"ok": {"method": "elicitation/create", "params": elicit({"type": "object"})}},
+    }
+    assert answer_input_requests(status, AnswerPolicy()) == {"ok": {"action": "decline"}}
+    assert answer_input_requests(status, DEFAULTS) == {"ok": {"action": "accept", "content": {}}}

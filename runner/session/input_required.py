@@ -30,7 +30,14 @@ from typing import Any, Final
 from runner.errors import MalformedMessage, ProtocolError
 from runner.session.answers import Answer, AnswerPolicy, answer_request
 
-__all__ = ["INPUT_REQUIRED", "MAX_INPUT_ROUNDS", "SendRequest", "is_input_required", "resolve_input_required"]
+__all__ = [
+    "INPUT_REQUIRED",
+    "MAX_INPUT_ROUNDS",
+    "SendRequest",
+    "answer_input_requests",
+    "is_input_required",
+    "resolve_input_required",
+]
 
 MAX_INPUT_ROUNDS: Final = 10
 INPUT_REQUIRED: Final = "input_required"
@@ -66,7 +73,7 @@ async def resolve_input_required(
                 f"the server still asked for input after {max_rounds} rounds of answers; giving up "
                 "(mcp-run answers without a person, see --elicitation)"
             )
-        responses = _answer_all(result, policy, on_answer)
+        responses = answer_input_requests(result, policy, on_answer)
         current = dict(base)
         if responses:
             current["inputResponses"] = responses
@@ -76,9 +83,12 @@ async def resolve_input_required(
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
 
-def _answer_all(
-    result: Mapping[str, Any], policy: AnswerPolicy, on_answer: Callable[[Answer], None] | None
+def answer_input_requests(
+    result: Mapping[str, Any], policy: AnswerPolicy, on_answer: Callable[[Answer], None] | None = None
 ) -> dict[str, Any]:
+    """The ``inputResponses`` for what ``result`` asks (an ``input_required`` result, or a task's status
+    that carries ``inputRequests``): each request answered by ``policy`` and handed to ``on_answer``.
+    Raises ``MalformedMessage`` for what cannot be read, ``ProtocolError`` when the policy refuses one."""
     requests = result.get("inputRequests")
     state = result.get("requestState")
     if requests is None and state is None:
