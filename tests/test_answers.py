@@ -12,6 +12,7 @@ import trio.testing
 
 from runner.cli.options import ELICITATION_CHOICES
 from runner.engine.answering import answer_policy
+from runner.engine.runctl import fingerprints
 from runner.errors import JsonRpcError, MalformedMessage, ProtocolError
 from runner.protocol.jsonrpc import ErrorResponse, Request, Response
 from runner.protocol.mcp import LogMessage
@@ -409,3 +410,17 @@ def test_a_tasks_input_requests_are_answered_the_same_way() -> None:
     }
     assert answer_input_requests(status, AnswerPolicy()) == {"ok": {"action": "decline"}}
     assert answer_input_requests(status, DEFAULTS) == {"ok": {"action": "accept", "content": {}}}
+
+
+def test_the_new_server_settings_keep_fingerprints_unless_they_change_answers(tmp_path: Path) -> None:
+    base = "version: 1\nservers:\n  s:\n    url: https://mcp.example/mcp\n{extra}steps:\n  a: {{server: s, tool: t}}\n"
+
+    def fingerprint(extra: str) -> str:
+        flow = tmp_path / "flow.yaml"
+        flow.write_text(base.format(extra=extra))
+        return fingerprints(validate(flow), {})["a"]
+
+    plain = fingerprint("")
+    assert fingerprint("    transport: sse\n") == plain  # how the server is reached, not what a step does
+    assert fingerprint("    elicitation: defaults\n") != plain
+    assert fingerprint("    roots: [data]\n") != plain
