@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner.cli.options import add_log_levels, add_max_message_size
+from runner.cli.temporal import add_engine_options
 from runner.errors import McpRunError, UsageError
 from runner.exitcodes import ExitCode
 from runner.termsafe import terminal
@@ -165,6 +166,7 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
     _add_run_options(run)
     run.add_argument("--resume", action="store_true", help="resume the newest unfinished run, else start one")
     run.add_argument("--new-run", action="store_true", help="start a new run even if one is unfinished")
+    add_engine_options(run)
     run.set_defaults(handler=run_command)
 
     resume = sub.add_parser(
@@ -261,6 +263,10 @@ def plan_command(args: argparse.Namespace) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    if args.engine == "temporal":
+        from runner.cli.temporal import run_temporal
+
+        return run_temporal(args)
     return _execute(args, Path(args.file), _options(args))
 
 

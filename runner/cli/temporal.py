@@ -1,0 +1,190 @@
+"""The Temporal commands: ``temporal-dev``, ``worker --engine temporal``, and ``run --engine temporal``.
+
+``runner.temporal`` (and ``temporalio``) are imported only here, inside the commands that need them: the
+base install runs without the ``temporal`` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from runner.errors import UsageError
+from runner.exitcodes import ExitCode
+from runner.termsafe import terminal
+
+DEFAULT_ADDRESS = "127.0.0.1:7233"
+DEFAULT_TASK_QUEUE = "mcp-run"
+EXTRA_HINT = "install the extra: pip install 'mcp-run[temporal]'"
+
+
+def add_engine_options(parser: argparse.ArgumentParser) -> None:
+    """``--engine`` and the options of a run on Temporal."""
+    parser.add_argument(
+        "--engine",
+        choices=("local", "temporal"),
+        default="local",
+        help="where the run happens: here (default), or on Temporal's workers (`mcp-run worker`)",
+    )
+    _add_connection(parser)
+    parser.add_argument(
+        "--detach", action="store_true", help="with --engine temporal: start the run and return at once"
+    )
+
+
+def _add_connection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--temporal-address",
+        default=DEFAULT_ADDRESS,
+        metavar="HOST:PORT",
+        help=f"Temporal's frontend (default: {DEFAULT_ADDRESS})",
+    )
+    parser.add_argument(
+        "--task-queue",
+        default=DEFAULT_TASK_QUEUE,
+        metavar="NAME",
+        help=f"the task queue (default: {DEFAULT_TASK_QUEUE})",
+    )
+
+
+def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: str) -> None:
+    dev = sub.add_parser(
+        "temporal-dev",
+        help="start Temporal's dev server (the temporal extra)",
+        description="Start Temporal's dev server on loopback, its state kept under the state directory "
+        "(--state-dir, else $MCP_RUN_STATE_DIR, else ./.mcp-run) with SQLite in WAL mode and synchronous=normal.",
+        epilog=exit_help,
+        formatter_class=formatter,
+    )
+    dev.add_argument("--port", type=int, default=7233, help="the frontend's port (default: 7233)")
+    dev.add_argument("--state-dir", metavar="DIR", help="where the server's database is kept")
+    dev.set_defaults(handler=temporal_dev_command)
+
+    worker = sub.add_parser(
+        "worker",
+        help="serve runs of an engine (--engine temporal)",
+        description="A worker of Temporal runs: hosts the workflow and the tool-call activities on a task queue. "
+        "Run any number of them, on any machines that can start the workflows' servers.",
+        epilog=exit_help,
+        formatter_class=formatter,
+    )
+    worker.add_argument("--engine", choices=("temporal",), required=True, help="the engine (temporal)")
+    _add_connection(worker)
+    worker.set_defaults(handler=worker_command)
+
+
+def temporal_dev_command(args: argparse.Namespace) -> int:
+    from runner.engine.rundir import resolve_state_dir
+    from runner.temporal.devserver import dev_server_argv, find_temporal, prepare_state
+
+    state_dir = resolve_state_dir(args.state_dir, None).resolve()
+    prepare_state(state_dir)
+    argv = dev_server_argv(find_temporal(), port=args.port, state_dir=state_dir)
+    print(f"mcp-run: Temporal dev server on 127.0.0.1:{args.port} (state: {argv[argv.index('--db-filename') + 1]})",
+          file=sys.stderr, flush=True)  # fmt: skip
+    os.execv(argv[0], argv)  # the server is the process from here: Ctrl-C stops it
+    return ExitCode.OK  # pragma: no cover
+
+
+def _need_temporal() -> None:
+    try:
+        import temporalio  # noqa: F401
+    except ImportError:
+        raise UsageError(f"--engine temporal needs temporalio; {EXTRA_HINT}") from None
+
+
+def worker_command(args: argparse.Namespace) -> int:
+    _need_temporal()
+    import asyncio
+
+    from runner.temporal.worker import serve
+
+    def ready() -> None:
+        print(
+            f"mcp-run: worker on task queue {args.task_queue!r} of {args.temporal_address}", file=sys.stderr, flush=True
+        )
+
+    try:
+        asyncio.run(serve(args.temporal_address, args.task_queue, ready=ready))
+    except KeyboardInterrupt:
+        print("mcp-run: worker stopped", file=sys.stderr)
+        return _exit(ExitCode.SIGINT)
+    return _exit(ExitCode.OK)
+
+
+def run_temporal(args: argparse.Namespace) -> int:
+    """``mcp-run FILE --engine temporal``: see :mod:`runner.temporal.client`."""
+    for flag in ("resume", "new_run", "retry_failed", "rerun_in_doubt", "skip_in_doubt", "no_journal"):
+        if getattr(args, flag, False):
+            raise UsageError(f"--{flag.replace('_', '-')} is not available with --engine temporal yet")
+    _need_temporal()
+    import asyncio
+
+    from runner.cli.report import Console, ReportOptions, report
+    from runner.workflow.loader import load_inputs_file, validate
+
+    path = Path(args.file)
+    if not path.is_file():
+        raise UsageError(f"no workflow file {str(path)!r}")
+    inputs_file = load_inputs_file(args.inputs_file) if args.inputs_file else None
+    plan = validate(str(path), require_inputs=True, input_pairs=args.input, inputs_file=inputs_file)
+    console = Console(args.quiet)
+
+    from runner.temporal.client import connect, follow, make_spec, outcome_of, start_run, workflow_id
+
+    spec = make_spec(path, plan)
+
+    async def main() -> int:
+        client = await connect(args.temporal_address)
+        handle = await start_run(client, spec, args.task_queue)
+        console.info(
+            f"run {spec.run_id} on Temporal (workflow {workflow_id(spec.run_id)}, task queue {args.task_queue})"
+        )
+        if args.detach:
+            return ExitCode.OK
+        view = _Progress(console, quiet=args.quiet or args.no_progress)
+        started = time.monotonic()
+        followed = await follow(handle, on_entry=view.entry)
+        outcome = outcome_of(plan, followed)
+        outcome.duration = time.monotonic() - started
+        return report(
+            outcome, ReportOptions(json=args.json, output=args.output, quiet=args.quiet), console, state_dir=None
+        )
+
+    try:
+        code = asyncio.run(main())
+    except KeyboardInterrupt:
+        console.error(f"detached: run {spec.run_id} goes on on Temporal (workflow {workflow_id(spec.run_id)})")
+        return _exit(ExitCode.SIGINT)
+    return _exit(code)
+
+
+class _Progress:
+    """One line per step as it ends (the events of the run, as the workflow's query gives them)."""
+
+    def __init__(self, console: Any, *, quiet: bool) -> None:
+        self._console = console
+        self._quiet = quiet
+
+    def entry(self, entry: Any) -> None:
+        event = entry.event
+        if self._quiet or getattr(event, "type", None) not in ("step_finished", "step_skipped"):
+            return
+        counts = getattr(event, "counts", None) or {}
+        done = f" ({counts.get('succeeded', 0)}/{counts.get('total', 0)} succeeded)" if counts.get("total") else ""
+        status = getattr(event, "status", "skipped")
+        self._console.info(terminal(f"step {event.step}: {status}{done}"))
+
+
+def _exit(code: int) -> int:
+    """The exit code, for sure: the SDK's core can abort at interpreter exit (temporalio/sdk-python#300), so
+    when run as the ``mcp-run`` program, output is flushed and the process leaves at once with ``code``."""
+    if os.environ.get("MCP_RUN_IN_PROCESS") == "1":
+        return code
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(int(code))

@@ -1,0 +1,139 @@
+"""``mcp-run FILE --engine temporal``: validate here, start workflow ``mcp-run/<run_id>``, follow it.
+
+The workflow is validated locally as for a local run (the same errors, exit 2); secret inputs are refused
+(their values would enter Temporal's history). The run is started with its text, public inputs, step
+fingerprints and the names of the environment variables it reads (never their values). The workflow id's
+uniqueness replaces the local workflow lock.
+
+Following it: the run's events come from the workflow's ``events`` query, folded into a
+:class:`~runner.engine.state.RunState` as a journal is; when it ends, its outcome is settled from that state
+(:func:`runner.engine.outcome.settle`) and reported as a local run's is, with the same exit codes; 4 when
+Temporal cannot be reached. ``detach``: return once started. Ctrl-C detaches: the run goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.service import RPCError
+
+from runner.engine.events import decode
+from runner.engine.outcome import Outcome, settle
+from runner.engine.runctl import fingerprints, workflow_hash
+from runner.engine.rundir import new_run_id
+from runner.engine.state import RunState
+from runner.errors import McpRunError, UsageError
+from runner.exitcodes import ExitCode
+from runner.temporal.dag import WORKFLOW_NAME, DagWorkflow
+from runner.temporal.spec import RunSpec
+from runner.workflow.plan import Plan
+
+__all__ = ["DEFAULT_ADDRESS", "TemporalUnreachable", "connect", "follow", "start_run", "workflow_id"]
+
+DEFAULT_ADDRESS: Final = "127.0.0.1:7233"
+POLL: Final = 0.5  # seconds between two queries for new events
+
+
+class TemporalUnreachable(McpRunError):
+    """Temporal's frontend could not be reached (exit 4)."""
+
+    exit_code = ExitCode.UNREACHABLE
+
+
+def workflow_id(run_id: str) -> str:
+    return f"mcp-run/{run_id}"
+
+
+async def connect(address: str, namespace: str = "default") -> Client:
+    try:
+        return await Client.connect(address, namespace=namespace)
+    except Exception as exc:  # the SDK raises a RuntimeError carrying the gRPC reason
+        raise TemporalUnreachable(f"cannot reach Temporal at {address}: {exc}") from None
+
+
+def make_spec(path: Path, plan: Plan) -> RunSpec:
+    """The run's definition, from a validated plan (``UsageError`` for secret inputs)."""
+    inputs = dict(plan.input_values or {})
+    secret = [name for name, spec in plan.workflow.inputs.items() if spec.secret and name in inputs]
+    if secret:
+        raise UsageError(
+            f"input {secret[0]!r} is secret: --engine temporal does not take secret inputs yet (their values "
+            "would be kept in Temporal's history); pass it through an environment variable"
+        )
+    return RunSpec(
+        run_id=new_run_id(),
+        workflow=str(path.resolve()),
+        text=path.read_text(encoding="utf-8"),
+        inputs=inputs,
+        env={name: os.environ.get(name) is not None for name in sorted(plan.env_names)},
+        fingerprints=fingerprints(plan, inputs),
+        workflow_hash=workflow_hash(path),
+    )
+
+
+async def start_run(client: Client, spec: RunSpec, task_queue: str) -> WorkflowHandle[Any, Any]:
+    try:
+        return await client.start_workflow(
+            WORKFLOW_NAME, spec.to_json(), id=workflow_id(spec.run_id), task_queue=task_queue
+        )
+    except RPCError as exc:
+        raise TemporalUnreachable(f"cannot start the run on Temporal: {exc}") from None
+
+
+@dataclass
+class Followed:
+    """What following a run saw: its events folded, and the workflow's result."""
+
+    state: RunState
+    result: dict[str, Any]
+
+
+async def follow(
+    handle: WorkflowHandle[Any, Any], *, on_entry: Callable[[Any], None] | None = None, poll: float = POLL
+) -> Followed:
+    """Fold the run's events as they come, until it ends; then the rest of them."""
+    state = RunState(keep_results=set())
+    seen = 0
+
+    async def catch_up() -> None:
+        nonlocal seen
+        while True:
+            batch: list[dict[str, Any]] = await handle.query(DagWorkflow.events, seen)
+            for obj in batch:
+                entry = decode(obj)
+                state.apply(entry)
+                if on_entry is not None:
+                    on_entry(entry)
+            seen += len(batch)
+            if not batch:
+                return
+
+    result_task = asyncio.ensure_future(handle.result())
+    try:
+        while not result_task.done():
+            with contextlib.suppress(RPCError, WorkflowQueryFailedError):
+                await catch_up()  # failing while no worker serves the run yet: the events come later
+            await asyncio.wait([result_task], timeout=poll)
+        result: dict[str, Any] = result_task.result()
+        with contextlib.suppress(RPCError, WorkflowQueryFailedError):
+            await catch_up()
+    finally:
+        result_task.cancel()
+    return Followed(state, result)
+
+
+def outcome_of(plan: Plan, followed: Followed) -> Outcome:
+    """The run's outcome as a local run reports it: settled from the events folded."""
+    outcome = settle(plan, followed.state, outputs=followed.result.get("outputs") or {})
+    outcome.plan = plan
+    outcome.run_id = followed.result.get("run_id")
+    if int(outcome.exit_code) != int(followed.result.get("exit_code", outcome.exit_code)):
+        outcome.exit_code = ExitCode(int(followed.result["exit_code"]))  # the workflow's word is final
+    return outcome
