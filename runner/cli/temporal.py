@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,20 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     _add_connection(parser)
     parser.add_argument(
         "--detach", action="store_true", help="with --engine temporal: start the run and return at once"
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=100,
+        metavar="N",
+        help="with --engine temporal: items per call activity (default: 100)",
+    )
+    parser.add_argument(
+        "--heartbeat-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="with --engine temporal: a worker silent this long is taken for dead (default: 10)",
     )
 
 
@@ -136,7 +151,11 @@ def run_temporal(args: argparse.Namespace) -> int:
 
     from runner.temporal.client import connect, follow, make_spec, outcome_of, start_run, workflow_id
 
-    spec = make_spec(path, plan)
+    if not 1 <= args.batch_size <= 1000:
+        raise UsageError("--batch-size must be between 1 and 1000")
+    if not args.heartbeat_timeout >= 1:
+        raise UsageError("--heartbeat-timeout must be at least 1 second")
+    spec = replace(make_spec(path, plan), batch_size=args.batch_size, heartbeat_timeout=args.heartbeat_timeout)
 
     async def main() -> int:
         client = await connect(args.temporal_address)
