@@ -181,6 +181,7 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
     resume.add_argument("run_id", metavar="RUN_ID", nargs="?", help="a run id (after a WORKFLOW)")
     _add_workflow_inputs(resume)
     _add_run_options(resume)
+    add_engine_options(resume)
     resume.set_defaults(handler=resume_command)
 
     validate = sub.add_parser(
@@ -274,6 +275,10 @@ def resume_command(args: argparse.Namespace) -> int:
     from runner.cli.where import find_named_run, parse_target
     from runner.engine.rundir import resolve_state_dir
 
+    if args.engine == "temporal":
+        from runner.cli.temporal import resume_temporal
+
+        return resume_temporal(args)
     workflow, ref = parse_target(args.target, args.run_id)
     if workflow is not None and ref is None:
         # `resume WORKFLOW`: its newest open run (with --retry-failed, else its newest run); never a new one.

@@ -182,16 +182,72 @@ def run_temporal(args: argparse.Namespace) -> int:
     return _exit(code)
 
 
+def resume_temporal(args: argparse.Namespace) -> int:
+    """``mcp-run resume RUN_ID --engine temporal --rerun-in-doubt|--skip-in-doubt``: the decision about a run's
+    items in doubt, sent to its workflow (an update), which then runs what is left; followed as a run is."""
+    _need_temporal()
+    import asyncio
+
+    from runner.cli.report import Console, ReportOptions, report
+
+    run_id = args.run_id or args.target
+    choice = "rerun" if args.rerun_in_doubt else "skip" if args.skip_in_doubt else None
+    if choice is None:
+        raise UsageError(
+            "a run on Temporal is resumed by deciding its items in doubt: --rerun-in-doubt or --skip-in-doubt"
+        )
+    console = Console(args.quiet)
+
+    from runner.temporal.client import connect, decide, follow, outcome_of
+
+    async def main() -> int:
+        client = await connect(args.temporal_address)
+        handle, plan, start = await decide(client, run_id, choice)
+        console.info(f"resuming run {run_id} on Temporal ({choice} the items in doubt)")
+        view = _Progress(console, quiet=args.quiet or args.no_progress, after=start)
+        started = time.monotonic()
+        followed = await follow(handle, on_entry=view.entry)
+        outcome = outcome_of(plan, followed)
+        outcome.duration = time.monotonic() - started
+        code = report(
+            outcome, ReportOptions(json=args.json, output=args.output, quiet=args.quiet), console, state_dir=None
+        )
+        _decision_hint(console, outcome, args)
+        return code
+
+    try:
+        code = asyncio.run(main())
+    except KeyboardInterrupt:
+        console.error(f"detached: run {run_id} goes on on Temporal")
+        return _exit(ExitCode.SIGINT)
+    return _exit(code)
+
+
+def _decision_hint(console: Any, outcome: Any, args: argparse.Namespace) -> None:
+    if not outcome.in_doubt or outcome.run_id is None:
+        return
+    where = "" if args.temporal_address == DEFAULT_ADDRESS else f" --temporal-address {args.temporal_address}"
+    console.error(
+        f"the run waits on Temporal for a decision: mcp-run resume {outcome.run_id} --engine temporal{where} "
+        "--rerun-in-doubt (call them again) or --skip-in-doubt (record them as failed)"
+    )
+
+
 class _Progress:
     """One line per step as it ends (the events of the run, as the workflow's query gives them)."""
 
-    def __init__(self, console: Any, *, quiet: bool) -> None:
+    def __init__(self, console: Any, *, quiet: bool, after: int = 0) -> None:
         self._console = console
         self._quiet = quiet
+        self._after = after
 
     def entry(self, entry: Any) -> None:
         event = entry.event
-        if self._quiet or getattr(event, "type", None) not in ("step_finished", "step_skipped"):
+        if (
+            entry.seq <= self._after
+            or self._quiet
+            or getattr(event, "type", None) not in ("step_finished", "step_skipped")
+        ):
             return
         counts = getattr(event, "counts", None) or {}
         done = f" ({counts.get('succeeded', 0)}/{counts.get('total', 0)} succeeded)" if counts.get("total") else ""

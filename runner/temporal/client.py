@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from runner.engine.events import decode
+from runner.engine.events import RunStatus, decode
 from runner.engine.outcome import Outcome, settle
 from runner.engine.runctl import fingerprints, workflow_hash
 from runner.engine.rundir import new_run_id
@@ -32,10 +32,19 @@ from runner.engine.state import RunState
 from runner.errors import McpRunError, UsageError
 from runner.exitcodes import ExitCode
 from runner.temporal.dag import WORKFLOW_NAME, DagWorkflow
-from runner.temporal.spec import RunSpec
+from runner.temporal.spec import RunSpec, build_plan_of
 from runner.workflow.plan import Plan
 
-__all__ = ["DEFAULT_ADDRESS", "TemporalUnreachable", "connect", "follow", "start_run", "workflow_id"]
+__all__ = [
+    "DEFAULT_ADDRESS",
+    "TemporalUnreachable",
+    "connect",
+    "decide",
+    "follow",
+    "start_run",
+    "waits_for_decision",
+    "workflow_id",
+]
 
 DEFAULT_ADDRESS: Final = "127.0.0.1:7233"
 POLL: Final = 0.5  # seconds between two queries for new events
@@ -95,10 +104,15 @@ class Followed:
     result: dict[str, Any]
 
 
+def waits_for_decision(state: RunState) -> bool:
+    """The run stopped with items in doubt: its workflow waits for a decision (``resume``)."""
+    return state.ended_by == "run_stopped" and state.status is RunStatus.IN_DOUBT
+
+
 async def follow(
     handle: WorkflowHandle[Any, Any], *, on_entry: Callable[[Any], None] | None = None, poll: float = POLL
 ) -> Followed:
-    """Fold the run's events as they come, until it ends; then the rest of them."""
+    """Fold the run's events as they come, until it ends or waits for a decision about items in doubt."""
     state = RunState(keep_results=set())
     seen = 0
 
@@ -120,6 +134,9 @@ async def follow(
         while not result_task.done():
             with contextlib.suppress(RPCError, WorkflowQueryFailedError):
                 await catch_up()  # failing while no worker serves the run yet: the events come later
+            if waits_for_decision(state):
+                stopped = {"run_id": state.run_id, "outputs": state.outputs or {}, "exit_code": state.exit_code}
+                return Followed(state, stopped)
             await asyncio.wait([result_task], timeout=poll)
         result: dict[str, Any] = result_task.result()
         with contextlib.suppress(RPCError, WorkflowQueryFailedError):
@@ -137,3 +154,22 @@ def outcome_of(plan: Plan, followed: Followed) -> Outcome:
     if int(outcome.exit_code) != int(followed.result.get("exit_code", outcome.exit_code)):
         outcome.exit_code = ExitCode(int(followed.result["exit_code"]))  # the workflow's word is final
     return outcome
+
+
+async def decide(client: Client, run_id: str, choice: str) -> tuple[WorkflowHandle[Any, Any], Plan, int]:
+    """Send the decision about run ``run_id``'s items in doubt (``rerun`` or ``skip``). Returns its handle, its
+    plan, and the number of the first event of the attempt the decision starts. ``UsageError`` when there
+    is no such run, or it waits for no decision."""
+    handle = client.get_workflow_handle(workflow_id(run_id))
+    try:
+        definition: dict[str, Any] = await handle.query(DagWorkflow.definition)
+    except (RPCError, WorkflowQueryFailedError) as exc:
+        raise UsageError(f"no run {run_id} on Temporal that a worker can answer for: {exc}") from None
+    plan = build_plan_of(RunSpec.from_json(definition))
+    try:
+        start: int = await handle.execute_update(DagWorkflow.decide, choice)
+    except WorkflowUpdateFailedError as exc:
+        raise UsageError(f"run {run_id}: {exc.cause or exc}") from None
+    except RPCError as exc:
+        raise UsageError(f"run {run_id}: {exc}") from None
+    return handle, plan, start

@@ -38,7 +38,9 @@ with workflow.unsafe.imports_passed_through():
         ItemStatus,
         ItemSucceeded,
         RunFinished,
+        RunResumed,
         RunStarted,
+        RunStatus,
         RunStopped,
         StepFinished,
         StepSkipped,
@@ -61,6 +63,7 @@ __all__ = ["WORKFLOW_NAME", "DagWorkflow"]
 
 WORKFLOW_NAME: Final = "mcp-run"
 QUERY_LIMIT: Final = 5_000  # events per answer of the events query
+SKIPPED_NOW: Final = "in doubt; skipped by --skip-in-doubt"
 ACTIVITY_LOST: Final = "its activity failed on every attempt ({error}); it may have been sent"
 
 
@@ -77,6 +80,9 @@ class DagWorkflow:
         self._inputs: dict[str, Any] = {}
         self._env: dict[str, Any] = {}
         self._pending: asyncio.Semaphore | None = None
+        self._waiting = False
+        self._prior: str | None = None  # after a decision: "rerun" or "skip" (what a resume does with items in doubt)
+        self._kept: dict[tuple[str, str], dict[str, Any] | None] = {}  # results of succeeded items templates read
         self._tasks: list[asyncio.Task[None]] = []
 
     # -- queries -------------------------------------------------------------------------------------
@@ -107,8 +113,22 @@ class DagWorkflow:
                 journal=JOURNAL_FORMAT,
             )
         )
+        while True:
+            outcome = await self._walk(plan)
+            if outcome["status"] != RunStatus.IN_DOUBT.value:
+                return outcome
+            # Everything else is done: wait for a decision about the items in doubt (the `decide` update).
+            self._waiting = True
+            await workflow.wait_condition(lambda: self._prior is not None and not self._waiting)
+
+    async def _walk(self, plan: Plan) -> dict[str, Any]:
+        """One pass over the DAG (the first, or one after a decision): run it, settle, record the end."""
+        assert self._spec is not None
+        spec = self._spec
         self._readiness = Readiness(plan)
         self._gate = Gate(plan, self._state)
+        self._views = {}
+        self._stop_new = None
         for sid in self._readiness.first():
             self._start(sid)
         await workflow.wait_condition(lambda: self._open == 0)
@@ -137,6 +157,35 @@ class DagWorkflow:
             "counts": counts,
             "events": len(self._entries),
         }
+
+    # -- the decision about items in doubt ---------------------------------------------------------------
+
+    @workflow.query
+    def waiting(self) -> bool:
+        """True while the run waits for a decision about its items in doubt."""
+        return self._waiting
+
+    @workflow.query
+    def definition(self) -> dict[str, Any]:
+        """The run's definition (its :class:`~runner.temporal.spec.RunSpec`)."""
+        return self._spec.to_json() if self._spec is not None else {}
+
+    @workflow.update
+    def decide(self, choice: str) -> int:
+        """``rerun`` (call the items in doubt again) or ``skip`` (record them as failed), then run what is left,
+        as a local resume does; returns the number of the first event of the new attempt."""
+        assert self._spec is not None
+        self._prior = choice
+        self._waiting = False
+        self._emit(RunResumed(pid=0, fingerprints=self._spec.fingerprints, allow_changed=False))
+        return len(self._entries)
+
+    @decide.validator
+    def _check_decision(self, choice: str) -> None:
+        if choice not in ("rerun", "skip"):
+            raise ValueError(f"unknown decision {choice!r}: rerun or skip")
+        if not self._waiting:
+            raise ValueError("the run is not waiting for a decision about items in doubt")
 
     def _emit(self, event: AnyEvent) -> None:
         seq = len(self._entries) + 1
@@ -203,13 +252,16 @@ class DagWorkflow:
                 return
         else:
             items, keys = [None], [""]
-        self._emit(StepStarted(step=ps.id, items=len(items) if ps.fan_out else None))
+        reused = sum(1 for key in keys if self._prior_status(ps.id, key) is ItemStatus.SUCCEEDED)
+        self._emit(StepStarted(step=ps.id, items=len(items) if ps.fan_out else None, reused=reused or None))
         keep = ps.referenced
         render = args_renderer(ps, self._context)
         entries: list[dict[str, Any] | None] = [None] * len(items)
         calls: list[dict[str, Any]] = []
         for index, item in enumerate(items):
             where = index if ps.fan_out else None
+            if self._decided(ps, where, keys[index], entries, index):
+                continue
             try:
                 args = render(item, where)
             except TemplateError as exc:
@@ -280,11 +332,43 @@ class DagWorkflow:
         result = outcome.get("result")
         if status == "succeeded":
             self._emit(ItemSucceeded(step=ps.id, item=key, index=index, result=result or {}))
-            return item_entry("succeeded", None, result) if ps.referenced else None
+            entry = item_entry("succeeded", None, result) if ps.referenced else None
+            if entry is not None:
+                self._kept[(ps.id, key)] = entry
+            return entry
         kind = str(outcome.get("kind") or FailureKind.OUTCOME_UNKNOWN.value)
         error = str(outcome.get("error") or "")
         self._failed(ps, index, key, kind, error, result)
         return item_entry("failed", error, result)
+
+    def _prior_status(self, sid: str, key: str) -> ItemStatus | None:
+        """How an item ended in an earlier pass (None on the first pass, or when it never ran)."""
+        if self._prior is None:
+            return None
+        item = self._state.item(sid, key)
+        return item.status if item is not None else None
+
+    def _decided(
+        self, ps: PlannedStep, index: int | None, key: str, entries: list[dict[str, Any] | None], at: int
+    ) -> bool:
+        """After a decision, as a local resume: a succeeded item is reused; one in doubt is called again
+        (``rerun``) or recorded as skipped (``skip``); one skipped in doubt stays so unless ``rerun``. True
+        when the item is settled without a call."""
+        item = self._state.item(ps.id, key) if self._prior is not None else None
+        if item is None:
+            return False
+        if item.status is ItemStatus.SUCCEEDED:
+            entries[at] = self._kept.get((ps.id, key)) if ps.referenced else None
+            return True
+        if self._prior == "rerun":
+            return False
+        if item.in_doubt:
+            entries[at] = item_entry("failed", self._failed(ps, index, key, "skipped-in-doubt", SKIPPED_NOW))
+            return True
+        if item.status is ItemStatus.SKIPPED:
+            entries[at] = item_entry("failed", item.error or SKIPPED_NOW)
+            return True
+        return False
 
     def _failed(self, ps: PlannedStep, index: int | None, key: str, kind: str, error: str, result: Any = None) -> str:
         self._emit(ItemFailed(step=ps.id, item=key, index=index, kind=kind, error=error, result=result))

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.temporal.support import ROOT, dev_server, fan_out_workflow, summary_of, target_of
+from tests.temporal.support import ROOT, cli, dev_server, fan_out_workflow, summary_of, target_of
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +52,7 @@ def test_kill_9_of_a_worker_mid_batch_duplicates_nothing(tmp_path: Path) -> None
     workflow = fan_out_workflow(tmp_path, ITEMS, mode="count", extra=f"--count-file {counts} --gate {gate}")
     keys = {f"k{i:04d}" for i in range(ITEMS)}
 
-    async def scenario() -> tuple[int, dict[str, Any], set[str]]:
+    async def scenario() -> tuple[int, dict[str, Any], set[str], list[str], tuple[int, str, str]]:
         async with dev_server() as env:
             address = target_of(env)
             workers = [await _worker(address, "kill"), await _worker(address, "kill")]
@@ -83,15 +83,18 @@ def test_kill_9_of_a_worker_mid_batch_duplicates_nothing(tmp_path: Path) -> None
                 gate.touch()
                 out, _err = await asyncio.wait_for(run.communicate(), 120)
                 assert run.returncode is not None
-                return run.returncode, summary_of(out.decode()), begun
+                before = counts.read_text().split()
+                # The run waits for a decision: --rerun-in-doubt calls those items again and finishes it.
+                where = ("--temporal-address", address, "--task-queue", "kill")
+                resumed = await cli("resume", run_id, "--engine", "temporal", *where, "--rerun-in-doubt", "--json")
+                return run.returncode, summary_of(out.decode()), begun, before, resumed
             finally:
                 for proc in workers:
                     if proc.returncode is None:
                         proc.send_signal(signal.SIGINT)
                         await asyncio.wait_for(proc.wait(), 30)
 
-    code, summary, begun = asyncio.run(scenario())
-    executed = counts.read_text().split()
+    code, summary, begun, executed, (resumed_code, resumed_out, resumed_err) = asyncio.run(scenario())
     in_doubt = {d["item"] for d in summary["in_doubt"]}
     assert len(executed) == len(set(executed)), "an item ran twice"
     assert begun and in_doubt == begun, (sorted(in_doubt), sorted(begun))
@@ -99,4 +102,12 @@ def test_kill_9_of_a_worker_mid_batch_duplicates_nothing(tmp_path: Path) -> None
     assert code == 5
     assert summary["status"] == "in-doubt"
     assert summary["steps"]["call"]["succeeded"] == ITEMS - len(begun)
+    assert resumed_code == 0, resumed_err
+    resumed = summary_of(resumed_out)
+    assert resumed["status"] == "succeeded"
+    assert resumed["steps"]["call"]["succeeded"] == ITEMS
+    assert resumed["steps"]["call"]["reused"] == ITEMS - len(begun)
+    after = counts.read_text().split()
+    assert set(after) == keys
+    assert {k for k in after if after.count(k) > 1} <= in_doubt  # again only what the decision said to call again
     print(json.dumps({"items": ITEMS, "in_doubt": len(in_doubt), "executed": len(executed)}))
