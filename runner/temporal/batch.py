@@ -22,8 +22,9 @@ from typing import Any, Final
 import trio
 
 from runner.engine.events import FailureKind
+from runner.engine.masking import Masker
 from runner.engine.retry import failure_kind, is_safe_to_repeat
-from runner.engine.runctl import env_context, make_opener, restore_env_placeholders
+from runner.engine.runctl import collect_secrets, env_context, make_opener, restore_env_placeholders
 from runner.engine.supervisor import LinkPolicy, ServerLink
 from runner.errors import InvalidCall, McpRunError, NotDelivered, OutcomeUnknown, SessionExpired, first_line
 from runner.session import Session, SessionOptions
@@ -53,6 +54,17 @@ class Sessions:
     nursery: trio.Nursery
     plans: dict[str, Plan] = field(default_factory=dict)
     servers: dict[tuple[str, str], _Server] = field(default_factory=dict)
+    maskers: dict[str, Masker] = field(default_factory=dict)
+
+    def masker(self, spec: RunSpec) -> Masker:
+        """The secrets of ``spec``'s run as this worker knows them (its environment, header values): what the
+        activity returns is masked with them, so they never enter Temporal's history."""
+        key = spec.plan_key
+        found = self.maskers.get(key)
+        if found is None:
+            plan = self.plan(spec)
+            found = self.maskers[key] = Masker(collect_secrets(plan, plan.input_values or {}, env_context(plan)))
+        return found
 
     def plan(self, spec: RunSpec) -> Plan:
         key = spec.plan_key
@@ -128,6 +140,9 @@ class Batch:
             self._markers.ended(key, out)
             return out
         out = {**base, **await self._call(key, restore_env_placeholders(item["args"]))}
+        masker = self._sessions.masker(self._spec)
+        if masker:
+            out = masker.mask_value(out)
         self._markers.ended(key, out)
         return out
 

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.temporal.support import ROOT, cli, dev_server, fan_out_workflow, in_process_worker, summary_of, target_of
+from tests.temporal.support import (
+    MODES,
+    ROOT,
+    cli,
+    dev_server,
+    fan_out_workflow,
+    in_process_worker,
+    summary_of,
+    target_of,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -82,3 +94,49 @@ def test_temporal_unreachable_exits_4(tmp_path: Path) -> None:
     assert code == 4, err
     assert "cannot reach Temporal at 127.0.0.1:9" in err
     assert "Traceback" not in err
+
+
+def test_environment_values_never_enter_the_history(tmp_path: Path) -> None:
+    """A variable read by arguments reaches the server (the worker puts its value back), but neither the
+    arguments nor the result in Temporal's history hold it: the activity masks what it returns."""
+    secret = "s3cr3t-value-of-the-token"
+    calls = tmp_path / "calls"
+    command = json.dumps([sys.executable, str(MODES), "typed", "--count-file", str(calls)])
+    workflow = tmp_path / "secret.yaml"
+    workflow.write_text(
+        f"""\
+version: 1
+name: secret
+servers:
+  modes:
+    command: {command}
+steps:
+  say:
+    server: modes
+    tool: echo
+    args: {{text: "token=${{{{ env.MCP_RUN_TEST_TOKEN }}}}"}}
+outputs:
+  said: ${{{{ steps.say.text }}}}
+"""
+    )
+
+    async def on_temporal() -> tuple[tuple[int, str, str], bytes]:
+        async with dev_server() as env, in_process_worker(env, "sec"):
+            where = ("--temporal-address", target_of(env), "--task-queue", "sec")
+            result = await cli(str(workflow), "--engine", "temporal", *where, "--json",
+                               env={"MCP_RUN_TEST_TOKEN": secret})  # fmt: skip
+            run_id = summary_of(result[1])["run_id"]
+            history = await env.client.get_workflow_handle(f"mcp-run/{run_id}").fetch_history()
+            return result, b"".join(event.SerializeToString() for event in history.events)
+
+    os.environ.pop("MCP_RUN_TEST_TOKEN", None)
+    os.environ["MCP_RUN_TEST_TOKEN"] = secret  # the in-process worker's environment
+    try:
+        (code, out, err), history = asyncio.run(on_temporal())
+    finally:
+        del os.environ["MCP_RUN_TEST_TOKEN"]
+    assert code == 0, err
+    assert secret in calls.read_text()  # it reached the server
+    assert b"MCP_RUN_TEST_TOKEN" in history  # the placeholder did travel
+    assert secret.encode() not in history
+    assert secret not in out
