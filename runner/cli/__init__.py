@@ -19,7 +19,21 @@ from runner.termsafe import terminal
 
 __all__ = ["main"]
 
-COMMANDS = ("run", "validate", "plan", "resume", "tools", "call", "runs", "show", "logs", "worker", "temporal-dev")
+COMMANDS = (
+    "run",
+    "validate",
+    "plan",
+    "resume",
+    "tools",
+    "call",
+    "runs",
+    "show",
+    "logs",
+    "worker",
+    "temporal-dev",
+    "cancel",
+    "export",
+)
 
 DESCRIPTION = """\
 Run Model Context Protocol tool calls as a batch: a YAML workflow of steps, each a tool call, run as a

@@ -91,6 +91,31 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
     _add_connection(worker)
     worker.set_defaults(handler=worker_command)
 
+    cancel = sub.add_parser(
+        "cancel",
+        help="cancel a run (--engine temporal)",
+        description="Ask Temporal to cancel a run: calls not yet sent are not sent; calls in flight may finish.",
+        epilog=exit_help,
+        formatter_class=formatter,
+    )
+    cancel.add_argument("run_id", metavar="RUN_ID")
+    cancel.add_argument("--engine", choices=("temporal",), required=True, help="the engine (temporal)")
+    _add_connection(cancel)
+    cancel.set_defaults(handler=cancel_command)
+
+    export = sub.add_parser(
+        "export",
+        help="write a run's events as a journal (--engine temporal)",
+        description="Write a run's events as journal lines (the schema of schemas/journal-event.schema.json).",
+        epilog=exit_help,
+        formatter_class=formatter,
+    )
+    export.add_argument("run_id", metavar="RUN_ID")
+    export.add_argument("--engine", choices=("temporal",), required=True, help="the engine (temporal)")
+    export.add_argument("--output", "-o", metavar="FILE", help="write there (default: stdout)")
+    _add_connection(export)
+    export.set_defaults(handler=export_command)
+
 
 def temporal_dev_command(args: argparse.Namespace) -> int:
     from runner.engine.rundir import resolve_state_dir
@@ -128,6 +153,38 @@ def worker_command(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("mcp-run: worker stopped", file=sys.stderr)
         return _exit(ExitCode.SIGINT)
+    return _exit(ExitCode.OK)
+
+
+def cancel_command(args: argparse.Namespace) -> int:
+    _need_temporal()
+    import asyncio
+
+    from runner.temporal.client import cancel, connect
+
+    async def main() -> None:
+        await cancel(await connect(args.temporal_address), args.run_id)
+
+    asyncio.run(main())
+    print(f"mcp-run: cancel requested for run {terminal(args.run_id)}", file=sys.stderr)
+    return _exit(ExitCode.OK)
+
+
+def export_command(args: argparse.Namespace) -> int:
+    _need_temporal()
+    import asyncio
+
+    from runner.jsontext import dumps
+    from runner.temporal.client import connect, events_of
+
+    async def main() -> list[dict[str, Any]]:
+        return await events_of(await connect(args.temporal_address), args.run_id)
+
+    text = "".join(dumps(obj) + "\n" for obj in asyncio.run(main()))
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
     return _exit(ExitCode.OK)
 
 

@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
 from temporalio.service import RPCError
 
 from runner.engine.events import RunStatus, decode
@@ -54,6 +60,12 @@ class TemporalUnreachable(McpRunError):
     """Temporal's frontend could not be reached (exit 4)."""
 
     exit_code = ExitCode.UNREACHABLE
+
+
+class RunEndedWithoutResult(McpRunError):
+    """The run's workflow was cancelled or terminated (exit 1)."""
+
+    exit_code = ExitCode.FAILED
 
 
 def workflow_id(run_id: str) -> str:
@@ -138,7 +150,10 @@ async def follow(
                 stopped = {"run_id": state.run_id, "outputs": state.outputs or {}, "exit_code": state.exit_code}
                 return Followed(state, stopped)
             await asyncio.wait([result_task], timeout=poll)
-        result: dict[str, Any] = result_task.result()
+        try:
+            result: dict[str, Any] = result_task.result()
+        except WorkflowFailureError as exc:  # cancelled, terminated, or timed out
+            raise RunEndedWithoutResult(f"the run ended on Temporal without a result: {exc.cause or exc}") from None
         with contextlib.suppress(RPCError, WorkflowQueryFailedError):
             await catch_up()
     finally:
@@ -173,3 +188,25 @@ async def decide(client: Client, run_id: str, choice: str) -> tuple[WorkflowHand
     except RPCError as exc:
         raise UsageError(f"run {run_id}: {exc}") from None
     return handle, plan, start
+
+
+async def cancel(client: Client, run_id: str) -> None:
+    """Ask Temporal to cancel run ``run_id`` (``UsageError`` when there is no such run)."""
+    try:
+        await client.get_workflow_handle(workflow_id(run_id)).cancel()
+    except RPCError as exc:
+        raise UsageError(f"cannot cancel run {run_id} on Temporal: {exc}") from None
+
+
+async def events_of(client: Client, run_id: str) -> list[dict[str, Any]]:
+    """Every event of run ``run_id``, as journal objects (a worker answers the query)."""
+    handle = client.get_workflow_handle(workflow_id(run_id))
+    out: list[dict[str, Any]] = []
+    while True:
+        try:
+            batch: list[dict[str, Any]] = await handle.query(DagWorkflow.events, len(out))
+        except (RPCError, WorkflowQueryFailedError) as exc:
+            raise UsageError(f"cannot read run {run_id} on Temporal: {exc}") from None
+        if not batch:
+            return out
+        out.extend(batch)

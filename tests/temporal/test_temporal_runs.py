@@ -140,3 +140,33 @@ outputs:
     assert b"MCP_RUN_TEST_TOKEN" in history  # the placeholder did travel
     assert secret.encode() not in history
     assert secret not in out
+
+
+def test_detach_export_and_cancel(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"  # never opened: the calls wait until the run is cancelled
+    workflow = fan_out_workflow(tmp_path, 5, mode="count", extra=f"--count-file {tmp_path / 'counts'} --gate {gate}")
+
+    async def on_temporal() -> tuple[str, list[dict[str, object]], str]:
+        async with dev_server() as env, in_process_worker(env, "det"):
+            where = ("--temporal-address", target_of(env), "--task-queue", "det")
+            code, _out, err = await cli(str(workflow), "--engine", "temporal", *where, "--detach")
+            assert code == 0, err
+            run_id = err.split()[1]
+            code, journal, err = await cli("export", run_id, "--engine", "temporal", *where[:2])
+            assert code == 0, err
+            code, _out, err = await cli("cancel", run_id, "--engine", "temporal", *where[:2])
+            assert code == 0, err
+            handle = env.client.get_workflow_handle(f"mcp-run/{run_id}")
+            status = (await handle.describe()).status
+            for _ in range(100):
+                if status is not None and status.name != "RUNNING":
+                    break
+                await asyncio.sleep(0.1)
+                status = (await handle.describe()).status
+            return run_id, [json.loads(line) for line in journal.splitlines()], status.name if status else ""
+
+    run_id, events, status = asyncio.run(on_temporal())
+    assert events[0]["type"] == "run_started" and events[0]["run_id"] == run_id
+    assert events[0]["seq"] == 1 and [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert events[1]["type"] == "step_started" and events[1]["items"] == 5
+    assert status == "CANCELED"
