@@ -14,7 +14,7 @@ failed, not sent, or in doubt). Tool, protocol and in-doubt outcomes are definit
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from temporalio import activity
@@ -38,13 +38,14 @@ class CallActivities:
 
     thread: TrioThread
     sessions: Sessions
+    specs: dict[str, RunSpec] = field(default_factory=dict)
 
     @activity.defn(name=CALL_ACTIVITY)
     async def call_batch(self, request: dict[str, Any]) -> list[dict[str, Any]]:
-        spec = RunSpec.from_json(request["spec"])
+        info = activity.info()
+        spec = await self._spec(request["plan_key"], info)
         step: str = request["step"]
         items: list[dict[str, Any]] = request["items"]
-        info = activity.info()
         loop = asyncio.get_running_loop()
         handle = activity.client().get_async_activity_handle(task_token=info.task_token)
         prior = info.heartbeat_details[0] if info.heartbeat_details else None
@@ -72,6 +73,22 @@ class CallActivities:
                 type=NOT_SENT_RETRY,
             )
         return [_settled(o) for o in outcomes]
+
+    async def _spec(self, key: str, info: activity.Info) -> RunSpec:
+        """The run's definition: the workflow is asked for it once per worker (the item list may be large: it
+        travels once, not with each activity)."""
+        spec = self.specs.get(key)
+        if spec is None:
+            spec = self.specs[key] = RunSpec.from_json(await _definition(info))
+        return spec
+
+
+async def _definition(info: activity.Info) -> dict[str, Any]:
+    if info.workflow_id is None:
+        raise ApplicationError("the call activity runs only inside an mcp-run workflow", non_retryable=True)
+    handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+    definition: dict[str, Any] = await handle.query("definition")
+    return definition
 
 
 def _settled(outcome: dict[str, Any]) -> dict[str, Any]:

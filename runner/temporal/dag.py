@@ -292,7 +292,7 @@ class DagWorkflow:
         assert self._spec is not None and self._pending is not None
         spec = self._spec
         request = {
-            "spec": spec.to_json(),
+            "plan_key": spec.plan_key,  # the activity asks the workflow for the definition once per worker
             "step": ps.id,
             "items": [{"key": c["key"], "index": c["index"], "args": c["args"]} for c in batch],
         }

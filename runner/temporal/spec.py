@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Final
 
 from runner.workflow.loader import parse_workflow, validate
@@ -37,14 +38,14 @@ class RunSpec:
     max_attempts: int = 5
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunSpec:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in known})
 
-    @property
+    @cached_property
     def plan_key(self) -> str:
         """Identifies the plan (text, path, inputs): the worker's cache of plans and sessions is keyed by it."""
         body = json.dumps([self.workflow, self.text, self.inputs], sort_keys=True, default=str)
