@@ -26,6 +26,7 @@ from runner.engine.masking import Masker
 from runner.engine.retry import failure_kind, is_safe_to_repeat
 from runner.engine.runctl import collect_secrets, env_context, make_opener, restore_env_placeholders
 from runner.engine.supervisor import LinkPolicy, ServerLink
+from runner.engine.toolcheck import ToolChecks
 from runner.errors import InvalidCall, McpRunError, NotDelivered, OutcomeUnknown, SessionExpired, first_line
 from runner.session import Session, SessionOptions
 from runner.temporal.markers import Markers
@@ -55,6 +56,7 @@ class Sessions:
     plans: dict[str, Plan] = field(default_factory=dict)
     servers: dict[tuple[str, str], _Server] = field(default_factory=dict)
     maskers: dict[str, Masker] = field(default_factory=dict)
+    checks: ToolChecks = field(default_factory=ToolChecks)  # each session's tools; a call's check before it is sent
 
     def masker(self, spec: RunSpec) -> Masker:
         """The secrets of ``spec``'s run as this worker knows them (its environment, header values): what the
@@ -158,12 +160,16 @@ class Batch:
             self.sent += 1
 
         undelivered = 0
+        checked = False
         while True:
             sent = False
             session: Session | None = None
             try:
                 async with server.limit:
                     session = await server.link.session()
+                    if not checked:  # as locally: an unknown tool, or arguments its schema refuses, are not sent
+                        await self._sessions.checks.check(ps.server, session, ps.tool, args)
+                        checked = True
                     result = await session.call_tool(
                         ps.tool, args, timeout=ps.timeout, idle_timeout=ps.idle_timeout, before_send=before_send
                     )
@@ -209,7 +215,7 @@ class Batch:
             return False
         try:
             session = await self._sessions.server(self._spec, ps.server).link.session()
-            tool = await _tool(session, ps.tool)
+            tool = await self._sessions.checks.tool(ps.server, session, ps.tool)
         except McpRunError:
             return False
         if tool is None:
@@ -220,13 +226,6 @@ class Batch:
             read_only=tool.annotations.read_only,
             idempotent_tool=tool.annotations.idempotent,
         )
-
-
-async def _tool(session: Session, name: str) -> Any:
-    for tool in await session.list_tools():
-        if tool.name == name:
-            return tool
-    return None
 
 
 def _lost(link: ServerLink, exc: McpRunError) -> None:

@@ -170,3 +170,20 @@ def test_detach_export_and_cancel(tmp_path: Path) -> None:
     assert events[0]["seq"] == 1 and [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert events[1]["type"] == "step_started" and events[1]["items"] == 5
     assert status == "CANCELED"
+
+
+def test_a_call_the_tool_list_refuses_is_not_sent_as_locally(tmp_path: Path) -> None:
+    workflow = fan_out_workflow(tmp_path, 2)
+    workflow.write_text(workflow.read_text().replace("tool: echo", "tool: ecko"))
+    local_code, local_out, _err = _local(str(workflow), "--json", "--state-dir", str(tmp_path / "s"))
+
+    async def on_temporal() -> tuple[int, str, str]:
+        async with dev_server() as env, in_process_worker(env, "inv"):
+            return await cli(str(workflow), "--engine", "temporal", "--temporal-address", target_of(env),
+                             "--task-queue", "inv", "--json")  # fmt: skip
+
+    code, out, err = asyncio.run(on_temporal())
+    assert code == local_code, err
+    kinds = [(f["item"], f["kind"], f["error"]) for f in summary_of(out)["failed"]]
+    assert kinds == [(f["item"], f["kind"], f["error"]) for f in summary_of(local_out)["failed"]]
+    assert {kind for _item, kind, _error in kinds} == {"invalid-call"}
