@@ -190,7 +190,7 @@ def export_command(args: argparse.Namespace) -> int:
 
 def run_temporal(args: argparse.Namespace) -> int:
     """``mcp-run FILE --engine temporal``: see :mod:`runner.temporal.client`."""
-    for flag in ("resume", "new_run", "retry_failed", "rerun_in_doubt", "skip_in_doubt", "no_journal"):
+    for flag in ("retry_failed", "no_journal", "allow_changed"):
         if getattr(args, flag, False):
             raise UsageError(f"--{flag.replace('_', '-')} is not available with --engine temporal yet")
     _need_temporal()
@@ -206,7 +206,16 @@ def run_temporal(args: argparse.Namespace) -> int:
     plan = validate(str(path), require_inputs=True, input_pairs=args.input, inputs_file=inputs_file)
     console = Console(args.quiet)
 
-    from runner.temporal.client import connect, follow, make_spec, outcome_of, start_run, workflow_id
+    from runner.temporal.client import (
+        connect,
+        decide,
+        follow,
+        make_spec,
+        open_runs,
+        outcome_of,
+        start_run,
+        workflow_id,
+    )
 
     if not 1 <= args.batch_size <= 1000:
         raise UsageError("--batch-size must be between 1 and 1000")
@@ -214,15 +223,32 @@ def run_temporal(args: argparse.Namespace) -> int:
         raise UsageError("--heartbeat-timeout must be at least 1 second")
     spec = replace(make_spec(path, plan), batch_size=args.batch_size, heartbeat_timeout=args.heartbeat_timeout)
 
+    choice = "rerun" if args.rerun_in_doubt else "skip" if args.skip_in_doubt else None
+
     async def main() -> int:
         client = await connect(args.temporal_address)
-        handle = await start_run(client, spec, args.task_queue)
-        console.info(
-            f"run {spec.run_id} on Temporal (workflow {workflow_id(spec.run_id)}, task queue {args.task_queue})"
-        )
+        unfinished = [] if args.new_run else await open_runs(client, spec.workflow)
+        start = 0
+        if unfinished and not args.resume:
+            raise UsageError(
+                f"run {unfinished[-1]} of {path} is unfinished on Temporal: add --resume to follow it (with "
+                "--rerun-in-doubt or --skip-in-doubt when it waits for a decision), or --new-run"
+            )
+        if unfinished:
+            run_id = unfinished[-1]
+            if choice is not None:
+                handle, _plan, start = await decide(client, run_id, choice)
+            else:
+                handle = client.get_workflow_handle(workflow_id(run_id))
+            console.info(f"following run {run_id} on Temporal (workflow {workflow_id(run_id)})")
+        else:
+            handle = await start_run(client, spec, args.task_queue)
+            console.info(
+                f"run {spec.run_id} on Temporal (workflow {workflow_id(spec.run_id)}, task queue {args.task_queue})"
+            )
         if args.detach:
             return ExitCode.OK
-        view = _Progress(console, quiet=args.quiet or args.no_progress)
+        view = _Progress(console, quiet=args.quiet or args.no_progress, after=start)
         started = time.monotonic()
         followed = await follow(handle, on_entry=view.entry)
         outcome = outcome_of(plan, followed)

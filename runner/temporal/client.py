@@ -102,7 +102,11 @@ def make_spec(path: Path, plan: Plan) -> RunSpec:
 async def start_run(client: Client, spec: RunSpec, task_queue: str) -> WorkflowHandle[Any, Any]:
     try:
         return await client.start_workflow(
-            WORKFLOW_NAME, spec.to_json(), id=workflow_id(spec.run_id), task_queue=task_queue
+            WORKFLOW_NAME,
+            spec.to_json(),
+            id=workflow_id(spec.run_id),
+            task_queue=task_queue,
+            memo={"workflow": spec.workflow},  # what `FILE --resume` looks for among the open runs
         )
     except RPCError as exc:
         raise TemporalUnreachable(f"cannot start the run on Temporal: {exc}") from None
@@ -210,3 +214,17 @@ async def events_of(client: Client, run_id: str) -> list[dict[str, Any]]:
         if not batch:
             return out
         out.extend(batch)
+
+
+async def open_runs(client: Client, workflow: str) -> list[str]:
+    """The ids of the open runs of the workflow file at absolute path ``workflow``, oldest first."""
+    out: list[str] = []
+    query = f'WorkflowType="{WORKFLOW_NAME}" AND ExecutionStatus="Running"'
+    try:
+        async for execution in client.list_workflows(query):
+            memo = await execution.memo()
+            if memo.get("workflow") == workflow and execution.id.startswith("mcp-run/"):
+                out.append(execution.id.removeprefix("mcp-run/"))
+    except RPCError as exc:
+        raise TemporalUnreachable(f"cannot list the runs on Temporal: {exc}") from None
+    return sorted(out)

@@ -142,7 +142,7 @@ outputs:
     assert secret not in out
 
 
-def test_detach_export_and_cancel(tmp_path: Path) -> None:
+def test_detach_resume_export_and_cancel(tmp_path: Path) -> None:
     gate = tmp_path / "gate"  # never opened: the calls wait until the run is cancelled
     workflow = fan_out_workflow(tmp_path, 5, mode="count", extra=f"--count-file {tmp_path / 'counts'} --gate {gate}")
 
@@ -152,6 +152,18 @@ def test_detach_export_and_cancel(tmp_path: Path) -> None:
             code, _out, err = await cli(str(workflow), "--engine", "temporal", *where, "--detach")
             assert code == 0, err
             run_id = err.split()[1]
+            # One open run per workflow file, as locally: a second start is refused; --resume follows the first.
+            # (Temporal lists a run a moment after it starts: the refusal relies on that list.)
+            from runner.temporal.client import open_runs
+
+            for _ in range(100):
+                if await open_runs(env.client, str(workflow.resolve())):
+                    break
+                await asyncio.sleep(0.1)
+            code, _out, err = await cli(str(workflow), "--engine", "temporal", *where)
+            assert code == 2 and f"run {run_id} of" in err and "--resume" in err, err
+            code, _out, err = await cli(str(workflow), "--engine", "temporal", *where, "--resume", "--detach")
+            assert code == 0 and f"following run {run_id}" in err, err
             code, journal, err = await cli("export", run_id, "--engine", "temporal", *where[:2])
             assert code == 0, err
             code, _out, err = await cli("cancel", run_id, "--engine", "temporal", *where[:2])
