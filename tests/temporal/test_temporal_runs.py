@@ -113,7 +113,7 @@ servers:
 steps:
   say:
     server: modes
-    tool: echo
+    tool: convert_time
     args: {{text: "token=${{{{ env.MCP_RUN_TEST_TOKEN }}}}"}}
 outputs:
   said: ${{{{ steps.say.text }}}}
