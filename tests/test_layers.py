@@ -48,6 +48,9 @@ ALLOWED: dict[str, set[str]] = {
     "runner.testing": {"runner.testing", "runner.transports", "runner.connect", "runner.session"},
     "runner.demo": {"runner.demo"},
     "runner.api": {"runner.engine"},
+    # The Temporal engine: the pure core and the local engine's pieces (state, outcome, sessions), never the
+    # reverse (see test_only_the_cli_imports_temporal).
+    "runner.temporal": {"runner.temporal", "runner.engine", "runner.session", "runner.workflow.loader"},
 }
 
 IO_LIBRARIES = {"trio", "httpx", "httpx2", "httpx_sse", "yaml", "anyio", "tenacity", "rich", "mcp"}
@@ -129,3 +132,13 @@ def test_version_does_not_import_heavy_libraries() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == ""
+
+
+def test_only_the_cli_imports_temporal() -> None:
+    """The base install needs no temporalio: only runner.temporal imports it, and only the CLI imports that."""
+    for name, path in MODULES:
+        found = imports_of(path)
+        if not name.startswith(("runner.temporal", "runner.cli.temporal")):
+            assert not any(i.split(".")[0] == "temporalio" for i in found), f"{name} imports temporalio"
+        if not name.startswith(("runner.temporal", "runner.cli")):
+            assert not any(i.startswith("runner.temporal") for i in found), f"{name} imports runner.temporal"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner.cli.options import add_elicitation, add_log_levels, add_max_message_size
+from runner.cli.temporal import add_engine_options
 from runner.errors import McpRunError, UsageError
 from runner.exitcodes import ExitCode
 from runner.termsafe import terminal
@@ -166,6 +167,7 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
     _add_run_options(run)
     run.add_argument("--resume", action="store_true", help="resume the newest unfinished run, else start one")
     run.add_argument("--new-run", action="store_true", help="start a new run even if one is unfinished")
+    add_engine_options(run)
     run.set_defaults(handler=run_command)
 
     resume = sub.add_parser(
@@ -180,6 +182,7 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
     resume.add_argument("run_id", metavar="RUN_ID", nargs="?", help="a run id (after a WORKFLOW)")
     _add_workflow_inputs(resume)
     _add_run_options(resume)
+    add_engine_options(resume)
     resume.set_defaults(handler=resume_command)
 
     validate = sub.add_parser(
@@ -262,6 +265,10 @@ def plan_command(args: argparse.Namespace) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    if args.engine == "temporal":
+        from runner.cli.temporal import run_temporal
+
+        return run_temporal(args)
     return _execute(args, Path(args.file), _options(args))
 
 
@@ -269,6 +276,10 @@ def resume_command(args: argparse.Namespace) -> int:
     from runner.cli.where import find_named_run, parse_target
     from runner.engine.rundir import resolve_state_dir
 
+    if args.engine == "temporal":
+        from runner.cli.temporal import resume_temporal
+
+        return resume_temporal(args)
     workflow, ref = parse_target(args.target, args.run_id)
     if workflow is not None and ref is None:
         # `resume WORKFLOW`: its newest open run (with --retry-failed, else its newest run); never a new one.

@@ -1,0 +1,348 @@
+"""The Temporal commands: ``temporal-dev``, ``worker --engine temporal``, and ``run --engine temporal``.
+
+``runner.temporal`` (and ``temporalio``) are imported only here, inside the commands that need them: the
+base install runs without the ``temporal`` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from runner.errors import UsageError
+from runner.exitcodes import ExitCode
+from runner.termsafe import terminal
+
+DEFAULT_ADDRESS = "127.0.0.1:7233"
+DEFAULT_TASK_QUEUE = "mcp-run"
+EXTRA_HINT = "install the extra: pip install 'mcp-run[temporal]'"
+
+
+def add_engine_options(parser: argparse.ArgumentParser) -> None:
+    """``--engine`` and the options of a run on Temporal."""
+    parser.add_argument(
+        "--engine",
+        choices=("local", "temporal"),
+        default="local",
+        help="where the run happens: here (default), or on Temporal's workers (`mcp-run worker`)",
+    )
+    _add_connection(parser)
+    parser.add_argument(
+        "--detach", action="store_true", help="with --engine temporal: start the run and return at once"
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=100,
+        metavar="N",
+        help="with --engine temporal: items per call activity (default: 100)",
+    )
+    parser.add_argument(
+        "--heartbeat-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="with --engine temporal: a worker silent this long is taken for dead (default: 10)",
+    )
+
+
+def _add_connection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--temporal-address",
+        default=DEFAULT_ADDRESS,
+        metavar="HOST:PORT",
+        help=f"Temporal's frontend (default: {DEFAULT_ADDRESS})",
+    )
+    parser.add_argument(
+        "--task-queue",
+        default=DEFAULT_TASK_QUEUE,
+        metavar="NAME",
+        help=f"the task queue (default: {DEFAULT_TASK_QUEUE})",
+    )
+
+
+def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: str) -> None:
+    dev = sub.add_parser(
+        "temporal-dev",
+        help="start Temporal's dev server (the temporal extra)",
+        description="Start Temporal's dev server on loopback, its state kept under the state directory "
+        "(--state-dir, else $MCP_RUN_STATE_DIR, else ./.mcp-run) with SQLite in WAL mode and synchronous=normal.",
+        epilog=exit_help,
+        formatter_class=formatter,
+    )
+    dev.add_argument("--port", type=int, default=7233, help="the frontend's port (default: 7233)")
+    dev.add_argument("--state-dir", metavar="DIR", help="where the server's database is kept")
+    dev.set_defaults(handler=temporal_dev_command)
+
+    worker = sub.add_parser(
+        "worker",
+        help="serve runs of an engine (--engine temporal)",
+        description="A worker of Temporal runs: hosts the workflow and the tool-call activities on a task queue. "
+        "Run any number of them, on any machines that can start the workflows' servers.",
+        epilog=exit_help,
+        formatter_class=formatter,
+    )
+    worker.add_argument("--engine", choices=("temporal",), required=True, help="the engine (temporal)")
+    _add_connection(worker)
+    worker.set_defaults(handler=worker_command)
+
+    cancel = sub.add_parser(
+        "cancel",
+        help="cancel a run (--engine temporal)",
+        description="Ask Temporal to cancel a run: calls not yet sent are not sent; calls in flight may finish.",
+        epilog=exit_help,
+        formatter_class=formatter,
+    )
+    cancel.add_argument("run_id", metavar="RUN_ID")
+    cancel.add_argument("--engine", choices=("temporal",), required=True, help="the engine (temporal)")
+    _add_connection(cancel)
+    cancel.set_defaults(handler=cancel_command)
+
+    export = sub.add_parser(
+        "export",
+        help="write a run's events as a journal (--engine temporal)",
+        description="Write a run's events as journal lines (the schema of schemas/journal-event.schema.json).",
+        epilog=exit_help,
+        formatter_class=formatter,
+    )
+    export.add_argument("run_id", metavar="RUN_ID")
+    export.add_argument("--engine", choices=("temporal",), required=True, help="the engine (temporal)")
+    export.add_argument("--output", "-o", metavar="FILE", help="write there (default: stdout)")
+    _add_connection(export)
+    export.set_defaults(handler=export_command)
+
+
+def temporal_dev_command(args: argparse.Namespace) -> int:
+    from runner.engine.rundir import resolve_state_dir
+    from runner.temporal.devserver import dev_server_argv, find_temporal, prepare_state
+
+    state_dir = resolve_state_dir(args.state_dir, None).resolve()
+    prepare_state(state_dir)
+    argv = dev_server_argv(find_temporal(), port=args.port, state_dir=state_dir)
+    print(f"mcp-run: Temporal dev server on 127.0.0.1:{args.port} (state: {argv[argv.index('--db-filename') + 1]})",
+          file=sys.stderr, flush=True)  # fmt: skip
+    os.execv(argv[0], argv)  # the server is the process from here: Ctrl-C stops it
+    return ExitCode.OK  # pragma: no cover
+
+
+def _need_temporal() -> None:
+    try:
+        import temporalio  # noqa: F401
+    except ImportError:
+        raise UsageError(f"--engine temporal needs temporalio; {EXTRA_HINT}") from None
+
+
+def worker_command(args: argparse.Namespace) -> int:
+    _need_temporal()
+    import asyncio
+
+    from runner.temporal.worker import serve
+
+    def ready() -> None:
+        print(
+            f"mcp-run: worker on task queue {args.task_queue!r} of {args.temporal_address}", file=sys.stderr, flush=True
+        )
+
+    try:
+        asyncio.run(serve(args.temporal_address, args.task_queue, ready=ready))
+    except KeyboardInterrupt:
+        print("mcp-run: worker stopped", file=sys.stderr)
+        return _exit(ExitCode.SIGINT)
+    return _exit(ExitCode.OK)
+
+
+def cancel_command(args: argparse.Namespace) -> int:
+    _need_temporal()
+    import asyncio
+
+    from runner.temporal.client import cancel, connect
+
+    async def main() -> None:
+        await cancel(await connect(args.temporal_address), args.run_id)
+
+    asyncio.run(main())
+    print(f"mcp-run: cancel requested for run {terminal(args.run_id)}", file=sys.stderr)
+    return _exit(ExitCode.OK)
+
+
+def export_command(args: argparse.Namespace) -> int:
+    _need_temporal()
+    import asyncio
+
+    from runner.jsontext import dumps
+    from runner.temporal.client import connect, events_of
+
+    async def main() -> list[dict[str, Any]]:
+        return await events_of(await connect(args.temporal_address), args.run_id)
+
+    text = "".join(dumps(obj) + "\n" for obj in asyncio.run(main()))
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return _exit(ExitCode.OK)
+
+
+def run_temporal(args: argparse.Namespace) -> int:
+    """``mcp-run FILE --engine temporal``: see :mod:`runner.temporal.client`."""
+    for flag in ("retry_failed", "no_journal", "allow_changed"):
+        if getattr(args, flag, False):
+            raise UsageError(f"--{flag.replace('_', '-')} is not available with --engine temporal yet")
+    _need_temporal()
+    import asyncio
+
+    from runner.cli.report import Console, ReportOptions, report
+    from runner.workflow.loader import load_inputs_file, validate
+
+    path = Path(args.file)
+    if not path.is_file():
+        raise UsageError(f"no workflow file {str(path)!r}")
+    inputs_file = load_inputs_file(args.inputs_file) if args.inputs_file else None
+    plan = validate(str(path), require_inputs=True, input_pairs=args.input, inputs_file=inputs_file)
+    console = Console(args.quiet)
+
+    from runner.temporal.client import (
+        connect,
+        decide,
+        follow,
+        make_spec,
+        open_runs,
+        outcome_of,
+        start_run,
+        workflow_id,
+    )
+
+    if not 1 <= args.batch_size <= 1000:
+        raise UsageError("--batch-size must be between 1 and 1000")
+    if not args.heartbeat_timeout >= 1:
+        raise UsageError("--heartbeat-timeout must be at least 1 second")
+    spec = replace(make_spec(path, plan), batch_size=args.batch_size, heartbeat_timeout=args.heartbeat_timeout)
+
+    choice = "rerun" if args.rerun_in_doubt else "skip" if args.skip_in_doubt else None
+
+    async def main() -> int:
+        client = await connect(args.temporal_address)
+        unfinished = [] if args.new_run else await open_runs(client, spec.workflow)
+        start = 0
+        if unfinished and not args.resume:
+            raise UsageError(
+                f"run {unfinished[-1]} of {path} is unfinished on Temporal: add --resume to follow it (with "
+                "--rerun-in-doubt or --skip-in-doubt when it waits for a decision), or --new-run"
+            )
+        if unfinished:
+            run_id = unfinished[-1]
+            if choice is not None:
+                handle, _plan, start = await decide(client, run_id, choice)
+            else:
+                handle = client.get_workflow_handle(workflow_id(run_id))
+            console.info(f"following run {run_id} on Temporal (workflow {workflow_id(run_id)})")
+        else:
+            handle = await start_run(client, spec, args.task_queue)
+            console.info(
+                f"run {spec.run_id} on Temporal (workflow {workflow_id(spec.run_id)}, task queue {args.task_queue})"
+            )
+        if args.detach:
+            return ExitCode.OK
+        view = _Progress(console, quiet=args.quiet or args.no_progress, after=start)
+        started = time.monotonic()
+        followed = await follow(handle, on_entry=view.entry)
+        outcome = outcome_of(plan, followed)
+        outcome.duration = time.monotonic() - started
+        return report(
+            outcome, ReportOptions(json=args.json, output=args.output, quiet=args.quiet), console, state_dir=None
+        )
+
+    try:
+        code = asyncio.run(main())
+    except KeyboardInterrupt:
+        console.error(f"detached: run {spec.run_id} goes on on Temporal (workflow {workflow_id(spec.run_id)})")
+        return _exit(ExitCode.SIGINT)
+    return _exit(code)
+
+
+def resume_temporal(args: argparse.Namespace) -> int:
+    """``mcp-run resume RUN_ID --engine temporal --rerun-in-doubt|--skip-in-doubt``: the decision about a run's
+    items in doubt, sent to its workflow (an update), which then runs what is left; followed as a run is."""
+    _need_temporal()
+    import asyncio
+
+    from runner.cli.report import Console, ReportOptions, report
+
+    run_id = args.run_id or args.target
+    choice = "rerun" if args.rerun_in_doubt else "skip" if args.skip_in_doubt else None
+    if choice is None:
+        raise UsageError(
+            "a run on Temporal is resumed by deciding its items in doubt: --rerun-in-doubt or --skip-in-doubt"
+        )
+    console = Console(args.quiet)
+
+    from runner.temporal.client import connect, decide, follow, outcome_of
+
+    async def main() -> int:
+        client = await connect(args.temporal_address)
+        handle, plan, start = await decide(client, run_id, choice)
+        console.info(f"resuming run {run_id} on Temporal ({choice} the items in doubt)")
+        view = _Progress(console, quiet=args.quiet or args.no_progress, after=start)
+        started = time.monotonic()
+        followed = await follow(handle, on_entry=view.entry)
+        outcome = outcome_of(plan, followed)
+        outcome.duration = time.monotonic() - started
+        code = report(
+            outcome, ReportOptions(json=args.json, output=args.output, quiet=args.quiet), console, state_dir=None
+        )
+        _decision_hint(console, outcome, args)
+        return code
+
+    try:
+        code = asyncio.run(main())
+    except KeyboardInterrupt:
+        console.error(f"detached: run {run_id} goes on on Temporal")
+        return _exit(ExitCode.SIGINT)
+    return _exit(code)
+
+
+def _decision_hint(console: Any, outcome: Any, args: argparse.Namespace) -> None:
+    if not outcome.in_doubt or outcome.run_id is None:
+        return
+    where = "" if args.temporal_address == DEFAULT_ADDRESS else f" --temporal-address {args.temporal_address}"
+    console.error(
+        f"the run waits on Temporal for a decision: mcp-run resume {outcome.run_id} --engine temporal{where} "
+        "--rerun-in-doubt (call them again) or --skip-in-doubt (record them as failed)"
+    )
+
+
+class _Progress:
+    """One line per step as it ends (the events of the run, as the workflow's query gives them)."""
+
+    def __init__(self, console: Any, *, quiet: bool, after: int = 0) -> None:
+        self._console = console
+        self._quiet = quiet
+        self._after = after
+
+    def entry(self, entry: Any) -> None:
+        event = entry.event
+        if (
+            entry.seq <= self._after
+            or self._quiet
+            or getattr(event, "type", None) not in ("step_finished", "step_skipped")
+        ):
+            return
+        counts = getattr(event, "counts", None) or {}
+        done = f" ({counts.get('succeeded', 0)}/{counts.get('total', 0)} succeeded)" if counts.get("total") else ""
+        status = getattr(event, "status", "skipped")
+        self._console.info(terminal(f"step {event.step}: {status}{done}"))
+
+
+def _exit(code: int) -> int:
+    """The exit code, for sure: the SDK's core can abort at interpreter exit (temporalio/sdk-python#300), so
+    when run as the ``mcp-run`` program, output is flushed and the process leaves at once with ``code``."""
+    if os.environ.get("MCP_RUN_IN_PROCESS") == "1":
+        return code
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(int(code))

@@ -1,0 +1,99 @@
+"""The call activity (asyncio side): a batch of items of one step, run in the worker's trio thread.
+
+Its heartbeats are the dispatch markers (:mod:`runner.temporal.markers`): each one an awaited
+``RecordActivityTaskHeartbeat`` through the worker's client, never the SDK's throttled background heartbeat
+(whose late send of older details could overwrite newer ones). A heartbeat also goes out every third of the
+heartbeat timeout while calls are slow, so a dead worker is told from a slow one.
+
+How an attempt ends: with every item's outcome; or, when some items were surely not run (their server
+could not be reached) or ran with an unknown outcome but are safe to repeat, with a *retryable* failure after
+their ends are recorded, so the next attempt calls only those again (the last attempt returns them as
+failed, not sent, or in doubt). Tool, protocol and in-doubt outcomes are definite: never retried by Temporal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from runner.engine.events import FailureKind
+from runner.temporal.batch import Batch, Sessions
+from runner.temporal.bridge import TrioThread
+from runner.temporal.markers import Markers
+from runner.temporal.spec import RunSpec
+
+__all__ = ["CALL_ACTIVITY", "NOT_SENT_RETRY", "CallActivities"]
+
+CALL_ACTIVITY = "mcp-run.call-batch"
+NOT_SENT_RETRY = "McpRunNotSentYet"  # the retryable error type: some items of the batch are to be called again
+
+
+@dataclass
+class CallActivities:
+    """The activities of one worker process, bound to its trio thread and the sessions it holds."""
+
+    thread: TrioThread
+    sessions: Sessions
+    specs: dict[str, RunSpec] = field(default_factory=dict)
+
+    @activity.defn(name=CALL_ACTIVITY)
+    async def call_batch(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        info = activity.info()
+        spec = await self._spec(request["plan_key"], info)
+        step: str = request["step"]
+        items: list[dict[str, Any]] = request["items"]
+        loop = asyncio.get_running_loop()
+        handle = activity.client().get_async_activity_handle(task_token=info.task_token)
+        prior = info.heartbeat_details[0] if info.heartbeat_details else None
+        final = info.attempt >= spec.max_attempts
+
+        async def record(details: dict[str, Any]) -> None:
+            await self.thread.to_asyncio(loop, lambda: handle.heartbeat(details))
+
+        async def attempt() -> list[dict[str, Any]]:
+            import trio
+
+            markers = Markers(record, prior)
+            batch = Batch(self.sessions, spec, step, items, markers)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(markers.keep_alive, max(spec.heartbeat_timeout / 3, 0.2))
+                outcomes = await batch.run()
+                nursery.cancel_scope.cancel()
+            return outcomes
+
+        outcomes = await self.thread.run(attempt)
+        again = [o for o in outcomes if o.get("status") == "retry"]
+        if again and not final:
+            raise ApplicationError(
+                f"{len(again)} of {len(outcomes)} items to be called again: {again[0].get('error')}",
+                type=NOT_SENT_RETRY,
+            )
+        return [_settled(o) for o in outcomes]
+
+    async def _spec(self, key: str, info: activity.Info) -> RunSpec:
+        """The run's definition: the workflow is asked for it once per worker (the item list may be large: it
+        travels once, not with each activity)."""
+        spec = self.specs.get(key)
+        if spec is None:
+            spec = self.specs[key] = RunSpec.from_json(await _definition(info))
+        return spec
+
+
+async def _definition(info: activity.Info) -> dict[str, Any]:
+    if info.workflow_id is None:
+        raise ApplicationError("the call activity runs only inside an mcp-run workflow", non_retryable=True)
+    handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+    definition: dict[str, Any] = await handle.query("definition")
+    return definition
+
+
+def _settled(outcome: dict[str, Any]) -> dict[str, Any]:
+    """An item to be called again, on the last attempt: failed as not sent, or in doubt."""
+    if outcome.get("status") != "retry":
+        return outcome
+    kind = FailureKind.of(outcome.get("kind") or FailureKind.NOT_SENT.value)
+    return {**outcome, "status": "in_doubt" if kind.in_doubt else "failed"}

@@ -1,0 +1,234 @@
+"""A batch of items of one step, called through the worker's sessions (the trio side of the call activity).
+
+Each item, in the order the activity's attempt finds it:
+
+- ended in an earlier attempt (its outcome is in the markers): that outcome, not called again;
+- marked dispatched by an earlier attempt, with no end: **in doubt**, unless the step is safe to repeat
+  (``idempotent: true``, or a trusted server whose tool is annotated read-only or idempotent);
+- else called: its dispatch marker recorded by the Temporal server *before* the request is written
+  (:class:`~runner.temporal.markers.Markers`), its end recorded after.
+
+Outcomes are plain JSON: ``status`` is ``succeeded``, ``failed`` (a definite answer: a tool error, a
+JSON-RPC or protocol error, refused before sending), ``in_doubt`` (it may have run), or ``retry`` (surely
+not run, or run and safe to repeat: the activity's next attempt calls it again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import trio
+
+from runner.engine.events import FailureKind
+from runner.engine.masking import Masker
+from runner.engine.retry import failure_kind, is_safe_to_repeat
+from runner.engine.runctl import collect_secrets, env_context, make_opener, restore_env_placeholders
+from runner.engine.supervisor import LinkPolicy, ServerLink
+from runner.engine.toolcheck import ToolChecks
+from runner.errors import InvalidCall, McpRunError, NotDelivered, OutcomeUnknown, SessionExpired, first_line
+from runner.session import Session, SessionOptions
+from runner.temporal.markers import Markers
+from runner.temporal.spec import RunSpec, build_plan_of
+from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECONNECT, Plan, PlannedStep
+
+__all__ = ["IN_DOUBT_FOUND", "Batch", "Sessions"]
+
+IN_DOUBT_FOUND: Final = (
+    "dispatched by an earlier attempt of its activity (the worker was lost before it ended); not sent again"
+)
+MAX_NOT_DELIVERED: Final = 3  # a request surely not delivered goes out again on a new session this often
+
+
+@dataclass
+class _Server:
+    link: ServerLink
+    limit: trio.CapacityLimiter
+
+
+@dataclass
+class Sessions:
+    """The worker's sessions: one per (plan, server), opened on first use in the trio thread's ``nursery``
+    and kept for every later activity; with each server's ``max_concurrency``."""
+
+    nursery: trio.Nursery
+    plans: dict[str, Plan] = field(default_factory=dict)
+    servers: dict[tuple[str, str], _Server] = field(default_factory=dict)
+    maskers: dict[str, Masker] = field(default_factory=dict)
+    checks: ToolChecks = field(default_factory=ToolChecks)  # each session's tools; a call's check before it is sent
+
+    def masker(self, spec: RunSpec) -> Masker:
+        """The secrets of ``spec``'s run as this worker knows them (its environment, header values): what the
+        activity returns is masked with them, so they never enter Temporal's history."""
+        key = spec.plan_key
+        found = self.maskers.get(key)
+        if found is None:
+            plan = self.plan(spec)
+            found = self.maskers[key] = Masker(collect_secrets(plan, plan.input_values or {}, env_context(plan)))
+        return found
+
+    def plan(self, spec: RunSpec) -> Plan:
+        key = spec.plan_key
+        plan = self.plans.get(key)
+        if plan is None:
+            plan = self.plans[key] = build_plan_of(spec)
+        return plan
+
+    def server(self, spec: RunSpec, name: str) -> _Server:
+        key = (spec.plan_key, name)
+        found = self.servers.get(key)
+        if found is not None and found.link.error is None:
+            return found
+        if found is not None:
+            found.link.close()  # failed for good: the next attempt gets a fresh link
+        plan = self.plan(spec)
+        planned = plan.servers[name]
+        opener = make_opener(plan, plan.input_values or {}, env_context(plan))
+        policy = LinkPolicy(
+            connect_timeout=planned.server.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
+            reconnect=planned.server.reconnect if planned.server.reconnect is not None else DEFAULT_RECONNECT,
+            retry_first=planned.transport == "http",
+        )
+        options = SessionOptions(name=name, initialize_timeout=policy.connect_timeout)
+        link = ServerLink(name, lambda: opener(name, options), policy)
+        link.start(self.nursery)
+        made = self.servers[key] = _Server(link, trio.CapacityLimiter(planned.server.max_concurrency))
+        return made
+
+    def close(self) -> None:
+        for server in self.servers.values():
+            server.link.close()
+        self.servers.clear()
+
+
+class Batch:
+    """One attempt at a batch of ``items`` (``{"key", "index", "args"}``) of step ``step``."""
+
+    def __init__(
+        self, sessions: Sessions, spec: RunSpec, step: str, items: list[dict[str, Any]], markers: Markers
+    ) -> None:
+        self._sessions = sessions
+        self._spec = spec
+        self._plan = sessions.plan(spec)
+        self._ps: PlannedStep = self._plan.steps[step]
+        self._items = items
+        self._markers = markers
+        self._safe: bool | None = None
+        self.sent = 0  # requests written by this attempt
+
+    async def run(self, on_done: Callable[[], None] | None = None) -> list[dict[str, Any]]:
+        outcomes: list[dict[str, Any]] = [{} for _ in self._items]
+
+        async def one(i: int) -> None:
+            outcomes[i] = await self._item(self._items[i])
+            if on_done is not None:
+                on_done()
+
+        async with trio.open_nursery() as nursery:
+            for i in range(len(self._items)):
+                nursery.start_soon(one, i)
+        await self._markers.flush()  # the ends, recorded before the activity returns them
+        return outcomes
+
+    async def _item(self, item: dict[str, Any]) -> dict[str, Any]:
+        key, index = item["key"], item.get("index")
+        base: dict[str, Any] = {"key": key, "index": index}
+        before = self._markers.ended_before(key)
+        if before is not None and before.get("status") != "retry":
+            return before
+        if self._markers.was_dispatched(key) and not await self._safe_to_repeat():
+            out = {**base, "status": "in_doubt", "kind": FailureKind.OUTCOME_UNKNOWN.value, "error": IN_DOUBT_FOUND}
+            self._markers.ended(key, out)
+            return out
+        out = {**base, **await self._call(key, restore_env_placeholders(item["args"]))}
+        masker = self._sessions.masker(self._spec)
+        if masker:
+            out = masker.mask_value(out)
+        self._markers.ended(key, out)
+        return out
+
+    async def _call(self, key: str, args: Any) -> dict[str, Any]:
+        ps = self._ps
+        server = self._sessions.server(self._spec, ps.server)
+        sent = False
+
+        async def before_send(rid: Any, token: Any) -> None:
+            nonlocal sent
+            await self._markers.dispatched(key)
+            sent = True
+            self.sent += 1
+
+        undelivered = 0
+        checked = False
+        while True:
+            sent = False
+            session: Session | None = None
+            try:
+                async with server.limit:
+                    session = await server.link.session()
+                    if not checked:  # as locally: an unknown tool, or arguments its schema refuses, are not sent
+                        await self._sessions.checks.check(ps.server, session, ps.tool, args)
+                        checked = True
+                    result = await session.call_tool(
+                        ps.tool, args, timeout=ps.timeout, idle_timeout=ps.idle_timeout, before_send=before_send
+                    )
+            except NotDelivered as exc:  # surely not run (SessionExpired is one): again, on a new session
+                undelivered += 1
+                if session is not None and not isinstance(exc, SessionExpired):
+                    server.link.lost(session, exc)
+                if undelivered < MAX_NOT_DELIVERED:
+                    continue
+                return {"status": "retry", "kind": FailureKind.NOT_SENT.value, "error": first_line(exc)}
+            except OutcomeUnknown as exc:
+                kind = failure_kind(exc).value
+                _lost(server.link, exc)
+                if await self._safe_to_repeat():
+                    return {"status": "retry", "kind": kind, "error": first_line(exc)}
+                return {"status": "in_doubt", "kind": kind, "error": first_line(exc)}
+            except InvalidCall as exc:
+                return {"status": "failed", "kind": FailureKind.INVALID_CALL.value, "error": first_line(exc)}
+            except McpRunError as exc:
+                how = failure_kind(exc)
+                if how is FailureKind.NOT_SENT and not sent:
+                    return {"status": "retry", "kind": how.value, "error": first_line(exc)}
+                if sent and how.in_doubt:
+                    return {"status": "in_doubt", "kind": how.value, "error": first_line(exc)}
+                return {"status": "failed", "kind": how.value, "error": str(exc)}
+            server.link.healthy()
+            raw = result.raw if ps.referenced or result.is_error else None
+            if result.is_error:
+                text = result.text or "tool reported an error"
+                return {"status": "failed", "kind": FailureKind.TOOL_ERROR.value, "error": text, "result": raw}
+            return {"status": "succeeded", "result": raw}
+
+    async def _safe_to_repeat(self) -> bool:
+        if self._safe is None:
+            self._safe = await self._ask_safe()
+        return self._safe
+
+    async def _ask_safe(self) -> bool:
+        ps = self._ps
+        if ps.idempotent:
+            return True
+        if not self._plan.servers[ps.server].server.trust_annotations:
+            return False
+        try:
+            session = await self._sessions.server(self._spec, ps.server).link.session()
+            tool = await self._sessions.checks.tool(ps.server, session, ps.tool)
+        except McpRunError:
+            return False
+        if tool is None:
+            return False
+        return is_safe_to_repeat(
+            idempotent_step=False,
+            trusted=True,
+            read_only=tool.annotations.read_only,
+            idempotent_tool=tool.annotations.idempotent,
+        )
+
+
+def _lost(link: ServerLink, exc: McpRunError) -> None:
+    session = link.current()
+    if session is not None and session.broken is not None:
+        link.lost(session, exc)

@@ -1,0 +1,404 @@
+"""The DAG workflow: a run of a workflow file, on Temporal, deterministic.
+
+It is built from the pure core and keeps its semantics: the :class:`~runner.workflow.plan.Plan` (rebuilt
+from the text given), templates and their context, the step gate of :mod:`runner.engine.conditions`, the
+readiness of :mod:`runner.engine.readiness`, and the run's :class:`~runner.engine.state.RunState`, folded
+from the same typed events the local engine journals. How it ends is :func:`runner.engine.outcome.settle`
+of that state: the same status, exit code, failures and items in doubt as a local run.
+
+What is not the same: calls go out in activities of up to ``batch_size`` items of one step
+(:mod:`runner.temporal.activities`), at most ``max_pending`` of them pending at once; ``env`` values never
+enter the history (templates see ``***env.NAME***``; the activity puts the worker's values back).
+
+Queries: ``events(since)`` (the events after ``since``, encoded as journal lines: progress views, ``export``)
+and ``progress()`` (counts per step).
+
+The workflow runs outside Temporal's sandbox (``sandboxed=False``): the core reads no clock, randomness or
+environment, which is what the sandbox guards; its imports (pydantic, regex, jmespath) do not load in it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any, Final
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from runner.engine.conditions import Gate, Skip
+    from runner.engine.events import (
+        JOURNAL_FORMAT,
+        AnyEvent,
+        Entry,
+        FailureKind,
+        ItemFailed,
+        ItemStatus,
+        ItemSucceeded,
+        RunFinished,
+        RunResumed,
+        RunStarted,
+        RunStatus,
+        RunStopped,
+        StepFinished,
+        StepSkipped,
+        StepStarted,
+        StepStatus,
+        encode,
+    )
+    from runner.engine.itemargs import args_renderer
+    from runner.engine.outcome import settle
+    from runner.engine.readiness import Readiness
+    from runner.engine.state import RunState
+    from runner.temporal.activities import CALL_ACTIVITY
+    from runner.temporal.spec import RunSpec, build_plan_of, env_placeholders
+    from runner.workflow.context import fanout_view, identified, item_entry, make_context, step_view
+    from runner.workflow.plan import Plan, PlannedStep
+    from runner.workflow.status import status_scope
+    from runner.workflow.template import TemplateError
+
+__all__ = ["WORKFLOW_NAME", "DagWorkflow"]
+
+WORKFLOW_NAME: Final = "mcp-run"
+QUERY_LIMIT: Final = 5_000  # events per answer of the events query
+SKIPPED_NOW: Final = "in doubt; skipped by --skip-in-doubt"
+ACTIVITY_LOST: Final = "its activity failed on every attempt ({error}); it may have been sent"
+
+
+@workflow.defn(name=WORKFLOW_NAME, sandboxed=False)
+class DagWorkflow:
+    def __init__(self) -> None:
+        self._entries: list[dict[str, Any]] = []
+        self._state = RunState(keep_results=set())
+        self._views: dict[str, Any] = {}
+        self._stop_new: str | None = None
+        self._open = 0
+        self._spec: RunSpec | None = None
+        self._plan: Plan | None = None
+        self._inputs: dict[str, Any] = {}
+        self._env: dict[str, Any] = {}
+        self._pending: asyncio.Semaphore | None = None
+        self._waiting = False
+        self._prior: str | None = None  # after a decision: "rerun" or "skip" (what a resume does with items in doubt)
+        self._kept: dict[tuple[str, str], dict[str, Any] | None] = {}  # results of succeeded items templates read
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- queries -------------------------------------------------------------------------------------
+
+    @workflow.query
+    def events(self, since: int) -> list[dict[str, Any]]:
+        """The run's events after number ``since`` (at most 5,000 per answer), as journal objects."""
+        start = max(0, since)
+        return self._entries[start : start + QUERY_LIMIT]
+
+    # -- the run ---------------------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, arg: dict[str, Any]) -> dict[str, Any]:
+        spec = self._spec = RunSpec.from_json(arg)
+        plan = self._plan = build_plan_of(spec)
+        self._inputs = dict(plan.input_values or {})
+        self._env = env_placeholders(spec)
+        self._pending = asyncio.Semaphore(max(1, spec.max_pending))
+        self._emit(
+            RunStarted(
+                run_id=spec.run_id,
+                workflow=spec.workflow,
+                workflow_hash=spec.workflow_hash or None,
+                inputs=spec.inputs,
+                fingerprints=spec.fingerprints,
+                env=sorted(name for name, is_set in spec.env.items() if is_set),
+                journal=JOURNAL_FORMAT,
+            )
+        )
+        while True:
+            outcome = await self._walk(plan)
+            if outcome["status"] != RunStatus.IN_DOUBT.value:
+                return outcome
+            # Everything else is done: wait for a decision about the items in doubt (the `decide` update).
+            self._waiting = True
+            await workflow.wait_condition(lambda: self._prior is not None and not self._waiting)
+
+    async def _walk(self, plan: Plan) -> dict[str, Any]:
+        """One pass over the DAG (the first, or one after a decision): run it, settle, record the end."""
+        assert self._spec is not None
+        spec = self._spec
+        self._readiness = Readiness(plan)
+        self._gate = Gate(plan, self._state)
+        self._views = {}
+        self._stop_new = None
+        for sid in self._readiness.first():
+            self._start(sid)
+        await workflow.wait_condition(lambda: self._open == 0)
+        outputs: dict[str, Any] = {}
+        outputs_failed = False
+        try:
+            outputs = plan.render_outputs(self._context())
+        except TemplateError as exc:
+            workflow.logger.warning("outputs: %s", exc)
+            outputs_failed = True
+        outcome = settle(plan, self._state, outputs=outputs, outputs_failed=outputs_failed)
+        counts = self._state.totals(live=False)
+        del counts["running"]
+        code = int(outcome.exit_code)
+        if outcome.status.closed:
+            self._emit(RunFinished(status=outcome.status.value, exit_code=code, outputs=outputs, counts=counts))
+        else:
+            self._emit(RunStopped(status=outcome.status.value, exit_code=code, outputs=outputs, counts=counts))
+        return {
+            "run_id": spec.run_id,
+            "status": outcome.status.value,
+            "exit_code": code,
+            "outputs": outputs,
+            "failures": outcome.failures,
+            "in_doubt": outcome.in_doubt,
+            "counts": counts,
+            "events": len(self._entries),
+        }
+
+    # -- the decision about items in doubt ---------------------------------------------------------------
+
+    @workflow.query
+    def waiting(self) -> bool:
+        """True while the run waits for a decision about its items in doubt."""
+        return self._waiting
+
+    @workflow.query
+    def definition(self) -> dict[str, Any]:
+        """The run's definition (its :class:`~runner.temporal.spec.RunSpec`)."""
+        return self._spec.to_json() if self._spec is not None else {}
+
+    @workflow.update
+    def decide(self, choice: str) -> int:
+        """``rerun`` (call the items in doubt again) or ``skip`` (record them as failed), then run what is left,
+        as a local resume does; returns the number of the first event of the new attempt."""
+        assert self._spec is not None
+        self._prior = choice
+        self._waiting = False
+        self._emit(RunResumed(pid=0, fingerprints=self._spec.fingerprints, allow_changed=False))
+        return len(self._entries)
+
+    @decide.validator
+    def _check_decision(self, choice: str) -> None:
+        if choice not in ("rerun", "skip"):
+            raise ValueError(f"unknown decision {choice!r}: rerun or skip")
+        if not self._waiting:
+            raise ValueError("the run is not waiting for a decision about items in doubt")
+
+    def _emit(self, event: AnyEvent) -> None:
+        seq = len(self._entries) + 1
+        ts = workflow.now().strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        entry = Entry(seq, ts, event)
+        self._state.apply(entry)
+        self._entries.append(encode(entry))
+
+    def _context(self, item: Any = None, index: int | None = None) -> dict[str, Any]:
+        return make_context(inputs=self._inputs, env=self._env, steps=self._views, item=item, index=index)
+
+    def _start(self, sid: str) -> None:
+        self._open += 1
+        self._tasks.append(asyncio.create_task(self._step_task(sid)))
+
+    # -- steps (as the local scheduler runs them) ------------------------------------------------------
+
+    async def _step_task(self, sid: str) -> None:
+        assert self._plan is not None
+        ps = self._plan.steps[sid]
+        try:
+            check = self._gate.check(ps, draining=False, stopped_by=self._stop_new)
+            if check.skip is not None:
+                self._skip(ps, check.skip)
+                return
+            try:
+                with status_scope(check.status):
+                    run = ps.should_run(self._context())
+            except TemplateError as exc:
+                self._fail_step(ps, f"if: {exc}", FailureKind.TEMPLATE_ERROR)
+                return
+            if not run:
+                self._skip(ps, check.if_false())
+                return
+            await self._run_step(ps)
+        finally:
+            ready, unread = self._readiness.ended(sid)
+            for name in unread:
+                self._views.pop(name, None)
+            for dependent in ready:
+                self._start(dependent)
+            self._open -= 1
+
+    def _skip(self, ps: PlannedStep, skip: Skip) -> None:
+        self._views[ps.id] = fanout_view([], [], "skipped") if ps.fan_out else step_view(None, status="skipped")
+        self._emit(StepSkipped(step=ps.id, reason=skip.reason, cause=skip.cause.value))
+
+    def _fail_step(self, ps: PlannedStep, error: str, kind: FailureKind) -> None:
+        self._views[ps.id] = step_view(None, status="failed") if not ps.fan_out else fanout_view([], [], "failed")
+        if not ps.continue_on_error:
+            self._stop_new = self._stop_new or ps.id
+        counts = self._state.step(ps.id).counts(live=False).as_dict()
+        self._emit(
+            StepFinished(step=ps.id, status=StepStatus.FAILED.value, counts=counts, error=error, kind=kind.value)
+        )
+
+    async def _run_step(self, ps: PlannedStep) -> None:
+        if ps.fan_out:
+            try:
+                items = ps.render_items(self._context())
+                keys = self._keys(ps, items)
+            except TemplateError as exc:
+                self._fail_step(ps, str(exc), FailureKind.TEMPLATE_ERROR)
+                return
+        else:
+            items, keys = [None], [""]
+        reused = sum(1 for key in keys if self._prior_status(ps.id, key) is ItemStatus.SUCCEEDED)
+        self._emit(StepStarted(step=ps.id, items=len(items) if ps.fan_out else None, reused=reused or None))
+        keep = ps.referenced
+        render = args_renderer(ps, self._context)
+        entries: list[dict[str, Any] | None] = [None] * len(items)
+        calls: list[dict[str, Any]] = []
+        for index, item in enumerate(items):
+            where = index if ps.fan_out else None
+            if self._decided(ps, where, keys[index], entries, index):
+                continue
+            try:
+                args = render(item, where)
+            except TemplateError as exc:
+                entries[index] = item_entry("failed", self._failed(ps, where, keys[index], "template-error", str(exc)))
+                continue
+            if not isinstance(args, dict):
+                error = f"args rendered to {type(args).__name__}, expected an object"
+                entries[index] = item_entry("failed", self._failed(ps, where, keys[index], "template-error", error))
+                continue
+            calls.append({"key": keys[index], "index": where, "args": args, "at": index})
+        size = max(1, self._spec.batch_size if self._spec is not None else 100)
+        batches = [calls[i : i + size] for i in range(0, len(calls), size)]
+        await asyncio.gather(*(self._batch(ps, batch, entries) for batch in batches))
+        results: list[Any] = [identified(entries[i], items[i], keys[i], i) for i in range(len(items))] if keep else []
+        status = self._step_outcome(ps, keys)
+        if ps.fan_out:
+            self._views[ps.id] = fanout_view(items if keep else [], results, _view_status(status))
+        else:
+            view = (entries[0] if keep else None) or step_view(None, status=_view_status(status))
+            view.pop("error", None)
+            self._views[ps.id] = view
+        if status is StepStatus.FAILED and not ps.continue_on_error:
+            self._stop_new = self._stop_new or ps.id
+        counts = self._state.step(ps.id).counts(live=False).as_dict()
+        self._emit(StepFinished(step=ps.id, status=status.value, counts=counts))
+
+    async def _batch(self, ps: PlannedStep, batch: list[dict[str, Any]], entries: list[dict[str, Any] | None]) -> None:
+        assert self._spec is not None and self._pending is not None
+        spec = self._spec
+        request = {
+            "plan_key": spec.plan_key,  # the activity asks the workflow for the definition once per worker
+            "step": ps.id,
+            "items": [{"key": c["key"], "index": c["index"], "args": c["args"]} for c in batch],
+        }
+        async with self._pending:
+            try:
+                outcomes: list[dict[str, Any]] = await workflow.execute_activity(
+                    CALL_ACTIVITY,
+                    request,
+                    start_to_close_timeout=timedelta(hours=24),
+                    heartbeat_timeout=timedelta(seconds=spec.heartbeat_timeout),
+                    retry_policy=RetryPolicy(
+                        initial_interval=timedelta(seconds=1),
+                        maximum_interval=timedelta(seconds=30),
+                        maximum_attempts=spec.max_attempts,
+                    ),
+                    result_type=list,
+                )
+            except ActivityError as exc:
+                cause = exc.cause or exc
+                error = ACTIVITY_LOST.format(error=str(cause) or type(cause).__name__)
+                outcomes = [
+                    {
+                        "key": c["key"],
+                        "index": c["index"],
+                        "status": "in_doubt",
+                        "kind": "outcome-unknown",
+                        "error": error,
+                    }
+                    for c in batch
+                ]
+        for call, outcome in zip(batch, outcomes, strict=True):
+            entries[call["at"]] = self._apply(ps, call, outcome)
+
+    def _apply(self, ps: PlannedStep, call: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any] | None:
+        key, index = call["key"], call["index"]
+        status = outcome.get("status")
+        result = outcome.get("result")
+        if status == "succeeded":
+            self._emit(ItemSucceeded(step=ps.id, item=key, index=index, result=result or {}))
+            entry = item_entry("succeeded", None, result) if ps.referenced else None
+            if entry is not None:
+                self._kept[(ps.id, key)] = entry
+            return entry
+        kind = str(outcome.get("kind") or FailureKind.OUTCOME_UNKNOWN.value)
+        error = str(outcome.get("error") or "")
+        self._failed(ps, index, key, kind, error, result)
+        return item_entry("failed", error, result)
+
+    def _prior_status(self, sid: str, key: str) -> ItemStatus | None:
+        """How an item ended in an earlier pass (None on the first pass, or when it never ran)."""
+        if self._prior is None:
+            return None
+        item = self._state.item(sid, key)
+        return item.status if item is not None else None
+
+    def _decided(
+        self, ps: PlannedStep, index: int | None, key: str, entries: list[dict[str, Any] | None], at: int
+    ) -> bool:
+        """After a decision, as a local resume: a succeeded item is reused; one in doubt is called again
+        (``rerun``) or recorded as skipped (``skip``); one skipped in doubt stays so unless ``rerun``. True
+        when the item is settled without a call."""
+        item = self._state.item(ps.id, key) if self._prior is not None else None
+        if item is None:
+            return False
+        if item.status is ItemStatus.SUCCEEDED:
+            entries[at] = self._kept.get((ps.id, key)) if ps.referenced else None
+            return True
+        if self._prior == "rerun":
+            return False
+        if item.in_doubt:
+            entries[at] = item_entry("failed", self._failed(ps, index, key, "skipped-in-doubt", SKIPPED_NOW))
+            return True
+        if item.status is ItemStatus.SKIPPED:
+            entries[at] = item_entry("failed", item.error or SKIPPED_NOW)
+            return True
+        return False
+
+    def _failed(self, ps: PlannedStep, index: int | None, key: str, kind: str, error: str, result: Any = None) -> str:
+        self._emit(ItemFailed(step=ps.id, item=key, index=index, kind=kind, error=error, result=result))
+        return error
+
+    def _step_outcome(self, ps: PlannedStep, keys: list[str]) -> StepStatus:
+        step = self._state.step(ps.id)
+        mine = [step.items[key] for key in keys if key in step.items]
+        failed = [item for item in mine if item.status in (ItemStatus.FAILED, ItemStatus.SKIPPED)]
+        doubt = any(item.in_doubt for item in mine)
+        if failed and not doubt and all(item.kind is FailureKind.NOT_SENT for item in failed):
+            return StepStatus.INCOMPLETE
+        return StepStatus.FAILED if failed or doubt else StepStatus.SUCCEEDED
+
+    def _keys(self, ps: PlannedStep, items: list[Any]) -> list[str]:
+        keys: list[str] = []
+        seen: dict[str, int] = {}
+        for index, item in enumerate(items):
+            key = ps.render_key(self._context(item, index))
+            if "***env." in key:
+                raise TemplateError(
+                    f"the key of item {index} of step {ps.id!r} reads an environment variable; keys travel "
+                    "through Temporal's history as they are: give the step a `key` without secrets"
+                )
+            first = seen.setdefault(key, index)
+            if first != index:
+                raise TemplateError(ps.same_key(first, index, key))
+            keys.append(key)
+        return keys
+
+
+def _view_status(status: StepStatus) -> Any:
+    return status.value if status.value in ("succeeded", "failed", "skipped") else "failed"

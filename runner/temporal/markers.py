@@ -1,0 +1,103 @@
+"""The write-ahead rule on Temporal: dispatch markers kept in the activity's heartbeat details.
+
+Before an item's request is written, :meth:`Markers.dispatched` adds its key to the markers and waits until
+a heartbeat carrying them has been *recorded by the Temporal server* (an awaited
+``RecordActivityTaskHeartbeat``, not the SDK's throttled background heartbeat). Items that ask while a
+heartbeat is on its way share the next one: a batch's markers are group-committed. How an item ended is
+added too (:meth:`Markers.ended`), and goes out with the next heartbeat.
+
+A later attempt of the activity (the worker died, the heartbeat timed out) starts from the last recorded
+details (:meth:`Markers.restore`): an item that ended is not called again (its outcome is reused); an item
+marked dispatched without an end may have reached the server: it is in doubt unless safe to repeat.
+
+Each heartbeat carries the whole set, so the last one recorded is the truth; one heartbeat is in flight at a
+time, so an older set never overwrites a newer one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+__all__ = ["Markers"]
+
+Commit = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class Markers:
+    """The markers of one attempt of one batch activity (trio side). ``commit`` records a heartbeat with the
+    given details and returns once the server has it."""
+
+    def __init__(self, commit: Commit, prior: Any = None) -> None:
+        self._commit = commit
+        self._dispatched: set[str] = set()
+        self._ended: dict[str, dict[str, Any]] = {}
+        self._version = 0  # bumped by every change
+        self._recorded = 0  # the version the server has
+        self._flushing = False
+        self._flushed = trio.Event()
+        self.heartbeats = 0
+        self.restore(prior)
+
+    def restore(self, details: Any) -> None:
+        """Start from the details of the last heartbeat an earlier attempt recorded (ignored when malformed:
+        they are only ever written by this module)."""
+        if not isinstance(details, dict):
+            return
+        dispatched = details.get("dispatched")
+        ended = details.get("ended")
+        if isinstance(dispatched, list):
+            self._dispatched.update(k for k in dispatched if isinstance(k, str))
+        if isinstance(ended, dict):
+            self._ended.update((k, v) for k, v in ended.items() if isinstance(v, dict))
+
+    def details(self) -> dict[str, Any]:
+        """What a heartbeat carries: keys dispatched without an end yet, and the ends."""
+        return {"dispatched": sorted(self._dispatched - self._ended.keys()), "ended": dict(self._ended)}
+
+    def was_dispatched(self, key: str) -> bool:
+        """An earlier attempt marked it dispatched and recorded no end: it may have reached the server."""
+        return key in self._dispatched and key not in self._ended
+
+    def ended_before(self, key: str) -> dict[str, Any] | None:
+        return self._ended.get(key)
+
+    async def dispatched(self, key: str) -> None:
+        """Mark ``key`` dispatched; returns once a heartbeat with the mark is recorded."""
+        self._dispatched.add(key)
+        self._version += 1
+        await self.flush()
+
+    def ended(self, key: str, outcome: dict[str, Any]) -> None:
+        """How ``key`` ended; recorded with the next heartbeat."""
+        self._ended[key] = outcome
+        self._version += 1
+
+    async def flush(self) -> None:
+        """Returns once the server has every change made before the call (one heartbeat in flight at a time;
+        those who wait meanwhile share the next)."""
+        target = self._version
+        while self._recorded < target:
+            if self._flushing:
+                await self._flushed.wait()
+                continue
+            self._flushing = True
+            version = self._version
+            try:
+                await self._commit(self.details())
+                self.heartbeats += 1
+                self._recorded = max(self._recorded, version)
+            finally:
+                self._flushing = False
+                self._flushed.set()
+                self._flushed = trio.Event()
+
+    async def keep_alive(self, every: float) -> None:
+        """A heartbeat at least every ``every`` seconds (so the server can tell a live worker from a dead
+        one while calls are slow); runs until cancelled."""
+        while True:
+            await trio.sleep(every)
+            self._version += 1
+            await self.flush()

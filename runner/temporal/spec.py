@@ -1,0 +1,63 @@
+"""What a run on Temporal is given: the workflow's text and path, its public inputs, and the options. The
+workflow and every activity rebuild the same :class:`~runner.workflow.plan.Plan` from it with the pure
+core (parsing and planning read no clock, no environment, no file but the text given)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Final
+
+from runner.workflow.loader import parse_workflow, validate
+from runner.workflow.plan import Plan
+
+__all__ = ["BATCH_SIZE", "MAX_PENDING", "RunSpec", "build_plan_of", "env_placeholders"]
+
+BATCH_SIZE: Final = 100  # items per call activity (the prototype measured 50-200 as the sweet spot)
+MAX_PENDING: Final = 50  # call activities pending at once per workflow (Temporal struggles past ~100)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A run's definition, as the workflow's argument (JSON). ``inputs`` are the public values as typed by
+    the workflow; ``env`` names the environment variables the workflow reads (their values never travel:
+    templates see ``***env.NAME***`` and each activity puts the worker's values back)."""
+
+    run_id: str
+    workflow: str
+    text: str
+    inputs: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, bool] = field(default_factory=dict)  # name -> set where the run was started
+    fingerprints: dict[str, str] = field(default_factory=dict)
+    workflow_hash: str = ""
+    batch_size: int = BATCH_SIZE
+    max_pending: int = MAX_PENDING
+    heartbeat_timeout: float = 10.0
+    max_attempts: int = 5
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunSpec:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @cached_property
+    def plan_key(self) -> str:
+        """Identifies the plan (text, path, inputs): the worker's cache of plans and sessions is keyed by it."""
+        body = json.dumps([self.workflow, self.text, self.inputs], sort_keys=True, default=str)
+        return hashlib.sha256(body.encode()).hexdigest()[:24]
+
+
+def build_plan_of(spec: RunSpec) -> Plan:
+    """The plan of ``spec`` (the same everywhere: deterministic)."""
+    loaded = parse_workflow(spec.text, file=spec.workflow)
+    return validate(loaded, require_inputs=True, inputs_file=spec.inputs or None)
+
+
+def env_placeholders(spec: RunSpec) -> dict[str, str | None]:
+    """The ``env`` templates see in the workflow: a placeholder for each variable set, None for the others."""
+    return {name: f"***env.{name}***" if is_set else None for name, is_set in sorted(spec.env.items())}

@@ -1,0 +1,60 @@
+"""``mcp-run worker --engine temporal``: a worker process (any number, on any machines).
+
+It hosts the DAG workflow (:mod:`runner.temporal.dag`) and the call activity
+(:mod:`runner.temporal.activities`) on a task queue, with one trio thread (:mod:`runner.temporal.bridge`)
+holding one session per server for every activity of the process, and each server's ``max_concurrency``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Final
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from runner.temporal.activities import CallActivities
+from runner.temporal.batch import Sessions
+from runner.temporal.bridge import TrioThread
+from runner.temporal.client import connect
+from runner.temporal.dag import DagWorkflow
+
+__all__ = ["DEFAULT_TASK_QUEUE", "serve", "start_worker"]
+
+DEFAULT_TASK_QUEUE: Final = "mcp-run"
+MAX_ACTIVITIES: Final = 64  # call activities one worker runs at once (each a batch of up to 100 items)
+
+
+def start_worker(client: Client, task_queue: str, *, max_activities: int = MAX_ACTIVITIES) -> tuple[Worker, TrioThread]:
+    """A worker (not yet running) and its started trio thread; stop the thread after the worker."""
+    thread = TrioThread()
+    thread.start()
+    sessions = Sessions(thread.nursery)
+
+    async def close() -> None:
+        sessions.close()
+
+    thread.on_stop.append(close)
+    activities = CallActivities(thread, sessions)
+    worker = Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[DagWorkflow],
+        activities=[activities.call_batch],
+        max_concurrent_activities=max_activities,
+    )
+    return worker, thread
+
+
+async def serve(address: str, task_queue: str, *, ready: Callable[[], None] | None = None) -> None:
+    """Run a worker until cancelled (Ctrl-C)."""
+    client = await connect(address)
+    worker, thread = start_worker(client, task_queue)
+    try:
+        async with worker:
+            if ready is not None:
+                ready()
+            await asyncio.Event().wait()
+    finally:
+        thread.stop()

