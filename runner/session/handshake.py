@@ -9,6 +9,7 @@ from typing import Any
 
 from runner.errors import ConnectFailed, MalformedMessage, TransportError, UnsupportedProtocolVersion
 from runner.protocol.mcp import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS
+from runner.protocol.tasks import CLIENT_TASKS_CAPABILITY
 from runner.session.options import SessionOptions
 from runner.session.text import first_line, quote
 
@@ -16,10 +17,11 @@ __all__ = ["ServerHello", "initialize_failed", "initialize_params", "parse_initi
 
 
 def initialize_params(options: SessionOptions) -> dict[str, Any]:
-    """The params of our ``initialize``: the newest protocol version, no client capabilities."""
+    """The params of our ``initialize``: the newest protocol version; of the client capabilities, tasks
+    (:data:`runner.protocol.tasks.CLIENT_TASKS_CAPABILITY`)."""
     return {
         "protocolVersion": LATEST_PROTOCOL_VERSION,
-        "capabilities": {},
+        "capabilities": {"tasks": dict(CLIENT_TASKS_CAPABILITY)},
         "clientInfo": {"name": options.client_name, "version": options.client_version},
     }
 
