@@ -33,7 +33,6 @@ first request only (the task is created at once); polls are bounded by ``POLL_TI
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -53,9 +52,10 @@ from runner.errors import (
     first_line,
 )
 from runner.protocol.mcp import ToolResult
-from runner.protocol.tasks import TASK_NOT_FOUND, Task, TaskMode, TaskStatus, poll_delay, wants_task
+from runner.protocol.tasks import TASK_NOT_FOUND, Task, TaskMode, TaskStatus, poll_delay
 from runner.session import BeforeSend, ProgressHandler, Session
-from runner.session.tasks import cancel_task, get_task, start_task_call, task_result
+from runner.session.tasks import TASKS_2025, TaskWire
+from runner.session.tasks2026 import TASKS_2026
 
 __all__ = [
     "POLL_TIMEOUT",
@@ -66,6 +66,7 @@ __all__ = [
     "TaskUncollected",
     "TaskUnfinished",
     "wants_task_now",
+    "wire_for",
 ]
 
 POLL_TIMEOUT: Final = 60.0
@@ -94,18 +95,28 @@ class TaskUncollected(McpRunError):
 class TaskSite:
     """What a task call needs of the run: the journal, and ``next_session(old, error)``, which tells the
     server's link that ``old`` failed with ``error`` and waits for the session to poll on next (raising an
-    ``McpRunError`` when there is none: the server is gone, the run is being interrupted)."""
+    ``McpRunError`` when there is none: the server is gone, the run is being interrupted). ``wire``: how to
+    speak tasks (:mod:`runner.session.tasks`, :mod:`runner.session.tasks2026`); by default the session's
+    era's (:func:`wire_for`)."""
 
     log: EventLog
     next_session: Callable[[Session, McpRunError], Awaitable[Session]]
+    wire: TaskWire | None = None  # None: the session's era's (wire_for)
     mode: TaskMode = "auto"
     on_input_required: InputHandler | None = None
 
 
-async def wants_task_now(session: Session, tool: str, mode: TaskMode = "auto") -> bool:
-    """Whether to call ``tool`` as a task on ``session``. Lists tools only for a server that declared task
-    support (its tool list says each tool's ``taskSupport``); a listing that fails means no task."""
-    if "tasks" not in session.capabilities:
+def wire_for(session: Session) -> TaskWire:
+    """How tasks are spoken on ``session``: the extension of 2026-07-28 on a session of that era, else the
+    experimental tasks of 2025-11-25 (the extension must not be used on an older era)."""
+    return TASKS_2026 if session.protocol_version == TASKS_2026.era else TASKS_2025
+
+
+async def wants_task_now(session: Session, tool: str, wire: TaskWire | None = None, mode: TaskMode = "auto") -> bool:
+    """Whether to call ``tool`` as a task on ``session``. Lists tools only for a server that offers tasks (its
+    tool list says each tool's ``taskSupport``); a listing that fails means no task."""
+    wire = wire or wire_for(session)
+    if not wire.offered(session.capabilities):
         return False
     tools = session.listed_tools
     if tools is None:
@@ -114,7 +125,7 @@ async def wants_task_now(session: Session, tool: str, mode: TaskMode = "auto") -
         except McpRunError:
             return False
     support = next((t.task_support for t in tools if t.name == tool), "forbidden")
-    return wants_task(session.capabilities, support, mode)
+    return wire.wants(session.capabilities, support, mode)
 
 
 class TaskCall:
@@ -146,7 +157,7 @@ class TaskCall:
             await before_send(rid, token)
             tokens.append(token)
 
-        created = await start_task_call(
+        created = await self._wire(session).start(
             session,
             tool,
             arguments,
@@ -221,7 +232,7 @@ class TaskCall:
                     asked_input = False
             return await self._outcome(session, task)
         except trio.Cancelled:
-            why = await cancel_task(session, task.task_id)
+            why = await self._wire(session).cancel(session, task.task_id)
             if why is not None:
                 self._note(task.task_id, "cancelled", f"tasks/cancel failed: {why}")
             raise
@@ -230,7 +241,7 @@ class TaskCall:
         """One ``tasks/get``: the session it went out on (a new one if the old failed) and the task, or None
         when the connection failed (polled again on the next session)."""
         try:
-            return session, await get_task(session, task.task_id, timeout=POLL_TIMEOUT)
+            return session, await self._wire(session).get(session, task.task_id, timeout=POLL_TIMEOUT)
         except JsonRpcError as exc:
             if exc.code == TASK_NOT_FOUND:
                 raise TaskLost(
@@ -256,8 +267,10 @@ class TaskCall:
                 "part of its work"
             )
         try:
-            result = await task_result(session, task.task_id, timeout=POLL_TIMEOUT)
+            return await self._wire(session).result(session, task, timeout=POLL_TIMEOUT)
         except JsonRpcError as exc:
+            if task.error is not None:
+                raise  # the error the task failed with (2026), whatever its code
             if exc.code == TASK_NOT_FOUND:
                 raise TaskLost(
                     f"{session.name}: task {task.task_id} ended {task.status.value}, and its result is gone: "
@@ -271,14 +284,14 @@ class TaskCall:
                 f"{session.name}: task {task.task_id} {task.status.value}, but its result could not be read: "
                 f"{first_line(exc)}"
             ) from exc
-        if task.status is TaskStatus.FAILED and not result.is_error:
-            return dataclasses.replace(result, is_error=True)
-        return result
 
     async def _timed_out(self, session: Session, task: Task) -> CallTimeout:
-        why = await cancel_task(session, task.task_id)
+        why = await self._wire(session).cancel(session, task.task_id)
         sent = "tasks/cancel sent" if why is None else f"tasks/cancel failed: {why}"
         return CallTimeout(f"{session.name}: task {task.task_id} got no result ({self._timeout:g} s timeout); {sent}")
+
+    def _wire(self, session: Session) -> TaskWire:
+        return self._site.wire or wire_for(session)
 
     def _status(self, task: Task) -> None:
         """Journal and show a change of status or message."""

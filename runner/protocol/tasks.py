@@ -82,7 +82,8 @@ class TaskStatus(enum.StrEnum):
 class Task:
     """A task as the server described it. ``ttl_ms``: how long after ``created_at`` the server keeps it (None:
     as long as it likes); ``poll_interval_ms``: the server's suggestion. ``result`` / ``error``: the outcome,
-    when the era carries it in the task itself (2026: ``tasks/get`` of a terminal task)."""
+    when the era carries it in the task itself (2026: ``tasks/get`` of a terminal task); ``input_requests``: the
+    server's outstanding questions (2026, ``input_required``)."""
 
     task_id: str
     status: TaskStatus
@@ -93,6 +94,7 @@ class Task:
     poll_interval_ms: int | None = None
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    input_requests: dict[str, Any] | None = None
 
 
 def _number(raw: dict[str, Any], name: str, where: str) -> int | None:
