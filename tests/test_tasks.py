@@ -255,3 +255,18 @@ async def test_a_resume_puts_a_lost_task_in_doubt_saying_so(autojump_clock: trio
     assert harness.calls("s") == [] and tasks.executions["slow"] == 1
     # That decision is journaled: the next resume asks about it as about any item in doubt.
     assert outcome.blocked is False
+
+
+@pytest.mark.parametrize(("support", "asked"), [("optional", False), ("required", True)])
+async def test_tasks_off_asks_for_a_task_only_when_the_tool_requires_one(
+    autojump_clock: trio.abc.Clock, support: str, asked: bool
+) -> None:
+    tasks = FakeTasks(support={"slow": support})
+    text = (
+        ONE.replace("TOOL", "slow")
+        .replace("SECONDS", "1")
+        .replace("{command: [fake]}", "{command: [fake], tasks: off}")
+    )
+    outcome = await run_plan(plan_of(text), Harness({"s": with_tasks(tasks)}))
+    assert outcome.exit_code == ExitCode.OK
+    assert bool(tasks.augmented) is asked

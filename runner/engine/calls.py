@@ -46,6 +46,7 @@ from runner.errors import (
 )
 from runner.protocol.jsonrpc import Request, encode
 from runner.protocol.mcp import Progress, ToolResult
+from runner.protocol.tasks import TaskMode
 from runner.session import Session
 from runner.workflow.plan import PlannedStep
 
@@ -76,6 +77,7 @@ class CallSite:
     safe_to_repeat: Callable[[PlannedStep], Awaitable[bool]]
     known_safe: Callable[[PlannedStep, Session], bool]
     check: Callable[[PlannedStep, dict[str, Any], Session], Awaitable[None]]
+    tasks: TaskMode = "auto"  # the server's `tasks:` (runner.engine.taskcall)
 
 
 async def _take(limit: trio.CapacityLimiter) -> None:
@@ -141,7 +143,7 @@ class ItemCall:
             return await site.wait_for(link)
 
         return TaskCall(
-            TaskSite(log=site.log, next_session=next_session),
+            TaskSite(log=site.log, next_session=next_session, mode=site.tasks),
             (self._ps.id, self._key, self._index),
             timeout=self._ps.timeout,
         )
@@ -219,7 +221,7 @@ class ItemCall:
                 try:
                     if site.draining():
                         raise Drained("the run is being interrupted; not dispatching")
-                    if await wants_task_now(session, ps.tool):
+                    if await wants_task_now(session, ps.tool, mode=site.tasks):
                         return await self._task().start(
                             session,
                             ps.tool,

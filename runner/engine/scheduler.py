@@ -167,6 +167,7 @@ class Scheduler:
                 safe_to_repeat=self._safe_to_repeat,
                 known_safe=self._known_safe,
                 check=self._check_call,
+                tasks=plan.servers[name].server.tasks,
             )
             for name, limit in self._server_limits.items()
         }

@@ -186,6 +186,12 @@ class Server(_Model):
     trust_annotations: bool = Field(
         default=False, description="Believe the server's tool annotations (idempotentHint) when deciding on retries."
     )
+    tasks: Literal["auto", "off"] = Field(
+        default="auto",
+        description="Tool calls as tasks, when the server offers them: `auto` asks for a task whenever the tool "
+        "allows one (its id is journaled, so a resume collects the result of a call in flight at a crash); `off` "
+        "only when the tool requires one.",
+    )
 
 
 class Input(_Model):
