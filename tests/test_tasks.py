@@ -270,3 +270,25 @@ async def test_tasks_off_asks_for_a_task_only_when_the_tool_requires_one(
     outcome = await run_plan(plan_of(text), Harness({"s": with_tasks(tasks)}))
     assert outcome.exit_code == ExitCode.OK
     assert bool(tasks.augmented) is asked
+
+
+async def test_a_connection_lost_while_polling_polls_on_the_next_session(autojump_clock: trio.abc.Clock) -> None:
+    """The server's process dies while its task works; the task lives on (its store outlives the process), the
+    link starts the server again, and polling goes on there: the result is collected, the tool ran once."""
+    async with trio.open_nursery() as outside:
+        tasks = FakeTasks(support={"slow": "required"}, runner=outside)
+        harness = Harness({"s": with_tasks(tasks)})
+
+        async def control(scheduler: Scheduler) -> None:
+            await trio.sleep(2.2)
+            harness.servers["s"][0].end.break_connection()
+
+        events: list[dict[str, Any]] = []
+        outcome = await run_plan(one(seconds=6), harness, control=control, events=events)
+        outside.cancel_scope.cancel()
+    assert outcome.exit_code == ExitCode.OK, outcome.failures
+    assert harness.opened == ["s", "s"] and tasks.executions["slow"] == 1
+    assert len(of_type(events, "item_dispatched")) == 1 and len(of_type(events, "task_created")) == 1
+    lost = [e for e in of_type(events, "task_status") if "connection lost while polling" in (e.get("message") or "")]
+    assert len(lost) == 1
+    assert of_type(events, "item_succeeded")[0]["result"]["content"][0]["text"] == "slow done"

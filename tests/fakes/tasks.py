@@ -78,6 +78,7 @@ class FakeTasks:
     cancels: list[str] = field(default_factory=list)
     executions: Counter[str] = field(default_factory=Counter)
     augmented: list[str] = field(default_factory=list)  # tools called with params.task
+    runner: trio.Nursery | None = None  # where tasks run (default: the server's nursery, which dies with it)
 
     def capabilities(self) -> dict[str, Any]:
         if self.era == "2026":
@@ -152,7 +153,7 @@ class FakeTasks:
                     task.result = {"content": [{"type": "text", "text": "failed"}], "isError": True}
                 task.done.set()
 
-        nursery.start_soon(run)
+        (self.runner or nursery).start_soon(run)
         if self.era == "2026":
             return {"resultType": "task", **task.wire()}
         return {"task": task.wire()}
