@@ -292,3 +292,18 @@ async def test_a_connection_lost_while_polling_polls_on_the_next_session(autojum
     lost = [e for e in of_type(events, "task_status") if "connection lost while polling" in (e.get("message") or "")]
     assert len(lost) == 1
     assert of_type(events, "item_succeeded")[0]["result"]["content"][0]["text"] == "slow done"
+
+
+async def test_a_resume_leaves_a_tasks_ttl_to_the_server(autojump_clock: trio.abc.Clock) -> None:
+    """The ttl counts from the task's creation, which only the server knows on resume: a resume polls until the
+    task ends or the server says it is gone, whatever time the ttl would have left."""
+    async with trio.open_nursery() as outside:
+        tasks = FakeTasks(support={"slow": "required"}, ttl=4_000, runner=outside)
+        events: list[dict[str, Any]] = []
+        first = await run_plan(one(seconds=10), Harness({"s": with_tasks(tasks)}), events=events)
+        assert "outlived its ttl" in first.in_doubt[0]["error"]  # this attempt knew when the task was created
+        cut = events[: events.index(of_type(events, "task_created")[0]) + 1]
+        resumed = await run_plan(one(seconds=10), Harness({"s": with_tasks(tasks)}), prior=Resume(events=cut))
+        outside.cancel_scope.cancel()
+    assert resumed.exit_code == ExitCode.OK and tasks.executions["slow"] == 1
+    assert trio.current_time() >= 10

@@ -198,6 +198,9 @@ class TaskCall:
 
     async def _follow(self, session: Session, task: Task, *, first_poll: bool) -> ToolResult:
         started = trio.current_time()
+        # The ttl counts from the task's creation: known here only for a task created by this attempt. A task
+        # collected on resume is the server's to expire (it then answers "not found").
+        own_ttl = not first_poll
         expires = started + task.ttl_ms / 1000 if task.ttl_ms is not None else math.inf
         asked_input = False
         try:
@@ -220,7 +223,7 @@ class TaskCall:
                 session, polled = await self._poll(session, task)
                 if polled is None:
                     continue
-                if polled.ttl_ms is not None and polled.ttl_ms != task.ttl_ms:
+                if own_ttl and polled.ttl_ms is not None and polled.ttl_ms != task.ttl_ms:
                     expires = started + polled.ttl_ms / 1000
                 task = polled
                 self._status(task)
