@@ -46,6 +46,8 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "progress": {"item": "", "progress": 1},
     "log": {"server": "s", "level": "info"},
     "stream_resumed": {"item": "", "last_event_id": "e1"},
+    "task_created": {"item": "", "index": None, "server": "s", "task_id": "t1"},
+    "task_status": {"item": "", "task_id": "t1", "status": "working"},
     "item_succeeded": {"item": "", "index": None, "result": {"content": []}},
     "item_failed": {"item": "", "kind": "tool-error", "error": "failed"},
     "step_finished": {"status": "succeeded", "counts": {}},

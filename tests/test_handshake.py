@@ -15,7 +15,7 @@ def test_initialize_asks_for_the_newest_version_as_the_configured_client() -> No
     params = initialize_params(SessionOptions(client_name="ci", client_version="9"))
     assert params == {
         "protocolVersion": LATEST_PROTOCOL_VERSION,
-        "capabilities": {},
+        "capabilities": {"tasks": {}},
         "clientInfo": {"name": "ci", "version": "9"},
     }
 

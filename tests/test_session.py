@@ -58,7 +58,7 @@ async def test_handshake_records_server_and_sends_initialized() -> None:
         init = server.received[0]
         assert isinstance(init, Request) and init.method == "initialize"
         assert init.params is not None and init.params["protocolVersion"] == "2025-11-25"
-        assert init.params["capabilities"] == {}
+        assert init.params["capabilities"] == {"tasks": {}}
         await trio.testing.wait_all_tasks_blocked()
         assert any(isinstance(m, Notification) and m.method == "notifications/initialized" for m in server.received)
 

@@ -34,6 +34,7 @@ from runner.engine.eventlog import EventLog
 from runner.engine.events import FailureKind, ItemDispatched, ItemFailed, ProgressNoted, StreamResumed
 from runner.engine.retry import RetryPolicy, failure_kind
 from runner.engine.supervisor import ServerLink
+from runner.engine.taskcall import TaskCall, TaskSite, TaskUncollected, wants_task_now
 from runner.errors import (
     InvalidCall,
     JsonRpcError,
@@ -45,6 +46,7 @@ from runner.errors import (
 )
 from runner.protocol.jsonrpc import Request, encode
 from runner.protocol.mcp import Progress, ToolResult
+from runner.protocol.tasks import TaskMode
 from runner.session import Session
 from runner.workflow.plan import PlannedStep
 
@@ -75,6 +77,7 @@ class CallSite:
     safe_to_repeat: Callable[[PlannedStep], Awaitable[bool]]
     known_safe: Callable[[PlannedStep, Session], bool]
     check: Callable[[PlannedStep, dict[str, Any], Session], Awaitable[None]]
+    tasks: TaskMode = "auto"  # the server's `tasks:` (runner.engine.taskcall)
 
 
 async def _take(limit: trio.CapacityLimiter) -> None:
@@ -115,6 +118,37 @@ class ItemCall:
         self._session: Session | None = None  # the session of the current attempt
 
     async def run(self) -> ToolResult:
+        try:
+            return await self._run()
+        except TaskUncollected as exc:
+            raise Drained(str(exc)) from exc  # the item stays dispatched with its task id: a resume collects it
+
+    async def collect(self, task_id: str) -> ToolResult:
+        """The result of the task an earlier attempt journaled for this item (see :mod:`.taskcall`); raises
+        ``TaskLost`` when the server no longer knows it, ``Drained`` when it cannot be collected now."""
+        try:
+            session = await self._site.wait_for(self._link)
+            result = await self._task().collect(session, task_id)
+        except TaskUncollected as exc:
+            raise Drained(str(exc)) from exc
+        self._link.healthy()
+        return result
+
+    def _task(self) -> TaskCall:
+        site, link = self._site, self._link
+
+        async def next_session(old: Session, error: McpRunError) -> Session:
+            if isinstance(error, NotDelivered) or old.broken is not None:
+                link.lost(old, error)
+            return await site.wait_for(link)
+
+        return TaskCall(
+            TaskSite(log=site.log, next_session=next_session, mode=site.tasks),
+            (self._ps.id, self._key, self._index),
+            timeout=self._ps.timeout,
+        )
+
+    async def _run(self) -> ToolResult:
         site, link = self._site, self._link
         unknown = 0  # attempts whose outcome was unknown
         renewed = 0  # sessions the server forgot in a row (each renewed by the session)
@@ -187,6 +221,16 @@ class ItemCall:
                 try:
                     if site.draining():
                         raise Drained("the run is being interrupted; not dispatching")
+                    if await wants_task_now(session, ps.tool, mode=site.tasks):
+                        return await self._task().start(
+                            session,
+                            ps.tool,
+                            self._args,
+                            idle_timeout=ps.idle_timeout,
+                            on_progress=self._on_progress,
+                            before_send=self._before_send,
+                            on_resumed=self._on_resumed,
+                        )
                     return await session.call_tool(
                         ps.tool,
                         self._args,

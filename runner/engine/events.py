@@ -58,6 +58,8 @@ __all__ = [
     "StepStarted",
     "StepStatus",
     "StreamResumed",
+    "TaskCreated",
+    "TaskUpdated",
     "decode",
     "encode",
     "event_adapter",
@@ -335,6 +337,35 @@ class StreamResumed(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TaskCreated(Event):
+    """The server took the item's call as a task: fsynced before the client polls it (write-ahead), so a
+    resume collects the result by ``task_id`` instead of calling again. ``ttl`` and ``poll_interval`` are the
+    server's, in milliseconds (``ttl`` None: kept as long as the server likes)."""
+
+    type: Literal["task_created"] = "task_created"
+    step: str
+    item: str
+    index: int | None
+    server: str
+    task_id: str
+    created_at: str | None = None
+    ttl: int | None = None
+    poll_interval: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskUpdated(Event):
+    """A task's status changed, or its status message did (``working``, ``input_required``, ...)."""
+
+    type: Literal["task_status"] = "task_status"
+    step: str
+    item: str
+    task_id: str
+    status: str
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ItemSucceeded(Event):
     type: Literal["item_succeeded"] = "item_succeeded"
     step: str
@@ -418,6 +449,8 @@ AnyEvent: TypeAlias = (
     | ProgressNoted
     | LogMessage
     | StreamResumed
+    | TaskCreated
+    | TaskUpdated
     | ItemSucceeded
     | ItemFailed
     | StepFinished

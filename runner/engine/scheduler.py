@@ -169,6 +169,7 @@ class Scheduler:
                 safe_to_repeat=self._safe_to_repeat,
                 known_safe=self._known_safe,
                 check=self._check_call,
+                tasks=plan.servers[name].server.tasks,
             )
             for name, limit in self._server_limits.items()
         }
@@ -220,8 +221,8 @@ class Scheduler:
             return False
         blocked = False
         for sid, item in self._state.in_doubt():
-            if sid not in self._plan.steps or sid in prior.fresh_steps:
-                continue
+            if sid not in self._plan.steps or sid in prior.fresh_steps or item.collectable:
+                continue  # (a collectable item's task is polled for its result: not in doubt)
             try:
                 safe = await self._safe_to_repeat(self._plan.steps[sid], connect=True)
             except (McpRunError, Drained):
@@ -462,7 +463,9 @@ class Scheduler:
             # "not sent" and lose that; it goes out unchecked, as a retry does.
             maybe_ran = prior is not None and (prior.in_doubt or prior.status is ItemStatus.SKIPPED)
             call = ItemCall(self._sites[ps.server], self._link(ps.server), ps, index, key, args, sent_before=maybe_ran)
-            result = await call.run()
+            task_id = prior.task_id if prior is not None and prior.collectable else None
+            # A task an earlier attempt started is collected, not called again (runner.engine.taskcall).
+            result = await (call.collect(task_id) if task_id is not None else call.run())
         except Drained:
             return None
         except JournalWriteError:

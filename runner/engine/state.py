@@ -53,6 +53,8 @@ from runner.engine.events import (
     StepSkipped,
     StepStarted,
     StepStatus,
+    TaskCreated,
+    TaskUpdated,
 )
 
 __all__ = ["CallProgress", "ItemState", "RunState", "SessionState", "StepCounts", "StepState", "fold"]
@@ -81,6 +83,13 @@ class ItemState:
     dispatched_at: str | None = None
     request_id: Any = None
     attempts: int = 0
+    task_id: str | None = None  # the server took its last attempt as this task, whose result is not yet recorded
+
+    @property
+    def collectable(self) -> bool:
+        """Dispatched, taken as a task, no result recorded: a resume polls the task for its result instead of
+        putting the item in doubt."""
+        return self.task_id is not None and self.status is ItemStatus.DISPATCHED
 
     @property
     def in_doubt(self) -> bool:
@@ -277,8 +286,26 @@ class RunState:
         item.dispatched_at = entry.ts
         item.request_id = event.request_id
         item.attempts += 1
-        item.result = item.error = item.kind = None
+        item.result = item.error = item.kind = item.task_id = None
         step.calls[event.item] = CallProgress()
+        return step
+
+    def _task_created(self, entry: Entry) -> StepState:
+        event = entry.event
+        assert isinstance(event, TaskCreated)
+        step, item = self._item(event.step, event.item, event.index)
+        item.task_id = event.task_id
+        return step
+
+    def _task_updated(self, entry: Entry) -> StepState | None:
+        event = entry.event
+        assert isinstance(event, TaskUpdated)
+        step = self.steps.get(event.step)
+        call = step.calls.get(event.item) if step is not None else None
+        if call is None:
+            return None
+        call.message = f"task {event.status}" + (f": {event.message}" if event.message else "")
+        call.seq = entry.seq
         return step
 
     def _succeeded(self, entry: Entry) -> StepState:
@@ -286,7 +313,7 @@ class RunState:
         assert isinstance(event, ItemSucceeded)
         step, item = self._item(event.step, event.item, event.index)
         self._set_status(step, item, ItemStatus.SUCCEEDED)
-        item.error = item.kind = None
+        item.error = item.kind = item.task_id = None
         item.result = event.result if self._keeps(event.step) else None
         step.calls.pop(event.item, None)
         return step
@@ -298,6 +325,7 @@ class RunState:
         kind = _kind(event.kind)
         item.kind = kind
         item.error = event.error
+        item.task_id = None
         if event.retrying:
             # One attempt ended; the next one journals its own dispatch. Until then the call is not in
             # flight, and its outcome so far is what this attempt left.
@@ -467,6 +495,8 @@ _HANDLERS: Final[dict[type, Any]] = {
     ItemSucceeded: RunState._succeeded,
     ItemFailed: RunState._failed,
     ProgressNoted: RunState._progress,
+    TaskCreated: RunState._task_created,
+    TaskUpdated: RunState._task_updated,
     LogMessage: RunState._log,
     StepStarted: RunState._step_started,
     StepSkipped: RunState._step_skipped,

@@ -9,6 +9,7 @@ from typing import Any
 
 from runner.errors import ConnectFailed, MalformedMessage, TransportError, UnsupportedProtocolVersion
 from runner.protocol.mcp import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS
+from runner.protocol.tasks import CLIENT_TASKS_CAPABILITY
 from runner.session.options import SessionOptions
 from runner.session.text import first_line, quote
 
@@ -16,11 +17,12 @@ __all__ = ["ServerHello", "initialize_failed", "initialize_params", "parse_initi
 
 
 def initialize_params(options: SessionOptions) -> dict[str, Any]:
-    """The params of our ``initialize``: the newest protocol version, and only the client capabilities the
-    answer policy honours (see :mod:`.answers`)."""
+    """The params of our ``initialize``: the newest protocol version, and only the client capabilities we
+    honour: what the answer policy can answer (see :mod:`.answers`), and tasks
+    (:data:`runner.protocol.tasks.CLIENT_TASKS_CAPABILITY`)."""
     return {
         "protocolVersion": LATEST_PROTOCOL_VERSION,
-        "capabilities": options.answers.client_capabilities(),
+        "capabilities": {**options.answers.client_capabilities(), "tasks": dict(CLIENT_TASKS_CAPABILITY)},
         "clientInfo": {"name": options.client_name, "version": options.client_version},
     }
 

@@ -79,6 +79,7 @@ class Session:
         self._ready = trio.Event()  # cleared while the session is being re-initialized
         self._ready.set()
         self._generation = 0
+        self._followed: dict[RequestId, ProgressHandler] = {}  # progress of calls taken as tasks (session.tasks)
         self.protocol_version: str | None = None
         self.server_info: dict[str, Any] = {}
         self.capabilities: dict[str, Any] = {}
@@ -240,6 +241,14 @@ class Session:
             return parse_tool_result(result)
         except MalformedMessage as exc:
             raise MalformedMessage(f"{self.name}: {exc}") from None
+
+    def follow_progress(self, token: RequestId, handler: ProgressHandler | None) -> None:
+        """Route ``notifications/progress`` for ``token`` to ``handler`` after its request ended (a call the
+        server took as a task reports progress until the task ends); None stops."""
+        if handler is None:
+            self._followed.pop(token, None)
+        else:
+            self._followed[token] = handler
 
     # -- requests ------------------------------------------------------------------------------------
 
@@ -436,7 +445,11 @@ class Session:
             token = params.get("progressToken")
             entry = self._pending.get(token) if isinstance(token, str | int) else None
             if entry is None:
-                return  # progress for a call that ended; harmless
+                followed = self._followed.get(token) if isinstance(token, str | int) else None
+                progress = parse_progress(params) if followed is not None else None
+                if followed is not None and progress is not None:
+                    followed(progress)  # a call the server took as a task: its token lives as long as the task
+                return  # else progress for a call that ended; harmless
             progress = parse_progress(params)
             if progress is not None:
                 entry.progressed(progress)

@@ -42,6 +42,7 @@ from runner.engine.events import (
     StepSkipped,
     StepStarted,
     StreamResumed,
+    TaskUpdated,
     encode,
 )
 from runner.engine.state import RunState, StepState
@@ -221,6 +222,10 @@ class PlainView:
             self._write(ts, f"step {event.step} skipped: {event.reason}")
         elif isinstance(event, StreamResumed):
             self._write(ts, f"{where(event.step, event.item)}: stream resumed")
+        elif isinstance(event, TaskUpdated) and not self._state.step(event.step).fan_out:
+            # One line per change of a plain step's task (a fan-out's would be thousands: its progress line counts)
+            said = f": {event.message}" if event.message else ""
+            self._write(ts, f"{where(event.step, event.item)}: task {event.status}{said}")
 
     def _progress_line(self, ts: str, sid: str) -> None:
         if not self._progress:

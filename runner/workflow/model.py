@@ -202,6 +202,12 @@ class Server(_Model):
         description="The roots offered to this server when it asks (roots/list): folders, relative to the "
         "workflow's folder, or URIs (file:///...). Default: none, and the capability is not declared.",
     )
+    tasks: Literal["auto", "off"] = Field(
+        default="auto",
+        description="Tool calls as tasks, when the server offers them: `auto` asks for a task whenever the tool "
+        "allows one (its id is journaled, so a resume collects the result of a call in flight at a crash); `off` "
+        "only when the tool requires one.",
+    )
 
 
 class Input(_Model):

@@ -13,12 +13,14 @@ import trio
 
 from runner.protocol.jsonrpc import ErrorResponse, Message, Notification, Request, Response
 from runner.testing.memory import MemoryServerEnd
+from tests.fakes.tasks import FakeTask, FakeTasks
 
 
 @dataclass
 class FakeCall:
     server: FakeServer
     request: Request
+    task: FakeTask | None = None  # the call was taken as this task (tests.fakes.tasks)
 
     @property
     def arguments(self) -> dict[str, Any]:
@@ -61,9 +63,12 @@ class FakeServer:
     calls: list[Request] = field(default_factory=list)
     cancelled: list[Any] = field(default_factory=list)
     initialize_handler: Handler | None = None
+    tasks: FakeTasks | None = None  # task support (2025-11-25): its capability is added to ``capabilities``
+    _nursery: trio.Nursery | None = field(default=None, init=False, repr=False)
 
     async def serve(self) -> None:
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             while True:
                 try:
                     message = await self.end.receive()
@@ -80,18 +85,26 @@ class FakeServer:
         tool: dict[str, Any] = {"name": name, "inputSchema": self.schemas.get(name, {"type": "object"})}
         if name in self.annotations:
             tool["annotations"] = self.annotations[name]
+        if self.tasks is not None and name in self.tasks.support:
+            tool["execution"] = {"taskSupport": self.tasks.support[name]}
         return tool
 
     async def _handle(self, request: Request) -> None:
         params = request.params or {}
         reply: dict[str, Any] | ErrorResponse | None
-        if request.method == "initialize":
+        answer = NotImplemented
+        if self.tasks is not None and request.method != "initialize":
+            assert self._nursery is not None
+            answer = await self.tasks.handle(self, request, self._nursery)
+        if answer is not NotImplemented:
+            reply = answer
+        elif request.method == "initialize":
             if self.initialize_handler is not None:
                 reply = await self.initialize_handler(FakeCall(self, request))
             else:
                 reply = {
                     "protocolVersion": self.protocol_version or params.get("protocolVersion"),
-                    "capabilities": self.capabilities,
+                    "capabilities": {**self.capabilities, **(self.tasks.capabilities() if self.tasks else {})},
                     "serverInfo": {"name": "fake", "version": "1"},
                     "instructions": "be nice",
                 }

@@ -1,0 +1,316 @@
+"""A tool call the server takes as a task: journal its id, poll it, collect its result; on resume, collect.
+
+:class:`TaskCall` is what :class:`~runner.engine.calls.ItemCall` runs instead of a plain ``tools/call`` when
+the server and the tool allow a task (:func:`wants_task_now`; the rule is
+:func:`runner.protocol.tasks.wants_task`). In order:
+
+1. ``tools/call`` with ``params.task`` (its dispatch journaled first, as any call's). A server that runs the
+   tool at once answers with the result: done.
+2. The task id is journaled (``task_created``) and fsynced **before** anything else: from here a crash loses
+   nothing, because a resume polls the task (:meth:`TaskCall.collect`) instead of putting the item in doubt.
+3. ``tasks/get`` every ``pollInterval`` (bounded, :func:`runner.protocol.tasks.poll_delay`). Each change of
+   status or status message is journaled (``task_status``) and shown; progress notifications of the
+   original call's token keep reaching the item's progress.
+4. ``completed``: ``tasks/result`` is the call's result. ``failed``: ``tasks/result`` too, a tool error.
+   ``cancelled`` (by the server or someone else): in doubt (the tool may have done part of its work).
+   ``input_required``: waiting, with a status that says so; ``on_input_required`` is the seam where a
+   policy that answers the server's questions plugs in (none yet: mcp-run keeps polling until the timeout).
+
+How it can end otherwise:
+
+- a lost connection while polling is no loss: ``tasks/get`` is safe to repeat, so the link reconnects and
+  polling goes on on the next session. If the server cannot be reached again (or the run is being
+  interrupted), :class:`TaskUncollected`: nothing is journaled, the item stays dispatched with its task id,
+  and a resume collects it;
+- the server no longer knows the task (-32602): :class:`TaskLost`, in doubt, with a message saying so;
+- the task outlives its ttl: :class:`TaskUnfinished`, in doubt (the server may drop it any time);
+- the call's ``timeout`` runs out, or the run is cancelled (a second interrupt): ``tasks/cancel`` is sent,
+  and the item is in doubt (timeout, cancelled) as any call's would be.
+
+The step's ``timeout`` bounds the whole call, from ``tools/call`` to the result. ``idle_timeout`` bounds the
+first request only (the task is created at once); polls are bounded by ``POLL_TIMEOUT`` each.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import trio
+
+from runner.engine.eventlog import EventLog
+from runner.engine.events import TaskCreated, TaskUpdated
+from runner.errors import (
+    CallTimeout,
+    JsonRpcError,
+    MalformedMessage,
+    McpRunError,
+    OutcomeUnknown,
+    TransportError,
+    first_line,
+)
+from runner.protocol.mcp import ToolResult
+from runner.protocol.tasks import TASK_NOT_FOUND, Task, TaskMode, TaskStatus, poll_delay
+from runner.session import BeforeSend, ProgressHandler, Session
+from runner.session.tasks import TASKS_2025, TaskWire
+from runner.session.tasks2026 import TASKS_2026
+
+__all__ = [
+    "POLL_TIMEOUT",
+    "InputHandler",
+    "TaskCall",
+    "TaskLost",
+    "TaskSite",
+    "TaskUncollected",
+    "TaskUnfinished",
+    "wants_task_now",
+    "wire_for",
+]
+
+POLL_TIMEOUT: Final = 60.0
+"""Seconds one ``tasks/get`` (or ``tasks/result`` of a terminal task) may take."""
+INPUT_WAITING: Final = "waiting for input, which mcp-run does not give (yet); polling until the timeout"
+
+InputHandler = Callable[[Session, Task], Awaitable[None]]
+"""Called when a task asks for input (``input_required``), once per such status: the seam for a policy that
+answers (in 2025-11-25 by reading ``tasks/result``, which relays the server's requests)."""
+
+
+class TaskLost(OutcomeUnknown):
+    """The server does not know the task (any more): its result is lost; the tool may have run."""
+
+
+class TaskUnfinished(OutcomeUnknown):
+    """The task ended without a result (cancelled by someone else), or outlived its ttl."""
+
+
+class TaskUncollected(McpRunError):
+    """The task may still be running, and its result could not be collected now (its server cannot be
+    reached, or the run is being interrupted). Nothing is journaled: a resume collects it."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSite:
+    """What a task call needs of the run: the journal, and ``next_session(old, error)``, which tells the
+    server's link that ``old`` failed with ``error`` and waits for the session to poll on next (raising an
+    ``McpRunError`` when there is none: the server is gone, the run is being interrupted). ``wire``: how to
+    speak tasks (:mod:`runner.session.tasks`, :mod:`runner.session.tasks2026`); by default the session's
+    era's (:func:`wire_for`)."""
+
+    log: EventLog
+    next_session: Callable[[Session, McpRunError], Awaitable[Session]]
+    wire: TaskWire | None = None  # None: the session's era's (wire_for)
+    mode: TaskMode = "auto"
+    on_input_required: InputHandler | None = None
+
+
+def wire_for(session: Session) -> TaskWire:
+    """How tasks are spoken on ``session``: the extension of 2026-07-28 on a session of that era, else the
+    experimental tasks of 2025-11-25 (the extension must not be used on an older era)."""
+    return TASKS_2026 if session.protocol_version == TASKS_2026.era else TASKS_2025
+
+
+async def wants_task_now(session: Session, tool: str, wire: TaskWire | None = None, mode: TaskMode = "auto") -> bool:
+    """Whether to call ``tool`` as a task on ``session``. Lists tools only for a server that offers tasks (its
+    tool list says each tool's ``taskSupport``); a listing that fails means no task."""
+    wire = wire or wire_for(session)
+    if not wire.offered(session.capabilities):
+        return False
+    tools = session.listed_tools
+    if tools is None:
+        try:
+            tools = await session.list_tools()
+        except McpRunError:
+            return False
+    support = next((t.task_support for t in tools if t.name == tool), "forbidden")
+    return wire.wants(session.capabilities, support, mode)
+
+
+class TaskCall:
+    """One item's call as a task (see the module docstring). ``where``: (step, item key, index)."""
+
+    def __init__(self, site: TaskSite, where: tuple[str, str, int | None], *, timeout: float | None) -> None:
+        self._site = site
+        self._step, self._key, self._index = where
+        self._timeout = timeout
+        self._deadline = math.inf
+        self._shown: tuple[TaskStatus, str | None] | None = None
+
+    async def start(
+        self,
+        session: Session,
+        tool: str,
+        arguments: Mapping[str, Any],
+        *,
+        idle_timeout: float | None,
+        on_progress: ProgressHandler | None,
+        before_send: BeforeSend,
+        on_resumed: Callable[[str], None] | None,
+    ) -> ToolResult:
+        """Steps 1 to 4 of the module docstring."""
+        self._deadline = _deadline(self._timeout)
+        tokens: list[Any] = []
+
+        async def sent(rid: Any, token: Any) -> None:
+            await before_send(rid, token)
+            tokens.append(token)
+
+        created = await self._wire(session).start(
+            session,
+            tool,
+            arguments,
+            timeout=self._timeout,
+            idle_timeout=idle_timeout,
+            on_progress=on_progress,
+            before_send=sent,
+            on_resumed=on_resumed,
+        )
+        if isinstance(created, ToolResult):
+            return created  # the server ran it at once
+        task = created
+        await self._site.log.commit(
+            TaskCreated(
+                step=self._step,
+                item=self._key,
+                index=self._index,
+                server=session.name,
+                task_id=task.task_id,
+                created_at=task.created_at,
+                ttl=task.ttl_ms,
+                poll_interval=task.poll_interval_ms,
+            )
+        )
+        if on_progress is not None and tokens:
+            session.follow_progress(tokens[-1], on_progress)
+        try:
+            return await self._follow(session, task, first_poll=False)
+        finally:
+            if tokens:
+                session.follow_progress(tokens[-1], None)
+
+    async def collect(self, session: Session, task_id: str) -> ToolResult:
+        """The result of a task an earlier attempt journaled: polled at once, then as :meth:`start` does."""
+        self._deadline = _deadline(self._timeout)
+        placeholder = Task(task_id=task_id, status=TaskStatus.WORKING)
+        return await self._follow(session, placeholder, first_poll=True)
+
+    async def _follow(self, session: Session, task: Task, *, first_poll: bool) -> ToolResult:
+        started = trio.current_time()
+        # The ttl counts from the task's creation: known here only for a task created by this attempt. A task
+        # collected on resume is the server's to expire (it then answers "not found").
+        own_ttl = not first_poll
+        expires = started + task.ttl_ms / 1000 if task.ttl_ms is not None else math.inf
+        asked_input = False
+        try:
+            if not first_poll:
+                self._status(task)
+            while first_poll or not task.status.terminal:
+                if not first_poll:
+                    now = trio.current_time()
+                    if now >= self._deadline:
+                        raise await self._timed_out(session, task)
+                    if now >= expires:
+                        raise TaskUnfinished(
+                            f"{session.name}: task {task.task_id} outlived its ttl of {task.ttl_ms} ms without "
+                            "finishing; the server may drop it: the tool may have run"
+                        )
+                    await trio.sleep_until(min(now + poll_delay(task), self._deadline, expires))
+                    if trio.current_time() >= min(self._deadline, expires):
+                        continue
+                first_poll = False
+                session, polled = await self._poll(session, task)
+                if polled is None:
+                    continue
+                if own_ttl and polled.ttl_ms is not None and polled.ttl_ms != task.ttl_ms:
+                    expires = started + polled.ttl_ms / 1000
+                task = polled
+                self._status(task)
+                if task.status is TaskStatus.INPUT_REQUIRED and not asked_input:
+                    asked_input = True
+                    if self._site.on_input_required is not None:
+                        await self._site.on_input_required(session, task)
+                elif task.status is not TaskStatus.INPUT_REQUIRED:
+                    asked_input = False
+            return await self._outcome(session, task)
+        except trio.Cancelled:
+            why = await self._wire(session).cancel(session, task.task_id)
+            if why is not None:
+                self._note(task.task_id, "cancelled", f"tasks/cancel failed: {why}")
+            raise
+
+    async def _poll(self, session: Session, task: Task) -> tuple[Session, Task | None]:
+        """One ``tasks/get``: the session it went out on (a new one if the old failed) and the task, or None
+        when the connection failed (polled again on the next session)."""
+        try:
+            return session, await self._wire(session).get(session, task.task_id, timeout=POLL_TIMEOUT)
+        except JsonRpcError as exc:
+            if exc.code == TASK_NOT_FOUND:
+                raise TaskLost(
+                    f"{session.name}: the server no longer knows task {task.task_id} ({first_line(exc)}): the "
+                    "task was lost (expired, or the server forgot it); the tool may have run"
+                ) from exc
+            raise OutcomeUnknown(f"{session.name}: tasks/get {task.task_id} failed: {first_line(exc)}") from exc
+        except TransportError as exc:
+            self._note(task.task_id, task.status.value, f"connection lost while polling: {first_line(exc)}")
+            try:
+                return await self._site.next_session(session, exc), None
+            except McpRunError as gone:
+                raise TaskUncollected(
+                    f"{session.name}: task {task.task_id} could not be polled ({first_line(gone)}); "
+                    "a resume collects its result"
+                ) from gone
+
+    async def _outcome(self, session: Session, task: Task) -> ToolResult:
+        if task.status is TaskStatus.CANCELLED:
+            said = f": {task.status_message}" if task.status_message else ""
+            raise TaskUnfinished(
+                f"{session.name}: task {task.task_id} was cancelled by the server{said}; the tool may have done "
+                "part of its work"
+            )
+        try:
+            return await self._wire(session).result(session, task, timeout=POLL_TIMEOUT)
+        except JsonRpcError as exc:
+            if task.error is not None:
+                raise  # the error the task failed with (2026), whatever its code
+            if exc.code == TASK_NOT_FOUND:
+                raise TaskLost(
+                    f"{session.name}: task {task.task_id} ended {task.status.value}, and its result is gone: "
+                    f"{first_line(exc)}"
+                ) from exc
+            if task.status is TaskStatus.FAILED:
+                raise  # the server's answer: the task failed, and says how
+            raise OutcomeUnknown(f"{session.name}: tasks/result {task.task_id} failed: {first_line(exc)}") from exc
+        except (TransportError, MalformedMessage) as exc:
+            raise OutcomeUnknown(
+                f"{session.name}: task {task.task_id} {task.status.value}, but its result could not be read: "
+                f"{first_line(exc)}"
+            ) from exc
+
+    async def _timed_out(self, session: Session, task: Task) -> CallTimeout:
+        why = await self._wire(session).cancel(session, task.task_id)
+        sent = "tasks/cancel sent" if why is None else f"tasks/cancel failed: {why}"
+        return CallTimeout(f"{session.name}: task {task.task_id} got no result ({self._timeout:g} s timeout); {sent}")
+
+    def _wire(self, session: Session) -> TaskWire:
+        return self._site.wire or wire_for(session)
+
+    def _status(self, task: Task) -> None:
+        """Journal and show a change of status or message."""
+        message = task.status_message
+        if task.status is TaskStatus.INPUT_REQUIRED and self._site.on_input_required is None:
+            message = f"{message} ({INPUT_WAITING})" if message else INPUT_WAITING
+        shown = (task.status, message)
+        if shown != self._shown:
+            self._shown = shown
+            self._note(task.task_id, task.status.value, message)
+
+    def _note(self, task_id: str, status: str, message: str | None) -> None:
+        self._site.log.record(
+            TaskUpdated(step=self._step, item=self._key, task_id=task_id, status=status, message=message)
+        )
+
+
+def _deadline(timeout: float | None) -> float:
+    return trio.current_time() + timeout if timeout is not None else math.inf

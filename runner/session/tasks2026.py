@@ -1,0 +1,103 @@
+"""Tasks of 2026-07-28 (the ``io.modelcontextprotocol/tasks`` extension) as a
+:class:`~runner.session.tasks.TaskWire`: the wire rules are :mod:`runner.protocol.tasks2026`'s.
+
+The server decides whether a call becomes a task, so :meth:`Tasks2026.start` sends a plain ``tools/call``
+declaring the extension in the request's client capabilities and takes either answer. The outcome comes with
+``tasks/get`` (no ``tasks/result``). The declaration goes in ``params._meta`` here; a session of the 2026 era
+that builds every request's ``_meta`` itself must merge :func:`runner.protocol.tasks2026.declare` into the
+capabilities it sends with ``tools/call`` and ``tasks/*`` instead. No progress token is asked for: the
+extension does not carry progress on tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from runner.errors import MalformedMessage
+from runner.protocol.mcp import ToolResult, parse_tool_result
+from runner.protocol.tasks import Task, TaskMode, TaskStatus
+from runner.protocol.tasks2026 import (
+    CLIENT_CAPABILITIES_META,
+    declare,
+    is_task_result,
+    outcome,
+    parse_detailed_task,
+    server_takes_tasks,
+)
+from runner.session.options import BeforeSend, ProgressHandler
+from runner.session.session import Session
+from runner.session.tasks import cancel_task
+
+__all__ = ["TASKS_2026", "Tasks2026"]
+
+
+def _meta() -> dict[str, Any]:
+    return {CLIENT_CAPABILITIES_META: declare({})}
+
+
+class Tasks2026:
+    """Tasks of 2026-07-28 (see the module docstring)."""
+
+    era = "2026-07-28"
+
+    def offered(self, capabilities: dict[str, Any]) -> bool:
+        return server_takes_tasks(capabilities)
+
+    def wants(self, capabilities: dict[str, Any], task_support: str, mode: TaskMode) -> bool:
+        """Declare the extension whenever the server does, unless tasks are ``off`` (the server decides)."""
+        return server_takes_tasks(capabilities) and mode == "auto"
+
+    async def start(
+        self,
+        session: Session,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        *,
+        timeout: float | None,
+        idle_timeout: float | None,
+        on_progress: ProgressHandler | None,
+        before_send: BeforeSend | None,
+        on_resumed: Callable[[str], None] | None,
+    ) -> Task | ToolResult:
+        params = {"name": name, "arguments": dict(arguments) if arguments is not None else {}, "_meta": _meta()}
+        result = await session.request(
+            "tools/call",
+            params,
+            timeout=timeout,
+            idle_timeout=idle_timeout,
+            before_send=before_send,
+            on_resumed=on_resumed,
+        )
+        try:
+            if is_task_result(result):
+                return parse_detailed_task(result, where="tools/call")
+            return parse_tool_result(result)
+        except MalformedMessage as exc:
+            raise MalformedMessage(f"{session.name}: {exc}") from None
+
+    async def get(self, session: Session, task_id: str, *, timeout: float | None) -> Task:
+        result = await session.request("tasks/get", {"taskId": task_id, "_meta": _meta()}, timeout=timeout)
+        try:
+            task = parse_detailed_task(result)
+        except MalformedMessage as exc:
+            raise MalformedMessage(f"{session.name}: {exc}") from None
+        if task.task_id != task_id:
+            raise MalformedMessage(f"{session.name}: tasks/get for {task_id!r} answered about task {task.task_id!r}")
+        return task
+
+    async def result(self, session: Session, task: Task, *, timeout: float | None) -> ToolResult:
+        if task.result is None and task.error is None:  # a seed state that was already terminal: ask
+            task = await self.get(session, task.task_id, timeout=timeout)
+        if task.status is TaskStatus.CANCELLED or not task.status.terminal:
+            raise MalformedMessage(f"{session.name}: task {task.task_id} is {task.status.value}: it has no result")
+        try:
+            return outcome(task)
+        except MalformedMessage as exc:
+            raise MalformedMessage(f"{session.name}: task {task.task_id} result: {exc}") from None
+
+    async def cancel(self, session: Session, task_id: str) -> str | None:
+        return await cancel_task(session, task_id, meta=_meta())
+
+
+TASKS_2026: Final = Tasks2026()

@@ -1,0 +1,58 @@
+"""Tasks against a real peer: server-everything's ``simulate-research-query`` (``execution.taskSupport:
+required``) over stdio, run to completion through a workflow by the CLI. Its task reports four stages as
+status messages, a second apart."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.support import environment, journal_events
+from tests.integration.peers import everything_command, missing_peer
+
+pytestmark = pytest.mark.integration
+
+
+def test_simulate_research_query_runs_as_a_task_to_completion(tmp_path: Path) -> None:
+    command = everything_command("stdio")
+    if command is None:
+        missing_peer("server-everything is not installed: run scripts/setup.sh")
+        return
+    workflow = tmp_path / "research.yaml"
+    workflow.write_text(
+        f"""
+version: 1
+servers:
+  everything:
+    command: {json.dumps(command)}
+steps:
+  research:
+    server: everything
+    tool: simulate-research-query
+    args: {{topic: durable tool calls}}
+    timeout: 60
+outputs:
+  report: ${{{{ steps.research.text }}}}
+"""
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "runner", str(workflow), "--state-dir", str(tmp_path / "state"), "--json"],
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout)
+    assert summary["outputs"]["report"].startswith("# Research Report: durable tool calls")
+    events = journal_events(tmp_path)
+    (created,) = [e for e in events if e["type"] == "task_created"]
+    assert created["server"] == "everything" and created["ttl"] == 300000 and created["poll_interval"] == 1000
+    statuses = [(e["status"], e.get("message")) for e in events if e["type"] == "task_status"]
+    assert ("working", "Gathering sources...") in statuses and statuses[-1][0] == "completed"
+    assert "research: task working: Analyzing content..." in result.stderr
