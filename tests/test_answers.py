@@ -200,7 +200,7 @@ async def test_session_answers_elicitation_roots_and_sampling_and_logs_each(auto
     ):
         init = server.received[0]
         assert isinstance(init, Request) and init.params is not None
-        assert init.params["capabilities"] == {"elicitation": {"form": {}}, "roots": {}}
+        assert init.params["capabilities"] == {"elicitation": {"form": {}}, "roots": {}, "tasks": {}}
         result = await session.call_tool("needy", {})
     assert result.text == "done"
     elicited = replies["e"]
@@ -255,7 +255,7 @@ async def test_session_declines_elicitation_by_default(autojump_clock: trio.abc.
 
     async with connected(setup) as (session, server, _):
         init = server.received[0]
-        assert isinstance(init, Request) and init.params is not None and init.params["capabilities"] == {}
+        assert isinstance(init, Request) and init.params is not None and init.params["capabilities"] == {"tasks": {}}
         await session.call_tool("needy", {})
     reply = replies[0]
     assert isinstance(reply, Response) and reply.result == {"action": "decline"}
