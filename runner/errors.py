@@ -224,6 +224,8 @@ class HTTPStatusError(TransportError):
         self.status_code = status_code
         self.location = location
         self.retryable = status_code in self.RETRYABLE_STATUS
+        # (code, message, data) when the body was a JSON-RPC error (2026-07-28 servers answer 4xx with one)
+        self.rpc_error: tuple[int, str, Any] | None = None
 
 
 class OutcomeUnknown(TransportError):

@@ -6,6 +6,7 @@ import argparse
 
 from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
 from runner.protocol.mcp import LOG_LEVELS
+from runner.protocol.versions import PROTOCOL_CHOICES
 
 
 def add_log_levels(parser: argparse.ArgumentParser) -> None:
@@ -33,4 +34,17 @@ def add_max_message_size(parser: argparse.ArgumentParser) -> None:
         metavar="BYTES",
         help="largest message accepted from a server: a stdio line, a server-sent event or a JSON body "
         f"(default: {DEFAULT_MAX_MESSAGE_SIZE // (1024 * 1024)} MiB)",
+    )
+
+
+def add_protocol_version(parser: argparse.ArgumentParser) -> None:
+    """``--protocol-version``: pin the MCP revision spoken to every server (default: each server's own)."""
+    parser.add_argument(
+        "--protocol-version",
+        default=None,
+        choices=PROTOCOL_CHOICES,
+        metavar="VERSION",
+        help="MCP revision to speak: auto (try 2026-07-28, fall back to the initialize handshake) or one of "
+        f"{', '.join(PROTOCOL_CHOICES[1:])}; a server that does not speak it is an error (exit 4) "
+        "(default: each server's 'protocol:', else auto)",
     )

@@ -102,6 +102,7 @@ class RunOptions:
     connect_timeout: float | None = None
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     server_log_level: str | None = "info"
+    protocol: str | None = None  # --protocol-version: pins every server (None: each server's protocol:)
     grace: float = 10.0
     watch_signals: bool = False
 
@@ -398,6 +399,7 @@ async def _run(
                 concurrency=options.concurrency,
                 retry=RetryPolicy(attempts=max(1, options.retry_attempts), total=options.retry_max_time),
                 server_log_level=options.server_log_level,
+                protocol=options.protocol,
                 connect_timeout=options.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
             ),
             prior=prepared.prior,

@@ -97,6 +97,7 @@ class SchedulerOptions:
     concurrency: int = 16
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     server_log_level: str | None = "info"
+    protocol: str | None = None  # pins every server's protocol revision; None: each server's own protocol:
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     backoff: Backoff = field(default_factory=Backoff)
 
@@ -562,6 +563,7 @@ class Scheduler:
             name=name,
             server_log_level=self._options.server_log_level,
             initialize_timeout=policy.connect_timeout,
+            protocol=self._options.protocol or server.protocol,
             on_log=lambda message, rid: self._on_log(name, message, rid),
             on_warning=self._warn,
         )

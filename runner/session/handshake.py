@@ -15,11 +15,12 @@ from runner.session.text import first_line, quote
 __all__ = ["ServerHello", "initialize_failed", "initialize_params", "parse_initialize_result"]
 
 
-def initialize_params(options: SessionOptions) -> dict[str, Any]:
-    """The params of our ``initialize``: the newest protocol version, no client capabilities."""
+def initialize_params(options: SessionOptions, version: str = LATEST_PROTOCOL_VERSION) -> dict[str, Any]:
+    """The params of our ``initialize``: ``version`` (the newest we speak unless pinned), the client
+    capabilities of ``options``."""
     return {
-        "protocolVersion": LATEST_PROTOCOL_VERSION,
-        "capabilities": {},
+        "protocolVersion": version,
+        "capabilities": dict(options.capabilities),
         "clientInfo": {"name": options.client_name, "version": options.client_version},
     }
 

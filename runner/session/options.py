@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from runner import __version__
 from runner.protocol.jsonrpc import RequestId
 from runner.protocol.mcp import LogMessage, Progress
+from runner.session.era import EraMemory
 
 __all__ = ["BeforeSend", "LogHandler", "ProgressHandler", "SessionOptions"]
 
@@ -23,7 +25,10 @@ BeforeSend = Callable[[RequestId, RequestId], Awaitable[None]]
 class SessionOptions:
     """How a session behaves. ``server_log_level`` is what ``logging/setLevel`` asks of the server (None:
     do not ask); what the console shows is filtered elsewhere. ``initialize_timeout`` bounds the handshake
-    and each page of ``tools/list`` (the server's ``connect_timeout``)."""
+    and each page of ``tools/list`` (the server's ``connect_timeout``). ``protocol`` is ``auto`` (probe
+    2026-07-28, fall back to the handshake) or an exact revision (see :mod:`.negotiate`); ``era_memory`` keeps
+    what was found for the sessions opened later with the same options. ``capabilities`` are the client
+    capabilities declared (in ``initialize``, or in every 2026-07-28 request's ``_meta``)."""
 
     name: str = "server"
     server_log_level: str | None = "info"
@@ -32,3 +37,6 @@ class SessionOptions:
     client_version: str = __version__
     on_log: LogHandler | None = None
     on_warning: Callable[[str], None] | None = None
+    protocol: str = "auto"
+    era_memory: EraMemory = field(default_factory=EraMemory, compare=False)
+    capabilities: Mapping[str, Any] = field(default_factory=dict)

@@ -54,6 +54,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from runner.errors import WorkflowError
+from runner.protocol.versions import ProtocolChoice
 from runner.workflow.fields import Budget, Duration, Limit
 
 __all__ = [
@@ -185,6 +186,12 @@ class Server(_Model):
     )
     trust_annotations: bool = Field(
         default=False, description="Believe the server's tool annotations (idempotentHint) when deciding on retries."
+    )
+    protocol: ProtocolChoice = Field(
+        default="auto",
+        description="The MCP revision to speak: auto (try 2026-07-28, fall back to the initialize handshake of "
+        "older servers) or an exact revision; a server that does not speak it is an error. --protocol-version "
+        "overrides it.",
     )
 
 
