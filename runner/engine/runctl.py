@@ -97,9 +97,10 @@ def workflow_hash(path: Path) -> str:
 
 
 def _server_dump_exclude(server: Server) -> set[str]:
-    """Fields left out of a fingerprint: ``max_concurrency`` does not change what a step does; a field added
-    later (``env_passthrough``), when unset, must leave the fingerprints of runs started before it as they were."""
-    return {"max_concurrency"} | ({"env_passthrough"} if server.env_passthrough is None else set())
+    """Fields left out of a fingerprint: ``max_concurrency`` and ``protocol`` (the revision spoken) do not change
+    what a step does; a field added later (``env_passthrough``), when unset, must leave the fingerprints of runs
+    started before it as they were."""
+    return {"max_concurrency", "protocol"} | ({"env_passthrough"} if server.env_passthrough is None else set())
 
 
 def fingerprints(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, str]:
