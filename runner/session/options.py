@@ -10,6 +10,7 @@ from runner import __version__
 from runner.protocol.jsonrpc import RequestId
 from runner.protocol.mcp import LogMessage, Progress
 from runner.session.era import EraMemory
+from runner.session.results import ResultHandler
 
 __all__ = ["BeforeSend", "LogHandler", "ProgressHandler", "SessionOptions"]
 
@@ -28,7 +29,8 @@ class SessionOptions:
     and each page of ``tools/list`` (the server's ``connect_timeout``). ``protocol`` is ``auto`` (probe
     2026-07-28, fall back to the handshake) or an exact revision (see :mod:`.negotiate`); ``era_memory`` keeps
     what was found for the sessions opened later with the same options. ``capabilities`` are the client
-    capabilities declared (in ``initialize``, or in every 2026-07-28 request's ``_meta``)."""
+    capabilities declared (in ``initialize``, or in every 2026-07-28 request's ``_meta``). ``result_handlers``
+    finish a ``tools/call`` result whose ``resultType`` is not ``complete`` (see :mod:`.results`)."""
 
     name: str = "server"
     server_log_level: str | None = "info"
@@ -40,3 +42,4 @@ class SessionOptions:
     protocol: str = "auto"
     era_memory: EraMemory = field(default_factory=EraMemory, compare=False)
     capabilities: Mapping[str, Any] = field(default_factory=dict)
+    result_handlers: Mapping[str, ResultHandler] = field(default_factory=dict)

@@ -291,6 +291,10 @@ class Session:
             on_resumed=on_resumed,
             progress=True,
         )
+        kind = result.get("resultType")
+        handler = self._options.result_handlers.get(kind) if isinstance(kind, str) else None
+        if handler is not None:  # a task, input required: the handler makes it complete
+            result = await handler(self, "tools/call", params, result)
         result = complete_result("tools/call", result, server=self.name)
         try:
             return parse_tool_result(result)
