@@ -218,14 +218,20 @@ class HTTPStatusError(TransportError):
     """The server refused a request with an HTTP status (kept: a 401 is not a 500)."""
 
     RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
-    jsonrpc_error: bool = False
-    """The refusal's body was a JSON-RPC error: the server speaks JSON-RPC over POST at that URL."""
 
     def __init__(self, message: str, *, status_code: int, location: str | None = None) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.location = location
         self.retryable = status_code in self.RETRYABLE_STATUS
+        # (code, message, data) when the body was a JSON-RPC error (2026-07-28 servers answer 4xx with one); a
+        # JSON-RPC error body also says the server speaks JSON-RPC over POST at that URL (not a legacy one)
+        self.rpc_error: tuple[int, str, Any] | None = None
+
+    @property
+    def jsonrpc_error(self) -> bool:
+        """The refusal's body was a JSON-RPC error: the server speaks JSON-RPC over POST at that URL."""
+        return self.rpc_error is not None
 
 
 class OutcomeUnknown(TransportError):

@@ -1130,6 +1130,8 @@ async def test_a_call_the_session_gives_up_on_frees_its_stream(autojump_clock: t
             assert isinstance(response.stream, ScriptedStream)
             streams.append(response.stream)
             return response
+        if req.rpc_method == "server/discover":
+            return httpx2.Response(400)  # a 2025 server: no session id
         return httpx2.Response(202)
 
     async with connect(handler) as (t, server), open_session(t, SessionOptions(server_log_level=None)) as session:

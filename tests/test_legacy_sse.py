@@ -252,7 +252,7 @@ async def test_a_post_that_failed(autojump_clock: trio.abc.Clock, exc: Exception
 def test_what_makes_a_server_legacy() -> None:
     def refused(status: int, *, rpc: bool = False) -> ConnectFailed:
         cause = HTTPStatusError(f"POST: {status}", status_code=status)
-        cause.jsonrpc_error = rpc
+        cause.rpc_error = (-32602, "Invalid params", None) if rpc else None
         error = ConnectFailed("could not initialize")
         error.__cause__ = cause
         return error

@@ -193,3 +193,11 @@ def test_fingerprints_do_not_change_for_a_server_without_env_passthrough() -> No
     after = before.replace("local: {command: [server]}", "local: {command: [server], env_passthrough: [X]}")
     changed = fingerprints(plan(after), {"pw": "a", "n": 1})
     assert changed["a"] == pinned["a"] and changed["b"] != pinned["b"] and changed["c"] != pinned["c"]
+
+
+def test_pinning_a_protocol_revision_leaves_the_fingerprints_as_they_were() -> None:
+    # The revision spoken changes how a call travels, not what it does: a resume is not "the workflow changed".
+    before = WORKFLOW.replace("local: {command: [sh]}", "local: {command: [server]}")
+    pinned = before.replace("local: {command: [server]}", "local: {command: [server], protocol: '2025-11-25'}")
+    assert pinned != before
+    assert fingerprints(plan(pinned), {"pw": "a", "n": 1}) == fingerprints(plan(before), {"pw": "a", "n": 1})

@@ -6,6 +6,7 @@ import argparse
 
 from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
 from runner.protocol.mcp import LOG_LEVELS
+from runner.protocol.versions import PROTOCOL_CHOICES
 
 
 def add_log_levels(parser: argparse.ArgumentParser) -> None:
@@ -48,4 +49,17 @@ def add_elicitation(parser: argparse.ArgumentParser) -> None:
         choices=ELICITATION_CHOICES,
         help="answer a server's elicitation (a form for a person): decline (default), or defaults: accept with "
         "the form's default values when every required field has one; overrides the workflow's elicitation:",
+    )
+
+
+def add_protocol_version(parser: argparse.ArgumentParser) -> None:
+    """``--protocol-version``: pin the MCP revision spoken to every server (default: each server's own)."""
+    parser.add_argument(
+        "--protocol-version",
+        default=None,
+        choices=PROTOCOL_CHOICES,
+        metavar="VERSION",
+        help="MCP revision to speak: auto (try 2026-07-28, fall back to the initialize handshake) or one of "
+        f"{', '.join(PROTOCOL_CHOICES[1:])}; a server that does not speak it is an error (exit 4) "
+        "(default: each server's 'protocol:', else auto)",
     )

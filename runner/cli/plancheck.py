@@ -71,8 +71,11 @@ def check_plan(plan: Plan, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) 
         async def one(name: str) -> None:
             try:
                 with single_error():
-                    timeout = plan.servers[name].server.connect_timeout or connect_timeout
-                    options = SessionOptions(name=name, server_log_level=None, initialize_timeout=timeout)
+                    server = plan.servers[name].server
+                    timeout = server.connect_timeout or connect_timeout
+                    options = SessionOptions(
+                        name=name, server_log_level=None, initialize_timeout=timeout, protocol=server.protocol
+                    )
                     async with opener(name, options) as session:
                         tools[name] = {t.name: t for t in await session.list_tools()}
             except McpRunError as exc:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runner.cli.options import add_elicitation, add_log_levels, add_max_message_size
+from runner.cli.options import add_elicitation, add_log_levels, add_max_message_size, add_protocol_version
 from runner.cli.temporal import add_engine_options
 from runner.errors import McpRunError, UsageError
 from runner.exitcodes import ExitCode
@@ -146,6 +146,7 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         "no connect_timeout (default: 30)",
     )
     add_max_message_size(parser)
+    add_protocol_version(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON summary on stdout at the end")
     parser.add_argument("--output", metavar="FILE", help="write the workflow's outputs as JSON to FILE")
     parser.add_argument("--quiet", "-q", action="store_true", help="print only errors and the final outputs")
@@ -324,6 +325,7 @@ def _options(args: argparse.Namespace, **overrides: Any) -> RunOptions:
         "max_message_size": args.max_message_size,
         "server_log_level": args.server_log_level,
         "elicitation": args.elicitation,
+        "protocol": args.protocol_version,
         "grace": args.grace,
         "watch_signals": True,
     }

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from runner.cli.options import add_elicitation, add_log_levels, add_max_message_size
+from runner.cli.options import add_elicitation, add_log_levels, add_max_message_size, add_protocol_version
 from runner.errors import ConnectFailed, TransportError, UsageError
 from runner.exitcodes import ExitCode
 from runner.jsontext import dumps
@@ -112,6 +112,7 @@ def _server_options(parser: argparse.ArgumentParser) -> None:
     add_log_levels(parser)
     add_max_message_size(parser)
     add_elicitation(parser)
+    add_protocol_version(parser)
 
 
 _CREDENTIALS_HINT = "give credentials with --header 'Authorization: Bearer $TOKEN' (from the environment)"
@@ -215,6 +216,7 @@ def _session_options(args: argparse.Namespace, masker: Masker) -> SessionOptions
         name="server",
         server_log_level=args.server_log_level,
         initialize_timeout=args.connect_timeout,
+        protocol=args.protocol_version or "auto",
         on_log=on_log,
         on_warning=on_warning,
         answers=make_policy(args.elicitation),

@@ -103,6 +103,7 @@ class RunOptions:
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     server_log_level: str | None = "info"
     elicitation: str | None = None
+    protocol: str | None = None  # --protocol-version: pins every server (None: each server's protocol:)
     grace: float = 10.0
     watch_signals: bool = False
 
@@ -400,6 +401,7 @@ async def _run(
                 retry=RetryPolicy(attempts=max(1, options.retry_attempts), total=options.retry_max_time),
                 server_log_level=options.server_log_level,
                 elicitation=options.elicitation,
+                protocol=options.protocol,
                 connect_timeout=options.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
             ),
             prior=prepared.prior,

@@ -98,11 +98,13 @@ def workflow_hash(path: Path) -> str:
 
 
 def _server_dump_exclude(server: Server) -> set[str]:
-    """Fields left out of a fingerprint: ``max_concurrency``, ``transport`` and ``tasks`` (a call made as a task
-    or not) do not change what a step does; a field added later (``env_passthrough``, ``elicitation``,
-    ``roots``), when unset, must leave the fingerprints of runs started before it as they were."""
+    """Fields left out of a fingerprint: ``max_concurrency``, ``transport``, ``tasks`` (a call made as a task or
+    not) and ``protocol`` (the revision spoken) do not change what a step does; a field added later
+    (``env_passthrough``, ``elicitation``, ``roots``), when unset, must leave the fingerprints of runs started
+    before it as they were."""
     added_later = ("env_passthrough", "elicitation", "roots")
-    return {"max_concurrency", "transport", "tasks"} | {name for name in added_later if getattr(server, name) is None}
+    left_out = {"max_concurrency", "transport", "tasks", "protocol"}
+    return left_out | {name for name in added_later if getattr(server, name) is None}
 
 
 def fingerprints(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, str]:

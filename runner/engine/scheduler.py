@@ -99,6 +99,7 @@ class SchedulerOptions:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     server_log_level: str | None = "info"
     elicitation: str | None = None
+    protocol: str | None = None  # pins every server's protocol revision; None: each server's own protocol:
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     backoff: Backoff = field(default_factory=Backoff)
 
@@ -567,6 +568,7 @@ class Scheduler:
             name=name,
             server_log_level=self._options.server_log_level,
             initialize_timeout=policy.connect_timeout,
+            protocol=self._options.protocol or server.protocol,
             on_log=lambda message, rid: self._on_log(name, message, rid),
             on_warning=self._warn,
             answers=answer_policy(self._plan, name, self._options.elicitation),

@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import re
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any, Final, TypeAlias
 
@@ -63,6 +64,8 @@ class Request:
     id: RequestId
     method: str
     params: dict[str, Any] | None = None
+    # Not on the wire: HTTP headers that go with this request (2026-07-28 mirrors the body in headers).
+    headers: Mapping[str, str] | None = field(default=None, compare=False)
 
 
 @dataclass(slots=True, frozen=True)

@@ -29,11 +29,16 @@ shown through ``on_warning`` (see :mod:`.stray`). When ``initialize`` fails or t
 wrote something that is not JSON-RPC, the error quotes the first such line: a server that logs to stdout is
 the usual reason.
 
+The protocol era (2025's ``initialize`` handshake, or the stateless 2026-07-28) is chosen when the session
+opens (:mod:`.negotiate`); what differs between the eras is one object, the session's :class:`.era.Era`.
+
 The package, one idea per module: :mod:`.options` (``SessionOptions`` and the callbacks' types),
-:mod:`.handshake` (the handshake's pure parts and its error text), :mod:`.pending` (the calls awaiting a
-response and their write state), :mod:`.stray` (``SessionStats``: what matched nothing), :mod:`.text`
-(quoting), :mod:`.answers` (what a server's own requests get: elicitation, roots, sampling),
-:mod:`.input_required` (the 2026 multi-round-trip loop), :mod:`.session` (``Session`` and ``open_session``).
+:mod:`.handshake` (the handshake's pure parts and its error text), :mod:`.era` (how requests look in each
+era), :mod:`.negotiate` (choosing the era), :mod:`.results` (``resultType``: complete, or refused clearly),
+:mod:`.pending` (the calls awaiting a response and their write state), :mod:`.stray` (``SessionStats``: what
+matched nothing), :mod:`.text` (quoting),
+:mod:`.answers` (what a server's own requests get: elicitation, roots, sampling), :mod:`.input_required` (the
+2026 multi-round-trip loop), :mod:`.session` (``Session`` and ``open_session``).
 """
 
 from __future__ import annotations

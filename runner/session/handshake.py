@@ -16,13 +16,23 @@ from runner.session.text import first_line, quote
 __all__ = ["ServerHello", "initialize_failed", "initialize_params", "parse_initialize_result"]
 
 
-def initialize_params(options: SessionOptions) -> dict[str, Any]:
-    """The params of our ``initialize``: the newest protocol version, and only the client capabilities we
-    honour: what the answer policy can answer (see :mod:`.answers`), and tasks
-    (:data:`runner.protocol.tasks.CLIENT_TASKS_CAPABILITY`)."""
+def client_capabilities(options: SessionOptions) -> dict[str, Any]:
+    """The client capabilities we declare (in ``initialize``, or in every 2026-07-28 request's ``_meta``): only
+    what we honour: what the answer policy can answer (see :mod:`.answers`), tasks
+    (:data:`runner.protocol.tasks.CLIENT_TASKS_CAPABILITY`), and ``options.capabilities``."""
     return {
-        "protocolVersion": LATEST_PROTOCOL_VERSION,
-        "capabilities": {**options.answers.client_capabilities(), "tasks": dict(CLIENT_TASKS_CAPABILITY)},
+        **options.answers.client_capabilities(),
+        "tasks": dict(CLIENT_TASKS_CAPABILITY),
+        **options.capabilities,
+    }
+
+
+def initialize_params(options: SessionOptions, version: str = LATEST_PROTOCOL_VERSION) -> dict[str, Any]:
+    """The params of our ``initialize``: ``version`` (the newest we speak unless pinned), the client
+    capabilities of ``options`` (:func:`client_capabilities`)."""
+    return {
+        "protocolVersion": version,
+        "capabilities": client_capabilities(options),
         "clientInfo": {"name": options.client_name, "version": options.client_version},
     }
 

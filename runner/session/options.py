@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from runner import __version__
 from runner.protocol.jsonrpc import RequestId
 from runner.protocol.mcp import LogMessage, Progress
 from runner.session.answers import AnswerPolicy
+from runner.session.era import EraMemory
+from runner.session.results import ResultHandler
 
 __all__ = ["BeforeSend", "LogHandler", "ProgressHandler", "SessionOptions"]
 
@@ -24,8 +27,13 @@ BeforeSend = Callable[[RequestId, RequestId], Awaitable[None]]
 class SessionOptions:
     """How a session behaves. ``server_log_level`` is what ``logging/setLevel`` asks of the server (None:
     do not ask); what the console shows is filtered elsewhere. ``initialize_timeout`` bounds the handshake
-    and each page of ``tools/list`` (the server's ``connect_timeout``). ``answers`` is what the server's own
-    requests (elicitation, roots, sampling) get; each answer is logged through ``on_log`` (logger ``mcp-run``)."""
+    and each page of ``tools/list`` (the server's ``connect_timeout``). ``protocol`` is ``auto`` (probe
+    2026-07-28, fall back to the handshake) or an exact revision (see :mod:`.negotiate`); ``era_memory`` keeps
+    what was found for the sessions opened later with the same options. ``capabilities`` are the client
+    capabilities declared (in ``initialize``, or in every 2026-07-28 request's ``_meta``). ``result_handlers``
+    finish a ``tools/call`` result whose ``resultType`` is not ``complete`` (see :mod:`.results`).
+    ``answers`` is what the server's own requests (elicitation, roots, sampling) get; each answer is logged
+    through ``on_log`` (logger ``mcp-run``)."""
 
     name: str = "server"
     server_log_level: str | None = "info"
@@ -35,3 +43,7 @@ class SessionOptions:
     on_log: LogHandler | None = None
     on_warning: Callable[[str], None] | None = None
     answers: AnswerPolicy = field(default_factory=AnswerPolicy)
+    protocol: str = "auto"
+    era_memory: EraMemory = field(default_factory=EraMemory, compare=False)
+    capabilities: Mapping[str, Any] = field(default_factory=dict)
+    result_handlers: Mapping[str, ResultHandler] = field(default_factory=dict)

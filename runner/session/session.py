@@ -18,6 +18,7 @@ from runner._trio import single_error
 from runner.errors import (
     CallTimeout,
     ConnectFailed,
+    HTTPStatusError,
     JsonRpcError,
     MalformedMessage,
     McpRunError,
@@ -38,6 +39,7 @@ from runner.protocol.jsonrpc import (
     Response,
 )
 from runner.protocol.mcp import (
+    LATEST_PROTOCOL_VERSION,
     LogMessage,
     Tool,
     ToolResult,
@@ -47,9 +49,17 @@ from runner.protocol.mcp import (
     parse_tool_result,
 )
 from runner.session.answers import URL_ELICITATION_REQUIRED, Answer, answer_request, url_elicitation_text
-from runner.session.handshake import initialize_failed, initialize_params, parse_initialize_result
+from runner.session.era import LEGACY_VERSIONS, Era, LegacyEra, ModernEra, modern_error
+from runner.session.handshake import (
+    client_capabilities,
+    initialize_failed,
+    initialize_params,
+    parse_initialize_result,
+)
+from runner.session.negotiate import DiscoverInfo, negotiate
 from runner.session.options import BeforeSend, ProgressHandler, SessionOptions
 from runner.session.pending import PendingCall, PendingCalls, Write
+from runner.session.results import complete_result
 from runner.session.stray import SessionStats, StrayInput
 from runner.session.text import first_line
 from runner.transports.base import RequestLost, StreamResumed, Transport
@@ -84,8 +94,10 @@ class Session:
         self.server_info: dict[str, Any] = {}
         self.capabilities: dict[str, Any] = {}
         self.instructions: str | None = None
+        self._era: Era = LegacyEra(LATEST_PROTOCOL_VERSION)  # until negotiate() chose
         # describe() is "stdio: CMD" for a stdio server: its stray lines were on stdout, which says what to fix.
         on_stdout = transport.describe().startswith("stdio:")
+        self._http = transport.describe().startswith(("http://", "https://"))
         self._stray = StrayInput(options.name, on_stdout=on_stdout, warn=self._warn)
 
     @property
@@ -97,24 +109,42 @@ class Session:
         return self._transport
 
     @property
+    def options(self) -> SessionOptions:
+        return self._options
+
+    @property
+    def era(self) -> Era:
+        """The protocol era spoken (:mod:`.era`); ``era.modern`` once 2026-07-28 was chosen."""
+        return self._era
+
+    @property
     def stats(self) -> SessionStats:
         """Stray input counted so far (see :mod:`runner.session.stray`)."""
         return self._stray.stats
 
     # -- the handshake ---------------------------------------------------------------------------------
 
-    async def initialize(self) -> None:
+    async def initialize(self, version: str | None = None) -> None:
         """Run the handshake (again, after a session expired). Raises ``ConnectFailed`` when the server
         cannot be reached or gives no answer within ``initialize_timeout``, ``ProtocolError`` when it answers
-        wrongly. These errors do not name the server: whoever shows them does (``server docs: ...``)."""
+        wrongly. These errors do not name the server: whoever shows them does (``server docs: ...``).
+        ``version``: offer exactly this revision (pinned), and fail unless the server chooses it."""
         timeout = self._options.initialize_timeout
+        offered = version or LATEST_PROTOCOL_VERSION
+        params = initialize_params(self._options, offered)
         try:
-            result = await self.request("initialize", initialize_params(self._options), timeout=timeout)
+            result = await self.request("initialize", params, timeout=timeout, era=LegacyEra(offered))
         except CallTimeout as exc:
             raise self._initialize_failed(exc, f"no answer within {timeout:g} s") from exc
         except TransportError as exc:
             raise self._initialize_failed(exc) from exc
         hello = parse_initialize_result(result)
+        if version is not None and hello.protocol_version != version:
+            raise ConnectFailed(
+                f"could not connect: protocol {version} was asked for (--protocol-version or the server's "
+                f"'protocol:'), but the server chose {hello.protocol_version}"
+            )
+        self._era = LegacyEra(hello.protocol_version)
         self.protocol_version = hello.protocol_version
         capabilities = hello.capabilities
         self.capabilities = capabilities
@@ -132,6 +162,34 @@ class Session:
                 await self.request("logging/setLevel", {"level": level}, timeout=30, handshake=True)
             except ProtocolError as exc:
                 self._warn(f"{self.name}: logging/setLevel {level} refused: {exc}")
+
+    def modern_era(self, version: str) -> ModernEra:
+        """The 2026-07-28 era at ``version`` for this session's options and transport."""
+        options = self._options
+        return ModernEra(
+            version,
+            client_info={"name": options.client_name, "version": options.client_version},
+            capabilities=client_capabilities(options),
+            log_level=options.server_log_level,
+            http=self._http,
+        )
+
+    def adopt_modern(self, version: str, info: DiscoverInfo) -> None:
+        """Speak 2026-07-28 at ``version`` from now on, with what ``server/discover`` said (:mod:`.negotiate`)."""
+        self._era = self.modern_era(version)
+        self.protocol_version = version
+        self.capabilities = info.capabilities
+        self.server_info = info.server_info
+        self.instructions = info.instructions
+        self._tools = None
+        self._transport.set_protocol_version(version)
+        self._generation += 1
+        if "tools" not in info.capabilities:
+            self._warn(f"{self.name}: server does not declare the 'tools' capability; trying anyway")
+
+    def connect_failed(self, exc: TransportError, reason: str | None = None) -> ConnectFailed:
+        """The ``ConnectFailed`` for a connection attempt that ended with ``exc`` (see :func:`initialize_failed`)."""
+        return self._initialize_failed(exc, reason)
 
     def _initialize_failed(self, exc: TransportError, reason: str | None = None) -> ConnectFailed:
         broken = self._broken if isinstance(self._broken, TransportError) else None
@@ -156,7 +214,8 @@ class Session:
             try:
                 # Bounded as a whole (the initialized notification too): requests wait for it.
                 with trio.fail_after(2 * self._options.initialize_timeout):
-                    await self.initialize()
+                    pinned = self._options.protocol
+                    await self.initialize(pinned if pinned in LEGACY_VERSIONS else None)
             except trio.TooSlowError:
                 raise NotDelivered(
                     f"{self.name}: the session expired and a new one could not be started in time"
@@ -171,7 +230,7 @@ class Session:
     async def ping(self) -> None:
         """A request without side effects: does the server answer on this session? (It re-initializes the
         session if the server forgot it.)"""
-        await self.request("ping", None, timeout=self._options.initialize_timeout)
+        await self.request(self._era.ping_method, None, timeout=self._options.initialize_timeout)
 
     # -- tools ---------------------------------------------------------------------------------------
 
@@ -209,6 +268,7 @@ class Session:
                 cursor = next_cursor
             else:
                 raise MalformedMessage(f"{self.name}: tools/list did not end after {MAX_TOOL_PAGES} pages")
+            tools = self._era.screen_tools(tools, lambda text: self._warn(f"{self.name}: {text}"))
             if generation == self._generation:
                 self._tools = tools
             return tools
@@ -227,6 +287,8 @@ class Session:
         """Call a tool once. Returns its result (``is_error`` for a tool failure); raises as the module
         docstring says. Never re-sends a request that may have reached the server."""
         params: dict[str, Any] = {"name": name, "arguments": dict(arguments) if arguments is not None else {}}
+        if self._era.needs_tool_list(name) and self._tools is None:
+            await self.list_tools()  # a 2026-07-28 call over HTTP mirrors the tool's x-mcp-header parameters
         result = await self.request(
             "tools/call",
             params,
@@ -237,6 +299,11 @@ class Session:
             on_resumed=on_resumed,
             progress=True,
         )
+        kind = result.get("resultType")
+        handler = self._options.result_handlers.get(kind) if isinstance(kind, str) else None
+        if handler is not None:  # a task, input required: the handler makes it complete
+            result = await handler(self, "tools/call", params, result)
+        result = complete_result("tools/call", result, server=self.name)
         try:
             return parse_tool_result(result)
         except MalformedMessage as exc:
@@ -264,11 +331,17 @@ class Session:
         on_resumed: Callable[[str], None] | None = None,
         progress: bool = False,
         handshake: bool = False,
+        era: Era | None = None,
+        request_id: RequestId | None = None,
     ) -> dict[str, Any]:
         """Send one request and return its result (the raw result object). Raises ``JsonRpcError`` for
         an error response and the transport errors of the module docstring. ``progress`` adds a progress
         token (the request id) to ``_meta``. While the session is being re-initialized, requests wait
-        (``handshake``: a request of the handshake itself, which does not)."""
+        (``handshake``: a request of the handshake itself, which does not). ``era`` stamps the request
+        (default: the session's; the negotiation passes the one it tries). In 2026-07-28, an HTTP 4xx whose
+        body is a JSON-RPC error raises that error as ``JsonRpcError``. ``request_id``: use this id instead of
+        the next one (the era probe uses 0, so every later request keeps the id it had without a probe)."""
+        era = era or self._era
         for _attempt in range(MAX_REINITIALIZE + 1):
             if not handshake and method != "initialize" and not self._ready.is_set():
                 await self._ready.wait()  # only while re-initializing: a set Event's wait() is a task switch
@@ -279,7 +352,7 @@ class Session:
                     stderr=broken.stderr if isinstance(broken, TransportError) else None,
                 ) from broken
             generation = self._generation
-            rid = self._ids.next()
+            rid = self._ids.next() if request_id is None else request_id
             if progress:
                 meta = {"progressToken": rid}
                 params = {**params, "_meta": meta} if params is not None else {"_meta": meta}
@@ -288,8 +361,14 @@ class Session:
             call = PendingCall(
                 method, timeout=timeout, idle_timeout=idle_timeout, on_progress=on_progress, on_resumed=on_resumed
             )
+            stamped, headers = era.stamp(method, params)
             try:
-                return await self._send_and_wait(Request(rid, method, params), call)
+                return await self._send_and_wait(Request(rid, method, stamped, headers), call)
+            except HTTPStatusError as exc:
+                rpc = exc.rpc_error
+                if era.modern and rpc is not None and 400 <= exc.status_code < 500:
+                    raise modern_error(*rpc, method=method) from exc
+                raise
             except SessionExpired:
                 if method == "initialize" or handshake:
                     raise  # the handshake under way (it holds the lock) is what failed: no new one from here
@@ -357,8 +436,8 @@ class Session:
         """We gave up on ``rid``: tell the server (``notifications/cancelled``), then the transport, which may
         let go of what it holds for that request (an HTTP stream) whether or not the notification went out."""
         try:
-            if self._broken is not None:
-                return
+            if self._broken is not None or not self._era.cancels_by_notification:
+                return  # 2026-07-28 over HTTP: closing the response stream (abandon, below) is the cancellation
             with trio.move_on_after(CANCEL_NOTIFY_TIMEOUT):
                 try:
                     await self._transport.send(
@@ -501,7 +580,7 @@ async def open_session(transport: Transport, options: SessionOptions | None = No
             session = Session(transport, options or SessionOptions(), nursery)
             nursery.start_soon(session.read_loop)
             try:
-                await session.initialize()
+                await negotiate(session)
                 yield session
             finally:
                 session.close()

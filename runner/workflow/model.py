@@ -54,6 +54,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from runner.errors import WorkflowError
+from runner.protocol.versions import ProtocolChoice
 from runner.workflow.fields import Budget, Duration, Limit
 
 __all__ = [
@@ -207,6 +208,12 @@ class Server(_Model):
         description="Tool calls as tasks, when the server offers them: `auto` asks for a task whenever the tool "
         "allows one (its id is journaled, so a resume collects the result of a call in flight at a crash); `off` "
         "only when the tool requires one.",
+    )
+    protocol: ProtocolChoice = Field(
+        default="auto",
+        description="The MCP revision to speak: auto (try 2026-07-28, fall back to the initialize handshake of "
+        "older servers) or an exact revision; a server that does not speak it is an error. --protocol-version "
+        "overrides it.",
     )
 
 

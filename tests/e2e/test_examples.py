@@ -145,7 +145,7 @@ async def test_a_dropped_stream_is_resumed_and_journaled(tmp_path: Path) -> None
             f"""
 version: 1
 servers:
-  peer: {{url: "{server.url}"}}
+  peer: {{url: "{server.url}", protocol: "2025-11-25"}}  # resumption is the 2025 wire's
 steps:
   long: {{server: peer, tool: close_stream, args: {{steps: 6, delay: 0.1}}}}
 outputs:

@@ -162,7 +162,8 @@ async def test_sdk_http_stream_closed_by_server_is_resumed_not_reposted(tmp_path
                 async with (
                     client,
                     open_http_transport(HttpParams(url=server.url), client=client) as transport,
-                    open_session(transport, SessionOptions(name="sdk")) as session,
+                    # resumption is the 2025 wire's (2026-07-28 has none): pinned to it
+                    open_session(transport, SessionOptions(name="sdk", protocol="2025-11-25")) as session,
                 ):
                     result = await session.call_tool(
                         "close_stream", {"steps": 6, "delay": 0.05}, on_progress=seen.append, timeout=30
@@ -195,7 +196,7 @@ async def test_sdk_http_reconnect_waits_the_retry_interval(tmp_path: Path) -> No
                 async with (
                     client,
                     open_http_transport(HttpParams(url=server.url), client=client) as transport,
-                    open_session(transport, SessionOptions(name="sdk")) as session,
+                    open_session(transport, SessionOptions(name="sdk", protocol="2025-11-25")) as session,
                 ):
                     result = await session.call_tool(
                         "close_stream", {"steps": 4, "delay": 0.01}, on_progress=on_progress

@@ -1,7 +1,11 @@
 """A test peer on the official MCP Python SDK (``MCPServer``), started by integration tests.
 
     python tests/peers/sdk_server.py [stdio|http] [--host 127.0.0.1] [--port 0] [--resumable]
-        [--json-response] [--retry-interval MS] [--count-file PATH]
+        [--json-response] [--retry-interval MS] [--count-file PATH] [--stateless | --modern-only]
+
+``--stateless`` serves the SDK's stateless mode (both eras, no sessions); ``--modern-only`` answers every
+POST with the SDK's own 2026-07-28 handler, as go-sdk ``-stateless`` or csharp-sdk ``/stateless``
+deployments do (``initialize`` gets -32601).
 
 Over HTTP it serves ``/mcp`` on loopback only and prints one line to stderr once it accepts
 connections: ``MCP-RUN-DEMO listening on http://127.0.0.1:PORT/mcp`` (the demo server's line;
@@ -127,13 +131,39 @@ def build_server(count_file: Path | None) -> MCPServer:
     return server
 
 
+def _stateless(server: MCPServer, *, modern_only: bool) -> None:
+    """Make ``server.streamable_http_app`` stateless; ``modern_only``: route every request to the SDK's
+    2026-07-28 handler (a test peer's patch of the session manager, nothing more)."""
+    make_app = server.streamable_http_app
+
+    def stateless_app(**kwargs: Any) -> Any:
+        return make_app(**{**kwargs, "stateless_http": True, "event_store": None})
+
+    server.streamable_http_app = stateless_app  # type: ignore[method-assign]
+    if modern_only:
+        from mcp.server._streamable_http_modern import handle_modern_request
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+        async def modern(self: StreamableHTTPSessionManager, scope: Any, receive: Any, send: Any) -> None:
+            await handle_modern_request(
+                self.app, self.security_settings, self.json_response, self._lifespan_state, scope, receive, send
+            )
+
+        StreamableHTTPSessionManager._handle_request = modern  # type: ignore[method-assign]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sdk_server.py", description="Official-SDK test peer for mcp-run.")
     parser.add_argument("transport", nargs="?", choices=("stdio", "http"), default="stdio")
     add_http_arguments(parser)
     parser.add_argument("--count-file", type=Path, default=None, help="append one line per count/close_stream call")
+    era = parser.add_mutually_exclusive_group()
+    era.add_argument("--stateless", action="store_true", help="the SDK's stateless mode (both eras)")
+    era.add_argument("--modern-only", action="store_true", help="every POST to the SDK's 2026-07-28 handler")
     args = parser.parse_args(argv)
     server = build_server(args.count_file)
+    if args.stateless or args.modern_only:
+        _stateless(server, modern_only=args.modern_only)
     if args.transport == "stdio":
         server.run("stdio")
         return 0

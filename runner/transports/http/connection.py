@@ -33,7 +33,10 @@ from runner.protocol.jsonrpc import ErrorResponse, InvalidMessage, Message, Noti
 from runner.protocol.sse import SSEEvent
 from runner.transports.base import RequestLost, TransportEvent
 
-__all__ = ["Connection", "Stream"]
+__all__ = ["STATELESS_SINCE", "Connection", "Stream"]
+
+STATELESS_SINCE = "2026-07-28"
+"""The first revision without sessions and resumption (revisions are dates: they sort as text)."""
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +100,11 @@ class Connection:
     def set_protocol_version(self, version: str) -> None:
         """Send ``MCP-Protocol-Version: version`` on every request after ``initialize``."""
         self._protocol_version = version
+
+    @property
+    def stateless(self) -> bool:
+        """The negotiated revision is 2026-07-28 or later: no session, no GET stream, no resumption."""
+        return self._protocol_version is not None and self._protocol_version >= STATELESS_SINCE
 
     def headers(self, accept: str, *, initialize: bool = False, last_event_id: str | None = None) -> dict[str, str]:
         """The headers of one HTTP request: the configured ones, ``Accept``, and the session's (not on

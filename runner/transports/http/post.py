@@ -10,8 +10,9 @@ reached the server is ever POSTed again.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from contextlib import suppress
-from typing import Final
+from typing import Any, Final
 
 import httpx2
 import trio
@@ -68,7 +69,9 @@ class Poster:
         self._name = params.name
         self._timeout = params.timeout
 
-    async def post(self, body: bytes, stream: Stream | None, *, initialize: bool) -> httpx2.Response:
+    async def post(
+        self, body: bytes, stream: Stream | None, *, initialize: bool, extra: Mapping[str, str] | None = None
+    ) -> httpx2.Response:
         """POST ``body`` (a request's when ``stream`` is given) and return the 2xx response, its body unread
         (the caller owns it). Raises ``NotDelivered``, ``SessionExpired``, ``HTTPStatusError``,
         ``ConnectFailed`` or ``OutcomeUnknown`` as the table of :mod:`.classify` says; a 429 is retried first
@@ -78,7 +81,7 @@ class Poster:
         attempt = 0
         while True:
             try:
-                return await self._post_once(body, stream, initialize)
+                return await self._post_once(body, stream, initialize, extra)
             except _RateLimited as limited:
                 delay = limited.retry_after
                 if delay is None:
@@ -107,10 +110,15 @@ class Poster:
                 log.debug("DELETE %s: server answered %d", self._name, response.status_code)
         self._connection.end_session()
 
-    async def _post_once(self, body: bytes, stream: Stream | None, initialize: bool) -> httpx2.Response:
-        """One POST: the response when it is accepted (2xx), else the error the classification table says."""
+    async def _post_once(
+        self, body: bytes, stream: Stream | None, initialize: bool, extra: Mapping[str, str] | None
+    ) -> httpx2.Response:
+        """One POST: the response when it is accepted (2xx), else the error the classification table says.
+        ``extra``: the request's own headers (2026-07-28 mirrors its body in headers)."""
         headers = self._connection.headers(ACCEPT_POST, initialize=initialize)
         headers["Content-Type"] = "application/json"
+        if extra:
+            headers.update(extra)
         sent_session = headers.get("Mcp-Session-Id")
         if stream is not None:
             stream.session_id = sent_session
@@ -126,8 +134,9 @@ class Poster:
         finally:
             await aclose_response(response, self._params.close_timeout)
         refused = self._refused(response, detail, stream, sent_session, initialize)
-        if isinstance(refused, HTTPStatusError):
-            refused.jsonrpc_error = rpc_error
+        status_error = refused if isinstance(refused, HTTPStatusError) else refused.__cause__
+        if isinstance(status_error, HTTPStatusError):
+            status_error.rpc_error = rpc_error
         raise refused
 
     def _not_sent_or_lost(self, exc: Exception) -> TransportError:
@@ -179,9 +188,9 @@ class Poster:
         result.__cause__ = error
         return result
 
-    async def _error_detail(self, response: httpx2.Response) -> tuple[str, bool]:
-        """A short description of an error body (a JSON-RPC error's message when there is one), and whether
-        it was a JSON-RPC error (a server that speaks JSON-RPC over POST here, not a legacy one)."""
+    async def _error_detail(self, response: httpx2.Response) -> tuple[str, tuple[int, str, Any] | None]:
+        """A short description of an error body (a JSON-RPC error's message when there is one), and that
+        error's (code, message, data)."""
         data = bytearray()
 
         def on_chunk(chunk: bytes) -> bool:
@@ -192,9 +201,10 @@ class Poster:
             with suppress(httpx2.HTTPError):
                 await pump_body(response, on_chunk)
         if not data.strip():
-            return "", False
+            return "", None
         items = decode(bytes(data)) if content_type(response) == "application/json" else []
         if len(items) == 1 and isinstance(items[0], ErrorResponse):
-            return f": {items[0].message} ({items[0].code})", True
+            item = items[0]
+            return f": {item.message} ({item.code})", (item.code, item.message, item.data)
         text = data[:200].decode("utf-8", errors="replace").strip()
-        return f": {text}", False
+        return f": {text}", None

@@ -160,6 +160,13 @@ class StreamReaders:
                 await self._consume(response, stream, drain=True)
                 budget = self._budget(self._params.resume_attempts, self._params.resume_timeout)
                 while not stream.finished:
+                    if self._connection.stateless:
+                        raise _Lost(
+                            OutcomeUnknown(
+                                f"the response stream of request {rid} ended before the response "
+                                "(2026-07-28 streams cannot be resumed)"
+                            )
+                        )
                     if stream.last_event_id is None:
                         raise _Lost(
                             OutcomeUnknown(

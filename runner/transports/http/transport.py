@@ -1,8 +1,10 @@
 """The Streamable HTTP client transport (MCP 2025-03-26, 2025-06-18 and 2025-11-25).
 
-Out of scope: the stateless 2026-07-28 revision (no ``initialize``, no sessions, no resumption) and the
-legacy HTTP+SSE transport of 2024-11-05 (a GET stream announcing a separate POST endpoint: see
-:mod:`runner.transports.legacy_sse`, which :mod:`runner.connect` falls back to).
+Also the stateless 2026-07-28 revision, once ``set_protocol_version`` names it: no session, no GET stream, no
+resumption (a stream that drops before its response loses the request at once), and each request's own
+headers (``Request.headers``: ``Mcp-Method``, ``Mcp-Name``...) go on its POST. The legacy HTTP+SSE
+transport of 2024-11-05 (a GET stream announcing a separate POST endpoint) is
+:mod:`runner.transports.legacy_sse`, which :mod:`runner.connect` falls back to.
 
 ::
 
@@ -96,7 +98,7 @@ class HttpTransport:
 
     def set_protocol_version(self, version: str, /) -> None:
         self._connection.set_protocol_version(version)
-        if self._params.open_get_stream and self._sending:
+        if self._params.open_get_stream and self._sending and not self._connection.stateless:
             self._readers.start_get_stream()
 
     def abandon(self, request_id: RequestId, /) -> None:
@@ -120,7 +122,8 @@ class HttpTransport:
         body = encode(message)
         handed_off = False
         try:
-            response = await self._poster.post(body, stream, initialize=initialize)
+            extra = message.headers if type(message) is Request else None
+            response = await self._poster.post(body, stream, initialize=initialize, extra=extra)
             try:
                 handed_off = self._accept(response, stream, initialize)
             finally:

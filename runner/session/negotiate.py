@@ -1,0 +1,171 @@
+"""Choosing the protocol era of a session: ``server/discover`` first, the ``initialize`` handshake for older
+servers (2026-07-28, "Backward Compatibility with Initialization-Based Versions").
+
+``protocol`` (``SessionOptions.protocol``: ``auto`` or an exact revision) decides what is tried:
+
+- ``auto``: probe ``server/discover`` at 2026-07-28. A ``DiscoverResult`` naming 2026-07-28 makes the session
+  modern. Anything that is not a recognized modern answer means an older server, and the session falls back
+  to ``initialize``: over HTTP a 4xx without a modern JSON-RPC error body (a 2025 server answers 400 "no
+  session" or 404/405), a JSON-RPC error other than -32020/-32021/-32022 (-32601: no such method), a
+  ``DiscoverResult`` that names no modern version; over stdio also a probe that gets no answer within
+  ``PROBE_TIMEOUT`` (an old server may ignore a method it does not know). A -32022 whose ``supported`` list
+  names legacy versions falls back too; one naming only versions mcp-run does not speak is an error.
+  Connection failures are not an era verdict: they fail the connect as they always did.
+- a modern revision: the probe must succeed; otherwise ``ConnectFailed`` (exit 4) says what the server
+  supports (-32022's ``data.supported``) or what it answered.
+- a legacy revision: no probe; ``initialize`` offers exactly that revision and a server that chooses
+  another one fails the connect.
+
+The outcome is remembered in ``SessionOptions.era_memory`` (one per server for the run): a session opened
+again for the same server (after a reconnect) skips the probe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from runner.errors import CallTimeout, ConnectFailed, HTTPStatusError, JsonRpcError, TransportError
+from runner.session.era import (
+    LATEST_MODERN_VERSION,
+    LEGACY_VERSIONS,
+    MODERN_ERRORS,
+    UNSUPPORTED_VERSION,
+    is_modern,
+    modern_error,
+)
+
+if TYPE_CHECKING:
+    from runner.session.session import Session
+
+__all__ = ["LEGACY", "PROBE_TIMEOUT", "DiscoverInfo", "judge_error", "negotiate", "parse_discover_result"]
+
+LEGACY: Final = "legacy"
+PROBE_ID: Final = 0
+"""The probe's request id: outside the ids of later requests (1, 2, ...), so they are what they were without
+a probe (the journal and the logs of older servers keep their ids)."""
+PROBE_TIMEOUT: Final = 10.0
+"""The longest a ``server/discover`` probe waits (bounded by the server's ``connect_timeout`` too)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DiscoverInfo:
+    """What a ``DiscoverResult`` says: the versions, capabilities, instructions and (optional) identity."""
+
+    supported: tuple[str, ...]
+    capabilities: dict[str, Any]
+    instructions: str | None
+    server_info: dict[str, Any]
+
+
+def parse_discover_result(result: dict[str, Any]) -> DiscoverInfo | None:
+    """The ``DiscoverResult`` ``result``, or ``None`` when it is not one (no list of versions)."""
+    supported = result.get("supportedVersions")
+    if not isinstance(supported, list) or not all(isinstance(v, str) for v in supported):
+        return None
+    capabilities = result.get("capabilities")
+    instructions = result.get("instructions")
+    meta = result.get("_meta")
+    server_info = meta.get("io.modelcontextprotocol/serverInfo") if isinstance(meta, dict) else None
+    return DiscoverInfo(
+        supported=tuple(supported),
+        capabilities=capabilities if isinstance(capabilities, dict) else {},
+        instructions=instructions if isinstance(instructions, str) else None,
+        server_info=server_info if isinstance(server_info, dict) else {},
+    )
+
+
+class _Legacy(Exception):
+    """The probe says: an older server; fall back to ``initialize``. ``why`` is what it answered."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+def _supported(data: Any) -> tuple[str, ...] | None:
+    supported = data.get("supported") if isinstance(data, dict) else None
+    if isinstance(supported, list) and all(isinstance(v, str) for v in supported):
+        return tuple(supported)
+    return None
+
+
+def judge_error(code: int, message: str, data: Any, *, pinned: bool) -> None:
+    """Judge a JSON-RPC error answer to the probe: raise ``_Legacy`` (fall back) or ``ConnectFailed``."""
+    if code == UNSUPPORTED_VERSION:
+        supported = _supported(data)
+        if supported is not None and not pinned and any(v in LEGACY_VERSIONS for v in supported):
+            raise _Legacy(f"it speaks {', '.join(supported)}")
+        raise ConnectFailed(f"could not connect: {modern_error(code, message, data, method='server/discover')}")
+    if code in MODERN_ERRORS:
+        raise ConnectFailed(f"could not connect: {modern_error(code, message, data, method='server/discover')}")
+    raise _Legacy(f"server/discover: server error {code}: {message}")
+
+
+async def negotiate(session: Session) -> None:
+    """Choose the session's era (see the module docstring) and open it: adopt the discover result, or run
+    the ``initialize`` handshake."""
+    options = session.options
+    memory = options.era_memory
+    choice = options.protocol
+    pinned = choice != "auto"
+    if not pinned and memory.version == LEGACY:
+        await session.initialize()  # an earlier session of this run found an older server: no probe
+        return
+    if pinned and not is_modern(choice):
+        await session.initialize(version=choice)
+        return
+    version = choice if pinned else LATEST_MODERN_VERSION
+    try:
+        info = await _probe(session, version, pinned=pinned)
+    except _Legacy as legacy:
+        if pinned:
+            raise _pinned_failed(version, legacy.why) from None
+        await session.initialize()
+        memory.version = LEGACY
+        return
+    session.adopt_modern(version, info)
+    memory.version = version
+
+
+def _pinned_failed(version: str, why: str) -> ConnectFailed:
+    return ConnectFailed(
+        f"could not connect: protocol {version} was asked for (--protocol-version or the server's 'protocol:'), "
+        f"but the server does not speak it: {why}"
+    )
+
+
+async def _probe(session: Session, version: str, *, pinned: bool) -> DiscoverInfo:
+    era = session.modern_era(version)
+    timeout = min(PROBE_TIMEOUT, session.options.initialize_timeout)
+    try:
+        result = await session.request(
+            "server/discover", None, timeout=timeout, era=era, handshake=True, request_id=PROBE_ID
+        )
+    except JsonRpcError as exc:
+        judge_error(exc.code, exc.message, exc.data, pinned=pinned)
+        raise AssertionError("unreachable") from None  # pragma: no cover - judge_error always raises
+    except CallTimeout as exc:
+        if not era.http:
+            raise _Legacy(f"no answer to server/discover within {timeout:g} s") from None
+        raise session.connect_failed(exc, f"no answer to server/discover within {timeout:g} s") from exc
+    except HTTPStatusError as exc:
+        rpc = exc.rpc_error
+        if rpc is not None and rpc[0] in MODERN_ERRORS:
+            judge_error(*rpc, pinned=pinned)
+        if 400 <= exc.status_code < 500 and exc.status_code != 429:
+            raise _Legacy(f"it answered server/discover with HTTP {exc.status_code}") from None
+        raise session.connect_failed(exc) from exc
+    except TransportError as exc:
+        raise session.connect_failed(exc) from exc
+    info = parse_discover_result(result)
+    if info is None:
+        raise _Legacy("its answer to server/discover is not a DiscoverResult")
+    if version in info.supported:
+        return info
+    what = ", ".join(info.supported) or "no version"
+    if pinned:
+        raise _pinned_failed(version, f"it supports {what}")
+    if any(v in LEGACY_VERSIONS for v in info.supported):
+        raise _Legacy(f"it speaks {what}")  # a discover-answering server that advertises only older versions
+    raise ConnectFailed(f"could not connect: the server speaks only {what}, which mcp-run does not")
