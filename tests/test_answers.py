@@ -198,7 +198,7 @@ async def test_session_answers_elicitation_roots_and_sampling_and_logs_each(auto
         server,
         _,
     ):
-        init = server.received[0]
+        init = next(m for m in server.received if isinstance(m, Request) and m.method == "initialize")
         assert isinstance(init, Request) and init.params is not None
         assert init.params["capabilities"] == {"elicitation": {"form": {}}, "roots": {}, "tasks": {}}
         result = await session.call_tool("needy", {})
@@ -254,7 +254,7 @@ async def test_session_declines_elicitation_by_default(autojump_clock: trio.abc.
         s.tools["needy"] = needy
 
     async with connected(setup) as (session, server, _):
-        init = server.received[0]
+        init = next(m for m in server.received if isinstance(m, Request) and m.method == "initialize")
         assert isinstance(init, Request) and init.params is not None and init.params["capabilities"] == {"tasks": {}}
         await session.call_tool("needy", {})
     reply = replies[0]

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,6 +19,7 @@ from runner.errors import CallTimeout, ConnectFailed, JsonRpcError, OutcomeUnkno
 from runner.exitcodes import ExitCode
 from runner.protocol.jsonrpc import ErrorResponse, Notification, Request, Response
 from runner.session import Session, SessionOptions, open_session
+from runner.session.answers import make_policy
 from runner.session.era import EraMemory, modern_error
 from runner.session.results import ResultNotSupported
 from runner.testing.memory import memory_transport_pair
@@ -32,14 +35,7 @@ async def connected(
 ) -> AsyncIterator[tuple[Session, list[str]]]:
     warnings: list[str] = []
     opts = options or SessionOptions(name="m")
-    opts = SessionOptions(
-        name=opts.name,
-        server_log_level=opts.server_log_level,
-        initialize_timeout=opts.initialize_timeout,
-        protocol=opts.protocol,
-        era_memory=opts.era_memory,
-        on_warning=warnings.append,
-    )
+    opts = dataclasses.replace(opts, on_warning=warnings.append)
     async with (
         httpx2.AsyncClient(transport=httpx2.MockTransport(server)) as client,
         open_http_transport(HttpParams(URL), client=client) as transport,
@@ -202,13 +198,29 @@ async def test_cancelling_closes_the_stream_and_sends_no_notification(autojump_c
     assert [p for p in server.posts if "id" not in p.body] == []  # no notifications/cancelled, no POST at all
 
 
-@pytest.mark.parametrize(("tool", "words"), [("task", "ran the call as a task ('t-1')"), ("ask", "needs input")])
-async def test_task_and_input_required_results_are_refused_clearly(tool: str, words: str) -> None:
+async def test_a_task_result_without_a_handler_is_refused_clearly() -> None:
     server = ModernServer("modern")
     async with connected(server) as (session, _):
-        with pytest.raises(ResultNotSupported, match=re.escape(words)) as info:
-            await session.call_tool(tool, {})
-    assert info.value.result_type in ("task", "input_required")
+        with pytest.raises(ResultNotSupported, match=re.escape("ran the call as a task ('t-1')")) as info:
+            await session.call_tool("task", {})
+    assert info.value.result_type == "task"
+
+
+async def test_input_required_is_answered_by_the_policy_and_sent_again() -> None:
+    server = ModernServer("modern")
+    async with connected(server, SessionOptions(name="m", answers=make_policy("defaults"))) as (session, _):
+        result = await session.call_tool("ask", {})
+    answered = json.loads(result.text)
+    assert answered == {"responses": {"confirm": {"action": "accept", "content": {"ok": True}}}, "state": "s1"}
+    asks = [p.body for p in server.posts if p.body.get("method") == "tools/call"]
+    assert len(asks) == 2 and asks[0]["id"] != asks[1]["id"]  # the same call, sent again with a new id
+
+
+async def test_input_required_declined_by_default_is_still_sent_again() -> None:
+    server = ModernServer("modern")
+    async with connected(server) as (session, _):
+        result = await session.call_tool("ask", {})
+    assert json.loads(result.text)["responses"]["confirm"]["action"] == "decline"
 
 
 async def test_no_ping_in_2026_07_28_discover_instead() -> None:
@@ -317,8 +329,8 @@ async def test_a_result_handler_finishes_a_task_result() -> None:
         open_session(transport, SessionOptions(name="m", result_handlers={"task": collect})) as session,
     ):
         result = await session.call_tool("task", {"k": 1})
-        with pytest.raises(ResultNotSupported, match="needs input"):
-            await session.call_tool("ask", {})  # no handler for input_required: refused as before
+        asked = await session.call_tool("ask", {})  # no handler for input_required: the answer policy's loop
+    assert json.loads(asked.text)["responses"]["confirm"]["action"] == "decline"
     assert result.text == "collected"
     ((method, params, raw),) = seen
     assert method == "tools/call" and params["arguments"] == {"k": 1} and raw["task"]["taskId"] == "t-1"

@@ -134,7 +134,7 @@ async def serving(tasks: FakeTasks, setup: Any = None) -> AsyncIterator[tuple[Se
             if setup is not None:
                 setup(server)
             nursery.start_soon(server.serve)
-            async with open_session(client, SessionOptions(name="modern")) as session:
+            async with open_session(client, SessionOptions(name="modern", tasks_extension=True)) as session:
                 yield session, server
             nursery.cancel_scope.cancel()
 

@@ -572,6 +572,7 @@ class Scheduler:
             on_log=lambda message, rid: self._on_log(name, message, rid),
             on_warning=self._warn,
             answers=answer_policy(self._plan, name, self._options.elicitation),
+            tasks_extension=server.tasks != "off",
         )
         link = self._links[name] = ServerLink(
             name, lambda: self._opener(name, options), policy, on_event=self._on_link_event

@@ -160,6 +160,9 @@ class ModernEra(Era):
         given = params or {}
         own = given.get("_meta")
         meta = {**self._meta, **own} if isinstance(own, dict) else dict(self._meta)
+        extra = own.get(META_CLIENT_CAPABILITIES) if isinstance(own, dict) else None
+        if isinstance(extra, dict):  # capabilities a request adds (the tasks extension): merged, not replaced
+            meta[META_CLIENT_CAPABILITIES] = _merged_capabilities(self._meta[META_CLIENT_CAPABILITIES], extra)
         stamped = {**given, "_meta": meta}
         if not self.http:
             return stamped, None
@@ -224,3 +227,12 @@ def _versions(supported: Any) -> str:
     if isinstance(supported, list) and supported and all(isinstance(v, str) for v in supported):
         return ", ".join(supported)
     return "no version it named"
+
+
+def _merged_capabilities(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``extra`` added; their ``extensions`` objects merged."""
+    merged = {**base, **extra}
+    ours, theirs = base.get("extensions"), extra.get("extensions")
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        merged["extensions"] = {**ours, **theirs}
+    return merged

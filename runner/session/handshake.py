@@ -10,21 +10,23 @@ from typing import Any
 from runner.errors import ConnectFailed, MalformedMessage, TransportError, UnsupportedProtocolVersion
 from runner.protocol.mcp import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS
 from runner.protocol.tasks import CLIENT_TASKS_CAPABILITY
+from runner.protocol.tasks2026 import declare as declare_tasks_extension
 from runner.session.options import SessionOptions
 from runner.session.text import first_line, quote
 
 __all__ = ["ServerHello", "initialize_failed", "initialize_params", "parse_initialize_result"]
 
 
-def client_capabilities(options: SessionOptions) -> dict[str, Any]:
-    """The client capabilities we declare (in ``initialize``, or in every 2026-07-28 request's ``_meta``): only
-    what we honour: what the answer policy can answer (see :mod:`.answers`), tasks
-    (:data:`runner.protocol.tasks.CLIENT_TASKS_CAPABILITY`), and ``options.capabilities``."""
-    return {
-        **options.answers.client_capabilities(),
-        "tasks": dict(CLIENT_TASKS_CAPABILITY),
-        **options.capabilities,
-    }
+def client_capabilities(options: SessionOptions, *, modern: bool = False) -> dict[str, Any]:
+    """The client capabilities we declare (in ``initialize``, or with ``modern`` in every 2026-07-28 request's
+    ``_meta``): only what we honour: what the answer policy can answer (see :mod:`.answers`),
+    ``options.capabilities``, and tasks. In 2025 ``tasks`` (:data:`runner.protocol.tasks.CLIENT_TASKS_CAPABILITY`):
+    a 2025 server makes a task only when the request asks for one. In 2026-07-28 the server decides, so the
+    tasks extension is declared only when ``options.tasks_extension`` says the caller follows tasks."""
+    declared = {**options.answers.client_capabilities(), **options.capabilities}
+    if modern:
+        return declare_tasks_extension(declared) if options.tasks_extension else declared
+    return {**declared, "tasks": dict(CLIENT_TASKS_CAPABILITY)}
 
 
 def initialize_params(options: SessionOptions, version: str = LATEST_PROTOCOL_VERSION) -> dict[str, Any]:

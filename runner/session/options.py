@@ -30,7 +30,8 @@ class SessionOptions:
     and each page of ``tools/list`` (the server's ``connect_timeout``). ``protocol`` is ``auto`` (probe
     2026-07-28, fall back to the handshake) or an exact revision (see :mod:`.negotiate`); ``era_memory`` keeps
     what was found for the sessions opened later with the same options. ``capabilities`` are the client
-    capabilities declared (in ``initialize``, or in every 2026-07-28 request's ``_meta``). ``result_handlers``
+    capabilities declared (in ``initialize``, or in every 2026-07-28 request's ``_meta``), beside what the
+    answer policy honours and tasks (:func:`.handshake.client_capabilities`). ``result_handlers``
     finish a ``tools/call`` result whose ``resultType`` is not ``complete`` (see :mod:`.results`).
     ``answers`` is what the server's own requests (elicitation, roots, sampling) get; each answer is logged
     through ``on_log`` (logger ``mcp-run``)."""
@@ -46,4 +47,5 @@ class SessionOptions:
     protocol: str = "auto"
     era_memory: EraMemory = field(default_factory=EraMemory, compare=False)
     capabilities: Mapping[str, Any] = field(default_factory=dict)
+    tasks_extension: bool = False  # declare the 2026-07-28 tasks extension: only a caller that follows tasks
     result_handlers: Mapping[str, ResultHandler] = field(default_factory=dict)

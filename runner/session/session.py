@@ -56,10 +56,11 @@ from runner.session.handshake import (
     initialize_params,
     parse_initialize_result,
 )
+from runner.session.input_required import resolve_input_required
 from runner.session.negotiate import DiscoverInfo, negotiate
 from runner.session.options import BeforeSend, ProgressHandler, SessionOptions
 from runner.session.pending import PendingCall, PendingCalls, Write
-from runner.session.results import complete_result
+from runner.session.results import INPUT_REQUIRED, complete_result
 from runner.session.stray import SessionStats, StrayInput
 from runner.session.text import first_line
 from runner.transports.base import RequestLost, StreamResumed, Transport
@@ -169,7 +170,7 @@ class Session:
         return ModernEra(
             version,
             client_info={"name": options.client_name, "version": options.client_version},
-            capabilities=client_capabilities(options),
+            capabilities=client_capabilities(options, modern=True),
             log_level=options.server_log_level,
             http=self._http,
         )
@@ -303,6 +304,24 @@ class Session:
         handler = self._options.result_handlers.get(kind) if isinstance(kind, str) else None
         if handler is not None:  # a task, input required: the handler makes it complete
             result = await handler(self, "tools/call", params, result)
+        elif kind == INPUT_REQUIRED:
+            first = [result]
+
+            async def send(again: dict[str, Any]) -> dict[str, Any]:
+                # The call is journaled once (its first dispatch): a round of answers is the same call, which
+                # the server has not run yet (it asked first), sent again with new ids.
+                if first:
+                    return first.pop()
+                return await self.request(
+                    "tools/call",
+                    again,
+                    timeout=timeout,
+                    idle_timeout=idle_timeout,
+                    on_progress=on_progress,
+                    progress=True,
+                )
+
+            result = await resolve_input_required(send, params, self._options.answers, on_answer=self.note_answer)
         result = complete_result("tools/call", result, server=self.name)
         try:
             return parse_tool_result(result)
@@ -354,7 +373,8 @@ class Session:
             generation = self._generation
             rid = self._ids.next() if request_id is None else request_id
             if progress:
-                meta = {"progressToken": rid}
+                own = params.get("_meta") if params is not None else None
+                meta = {**own, "progressToken": rid} if isinstance(own, dict) else {"progressToken": rid}
                 params = {**params, "_meta": meta} if params is not None else {"_meta": meta}
             if before_send is not None:
                 await before_send(rid, rid)

@@ -33,6 +33,7 @@ __all__ = ["TASKS_2026", "Tasks2026"]
 
 
 def _meta() -> dict[str, Any]:
+    # The session's era adds these to the client's capabilities (ModernEra.stamp merges them).
     return {CLIENT_CAPABILITIES_META: declare({})}
 
 

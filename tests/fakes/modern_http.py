@@ -49,6 +49,7 @@ TOOLS: list[dict[str, Any]] = [
     {"name": "ask", "inputSchema": {"type": "object"}},
 ]
 MARKS = {"region": {"region": "Region"}}
+_CONFIRM = {"type": "object", "properties": {"ok": {"type": "boolean", "default": True}}, "required": ["ok"]}
 
 
 class _Cut(httpx2.AsyncByteStream):
@@ -157,8 +158,14 @@ class ModernServer:
             return httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)
         if name == "task":
             return _result(rid, {"resultType": "task", "task": {"taskId": "t-1", "status": "working"}})
-        if name == "ask":
-            return _result(rid, {"resultType": "input_required", "inputRequests": {"confirm": {}}})
+        if name == "ask" and "inputResponses" not in params:
+            confirm = {"method": "elicitation/create", "params": {"message": "Sure?", "requestedSchema": _CONFIRM}}
+            return _result(
+                rid, {"resultType": "input_required", "inputRequests": {"confirm": confirm}, "requestState": "s1"}
+            )
+        if name == "ask":  # the answers, sent again with the request state
+            answered = {"responses": params["inputResponses"], "state": params.get("requestState")}
+            return _result(rid, {"content": [{"type": "text", "text": json.dumps(answered)}], "isError": False})
         text = json.dumps(params.get("arguments"), sort_keys=True)
         return _result(rid, {"content": [{"type": "text", "text": text}], "isError": False})
 
