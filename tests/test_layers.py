@@ -39,13 +39,14 @@ STDLIB_ONLY_THIRD_PARTY = {"pydantic", "jmespath"}
 ALLOWED: dict[str, set[str]] = {
     "runner.transports": {"runner.transports"},
     "runner.session": {"runner.session", "runner.transports.base"},
-    "runner.connect": {"runner.session", "runner.transports"},
+    "runner.connect": {"runner.session", "runner.transports", "runner.auth"},
+    "runner.auth": {"runner.auth"},
     "runner.workflow.loader": set(),
     "runner.workflow.yamlnodes": set(),
     "runner.launch": set(),
     "runner.engine": {"runner.engine", "runner.session", "runner.transports.base", "runner.connect", "runner.launch"},
     "runner.view": {"runner.view"},
-    "runner.testing": {"runner.testing", "runner.transports", "runner.connect", "runner.session"},
+    "runner.testing": {"runner.testing", "runner.transports", "runner.connect", "runner.session", "runner.auth"},
     "runner.demo": {"runner.demo"},
     "runner.api": {"runner.engine"},
 }

@@ -1,0 +1,196 @@
+"""A scripted OAuth world on ``httpx2.MockTransport``: an authorization server and a protected MCP server.
+
+``AuthWorld.handler`` answers both hosts. The authorization server (``https://auth.test``) serves its
+metadata and a token endpoint that checks the client's authentication (secret basic or post, a
+``private_key_jwt`` assertion verified with the client's public key, a jwt-bearer workload token) and
+issues opaque tokens. The MCP server (``https://mcp.test/mcp``) serves its protected-resource metadata and
+answers JSON-RPC with JSON bodies, but only to a valid token; ``tools/call`` counts the calls that ran.
+Knobs on the instance change the world between requests (revoke tokens, require a scope, lie about the
+resource or the issuer).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, unquote
+
+import httpx2
+import jwt
+
+MCP_URL = "https://mcp.test/mcp"
+ISSUER = "https://auth.test"
+PRM_URL = "https://mcp.test/.well-known/oauth-protected-resource/mcp"
+
+
+@dataclass
+class Issued:
+    scope: set[str]
+    client_id: str | None
+    refresh: str | None = None
+
+
+@dataclass
+class AuthWorld:
+    clients: dict[str, str] = field(default_factory=lambda: {"ci-bot": "s3cret-value-123"})
+    public_keys: dict[str, Any] = field(default_factory=dict)  # client id -> public key (private_key_jwt)
+    workload_tokens: set[str] = field(default_factory=set)  # jwt-bearer assertions accepted
+    resource: str = MCP_URL
+    issuer_in_metadata: str = ISSUER
+    token_endpoint: str = f"{ISSUER}/token"
+    challenge_scope: str | None = "mcp:read"
+    call_scope: str | None = None  # tools/call needs this scope (else 403 insufficient_scope)
+    always_reject: bool = False
+    access: dict[str, Issued] = field(default_factory=dict)
+    refresh: dict[str, Issued] = field(default_factory=dict)
+    token_requests: list[dict[str, str]] = field(default_factory=list)
+    token_headers: list[httpx2.Headers] = field(default_factory=list)
+    mcp_requests: list[tuple[str | None, Any]] = field(default_factory=list)
+    calls_run: int = 0
+    counter: int = 0
+
+    def revoke_access(self) -> None:
+        self.access.clear()
+
+    # -- routing ----------------------------------------------------------------------------------
+
+    async def handler(self, request: httpx2.Request) -> httpx2.Response:
+        url = request.url
+        if url.host == "auth.test":
+            return self._auth(request)
+        if url.host == "mcp.test":
+            if url.path.startswith("/.well-known/oauth-protected-resource"):
+                if url.path != "/.well-known/oauth-protected-resource/mcp":
+                    return httpx2.Response(404)
+                return httpx2.Response(
+                    200,
+                    json={"resource": self.resource, "authorization_servers": [ISSUER], "scopes_supported": ["all"]},
+                )
+            return self._mcp(request)
+        return httpx2.Response(404)
+
+    # -- the authorization server -----------------------------------------------------------------
+
+    def _auth(self, request: httpx2.Request) -> httpx2.Response:
+        path = request.url.path
+        if path == "/.well-known/oauth-authorization-server":
+            return httpx2.Response(
+                200,
+                json={
+                    "issuer": self.issuer_in_metadata,
+                    "token_endpoint": self.token_endpoint,
+                    "authorization_endpoint": f"{ISSUER}/authorize",
+                    "grant_types_supported": ["client_credentials", "refresh_token"],
+                    "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+                },
+            )
+        if path == "/token" and request.method == "POST":
+            return self._token(request)
+        return httpx2.Response(404)
+
+    def _client(self, request: httpx2.Request, form: dict[str, str]) -> str | None:
+        basic = request.headers.get("authorization", "")
+        if basic.startswith("Basic "):
+            client_id, _, secret = base64.b64decode(basic[6:]).decode().partition(":")
+            client_id, secret = unquote(client_id), unquote(secret)
+            return client_id if self.clients.get(client_id) == secret else None
+        if "client_assertion" in form:
+            claims = jwt.decode(form["client_assertion"], options={"verify_signature": False})
+            key = self.public_keys.get(claims.get("iss", ""))
+            if key is None:
+                return None
+            try:
+                jwt.decode(form["client_assertion"], key, algorithms=["ES256", "RS256"], audience=ISSUER)
+            except jwt.PyJWTError:
+                return None
+            return str(claims["iss"])
+        if "client_secret" in form:
+            client_id = form.get("client_id", "")
+            return client_id if self.clients.get(client_id) == form["client_secret"] else None
+        return form.get("client_id")
+
+    def _issue(self, scope: set[str], client_id: str | None) -> httpx2.Response:
+        self.counter += 1
+        access, refresh = f"access-{self.counter}-xyzzy", f"refresh-{self.counter}-plugh"
+        self.access[access] = Issued(scope, client_id, refresh)
+        self.refresh[refresh] = Issued(scope, client_id)
+        return httpx2.Response(
+            200,
+            json={
+                "access_token": access,
+                "token_type": "Bearer",
+                "expires_in": 3600,
+                "refresh_token": refresh,
+                "scope": " ".join(sorted(scope)),
+            },
+        )
+
+    def _token(self, request: httpx2.Request) -> httpx2.Response:
+        form = {k: v[0] for k, v in parse_qs(request.content.decode()).items()}
+        self.token_requests.append(form)
+        self.token_headers.append(request.headers)
+        if form.get("resource") != MCP_URL:
+            return httpx2.Response(400, json={"error": "invalid_target"})
+        scope = set(form.get("scope", "").split())
+        grant = form.get("grant_type")
+        if grant == "client_credentials":
+            client = self._client(request, form)
+            if client is None or client not in (*self.clients, *self.public_keys):
+                return httpx2.Response(401, json={"error": "invalid_client"})
+            return self._issue(scope, client)
+        if grant == "urn:ietf:params:oauth:grant-type:jwt-bearer":
+            if form.get("assertion") not in self.workload_tokens:
+                return httpx2.Response(400, json={"error": "invalid_grant"})
+            return self._issue(scope, None)
+        if grant == "refresh_token":
+            issued = self.refresh.pop(form.get("refresh_token", ""), None)
+            if issued is None:
+                return httpx2.Response(400, json={"error": "invalid_grant"})
+            return self._issue(scope or issued.scope, issued.client_id)
+        return httpx2.Response(400, json={"error": "unsupported_grant_type"})
+
+    # -- the protected MCP server -----------------------------------------------------------------
+
+    def _mcp(self, request: httpx2.Request) -> httpx2.Response:
+        authorization = request.headers.get("authorization")
+        body = json.loads(request.content) if request.content else None
+        self.mcp_requests.append((authorization, body))
+        token = authorization[7:] if authorization and authorization.startswith("Bearer ") else None
+        issued = self.access.get(token) if token else None
+        if issued is None or self.always_reject:
+            challenge = f'Bearer resource_metadata="{PRM_URL}"'
+            if self.challenge_scope:
+                challenge += f', scope="{self.challenge_scope}"'
+            return httpx2.Response(401, headers={"www-authenticate": challenge})
+        if request.method != "POST" or not isinstance(body, dict):
+            return httpx2.Response(405)
+        method = body.get("method")
+        if "id" not in body:
+            return httpx2.Response(202)
+        if method == "tools/call" and self.call_scope and self.call_scope not in issued.scope:
+            return httpx2.Response(
+                403,
+                headers={
+                    "www-authenticate": f'Bearer error="insufficient_scope", scope="{self.call_scope}", '
+                    f'resource_metadata="{PRM_URL}"'
+                },
+            )
+        result: dict[str, Any]
+        if method == "initialize":
+            result = {
+                "protocolVersion": body["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "protected", "version": "1"},
+            }
+        elif method == "tools/list":
+            result = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
+        elif method == "tools/call":
+            self.calls_run += 1
+            result = {"content": [{"type": "text", "text": json.dumps(body["params"].get("arguments"))}]}
+        else:
+            return httpx2.Response(
+                200, json={"jsonrpc": "2.0", "id": body["id"], "error": {"code": -32601, "message": "no"}}
+            )
+        return httpx2.Response(200, json={"jsonrpc": "2.0", "id": body["id"], "result": result})
