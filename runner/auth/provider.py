@@ -79,7 +79,8 @@ class OAuthProvider:
         self.issuer: str | None = None
         self.server_metadata: Mapping[str, Any] | None = None
         self.client_id: str | None = config.client_id
-        self.client_secret: str | None = None  # one issued by dynamic registration
+        self.client_secret: str | None = config.client_secret  # or one issued by dynamic registration
+        self.registered_method: AuthMethod | None = None  # what dynamic registration agreed on
 
     def __repr__(self) -> str:
         return f"OAuthProvider({self.server_url!r}, grant={self.config.grant!r})"
@@ -177,7 +178,10 @@ class OAuthProvider:
         for url in discovery.server_metadata_urls(issuer):
             data = await self.http.get_json(url)
             if isinstance(data, Mapping):
-                discovery.check_issuer(data, issuer)
+                if prm is not None:
+                    discovery.check_issuer(data, issuer)
+                elif isinstance(data.get("issuer"), str):
+                    issuer = data["issuer"]  # MCP 2025-03-26: the server's origin stands for its issuer
                 metadata = data
                 break
         if metadata is None:
@@ -223,6 +227,8 @@ class OAuthProvider:
         """The client authentication to use: the configured one, else by what is held and offered."""
         if self.config.auth_method is not None:
             return self.config.auth_method
+        if self.registered_method is not None:
+            return self.registered_method
         if self.config.private_key:
             return "private_key_jwt"
         if self.config.client_secret or self.client_secret:

@@ -15,8 +15,7 @@ as a workflow does, and does what each scenario expects:
                      calls ``test_client_elicitation_defaults``; mcp-run runs unattended and declines
                      every ``elicitation/create`` (it declares no elicitation capability), so this ends
                      in a failure, reported as such
-``auth/...``         out of scope: mcp-run sends configured headers but runs no OAuth flow, so it
-                     connects without credentials and fails on the server's 401
+``auth/...``         OAuth (:mod:`.conformance_auth`): the handshake, ``tools/list``, then the first tool
 anything else        the handshake and ``tools/list``
 
 Exit status: 0 when the scenario's client side succeeded, 1 when it did not (the reason on stderr),
@@ -95,17 +94,21 @@ async def run_scenario(scenario: str, url: str) -> None:
     ``McpRunError`` when that does not succeed."""
     action = SCENARIOS.get(scenario, _initialize)
     options = SessionOptions(name="conformance", server_log_level=None)
-    try:
-        with trio.fail_after(SCENARIO_TIMEOUT), single_error():
-            async with open_target(HttpTarget(url=url), options) as session:
-                await action(session)
-    except McpRunError as exc:
-        if scenario.startswith("auth/"):
-            raise ScenarioFailed(
-                f"{type(exc).__name__}: {exc} (authorization flows are out of scope: mcp-run sends configured "
-                "headers only)"
-            ) from exc
-        raise
+    target = HttpTarget(url=url)
+    if scenario.startswith("auth/"):
+        from runner.testing.conformance_auth import scenario_provider
+
+        action = _auth_scenario
+        target = HttpTarget(url=url, auth=scenario_provider(scenario, url))
+    with trio.fail_after(SCENARIO_TIMEOUT), single_error():
+        async with open_target(target, options) as session:
+            await action(session)
+
+
+async def _auth_scenario(session: Session) -> None:
+    names = await _list_tools(session)
+    if names:
+        await session.call_tool(names[0], {}, timeout=SCENARIO_TIMEOUT)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
