@@ -40,6 +40,9 @@ class AuthWorld:
     resource: str = MCP_URL
     issuer_in_metadata: str = ISSUER
     token_endpoint: str = f"{ISSUER}/token"
+    mcp_url: str = MCP_URL
+    issuer: str = ISSUER
+    single_origin: bool = False  # the loopback server: both roles on one origin, told apart by path
     challenge_scope: str | None = "mcp:read"
     call_scope: str | None = None  # tools/call needs this scope (else 403 insufficient_scope)
     always_reject: bool = False
@@ -56,20 +59,42 @@ class AuthWorld:
 
     # -- routing ----------------------------------------------------------------------------------
 
+    @classmethod
+    def loopback(cls, origin: str) -> AuthWorld:
+        """Both servers on ``origin`` (``http://127.0.0.1:PORT``), as :mod:`tests.fakes.oauth_server` serves them."""
+        return cls(
+            resource=f"{origin}/mcp",
+            issuer_in_metadata=origin,
+            token_endpoint=f"{origin}/token",
+            mcp_url=f"{origin}/mcp",
+            issuer=origin,
+            single_origin=True,
+        )
+
     async def handler(self, request: httpx2.Request) -> httpx2.Response:
         url = request.url
-        if url.host == "auth.test":
+        is_auth = url.path in ("/.well-known/oauth-authorization-server", "/token")
+        if (url.host == "auth.test") or (self.single_origin and is_auth):
             return self._auth(request)
-        if url.host == "mcp.test":
+        if url.host == "mcp.test" or self.single_origin:
             if url.path.startswith("/.well-known/oauth-protected-resource"):
                 if url.path != "/.well-known/oauth-protected-resource/mcp":
                     return httpx2.Response(404)
                 return httpx2.Response(
                     200,
-                    json={"resource": self.resource, "authorization_servers": [ISSUER], "scopes_supported": ["all"]},
+                    json={
+                        "resource": self.resource,
+                        "authorization_servers": [self.issuer],
+                        "scopes_supported": ["all"],
+                    },
                 )
             return self._mcp(request)
         return httpx2.Response(404)
+
+    @property
+    def prm_url(self) -> str:
+        origin = self.mcp_url.rsplit("/mcp", 1)[0]
+        return f"{origin}/.well-known/oauth-protected-resource/mcp"
 
     # -- the authorization server -----------------------------------------------------------------
 
@@ -81,7 +106,7 @@ class AuthWorld:
                 json={
                     "issuer": self.issuer_in_metadata,
                     "token_endpoint": self.token_endpoint,
-                    "authorization_endpoint": f"{ISSUER}/authorize",
+                    "authorization_endpoint": f"{self.issuer}/authorize",
                     "grant_types_supported": ["client_credentials", "refresh_token"],
                     "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
                 },
@@ -102,7 +127,7 @@ class AuthWorld:
             if key is None:
                 return None
             try:
-                jwt.decode(form["client_assertion"], key, algorithms=["ES256", "RS256"], audience=ISSUER)
+                jwt.decode(form["client_assertion"], key, algorithms=["ES256", "RS256"], audience=self.issuer)
             except jwt.PyJWTError:
                 return None
             return str(claims["iss"])
@@ -131,7 +156,7 @@ class AuthWorld:
         form = {k: v[0] for k, v in parse_qs(request.content.decode()).items()}
         self.token_requests.append(form)
         self.token_headers.append(request.headers)
-        if form.get("resource") != MCP_URL:
+        if form.get("resource") != self.mcp_url:
             return httpx2.Response(400, json={"error": "invalid_target"})
         scope = set(form.get("scope", "").split())
         grant = form.get("grant_type")
@@ -160,7 +185,7 @@ class AuthWorld:
         token = authorization[7:] if authorization and authorization.startswith("Bearer ") else None
         issued = self.access.get(token) if token else None
         if issued is None or self.always_reject:
-            challenge = f'Bearer resource_metadata="{PRM_URL}"'
+            challenge = f'Bearer resource_metadata="{self.prm_url}"'
             if self.challenge_scope:
                 challenge += f', scope="{self.challenge_scope}"'
             return httpx2.Response(401, headers={"www-authenticate": challenge})
@@ -174,7 +199,7 @@ class AuthWorld:
                 403,
                 headers={
                     "www-authenticate": f'Bearer error="insufficient_scope", scope="{self.call_scope}", '
-                    f'resource_metadata="{PRM_URL}"'
+                    f'resource_metadata="{self.prm_url}"'
                 },
             )
         result: dict[str, Any]

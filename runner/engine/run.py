@@ -22,6 +22,7 @@ here prints. What a run says as it goes (its id, warnings, the interrupt) goes t
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import time
@@ -391,6 +392,7 @@ async def _run(
                 legacy=state.journal_format < 2,
                 max_message_size=options.max_message_size,
                 redact=prepared.masker.mask,
+                on_secret=functools.partial(prepared.masker.add, "oauth.token"),
             ),
             log=log,
             state=state,

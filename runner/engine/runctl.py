@@ -17,6 +17,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
+from runner.auth.fromworkflow import auth_config, auth_secrets
 from runner.connect import HttpTarget, StdioTarget, Target, open_target
 from runner.engine.masking import check_secret_inputs
 from runner.engine.scheduler import SessionOpener
@@ -68,6 +69,9 @@ def collect_secrets(plan: Plan, inputs: Mapping[str, Any], env: Mapping[str, Any
             secrets[f"inputs.{name}"] = value
     context = make_context(inputs=inputs, env=env, steps={})
     for server_name, ps in plan.servers.items():
+        if ps.server.auth is not None:
+            for key, value in auth_secrets(ps.server.auth).items():
+                secrets[f"servers.{server_name}.auth.{key}"] = value
         if ps.headers is not None:
             rendered = ps.headers.render(context) or {}
             for header, value in rendered.items():
@@ -99,7 +103,8 @@ def workflow_hash(path: Path) -> str:
 def _server_dump_exclude(server: Server) -> set[str]:
     """Fields left out of a fingerprint: ``max_concurrency`` does not change what a step does; a field added
     later (``env_passthrough``), when unset, must leave the fingerprints of runs started before it as they were."""
-    return {"max_concurrency"} | ({"env_passthrough"} if server.env_passthrough is None else set())
+    # ``auth`` (how tokens are obtained) does not change what a step does either.
+    return {"max_concurrency", "auth"} | ({"env_passthrough"} if server.env_passthrough is None else set())
 
 
 def fingerprints(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, str]:
@@ -133,6 +138,7 @@ def render_target(
     *,
     legacy: bool = False,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    on_secret: Callable[[str], None] | None = None,
 ) -> Target:
     """Server ``name`` as a connectable target: an HTTP server's URL and headers rendered; a stdio server's
     program and working directory resolved (:mod:`runner.launch`: relative paths from the workflow's folder;
@@ -143,7 +149,9 @@ def render_target(
     (journal format 1): they keep starting there, their program found as that version found it, so the
     rest of the run reads and writes where its beginning did.
 
-    ``max_message_size``: the largest message accepted from the server (``--max-message-size``)."""
+    ``max_message_size``: the largest message accepted from the server (``--max-message-size``).
+
+    ``on_secret``: told every token an HTTP server's OAuth obtains (the run's masker registers it)."""
     ps = plan.servers[name]
     server = ps.server
     context = make_context(inputs=inputs, env=env, steps={})
@@ -155,6 +163,8 @@ def render_target(
             headers={k: str(v) for k, v in (headers or {}).items()},
             max_concurrency=server.max_concurrency,
             max_message_size=max_message_size,
+            auth=auth_config(server.auth) if server.auth is not None else None,
+            on_secret=on_secret,
         )
     server_env = stdio_environment(plan, name, inputs, env)
     if legacy:
@@ -217,6 +227,7 @@ def make_opener(
     legacy: bool = False,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     redact: Callable[[str], str] | None = None,
+    on_secret: Callable[[str], None] | None = None,
 ) -> SessionOpener:
     """Open a server's session, once: whether and when to try again is the caller's decision (the
     scheduler's :class:`~runner.engine.supervisor.ServerLink`). ``legacy`` and ``max_message_size``: see
@@ -225,7 +236,9 @@ def make_opener(
     it is indented)."""
 
     def opener(name: str, options: SessionOptions) -> AbstractAsyncContextManager[Session]:
-        target = render_target(plan, name, inputs, env, legacy=legacy, max_message_size=max_message_size)
+        target = render_target(
+            plan, name, inputs, env, legacy=legacy, max_message_size=max_message_size, on_secret=on_secret
+        )
         if redact is not None and isinstance(target, StdioTarget):
             target = dataclasses.replace(target, redact=redact)
         return connect(target, options)
