@@ -12,6 +12,7 @@ resource or the issuer).
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +54,8 @@ class AuthWorld:
     mcp_requests: list[tuple[str | None, Any]] = field(default_factory=list)
     calls_run: int = 0
     counter: int = 0
+    codes: dict[str, dict[str, str]] = field(default_factory=dict)  # authorization code -> its request
+    registered: list[dict[str, Any]] = field(default_factory=list)
 
     def revoke_access(self) -> None:
         self.access.clear()
@@ -73,7 +76,7 @@ class AuthWorld:
 
     async def handler(self, request: httpx2.Request) -> httpx2.Response:
         url = request.url
-        is_auth = url.path in ("/.well-known/oauth-authorization-server", "/token")
+        is_auth = url.path in ("/.well-known/oauth-authorization-server", "/token", "/authorize", "/register")
         if (url.host == "auth.test") or (self.single_origin and is_auth):
             return self._auth(request)
         if url.host == "mcp.test" or self.single_origin:
@@ -107,12 +110,29 @@ class AuthWorld:
                     "issuer": self.issuer_in_metadata,
                     "token_endpoint": self.token_endpoint,
                     "authorization_endpoint": f"{self.issuer}/authorize",
-                    "grant_types_supported": ["client_credentials", "refresh_token"],
+                    "registration_endpoint": f"{self.issuer}/register",
+                    "code_challenge_methods_supported": ["S256"],
+                    "scopes_supported": ["mcp:read", "offline_access"],
+                    "grant_types_supported": ["client_credentials", "refresh_token", "authorization_code"],
                     "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
                 },
             )
         if path == "/token" and request.method == "POST":
             return self._token(request)
+        if path == "/register" and request.method == "POST":
+            body = json.loads(request.content)
+            self.registered.append(body)
+            client_id = f"dyn-{len(self.registered)}"
+            return httpx2.Response(201, json={"client_id": client_id, "token_endpoint_auth_method": "none"})
+        if path == "/authorize":
+            query = dict(request.url.params)
+            self.counter += 1
+            code = f"code-{self.counter}"
+            self.codes[code] = query
+            target = httpx2.URL(query["redirect_uri"]).copy_merge_params(
+                {"code": code, "state": query.get("state", "")}
+            )
+            return httpx2.Response(302, headers={"location": str(target)})
         return httpx2.Response(404)
 
     def _client(self, request: httpx2.Request, form: dict[str, str]) -> str | None:
@@ -169,6 +189,17 @@ class AuthWorld:
             if form.get("assertion") not in self.workload_tokens:
                 return httpx2.Response(400, json={"error": "invalid_grant"})
             return self._issue(scope, None)
+        if grant == "authorization_code":
+            asked = self.codes.pop(form.get("code", ""), None)
+            verifier = form.get("code_verifier", "")
+            digest = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+            if (
+                asked is None
+                or asked.get("code_challenge") != digest
+                or asked["redirect_uri"] != form.get("redirect_uri")
+            ):
+                return httpx2.Response(400, json={"error": "invalid_grant"})
+            return self._issue(set(asked.get("scope", "").split()), asked.get("client_id"))
         if grant == "refresh_token":
             issued = self.refresh.pop(form.get("refresh_token", ""), None)
             if issued is None:

@@ -19,7 +19,7 @@ from runner.termsafe import terminal
 
 __all__ = ["main"]
 
-COMMANDS = ("run", "validate", "plan", "resume", "tools", "call", "runs", "show", "logs")
+COMMANDS = ("run", "validate", "plan", "resume", "tools", "call", "runs", "show", "logs", "login", "logout")
 
 DESCRIPTION = """\
 Run Model Context Protocol tool calls as a batch: a YAML workflow of steps, each a tool call, run as a
@@ -74,11 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"mcp-run {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    from runner.cli import inspect, run, servers
+    from runner.cli import auth, inspect, run, servers
 
     run.add_commands(sub, Formatter, EXIT_CODE_HELP)
     servers.add_commands(sub, Formatter, EXIT_CODE_HELP)
     inspect.add_commands(sub, Formatter, EXIT_CODE_HELP)
+    auth.add_commands(sub, Formatter, EXIT_CODE_HELP)
     return parser
 
 
