@@ -1,10 +1,11 @@
 """The conformance client's OAuth: a provider for an ``auth/...`` scenario, from the suite's context.
 
 The suite passes credentials in ``MCP_CONFORMANCE_CONTEXT`` (JSON): ``client_id`` with ``client_secret``
-(the client-credentials scenarios, and ``auth/pre-registration``), or ``private_key_pem`` with
-``signing_algorithm`` (``auth/client-credentials-jwt``). Without a context the scenario is an interactive
-one: the authorization-code flow, driven headless (the suite's authorization server redirects back at once),
-with the suite's client-ID metadata document URL when the server supports those, else dynamic registration.
+(the client-credentials scenarios, and ``auth/pre-registration``), ``private_key_pem`` with
+``signing_algorithm`` (``auth/client-credentials-jwt``), or a workload's ``valid_jwt``
+(``auth/wif-jwt-bearer``: a jwt-bearer grant). Without a context the scenario is an interactive one: the
+authorization-code flow, driven headless (the suite's authorization server redirects back at once), with
+the suite's client-ID metadata document URL when the server supports those, else dynamic registration.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ def scenario_provider(scenario: str, url: str, environ: Mapping[str, str] | None
         "client_id": _text(context, "client_id"),
         "client_secret": _text(context, "client_secret"),
     }
+    if scenario == "auth/wif-jwt-bearer":  # workload identity: the workload's JWT for a jwt-bearer grant
+        config = AuthConfig(grant="jwt_bearer", client_id=common["client_id"], assertion=_text(context, "valid_jwt"))
+        return OAuthProvider(url, config, http=http, cache=TokenCache())
     if scenario.startswith("auth/client-credentials"):
         config = AuthConfig(
             grant="client_credentials",
