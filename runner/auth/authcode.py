@@ -127,6 +127,8 @@ def authorizer(redirector: Redirector) -> Authorizer:
         answer = await redirector.authorize(f"{endpoint}{separator}{urlencode(query)}")
         if answer.get("state") != state:
             raise AuthFailed("the authorization response's state does not match the request (possible forgery)")
+        # Seam for MCP 2026-07-28 (issue 13's wire): the authorization response's `iss` (RFC 9207) is to be
+        # checked here against provider.issuer and the metadata's authorization_response_iss_parameter_supported.
         if "error" in answer:
             raise AuthFailed(f"authorization refused: {token_error(dict(answer))}")
         code = answer.get("code")
