@@ -9,8 +9,8 @@ Without ``--auth``, a server for which ``mcp-run login`` stored a login uses it.
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from runner.errors import UsageError
@@ -101,8 +101,10 @@ def auth_for(args: argparse.Namespace, url: str, masker: Masker) -> AuthConfig |
     )
 
 
-def token_sink(masker: Masker) -> Any:
-    return functools.partial(masker.add, "oauth.token")
+def token_sink(masker: Masker) -> Callable[[str], None]:
+    from runner.engine.runctl import oauth_secret_sink
+
+    return oauth_secret_sink(masker)
 
 
 # -- login and logout -------------------------------------------------------------------------------

@@ -22,7 +22,6 @@ here prints. What a run says as it goes (its id, warnings, the interrupt) goes t
 
 from __future__ import annotations
 
-import functools
 import os
 import signal
 import time
@@ -55,6 +54,7 @@ from runner.engine.runctl import (
     env_context,
     fingerprints,
     make_opener,
+    oauth_secret_sink,
     restore_env_placeholders,
     workflow_hash,
 )
@@ -392,7 +392,7 @@ async def _run(
                 legacy=state.journal_format < 2,
                 max_message_size=options.max_message_size,
                 redact=prepared.masker.mask,
-                on_secret=functools.partial(prepared.masker.add, "oauth.token"),
+                on_secret=oauth_secret_sink(prepared.masker),
             ),
             log=log,
             state=state,

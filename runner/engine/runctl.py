@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -19,7 +20,7 @@ from typing import Any
 
 from runner.auth.fromworkflow import auth_config, auth_secrets
 from runner.connect import HttpTarget, StdioTarget, Target, open_target
-from runner.engine.masking import check_secret_inputs
+from runner.engine.masking import Masker, check_secret_inputs
 from runner.engine.scheduler import SessionOpener
 from runner.jsontext import utf8
 from runner.launch import Launch, LaunchError, passed_through, resolve_launch
@@ -36,12 +37,23 @@ __all__ = [
     "fingerprints",
     "launch_loc",
     "make_opener",
+    "oauth_secret_sink",
     "render_target",
     "server_launch",
     "stdio_environment",
     "workflow_folder",
     "workflow_hash",
 ]
+
+
+def oauth_secret_sink(masker: Masker) -> Callable[[str], None]:
+    """Registers each token (or assertion) OAuth obtains with ``masker``, each under its own name."""
+    count = itertools.count(1)
+
+    def add(value: str) -> None:
+        masker.add(f"oauth.secret{next(count)}", value)
+
+    return add
 
 
 def env_context(plan: Plan) -> dict[str, str | None]:
