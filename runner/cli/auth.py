@@ -114,9 +114,9 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
     login = sub.add_parser(
         "login",
         help="log in to an OAuth-protected server once, for later unattended runs",
-        description="Run the OAuth authorization-code flow (PKCE) for an MCP server in a browser, and store the "
-        "refresh token in your token store (mode 0600, under your state directory) so later runs and workflows "
-        "(auth: {grant: login}) get tokens silently.",
+        description="Run the OAuth authorization-code flow (PKCE) for an MCP server in a browser, and store the\n"
+        "refresh token in your token store (mode 0600, under your state directory), so that later runs\n"
+        "and workflows (auth: {grant: login}) get tokens silently.",
         epilog="examples:\n  mcp-run login https://api.example.com/mcp\n"
         "  mcp-run login --client-id my-app --no-browser https://api.example.com/mcp\n\n" + exit_help,
         formatter_class=formatter,
