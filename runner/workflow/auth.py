@@ -18,9 +18,9 @@ in the workflow file, in the repository. :func:`auth_problems` lists what is wro
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 if TYPE_CHECKING:
     from runner.workflow.literals import Problem
@@ -29,6 +29,15 @@ __all__ = ["SECRET_REFERENCE", "ServerAuth", "auth_problems"]
 
 SECRET_REFERENCE: Final = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*|\$\{[A-Za-z_][A-Za-z0-9_]*\}|file:.+")
 _REFERENCE_HINT: Final = "write $NAME (an environment variable) or file:PATH (a file holding it)"
+
+
+_AUTH_METHODS: Final = ("client_secret_basic", "client_secret_post", "private_key_jwt", "none")
+# typing caches Literal types by their set of values, so another library's Literal of the same four names (the
+# mcp package has one) can come back in its order: the schema states the order itself.
+AuthMethodName = Annotated[
+    Literal["client_secret_basic", "client_secret_post", "private_key_jwt", "none"],
+    WithJsonSchema({"type": "string", "enum": list(_AUTH_METHODS)}),
+]
 
 
 class ServerAuth(BaseModel):
@@ -47,7 +56,7 @@ class ServerAuth(BaseModel):
         default=None,
         description="A reference to a PEM private key (private_key_jwt, ES256 or RS256): $NAME or file:PATH.",
     )
-    auth_method: Literal["client_secret_basic", "client_secret_post", "private_key_jwt", "none"] | None = Field(
+    auth_method: AuthMethodName | None = Field(
         default=None, description="Client authentication at the token endpoint (default: by the credential given)."
     )
     scopes: list[str] | None = Field(default=None, description="Scopes to ask for (default: what the server asks).")
