@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+from runner.auth.config import AuthConfig
+from runner.auth.provider import OAuthProvider
 from runner.errors import ConnectFailed
 from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
 from runner.session import Session, SessionOptions, open_session
@@ -40,12 +42,24 @@ class HttpTarget:
     max_concurrency: int = 8
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     transport: str = "auto"  # "auto": Streamable HTTP, else 2024-11-05 HTTP+SSE; "streamable-http"; "sse"
+    # OAuth (runner.auth): a configuration, or a provider built by the caller; secrets go to on_secret
+    auth: AuthConfig | OAuthProvider | None = field(default=None, compare=False)
+    on_secret: Callable[[str], None] | None = field(default=None, compare=False)
 
     def __repr__(self) -> str:  # header values are credentials: never print them
         return f"HttpTarget(url={self.url!r}, headers={sorted(self.headers)!r})"
 
 
 Target = StdioTarget | HttpTarget
+
+
+def _auth_provider(target: HttpTarget) -> OAuthProvider | None:
+    if target.auth is None or isinstance(target.auth, OAuthProvider):
+        return target.auth
+    from runner.auth.store import TokenStore
+
+    store = TokenStore() if target.auth.grant == "login" else None
+    return OAuthProvider(target.url, target.auth, on_secret=target.on_secret, store=store)
 
 
 @asynccontextmanager
@@ -73,6 +87,7 @@ async def open_target(target: Target, options: SessionOptions) -> AsyncIterator[
             max_connections=target.max_concurrency,
             max_event_bytes=target.max_message_size,
             connect_timeout=options.initialize_timeout,
+            auth=_auth_provider(target),
         )
         if target.transport != "sse":
             entered = False

@@ -33,6 +33,8 @@ COMMANDS = (
     "temporal-dev",
     "cancel",
     "export",
+    "login",
+    "logout",
 )
 
 DESCRIPTION = """\
@@ -88,12 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"mcp-run {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    from runner.cli import inspect, run, servers, temporal
+    from runner.cli import auth, inspect, run, servers, temporal
 
     run.add_commands(sub, Formatter, EXIT_CODE_HELP)
     servers.add_commands(sub, Formatter, EXIT_CODE_HELP)
     inspect.add_commands(sub, Formatter, EXIT_CODE_HELP)
     temporal.add_commands(sub, Formatter, EXIT_CODE_HELP)
+    auth.add_commands(sub, Formatter, EXIT_CODE_HELP)
     return parser
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from runner.cli.auth import add_auth_options, auth_for, token_sink
 from runner.cli.options import add_elicitation, add_log_levels, add_max_message_size, add_protocol_version
 from runner.errors import ConnectFailed, TransportError, UsageError
 from runner.exitcodes import ExitCode
@@ -113,6 +114,7 @@ def _server_options(parser: argparse.ArgumentParser) -> None:
     add_max_message_size(parser)
     add_elicitation(parser)
     add_protocol_version(parser)
+    add_auth_options(parser)
 
 
 _CREDENTIALS_HINT = "give credentials with --header 'Authorization: Bearer $TOKEN' (from the environment)"
@@ -139,13 +141,20 @@ def _target(args: argparse.Namespace) -> tuple[Target, Masker]:
             raise UsageError(f"URL: {message}" + (f"\n  hint: {hint}" if hint else ""))
         headers = _headers(args.header)
         masker = Masker({f"headers.{name}": value for name, value in headers.items()})
-        return HttpTarget(url=url, headers=headers, max_message_size=args.max_message_size), masker
+        auth = auth_for(args, url, masker)
+        on_secret = token_sink(masker) if auth is not None else None
+        http = HttpTarget(
+            url=url, headers=headers, max_message_size=args.max_message_size, auth=auth, on_secret=on_secret
+        )
+        return http, masker
     if not args.server_argv:
         raise UsageError("no server given: add a URL, or `-- CMD ARGS...` to start a stdio server")
     if not args.server_argv[0].strip():
         raise UsageError(f"the server's program after -- is {'empty' if not args.server_argv[0] else 'blank'}")
     if args.header:
         raise UsageError("--header applies to HTTP servers only")
+    if args.auth or args.client_id or args.client_secret or args.private_key or args.assertion:
+        raise UsageError("--auth and its credentials apply to HTTP servers only")
     from runner.launch import passed_through, resolve_launch
     from runner.workflow.model import ENV_PATTERN
 

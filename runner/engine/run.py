@@ -54,6 +54,7 @@ from runner.engine.runctl import (
     env_context,
     fingerprints,
     make_opener,
+    oauth_secret_sink,
     restore_env_placeholders,
     workflow_hash,
 )
@@ -393,6 +394,7 @@ async def _run(
                 legacy=state.journal_format < 2,
                 max_message_size=options.max_message_size,
                 redact=prepared.masker.mask,
+                on_secret=oauth_secret_sink(prepared.masker),
             ),
             log=log,
             state=state,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -17,9 +18,10 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
+from runner.auth.fromworkflow import auth_config, auth_secrets
 from runner.connect import HttpTarget, StdioTarget, Target, open_target
 from runner.engine.answering import workflow_folder
-from runner.engine.masking import check_secret_inputs
+from runner.engine.masking import Masker, check_secret_inputs
 from runner.engine.scheduler import SessionOpener
 from runner.jsontext import utf8
 from runner.launch import Launch, LaunchError, passed_through, resolve_launch
@@ -36,12 +38,23 @@ __all__ = [
     "fingerprints",
     "launch_loc",
     "make_opener",
+    "oauth_secret_sink",
     "render_target",
     "server_launch",
     "stdio_environment",
     "workflow_folder",
     "workflow_hash",
 ]
+
+
+def oauth_secret_sink(masker: Masker) -> Callable[[str], None]:
+    """Registers each token (or assertion) OAuth obtains with ``masker``, each under its own name."""
+    count = itertools.count(1)
+
+    def add(value: str) -> None:
+        masker.add(f"oauth.secret{next(count)}", value)
+
+    return add
 
 
 def env_context(plan: Plan) -> dict[str, str | None]:
@@ -69,6 +82,9 @@ def collect_secrets(plan: Plan, inputs: Mapping[str, Any], env: Mapping[str, Any
             secrets[f"inputs.{name}"] = value
     context = make_context(inputs=inputs, env=env, steps={})
     for server_name, ps in plan.servers.items():
+        if ps.server.auth is not None:
+            for key, value in auth_secrets(ps.server.auth).items():
+                secrets[f"servers.{server_name}.auth.{key}"] = value
         if ps.headers is not None:
             rendered = ps.headers.render(context) or {}
             for header, value in rendered.items():
@@ -99,11 +115,11 @@ def workflow_hash(path: Path) -> str:
 
 def _server_dump_exclude(server: Server) -> set[str]:
     """Fields left out of a fingerprint: ``max_concurrency``, ``transport``, ``tasks`` (a call made as a task or
-    not) and ``protocol`` (the revision spoken) do not change what a step does; a field added later
-    (``env_passthrough``, ``elicitation``, ``roots``), when unset, must leave the fingerprints of runs started
-    before it as they were."""
+    not), ``protocol`` (the revision spoken) and ``auth`` (how tokens are obtained) do not change what a step
+    does; a field added later (``env_passthrough``, ``elicitation``, ``roots``), when unset, must leave the
+    fingerprints of runs started before it as they were."""
     added_later = ("env_passthrough", "elicitation", "roots")
-    left_out = {"max_concurrency", "transport", "tasks", "protocol"}
+    left_out = {"max_concurrency", "transport", "tasks", "protocol", "auth"}
     return left_out | {name for name in added_later if getattr(server, name) is None}
 
 
@@ -138,6 +154,7 @@ def render_target(
     *,
     legacy: bool = False,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    on_secret: Callable[[str], None] | None = None,
 ) -> Target:
     """Server ``name`` as a connectable target: an HTTP server's URL and headers rendered; a stdio server's
     program and working directory resolved (:mod:`runner.launch`: relative paths from the workflow's folder;
@@ -148,7 +165,9 @@ def render_target(
     (journal format 1): they keep starting there, their program found as that version found it, so the
     rest of the run reads and writes where its beginning did.
 
-    ``max_message_size``: the largest message accepted from the server (``--max-message-size``)."""
+    ``max_message_size``: the largest message accepted from the server (``--max-message-size``).
+
+    ``on_secret``: told every token an HTTP server's OAuth obtains (the run's masker registers it)."""
     ps = plan.servers[name]
     server = ps.server
     context = make_context(inputs=inputs, env=env, steps={})
@@ -161,6 +180,8 @@ def render_target(
             max_concurrency=server.max_concurrency,
             max_message_size=max_message_size,
             transport=server.transport or "auto",
+            auth=auth_config(server.auth) if server.auth is not None else None,
+            on_secret=on_secret,
         )
     server_env = stdio_environment(plan, name, inputs, env)
     if legacy:
@@ -215,6 +236,7 @@ def make_opener(
     legacy: bool = False,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     redact: Callable[[str], str] | None = None,
+    on_secret: Callable[[str], None] | None = None,
 ) -> SessionOpener:
     """Open a server's session, once: whether and when to try again is the caller's decision (the
     scheduler's :class:`~runner.engine.supervisor.ServerLink`). ``legacy`` and ``max_message_size``: see
@@ -223,7 +245,9 @@ def make_opener(
     it is indented)."""
 
     def opener(name: str, options: SessionOptions) -> AbstractAsyncContextManager[Session]:
-        target = render_target(plan, name, inputs, env, legacy=legacy, max_message_size=max_message_size)
+        target = render_target(
+            plan, name, inputs, env, legacy=legacy, max_message_size=max_message_size, on_secret=on_secret
+        )
         if redact is not None and isinstance(target, StdioTarget):
             target = dataclasses.replace(target, redact=redact)
         return connect(target, options)

@@ -15,8 +15,8 @@ as a workflow does, and does what each scenario expects:
                      calls ``test_client_elicitation_defaults``; the client runs as with
                      ``--elicitation defaults``, so the server's ``elicitation/create`` is accepted with the
                      schema's default values (SEP-1034, :mod:`runner.session.answers`)
-``auth/...``         out of scope: mcp-run sends configured headers but runs no OAuth flow, so it
-                     connects without credentials and fails on the server's 401
+``auth/...``         OAuth (:mod:`.conformance_auth`): the handshake, ``tools/list``, then the first tool
+                     it lists
 anything else        the handshake and ``tools/list``
 
 Exit status: 0 when the scenario's client side succeeded, 1 when it did not (the reason on stderr),
@@ -97,17 +97,21 @@ async def run_scenario(scenario: str, url: str) -> None:
     # As a user who passed --elicitation defaults (the default declines: nobody is there to answer).
     answers = AnswerPolicy(elicitation=ElicitationPolicy.DEFAULTS)
     options = SessionOptions(name="conformance", server_log_level=None, answers=answers)
-    try:
-        with trio.fail_after(SCENARIO_TIMEOUT), single_error():
-            async with open_target(HttpTarget(url=url), options) as session:
-                await action(session)
-    except McpRunError as exc:
-        if scenario.startswith("auth/"):
-            raise ScenarioFailed(
-                f"{type(exc).__name__}: {exc} (authorization flows are out of scope: mcp-run sends configured "
-                "headers only)"
-            ) from exc
-        raise
+    target = HttpTarget(url=url)
+    if scenario.startswith("auth/"):
+        from runner.testing.conformance_auth import scenario_provider
+
+        action = _auth_scenario
+        target = HttpTarget(url=url, auth=scenario_provider(scenario, url))
+    with trio.fail_after(SCENARIO_TIMEOUT), single_error():
+        async with open_target(target, options) as session:
+            await action(session)
+
+
+async def _auth_scenario(session: Session) -> None:
+    names = await _list_tools(session)
+    if names:
+        await session.call_tool(names[0], {}, timeout=SCENARIO_TIMEOUT)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

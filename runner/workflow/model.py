@@ -55,6 +55,7 @@ from pydantic_core import PydanticCustomError
 
 from runner.errors import WorkflowError
 from runner.protocol.versions import ProtocolChoice
+from runner.workflow.auth import ServerAuth
 from runner.workflow.fields import Budget, Duration, Limit
 
 __all__ = [
@@ -165,6 +166,9 @@ class Server(_Model):
     headers: dict[str, str] | None = Field(
         default=None,
         description="Streamable HTTP: extra request headers; values may hold templates over env and inputs.",
+    )
+    auth: ServerAuth | None = Field(
+        default=None, description="Streamable HTTP: OAuth (client credentials, jwt-bearer, or a stored login)."
     )
     max_concurrency: int = Field(default=8, ge=1, description="At most this many calls in flight on this server.")
     timeout: Limit | None = Field(default=None, description="Default hard cap for one call (default: none).")

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from runner.errors import WorkflowError
+from runner.workflow.auth import auth_problems
 from runner.workflow.keys import default_key
 from runner.workflow.literals import server_problems
 from runner.workflow.model import Loc, Positions, Server, Step, Workflow, describe, format_path, raise_errors
@@ -260,6 +261,7 @@ class _Builder:
             ("cwd", True),
             ("headers", False),
             ("transport", False),
+            ("auth", False),
         ):
             if getattr(server, key) is not None and for_stdio != stdio:
                 kind = "stdio servers (command)" if for_stdio else "HTTP servers (url)"
@@ -271,7 +273,7 @@ class _Builder:
             self.error("the program to start (command[0]) is empty", (*loc, "command", 0))
         if server.cwd is not None and "${{" in server.cwd:
             self.error("templates are not allowed in cwd", (*loc, "cwd"))
-        for found in server_problems(server):
+        for found in [*server_problems(server), *(auth_problems(server.auth) if server.auth is not None else [])]:
             self.error(found.message, (*loc, *found.loc), suggestion=found.suggestion, at=found.at)
         url = self.compile(server.url, (*loc, "url")) if server.url is not None else None
         if url is not None and url.is_constant and server.url is not None:

@@ -32,6 +32,7 @@ from runner.errors import ConnectFailed, OutcomeUnknown, TransportError
 from runner.protocol.jsonrpc import ErrorResponse, InvalidMessage, Message, Notification, RequestId, Response, decode
 from runner.protocol.sse import SSEEvent
 from runner.transports.base import RequestLost, TransportEvent
+from runner.transports.http.authhook import AuthHook
 
 __all__ = ["STATELESS_SINCE", "Connection", "Stream"]
 
@@ -72,8 +73,9 @@ class Connection:
     """The state of one Streamable HTTP connection (see the module docstring). ``headers`` are the
     configured ones, sent on every request; ``name`` is the endpoint as errors show it."""
 
-    def __init__(self, headers: Mapping[str, str], name: str) -> None:
+    def __init__(self, headers: Mapping[str, str], name: str, auth: AuthHook | None = None) -> None:
         self._configured = headers
+        self._auth = auth
         self._name = name
         self._session_id: str | None = None
         self._protocol_version: str | None = None
@@ -111,6 +113,9 @@ class Connection:
         ``initialize``, which starts a session)."""
         headers = dict(self._configured)
         headers["Accept"] = accept
+        authorization = self._auth.header() if self._auth is not None else None
+        if authorization is not None:
+            headers["Authorization"] = authorization
         if not initialize:
             if self._session_id is not None:
                 headers["Mcp-Session-Id"] = self._session_id

@@ -16,6 +16,7 @@ import httpx2
 
 from runner.errors import ConnectFailed
 from runner.protocol.sse import DEFAULT_MAX_EVENT_BYTES
+from runner.transports.http.authhook import AuthHook
 
 __all__ = ["EXTRA_CONNECTIONS", "HttpParams", "safe_url"]
 
@@ -49,6 +50,8 @@ class HttpParams:
     ``get_stream_attempts``  consecutive fruitless reconnects of that GET stream before giving it up
     ``max_event_bytes``      cap on one SSE event or JSON body
     ``close_timeout``        bound on the DELETE at close, and on closing a response
+    ``auth``                 the authorization provider (:mod:`.authhook`): gives the ``Authorization``
+                             header and answers 401/403; then ``headers`` may not hold ``Authorization``
     """
 
     url: str
@@ -68,6 +71,7 @@ class HttpParams:
     get_stream_attempts: int = 5
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
     close_timeout: float = 5.0
+    auth: AuthHook | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         try:
@@ -87,6 +91,8 @@ class HttpParams:
                 raise ConnectFailed(f"header names and values must be strings (header {name!r})")
             if name.lower() in _RESERVED_HEADERS:
                 raise ConnectFailed(f"header {name!r} is set by the transport itself and cannot be configured")
+            if self.auth is not None and name.lower() == "authorization":
+                raise ConnectFailed("an Authorization header cannot be configured together with OAuth (auth:)")
         object.__setattr__(self, "headers", MappingProxyType(headers))
         positive = ("max_connections", "send_attempts", "resume_attempts", "get_stream_attempts", "max_event_bytes")
         for name in positive:
@@ -104,6 +110,8 @@ class HttpParams:
             value = getattr(self, f.name)
             if f.name == "headers":
                 value = {name: "***" for name in value}
+            elif f.name == "auth" and value is not None:
+                value = "***"
             parts.append(f"{f.name}={value!r}")
         return f"HttpParams({', '.join(parts)})"
 

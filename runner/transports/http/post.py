@@ -27,6 +27,7 @@ from runner.errors import (
     TransportError,
 )
 from runner.protocol.jsonrpc import ErrorResponse, decode
+from runner.transports.http.authhook import MAX_AUTH_RETRIES
 from runner.transports.http.body import ACCEPT_POST, aclose_response, content_type, pump_body
 from runner.transports.http.classify import Action, classify_exception, classify_status, parse_retry_after
 from runner.transports.http.connection import Connection, Stream
@@ -37,6 +38,17 @@ __all__ = ["Poster"]
 log = logging.getLogger(__name__)
 
 _ERROR_BODY_LIMIT: Final = 4096
+
+
+class _Challenged(Exception):
+    """The server answered 401 or 403 and an auth hook is configured: ``error`` is what the caller sees
+    when the hook gives up. The request was refused before it ran: sending it again is safe."""
+
+    def __init__(self, error: HTTPStatusError, www_authenticate: str | None, sent: str | None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.www_authenticate = www_authenticate
+        self.sent = sent
 
 
 class _RateLimited(Exception):
@@ -79,9 +91,20 @@ class Poster:
         p = self._params
         deadline = trio.current_time() + p.send_max_time
         attempt = 0
+        challenges = 0
         while True:
             try:
                 return await self._post_once(body, stream, initialize, extra)
+            except _Challenged as challenge:
+                # Refused before it ran (401/403): a re-send with a new token is not a duplicate.
+                challenges += 1
+                assert p.auth is not None
+                status = challenge.error.status_code
+                if challenges > MAX_AUTH_RETRIES or not await p.auth.challenged(
+                    status, challenge.www_authenticate, challenge.sent
+                ):
+                    raise challenge.error from None
+                continue
             except _RateLimited as limited:
                 delay = limited.retry_after
                 if delay is None:
@@ -129,6 +152,7 @@ class Poster:
             raise self._not_sent_or_lost(exc) from exc
         if 200 <= response.status_code < 300:
             return response
+        challenge = self._params.auth is not None and response.status_code in (401, 403)
         try:
             detail, rpc_error = await self._error_detail(response)
         finally:
@@ -137,6 +161,8 @@ class Poster:
         status_error = refused if isinstance(refused, HTTPStatusError) else refused.__cause__
         if isinstance(status_error, HTTPStatusError):
             status_error.rpc_error = rpc_error
+        if challenge and isinstance(refused, HTTPStatusError):
+            raise _Challenged(refused, response.headers.get("www-authenticate"), headers.get("Authorization"))
         raise refused
 
     def _not_sent_or_lost(self, exc: Exception) -> TransportError:

@@ -81,7 +81,7 @@ class HttpTransport:
     def __init__(self, params: HttpParams, client: httpx2.AsyncClient, nursery: trio.Nursery) -> None:
         self._params = params
         self._name = params.name
-        self._connection = Connection(params.headers, self._name)
+        self._connection = Connection(params.headers, self._name, params.auth)
         self._poster = Poster(params, client, self._connection)
         self._readers = StreamReaders(params, client, nursery, self._connection)
         self._sending = True

@@ -1,0 +1,352 @@
+"""``OAuthProvider``: the auth hook of one HTTP server (see :mod:`runner.transports.http.authhook`).
+
+On the first 401 it discovers (:mod:`.discovery`): the protected-resource metadata, the authorization
+server and its metadata. Then it obtains a token by the configured grant, with ``resource`` (RFC 8707) and
+``scope``, and the transport sends the request again. Later:
+
+- a 401 to a token refreshes it once (with its refresh token, else by the grant again); a token just
+  obtained that is refused at once is not renewed again: ``AuthFailed``;
+- a 403 ``insufficient_scope`` asks for a token with the challenge's scope added, at most
+  ``step_up_limit`` times;
+- tokens are cached per issuer, client and resource for the process (:mod:`.tokens`), so the sessions of a
+  run share them; concurrent 401s wait for one renewal (a lock) and re-send with its token.
+
+Every secret obtained or sent (tokens, assertions) is handed to ``on_secret`` (the run's masker).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import trio
+
+from runner.auth import discovery
+from runner.auth.clientauth import apply_client_auth
+from runner.auth.config import AuthConfig, AuthMethod
+from runner.auth.errors import AuthFailed, LoginRequired
+from runner.auth.http import AuthHttp
+from runner.auth.store import StoredLogin, TokenStore
+from runner.auth.tokens import SHARED_CACHE, Token, TokenCache, parse_token_response, token_error
+
+__all__ = ["JWT_BEARER", "Authorizer", "OAuthProvider"]
+
+JWT_BEARER: Final = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+_JUST_ISSUED: Final = 60.0
+"""A token refused within this many seconds of being obtained in answer to a refusal is not renewed again."""
+
+Authorizer = Callable[["OAuthProvider", Mapping[str, Any], str | None], Awaitable[Token]]
+"""Runs the authorization-code flow (:mod:`.authcode`): given the provider, the server metadata and the
+scope, returns a token."""
+
+
+class OAuthProvider:
+    """OAuth for the server at ``server_url``; see the module docstring."""
+
+    def __init__(
+        self,
+        server_url: str,
+        config: AuthConfig,
+        *,
+        http: AuthHttp | None = None,
+        cache: TokenCache = SHARED_CACHE,
+        on_secret: Callable[[str], None] | None = None,
+        authorizer: Authorizer | None = None,
+        store: TokenStore | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.server_url = server_url
+        self.config = config
+        self.http = http or AuthHttp()
+        self._cache = cache
+        self._on_secret = on_secret
+        self._authorizer = authorizer
+        self.store = store
+        self._environ = os.environ if environ is None else environ
+        self._lock = trio.Lock()
+        self._token: Token | None = None
+        self._obtained_at = -_JUST_ISSUED
+        self._answering_refusal = False
+        self._step_ups = 0
+        self._extra_scopes: list[str] = []
+        self._challenge_scope: str | None = None
+        self._metadata_url: str | None = None
+        self.resource: str = discovery.canonical_resource(server_url)
+        self.resource_metadata: Mapping[str, Any] | None = None
+        self.issuer: str | None = None
+        self.server_metadata: Mapping[str, Any] | None = None
+        self.client_id: str | None = config.client_id
+        self.client_secret: str | None = config.client_secret  # or one issued by dynamic registration
+        self.registered_method: AuthMethod | None = None  # what dynamic registration agreed on
+
+    def __repr__(self) -> str:
+        return f"OAuthProvider({self.server_url!r}, grant={self.config.grant!r})"
+
+    # -- the AuthHook interface ----------------------------------------------------------------------
+
+    def header(self) -> str | None:
+        return self._token.header() if self._token is not None else None
+
+    async def challenged(self, status: int, www_authenticate: str | None, sent: str | None) -> bool:
+        async with self._lock:
+            if self.header() is not None and self.header() != sent:
+                return True  # renewed meanwhile for another request
+            challenge = discovery.parse_challenge(www_authenticate)
+            if status == 403:
+                return await self._step_up(challenge)  # adds the challenge's scope to the ones held
+            if challenge.scope:
+                self._challenge_scope = challenge.scope
+            await self._discover(challenge)
+            refused = self._token if sent is not None and self._token is not None else None
+            if refused is not None:
+                if self._answering_refusal and time.monotonic() - self._obtained_at < _JUST_ISSUED:
+                    raise AuthFailed(f"{self._where()}: the server refuses the token just issued (401)")
+                if refused.refresh_token:
+                    token = await self._refresh(refused)
+                    if token is not None:
+                        self._take(token, answering_refusal=True)
+                        return True
+            else:
+                cached = self._cache.get(self._issuer(), self._client_key(), self.resource)
+                if cached is not None and cached.fresh():
+                    self._take(cached, answering_refusal=False)
+                    return True
+            self._take(await self._grant(), answering_refusal=refused is not None)
+            return True
+
+    async def _step_up(self, challenge: discovery.Challenge) -> bool:
+        if challenge.error != "insufficient_scope":
+            return False  # a 403 for another reason: no token helps
+        if self._step_ups >= self.config.step_up_limit:
+            raise AuthFailed(
+                f"{self._where()}: still insufficient_scope after {self._step_ups} wider tokens; giving up"
+            )
+        self._step_ups += 1
+        for scope in (challenge.scope or "").split():
+            if scope not in self._extra_scopes:
+                self._extra_scopes.append(scope)
+        await self._discover(challenge)
+        self._take(await self._grant(), answering_refusal=False)
+        return True
+
+    # -- discovery -----------------------------------------------------------------------------------
+
+    def _where(self) -> str:
+        parts = urlsplit(self.server_url)
+        return f"{parts.scheme}://{parts.netloc}{parts.path}"
+
+    def _issuer(self) -> str:
+        assert self.issuer is not None
+        return self.issuer
+
+    def _client_key(self) -> str:
+        return self.client_id or self.config.client_metadata_url or "(dynamic)"
+
+    async def _discover(self, challenge: discovery.Challenge) -> None:
+        """Find the authorization server and its metadata (once; again when a challenge names new metadata)."""
+        if self.server_metadata is not None and (
+            challenge.resource_metadata is None or challenge.resource_metadata == self._metadata_url
+        ):
+            return
+        prm: Mapping[str, Any] | None = None
+        for url in discovery.resource_metadata_urls(self.server_url, challenge.resource_metadata):
+            data = await self.http.get_json(url)
+            if isinstance(data, Mapping):
+                prm, self._metadata_url = data, url
+                break
+        self.resource_metadata = prm
+        if prm is not None:
+            resource = prm.get("resource")
+            if isinstance(resource, str) and resource:
+                discovery.check_resource(resource, self.server_url)
+                self.resource = resource
+            servers = [s for s in prm.get("authorization_servers") or [] if isinstance(s, str)]
+            if self.config.issuer is not None:
+                issuer = self.config.issuer
+            elif servers:
+                issuer = servers[0]
+            else:
+                raise AuthFailed(f"{self._where()}: the protected-resource metadata names no authorization server")
+        else:
+            parts = urlsplit(self.server_url)
+            issuer = self.config.issuer or f"{parts.scheme}://{parts.netloc}"
+        discovery.check_endpoint(issuer, "issuer")
+        metadata: Mapping[str, Any] | None = None
+        for url in discovery.server_metadata_urls(issuer):
+            data = await self.http.get_json(url)
+            if isinstance(data, Mapping):
+                if prm is not None:
+                    discovery.check_issuer(data, issuer)
+                elif isinstance(data.get("issuer"), str):
+                    issuer = data["issuer"]  # MCP 2025-03-26: the server's origin stands for its issuer
+                metadata = data
+                break
+        if metadata is None:
+            if prm is not None:
+                raise AuthFailed(f"no authorization server metadata found for {issuer}")
+            # MCP 2025-03-26: no metadata at all; the default endpoints at the server's origin.
+            base = issuer.rstrip("/")
+            metadata = {
+                "issuer": issuer,
+                "authorization_endpoint": f"{base}/authorize",
+                "token_endpoint": f"{base}/token",
+                "registration_endpoint": f"{base}/register",
+            }
+        self.issuer = issuer
+        self.server_metadata = metadata
+
+    def scope(self, *, interactive: bool = False) -> str | None:
+        """The scope to ask for; ``offline_access`` added to an interactive login the server offers it to."""
+        supported = self.resource_metadata.get("scopes_supported") if self.resource_metadata else None
+        extra = list(self._extra_scopes)
+        as_supported = (self.server_metadata or {}).get("scopes_supported")
+        if interactive and isinstance(as_supported, list) and "offline_access" in as_supported:
+            extra.append("offline_access")
+        return discovery.choose_scope(self.config.scopes, self._challenge_scope, supported, extra=extra)
+
+    # -- tokens --------------------------------------------------------------------------------------
+
+    def _take(self, token: Token, *, answering_refusal: bool) -> None:
+        self._token = token
+        self._obtained_at = time.monotonic()
+        self._answering_refusal = answering_refusal
+        self.secret(token.access_token)
+        if token.refresh_token:
+            self.secret(token.refresh_token)
+        self._cache.put(self._issuer(), self._client_key(), self.resource, token)
+        self._remember(token)
+
+    def secret(self, value: str) -> None:
+        if self._on_secret is not None and value:
+            self._on_secret(value)
+
+    def auth_method(self) -> AuthMethod:
+        """The client authentication to use: the configured one, else by what is held and offered."""
+        if self.config.auth_method is not None:
+            return self.config.auth_method
+        if self.registered_method is not None:
+            return self.registered_method
+        if self.config.private_key:
+            return "private_key_jwt"
+        if self.config.client_secret or self.client_secret:
+            offered = (self.server_metadata or {}).get("token_endpoint_auth_methods_supported")
+            if isinstance(offered, list) and "client_secret_basic" not in offered and "client_secret_post" in offered:
+                return "client_secret_post"
+            return "client_secret_basic"
+        return "none"
+
+    async def token_request(self, form: dict[str, str], *, authenticate: bool = True) -> Token:
+        """POST ``form`` to the token endpoint with the client's authentication and ``resource``."""
+        metadata = self.server_metadata or {}
+        endpoint = discovery.check_endpoint(metadata.get("token_endpoint"), "token endpoint")
+        form.setdefault("resource", self.resource)
+        headers = {"Accept": "application/json"}
+        if authenticate and self.client_id is not None:
+            for value in apply_client_auth(
+                self.auth_method(),
+                self.config,
+                self.client_id,
+                self._issuer(),
+                form,
+                headers,
+                client_secret=self.client_secret,
+            ):
+                self.secret(value)
+        status, data = await self.http.post(endpoint, form=form, headers=headers)
+        if status != 200:
+            raise AuthFailed(f"the token endpoint refused ({status}, {token_error(data)})")
+        return parse_token_response(data, previous_refresh=form.get("refresh_token"))
+
+    async def _refresh(self, token: Token) -> Token | None:
+        """A new token from ``token``'s refresh token, or ``None`` when the server refuses it."""
+        assert token.refresh_token is not None
+        form = {"grant_type": "refresh_token", "refresh_token": token.refresh_token}
+        scope = self.scope()
+        if scope:
+            form["scope"] = scope
+        try:
+            return await self.token_request(form)
+        except AuthFailed:
+            return None
+
+    async def _grant(self) -> Token:
+        grant = self.config.grant
+        scope = self.scope(interactive=grant == "authorization_code")
+        if grant == "client_credentials":
+            if self.client_id is None:
+                raise AuthFailed("the client_credentials grant needs a client id (auth: client_id)")
+            form = {"grant_type": "client_credentials"}
+        elif grant == "jwt_bearer":
+            assertion = await self._workload_token()
+            self.secret(assertion)
+            form = {"grant_type": JWT_BEARER, "assertion": assertion}
+        elif grant == "login":
+            return await self._stored_login()
+        else:
+            if self._authorizer is None:
+                raise AuthFailed("the authorization-code flow needs a person: run mcp-run login first")
+            return await self._authorizer(self, self.server_metadata or {}, scope)
+        if scope:
+            form["scope"] = scope
+        return await self.token_request(form)
+
+    async def _stored_login(self) -> Token:
+        """A token from the refresh token ``mcp-run login`` stored for this server."""
+        if self.store is None:
+            raise LoginRequired(self.server_url, "no token store")
+        login = self.store.find(self.server_url, self.issuer)
+        if login is None:
+            raise LoginRequired(self.server_url, f"no stored login for {self._where()}")
+        self.secret(login.refresh_token)
+        if login.client_secret:
+            self.secret(login.client_secret)
+        self.client_id, self.client_secret = login.client_id, login.client_secret
+        token = await self._refresh(Token("", refresh_token=login.refresh_token))
+        if token is None:
+            raise LoginRequired(
+                self.server_url, f"the stored login for {self._where()} was refused (expired or revoked)"
+            )
+        return token
+
+    def _remember(self, token: Token) -> None:
+        """Keep a login's (rotated) refresh token in the store."""
+        if self.store is None or token.refresh_token is None or self.client_id is None:
+            return
+        if self.config.grant not in ("login", "authorization_code"):
+            return
+        login = self.store.find(self.server_url, self.issuer)
+        if login is not None and login.refresh_token == token.refresh_token:
+            return
+        self.store.save(
+            StoredLogin(
+                self.server_url, self._issuer(), self.client_id, token.refresh_token, self.client_secret, token.scope
+            )
+        )
+
+    async def _workload_token(self) -> str:
+        """The jwt-bearer grant's assertion: configured, or from GitHub Actions' OIDC endpoint."""
+        if self.config.assertion:
+            return self.config.assertion
+        audience = self.config.github_audience
+        if audience is None:
+            raise AuthFailed("the jwt_bearer grant needs a workload token (auth: assertion) or github_audience")
+        url = self._environ.get("ACTIONS_ID_TOKEN_REQUEST_URL")
+        request_token = self._environ.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN")
+        if not url or not request_token:
+            raise AuthFailed(
+                "GitHub Actions' OIDC endpoint is not available (the job needs `permissions: id-token: write`)"
+            )
+        separator = "&" if "?" in url else "?"
+        from urllib.parse import quote
+
+        data = await self.http.get_json(
+            f"{url}{separator}audience={quote(audience, safe='')}",
+            headers={"Authorization": f"Bearer {request_token}"},
+        )
+        value = data.get("value") if isinstance(data, Mapping) else None
+        if not isinstance(value, str) or not value:
+            raise AuthFailed("GitHub Actions' OIDC endpoint gave no token")
+        return value

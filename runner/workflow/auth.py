@@ -1,0 +1,103 @@
+"""A server's ``auth:`` block (OAuth for a Streamable HTTP server), and what makes one invalid.
+
+::
+
+    servers:
+      api:
+        url: https://api.example.com/mcp
+        auth:
+          grant: client_credentials          # client_credentials | jwt_bearer | login
+          client_id: ci-bot
+          client_secret: $MCP_CLIENT_SECRET  # a reference: $NAME (environment) or file:PATH, never the value
+          scopes: [mcp:read]
+
+Secrets (``client_secret``, ``private_key``, ``assertion``) are references only: a literal value would sit
+in the workflow file, in the repository. :func:`auth_problems` lists what is wrong, located under ``auth``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Annotated, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+if TYPE_CHECKING:
+    from runner.workflow.literals import Problem
+
+__all__ = ["SECRET_REFERENCE", "ServerAuth", "auth_problems"]
+
+SECRET_REFERENCE: Final = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*|\$\{[A-Za-z_][A-Za-z0-9_]*\}|file:.+")
+_REFERENCE_HINT: Final = "write $NAME (an environment variable) or file:PATH (a file holding it)"
+
+
+_AUTH_METHODS: Final = ("client_secret_basic", "client_secret_post", "private_key_jwt", "none")
+# typing caches Literal types by their set of values, so another library's Literal of the same four names (the
+# mcp package has one) can come back in its order: the schema states the order itself.
+AuthMethodName = Annotated[
+    Literal["client_secret_basic", "client_secret_post", "private_key_jwt", "none"],
+    WithJsonSchema({"type": "string", "enum": list(_AUTH_METHODS)}),
+]
+
+
+class ServerAuth(BaseModel):
+    """OAuth for a Streamable HTTP server."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    grant: Literal["client_credentials", "jwt_bearer", "login"] = Field(
+        default="client_credentials",
+        description="client_credentials (a client secret or private key), jwt_bearer (a workload identity token, "
+        "RFC 7523), or login (the refresh token stored by `mcp-run login URL`).",
+    )
+    client_id: str | None = Field(default=None, description="The registered client's id.")
+    client_secret: str | None = Field(default=None, description="A reference to the secret: $NAME or file:PATH.")
+    private_key: str | None = Field(
+        default=None,
+        description="A reference to a PEM private key (private_key_jwt, ES256 or RS256): $NAME or file:PATH.",
+    )
+    auth_method: AuthMethodName | None = Field(
+        default=None, description="Client authentication at the token endpoint (default: by the credential given)."
+    )
+    scopes: list[str] | None = Field(default=None, description="Scopes to ask for (default: what the server asks).")
+    issuer: str | None = Field(
+        default=None, description="The authorization server to use (default: the server's first)."
+    )
+    assertion: str | None = Field(
+        default=None, description="jwt_bearer: a reference to the workload token: $NAME or file:PATH."
+    )
+    github_audience: str | None = Field(
+        default=None,
+        description="jwt_bearer: fetch the workload token from GitHub Actions' OIDC endpoint for this audience.",
+    )
+
+
+def auth_problems(auth: ServerAuth) -> list[Problem]:
+    """Everything wrong with ``auth``, each located below ``auth``."""
+    from runner.workflow.literals import Problem  # literals imports the model, which imports this module
+
+    found: list[Problem] = []
+    for key in ("client_secret", "private_key", "assertion"):
+        value = getattr(auth, key)
+        if value is not None and not SECRET_REFERENCE.fullmatch(value):
+            found.append(Problem(("auth", key), f"{key} must be a reference, not the secret itself", _REFERENCE_HINT))
+    if auth.grant == "client_credentials":
+        if auth.client_id is None:
+            found.append(Problem(("auth",), "the client_credentials grant needs client_id", at="key"))
+        if auth.client_secret is None and auth.private_key is None:
+            found.append(
+                Problem(("auth",), "the client_credentials grant needs client_secret or private_key", at="key")
+            )
+    if auth.client_secret is not None and auth.private_key is not None:
+        found.append(Problem(("auth", "private_key"), "give client_secret or private_key, not both", at="key"))
+    if auth.grant == "jwt_bearer" and auth.assertion is None and auth.github_audience is None:
+        found.append(Problem(("auth",), "the jwt_bearer grant needs assertion or github_audience", at="key"))
+    if auth.grant != "jwt_bearer":
+        for key in ("assertion", "github_audience"):
+            if getattr(auth, key) is not None:
+                found.append(Problem(("auth", key), f"{key} applies only to the jwt_bearer grant", at="key"))
+    if auth.issuer is not None and not re.match(
+        r"https://[^/]|http://(localhost|127\.0\.0\.1|\[::1\])[:/]", auth.issuer
+    ):
+        found.append(Problem(("auth", "issuer"), "the issuer must be an https:// URL (http:// only on loopback)"))
+    return found

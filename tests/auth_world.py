@@ -1,0 +1,252 @@
+"""A scripted OAuth world on ``httpx2.MockTransport``: an authorization server and a protected MCP server.
+
+``AuthWorld.handler`` answers both hosts. The authorization server (``https://auth.test``) serves its
+metadata and a token endpoint that checks the client's authentication (secret basic or post, a
+``private_key_jwt`` assertion verified with the client's public key, a jwt-bearer workload token) and
+issues opaque tokens. The MCP server (``https://mcp.test/mcp``) serves its protected-resource metadata and
+answers JSON-RPC with JSON bodies, but only to a valid token; ``tools/call`` counts the calls that ran.
+Knobs on the instance change the world between requests (revoke tokens, require a scope, lie about the
+resource or the issuer).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, unquote
+
+import httpx2
+import jwt
+
+MCP_URL = "https://mcp.test/mcp"
+ISSUER = "https://auth.test"
+PRM_URL = "https://mcp.test/.well-known/oauth-protected-resource/mcp"
+
+
+@dataclass
+class Issued:
+    scope: set[str]
+    client_id: str | None
+    refresh: str | None = None
+
+
+@dataclass
+class AuthWorld:
+    clients: dict[str, str] = field(default_factory=lambda: {"ci-bot": "s3cret-value-123"})
+    public_keys: dict[str, Any] = field(default_factory=dict)  # client id -> public key (private_key_jwt)
+    workload_tokens: set[str] = field(default_factory=set)  # jwt-bearer assertions accepted
+    resource: str = MCP_URL
+    issuer_in_metadata: str = ISSUER
+    token_endpoint: str = f"{ISSUER}/token"
+    mcp_url: str = MCP_URL
+    issuer: str = ISSUER
+    single_origin: bool = False  # the loopback server: both roles on one origin, told apart by path
+    challenge_scope: str | None = "mcp:read"
+    call_scope: str | None = None  # tools/call needs this scope (else 403 insufficient_scope)
+    always_reject: bool = False
+    access: dict[str, Issued] = field(default_factory=dict)
+    refresh: dict[str, Issued] = field(default_factory=dict)
+    token_requests: list[dict[str, str]] = field(default_factory=list)
+    token_headers: list[httpx2.Headers] = field(default_factory=list)
+    mcp_requests: list[tuple[str | None, Any]] = field(default_factory=list)
+    calls_run: int = 0
+    counter: int = 0
+    codes: dict[str, dict[str, str]] = field(default_factory=dict)  # authorization code -> its request
+    registered: list[dict[str, Any]] = field(default_factory=list)
+
+    def revoke_access(self) -> None:
+        self.access.clear()
+
+    # -- routing ----------------------------------------------------------------------------------
+
+    @classmethod
+    def loopback(cls, origin: str) -> AuthWorld:
+        """Both servers on ``origin`` (``http://127.0.0.1:PORT``), as :mod:`tests.fakes.oauth_server` serves them."""
+        return cls(
+            resource=f"{origin}/mcp",
+            issuer_in_metadata=origin,
+            token_endpoint=f"{origin}/token",
+            mcp_url=f"{origin}/mcp",
+            issuer=origin,
+            single_origin=True,
+        )
+
+    async def handler(self, request: httpx2.Request) -> httpx2.Response:
+        url = request.url
+        is_auth = url.path in ("/.well-known/oauth-authorization-server", "/token", "/authorize", "/register")
+        if (url.host == "auth.test") or (self.single_origin and is_auth):
+            return self._auth(request)
+        if url.host == "mcp.test" or self.single_origin:
+            if url.path.startswith("/.well-known/oauth-protected-resource"):
+                if url.path != "/.well-known/oauth-protected-resource/mcp":
+                    return httpx2.Response(404)
+                return httpx2.Response(
+                    200,
+                    json={
+                        "resource": self.resource,
+                        "authorization_servers": [self.issuer],
+                        "scopes_supported": ["all"],
+                    },
+                )
+            return self._mcp(request)
+        return httpx2.Response(404)
+
+    @property
+    def prm_url(self) -> str:
+        origin = self.mcp_url.rsplit("/mcp", 1)[0]
+        return f"{origin}/.well-known/oauth-protected-resource/mcp"
+
+    # -- the authorization server -----------------------------------------------------------------
+
+    def _auth(self, request: httpx2.Request) -> httpx2.Response:
+        path = request.url.path
+        if path == "/.well-known/oauth-authorization-server":
+            return httpx2.Response(
+                200,
+                json={
+                    "issuer": self.issuer_in_metadata,
+                    "token_endpoint": self.token_endpoint,
+                    "authorization_endpoint": f"{self.issuer}/authorize",
+                    "registration_endpoint": f"{self.issuer}/register",
+                    "code_challenge_methods_supported": ["S256"],
+                    "scopes_supported": ["mcp:read", "offline_access"],
+                    "grant_types_supported": ["client_credentials", "refresh_token", "authorization_code"],
+                    "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+                },
+            )
+        if path == "/token" and request.method == "POST":
+            return self._token(request)
+        if path == "/register" and request.method == "POST":
+            body = json.loads(request.content)
+            self.registered.append(body)
+            client_id = f"dyn-{len(self.registered)}"
+            return httpx2.Response(201, json={"client_id": client_id, "token_endpoint_auth_method": "none"})
+        if path == "/authorize":
+            query = dict(request.url.params)
+            self.counter += 1
+            code = f"code-{self.counter}"
+            self.codes[code] = query
+            target = httpx2.URL(query["redirect_uri"]).copy_merge_params(
+                {"code": code, "state": query.get("state", "")}
+            )
+            return httpx2.Response(302, headers={"location": str(target)})
+        return httpx2.Response(404)
+
+    def _client(self, request: httpx2.Request, form: dict[str, str]) -> str | None:
+        basic = request.headers.get("authorization", "")
+        if basic.startswith("Basic "):
+            client_id, _, secret = base64.b64decode(basic[6:]).decode().partition(":")
+            client_id, secret = unquote(client_id), unquote(secret)
+            return client_id if self.clients.get(client_id) == secret else None
+        if "client_assertion" in form:
+            claims = jwt.decode(form["client_assertion"], options={"verify_signature": False})
+            key = self.public_keys.get(claims.get("iss", ""))
+            if key is None:
+                return None
+            try:
+                jwt.decode(form["client_assertion"], key, algorithms=["ES256", "RS256"], audience=self.issuer)
+            except jwt.PyJWTError:
+                return None
+            return str(claims["iss"])
+        if "client_secret" in form:
+            client_id = form.get("client_id", "")
+            return client_id if self.clients.get(client_id) == form["client_secret"] else None
+        return form.get("client_id")
+
+    def _issue(self, scope: set[str], client_id: str | None) -> httpx2.Response:
+        self.counter += 1
+        access, refresh = f"access-{self.counter}-xyzzy", f"refresh-{self.counter}-plugh"
+        self.access[access] = Issued(scope, client_id, refresh)
+        self.refresh[refresh] = Issued(scope, client_id)
+        return httpx2.Response(
+            200,
+            json={
+                "access_token": access,
+                "token_type": "Bearer",
+                "expires_in": 3600,
+                "refresh_token": refresh,
+                "scope": " ".join(sorted(scope)),
+            },
+        )
+
+    def _token(self, request: httpx2.Request) -> httpx2.Response:
+        form = {k: v[0] for k, v in parse_qs(request.content.decode()).items()}
+        self.token_requests.append(form)
+        self.token_headers.append(request.headers)
+        if form.get("resource") != self.mcp_url:
+            return httpx2.Response(400, json={"error": "invalid_target"})
+        scope = set(form.get("scope", "").split())
+        grant = form.get("grant_type")
+        if grant == "client_credentials":
+            client = self._client(request, form)
+            if client is None or client not in (*self.clients, *self.public_keys):
+                return httpx2.Response(401, json={"error": "invalid_client"})
+            return self._issue(scope, client)
+        if grant == "urn:ietf:params:oauth:grant-type:jwt-bearer":
+            if form.get("assertion") not in self.workload_tokens:
+                return httpx2.Response(400, json={"error": "invalid_grant"})
+            return self._issue(scope, None)
+        if grant == "authorization_code":
+            asked = self.codes.pop(form.get("code", ""), None)
+            verifier = form.get("code_verifier", "")
+            digest = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+            if (
+                asked is None
+                or asked.get("code_challenge") != digest
+                or asked["redirect_uri"] != form.get("redirect_uri")
+            ):
+                return httpx2.Response(400, json={"error": "invalid_grant"})
+            return self._issue(set(asked.get("scope", "").split()), asked.get("client_id"))
+        if grant == "refresh_token":
+            issued = self.refresh.pop(form.get("refresh_token", ""), None)
+            if issued is None:
+                return httpx2.Response(400, json={"error": "invalid_grant"})
+            return self._issue(scope or issued.scope, issued.client_id)
+        return httpx2.Response(400, json={"error": "unsupported_grant_type"})
+
+    # -- the protected MCP server -----------------------------------------------------------------
+
+    def _mcp(self, request: httpx2.Request) -> httpx2.Response:
+        authorization = request.headers.get("authorization")
+        body = json.loads(request.content) if request.content else None
+        self.mcp_requests.append((authorization, body))
+        token = authorization[7:] if authorization and authorization.startswith("Bearer ") else None
+        issued = self.access.get(token) if token else None
+        if issued is None or self.always_reject:
+            challenge = f'Bearer resource_metadata="{self.prm_url}"'
+            if self.challenge_scope:
+                challenge += f', scope="{self.challenge_scope}"'
+            return httpx2.Response(401, headers={"www-authenticate": challenge})
+        if request.method != "POST" or not isinstance(body, dict):
+            return httpx2.Response(405)
+        method = body.get("method")
+        if "id" not in body:
+            return httpx2.Response(202)
+        if method == "tools/call" and self.call_scope and self.call_scope not in issued.scope:
+            return httpx2.Response(
+                403,
+                headers={
+                    "www-authenticate": f'Bearer error="insufficient_scope", scope="{self.call_scope}", '
+                    f'resource_metadata="{self.prm_url}"'
+                },
+            )
+        result: dict[str, Any]
+        if method == "initialize":
+            result = {
+                "protocolVersion": body["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "protected", "version": "1"},
+            }
+        elif method == "tools/list":
+            result = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
+        elif method == "tools/call":
+            self.calls_run += 1
+            result = {"content": [{"type": "text", "text": json.dumps(body["params"].get("arguments"))}]}
+        else:
+            return httpx2.Response(
+                200, json={"jsonrpc": "2.0", "id": body["id"], "error": {"code": -32601, "message": "no"}}
+            )
+        return httpx2.Response(200, json={"jsonrpc": "2.0", "id": body["id"], "result": result})

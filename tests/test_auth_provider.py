@@ -1,0 +1,255 @@
+"""OAuth through the real session and Streamable HTTP transport, against the scripted world of
+:mod:`tests.auth_world` (an authorization server and a protected MCP server on ``httpx2.MockTransport``)."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx2
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+from runner.auth.config import AuthConfig
+from runner.auth.errors import AuthFailed
+from runner.auth.http import AuthHttp
+from runner.auth.provider import OAuthProvider
+from runner.auth.tokens import TokenCache
+from runner.errors import ConnectFailed, OutcomeUnknown
+from runner.exitcodes import ExitCode
+from runner.session import Session, SessionOptions, open_session
+from runner.transports.http.transport import HttpParams, open_http_transport
+from tests.auth_world import ISSUER, MCP_URL, AuthWorld
+
+SECRET = "s3cret-value-123"
+
+
+def provider(world: AuthWorld, config: AuthConfig, secrets: list[str] | None = None) -> OAuthProvider:
+    sink = secrets if secrets is not None else []
+    return OAuthProvider(
+        MCP_URL,
+        config,
+        http=AuthHttp(transport=httpx2.MockTransport(world.handler)),
+        cache=TokenCache(),
+        on_secret=sink.append,
+    )
+
+
+@asynccontextmanager
+async def session_with(world: AuthWorld, auth: OAuthProvider) -> AsyncIterator[Session]:
+    params = HttpParams(MCP_URL, auth=auth, open_get_stream=False)
+    async with (
+        httpx2.AsyncClient(transport=httpx2.MockTransport(world.handler)) as client,
+        open_http_transport(params, client=client) as transport,
+        open_session(transport, SessionOptions(server_log_level=None)) as session,
+    ):
+        yield session
+
+
+def pem(key: Any) -> str:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+
+
+async def test_client_secret_basic_discovers_and_calls() -> None:
+    world = AuthWorld()
+    secrets: list[str] = []
+    auth = provider(world, AuthConfig(client_id="ci-bot", client_secret=SECRET), secrets)
+    async with session_with(world, auth) as session:
+        result = await session.call_tool("echo", {"x": 1})
+    assert result.text == '{"x": 1}'
+    assert world.calls_run == 1
+    [form] = world.token_requests
+    assert form == {"grant_type": "client_credentials", "resource": MCP_URL, "scope": "mcp:read"}
+    basic = world.token_headers[0]["authorization"]
+    assert base64.b64decode(basic[6:]).decode() == f"ci-bot:{SECRET}"
+    assert world.mcp_requests[0][0] is None  # the first request had no token: 401, then discovery
+    assert auth.issuer == ISSUER
+    assert any(s.startswith("access-") for s in secrets)
+
+
+async def test_client_secret_post_and_configured_scopes() -> None:
+    world = AuthWorld()
+    config = AuthConfig(client_id="ci-bot", client_secret=SECRET, auth_method="client_secret_post", scopes=["a", "b"])
+    async with session_with(world, provider(world, config)) as session:
+        await session.list_tools()
+    [form] = world.token_requests
+    assert form["client_secret"] == SECRET and form["client_id"] == "ci-bot"
+    assert form["scope"] == "a b"
+    assert "authorization" not in world.token_headers[0]
+
+
+@pytest.mark.parametrize("kind", ["ES256", "RS256"])
+async def test_private_key_jwt(kind: str) -> None:
+    key = ec.generate_private_key(ec.SECP256R1()) if kind == "ES256" else rsa.generate_private_key(65537, 2048)
+    world = AuthWorld(public_keys={"signer": key.public_key()})
+    secrets: list[str] = []
+    auth = provider(world, AuthConfig(client_id="signer", private_key=pem(key)), secrets)
+    async with session_with(world, auth) as session:
+        await session.call_tool("echo", {})
+    [form] = world.token_requests
+    assert form["client_assertion_type"] == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+    import jwt
+
+    assert jwt.get_unverified_header(form["client_assertion"])["alg"] == kind
+    assert form["client_assertion"] in secrets
+
+
+async def test_jwt_bearer_with_a_workload_token() -> None:
+    world = AuthWorld(workload_tokens={"eyJ.workload.token"})
+    config = AuthConfig(grant="jwt_bearer", assertion="eyJ.workload.token")
+    async with session_with(world, provider(world, config)) as session:
+        await session.call_tool("echo", {})
+    [form] = world.token_requests
+    assert form["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer"
+    assert form["assertion"] == "eyJ.workload.token"
+
+
+async def test_github_actions_oidc_token_is_fetched_with_the_audience() -> None:
+    world = AuthWorld(workload_tokens={"gh-oidc-jwt"})
+    seen: list[httpx2.Request] = []
+
+    async def handler(request: httpx2.Request) -> httpx2.Response:
+        if request.url.host == "gh.test":
+            seen.append(request)
+            return httpx2.Response(200, json={"value": "gh-oidc-jwt"})
+        return await world.handler(request)
+
+    env = {"ACTIONS_ID_TOKEN_REQUEST_URL": "https://gh.test/token?x=1", "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "req-tok"}
+    auth = OAuthProvider(
+        MCP_URL,
+        AuthConfig(grant="jwt_bearer", github_audience="api://mcp"),
+        http=AuthHttp(transport=httpx2.MockTransport(handler)),
+        cache=TokenCache(),
+        environ=env,
+    )
+    async with session_with(world, auth) as session:
+        await session.list_tools()
+    assert seen[0].url.params["audience"] == "api://mcp"
+    assert seen[0].headers["authorization"] == "Bearer req-tok"
+
+
+async def test_a_refused_token_is_refreshed_once_and_the_call_runs_once() -> None:
+    world = AuthWorld()
+    auth = provider(world, AuthConfig(client_id="ci-bot", client_secret=SECRET))
+    async with session_with(world, auth) as session:
+        await session.list_tools()
+        world.revoke_access()  # the token expired on the server's side
+        result = await session.call_tool("echo", {"n": 2})
+    assert result.text == '{"n": 2}'
+    assert world.calls_run == 1
+    assert [f["grant_type"] for f in world.token_requests] == ["client_credentials", "refresh_token"]
+    calls = [a for a, body in world.mcp_requests if isinstance(body, dict) and body.get("method") == "tools/call"]
+    assert len(calls) == 2 and calls[0] != calls[1]  # refused with the old token, run with the new one
+
+
+async def test_a_server_that_refuses_every_token_fails_as_not_sent() -> None:
+    world = AuthWorld(always_reject=True)
+    auth = provider(world, AuthConfig(client_id="ci-bot", client_secret=SECRET))
+    with pytest.raises(ConnectFailed) as caught:
+        async with session_with(world, auth):
+            pass
+    assert not isinstance(caught.value, OutcomeUnknown)
+    assert caught.value.exit_code == ExitCode.UNREACHABLE
+    assert len(world.token_requests) <= 3
+    assert SECRET not in str(caught.value) and "access-" not in str(caught.value)
+
+
+async def test_tool_call_refused_by_the_auth_hook_is_never_in_doubt() -> None:
+    world = AuthWorld()
+    auth = provider(world, AuthConfig(client_id="ci-bot", client_secret=SECRET))
+    async with session_with(world, auth) as session:
+        await session.list_tools()
+        world.always_reject = True
+        with pytest.raises(ConnectFailed) as caught:
+            await session.call_tool("echo", {})
+    assert not isinstance(caught.value, OutcomeUnknown)
+    assert not caught.value.written
+    assert world.calls_run == 0
+
+
+async def test_insufficient_scope_steps_up() -> None:
+    world = AuthWorld(call_scope="mcp:write")
+    auth = provider(world, AuthConfig(client_id="ci-bot", client_secret=SECRET))
+    async with session_with(world, auth) as session:
+        await session.call_tool("echo", {})
+    assert world.calls_run == 1
+    assert [f.get("scope") for f in world.token_requests] == ["mcp:read", "mcp:read mcp:write"]
+
+
+async def test_step_up_stops_at_its_limit() -> None:
+    world = AuthWorld(call_scope="never-granted")
+    world.clients["ci-bot"] = SECRET
+
+    auth = provider(world, AuthConfig(client_id="ci-bot", client_secret=SECRET, step_up_limit=2))
+    original = world._issue
+
+    def stingy(scope: set[str], client_id: str | None) -> httpx2.Response:
+        return original(scope - {"never-granted"}, client_id)
+
+    world._issue = stingy  # type: ignore[method-assign]
+    async with session_with(world, auth) as session:
+        with pytest.raises(AuthFailed, match="insufficient_scope"):
+            await session.call_tool("echo", {})
+    assert world.calls_run == 0
+    assert len(world.token_requests) == 3  # the first token, then two step-ups
+
+
+async def test_resource_mismatch_sends_no_token_request() -> None:
+    world = AuthWorld(resource="https://other.test/mcp")
+    with pytest.raises(ConnectFailed, match="not this server"):
+        async with session_with(world, provider(world, AuthConfig(client_id="ci-bot", client_secret=SECRET))):
+            pass
+    assert world.token_requests == []
+
+
+async def test_issuer_mismatch_is_refused() -> None:
+    world = AuthWorld(issuer_in_metadata="https://evil.test")
+    with pytest.raises(ConnectFailed, match="issuer"):
+        async with session_with(world, provider(world, AuthConfig(client_id="ci-bot", client_secret=SECRET))):
+            pass
+    assert world.token_requests == []
+
+
+async def test_plain_http_token_endpoint_is_refused() -> None:
+    world = AuthWorld(token_endpoint="http://auth.test/token")
+    with pytest.raises(ConnectFailed, match="https"):
+        async with session_with(world, provider(world, AuthConfig(client_id="ci-bot", client_secret=SECRET))):
+            pass
+    assert world.token_requests == []
+
+
+async def test_a_wrong_secret_is_reported_without_the_secret() -> None:
+    world = AuthWorld()
+    with pytest.raises(ConnectFailed) as caught:
+        async with session_with(world, provider(world, AuthConfig(client_id="ci-bot", client_secret="wrong-one-42"))):
+            pass
+    assert "invalid_client" in str(caught.value)
+    assert "wrong-one-42" not in str(caught.value) and "wrong-one-42" not in repr(caught.value)
+
+
+async def test_sessions_share_the_token_cache() -> None:
+    world = AuthWorld()
+    cache = TokenCache()
+    config = AuthConfig(client_id="ci-bot", client_secret=SECRET)
+    for _ in range(2):
+        auth = OAuthProvider(MCP_URL, config, http=AuthHttp(transport=httpx2.MockTransport(world.handler)), cache=cache)
+        async with session_with(world, auth) as session:
+            await session.list_tools()
+    assert len(world.token_requests) == 1
+
+
+def test_repr_shows_no_secret() -> None:
+    config = AuthConfig(client_id="ci-bot", client_secret=SECRET, assertion="eyJ.a.b")
+    assert SECRET not in repr(config) and "eyJ.a.b" not in repr(config)
+    params = HttpParams(MCP_URL, auth=OAuthProvider(MCP_URL, config))
+    assert SECRET not in repr(params)
+
+
+def test_an_authorization_header_cannot_be_configured_with_oauth() -> None:
+    with pytest.raises(ConnectFailed, match="Authorization"):
+        HttpParams(MCP_URL, headers={"Authorization": "Bearer x"}, auth=OAuthProvider(MCP_URL, AuthConfig()))
