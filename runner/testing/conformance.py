@@ -15,9 +15,20 @@ as a workflow does, and does what each scenario expects:
                      calls ``test_client_elicitation_defaults``; mcp-run runs unattended and declines
                      every ``elicitation/create`` (it declares no elicitation capability), so this ends
                      in a failure, reported as such
+``json-schema-2020-12-preservation``
+                     ``tools/list``, then ``json_schema_echo`` with the focal tool's ``inputSchema``
+                     exactly as the server sent it (``{"schema": ...}``): the suite checks that
+                     ``$schema``, ``$defs``, ``additionalProperties`` and the composition, conditional and
+                     ``$anchor`` keywords survived mcp-run's parsing
 ``auth/...``         out of scope: mcp-run sends configured headers but runs no OAuth flow, so it
                      connects without credentials and fails on the server's 401
 anything else        the handshake and ``tools/list``
+
+The suite also sets ``MCP_CONFORMANCE_PROTOCOL_VERSION`` (the revision the scenario runs at) and, for
+auth scenarios, ``MCP_CONFORMANCE_CONTEXT`` (JSON: the scenario's name and credentials). The version is
+handed to the session as its protocol pin (:func:`session_options`: only once the session offers one, until
+then the session speaks the version it knows); the context is parsed (:func:`parse_context`) and handed to
+:func:`http_target`, the one place an auth provider will use it.
 
 Exit status: 0 when the scenario's client side succeeded, 1 when it did not (the reason on stderr),
 2 on a usage error. Nothing is written to stdout.
@@ -25,10 +36,12 @@ Exit status: 0 when the scenario's client side succeeded, 1 when it did not (the
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import sys
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Final
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Final
 
 import trio
 
@@ -37,9 +50,23 @@ from runner.connect import HttpTarget, open_target
 from runner.errors import McpRunError
 from runner.session import Session, SessionOptions
 
-__all__ = ["SCENARIOS", "ScenarioFailed", "main", "run_scenario"]
+__all__ = [
+    "SCENARIOS",
+    "ScenarioFailed",
+    "http_target",
+    "main",
+    "parse_context",
+    "run_scenario",
+    "session_options",
+]
 
 SCENARIO_ENV: Final = "MCP_CONFORMANCE_SCENARIO"
+PROTOCOL_ENV: Final = "MCP_CONFORMANCE_PROTOCOL_VERSION"
+CONTEXT_ENV: Final = "MCP_CONFORMANCE_CONTEXT"
+#: The name of the protocol pin on SessionOptions (issue 13, part A); ignored while the session has none.
+PIN_FIELD: Final = "protocol_version"
+SCHEMA_TOOL: Final = "json_schema_2020_12_tool"
+ECHO_TOOL: Final = "json_schema_echo"
 #: Bound on one scenario: the suite's own default timeout is 30 s.
 SCENARIO_TIMEOUT: Final = 25.0
 
@@ -82,22 +109,76 @@ async def _elicitation_defaults(session: Session) -> None:
         raise ScenarioFailed(f"mcp-run declines elicitation requests (it runs unattended); the server said: {text}")
 
 
+async def _schema_preservation(session: Session) -> None:
+    tools = {tool.name: tool for tool in await session.list_tools()}
+    for needed in (SCHEMA_TOOL, ECHO_TOOL):
+        if needed not in tools:
+            offered = ", ".join(tools) or "none"
+            raise ScenarioFailed(f"the server does not offer the tool {needed!r} (it offers {offered})")
+    schema = tools[SCHEMA_TOOL].raw.get("inputSchema")  # as sent, not the parsed copy
+    if not isinstance(schema, dict):
+        raise ScenarioFailed(f"{SCHEMA_TOOL} has no inputSchema object")
+    result = await session.call_tool(ECHO_TOOL, {"schema": schema}, timeout=SCENARIO_TIMEOUT)
+    if result.is_error:
+        raise ScenarioFailed(f"{ECHO_TOOL} returned a tool error: {result.text}")
+
+
 SCENARIOS: Final[dict[str, Callable[[Session], Awaitable[None]]]] = {
     "initialize": _initialize,
     "tools_call": _tools_call,
     "sse-retry": _sse_retry,
     "elicitation-sep1034-client-defaults": _elicitation_defaults,
+    "json-schema-2020-12-preservation": _schema_preservation,
 }
 
 
-async def run_scenario(scenario: str, url: str) -> None:
+def parse_context(text: str | None) -> dict[str, Any]:
+    """``MCP_CONFORMANCE_CONTEXT`` as an object ({} when unset); ``ScenarioFailed`` when it is not a JSON
+    object."""
+    if text is None or not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ScenarioFailed(f"{CONTEXT_ENV} is not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise ScenarioFailed(f"{CONTEXT_ENV} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def session_options(protocol_version: str | None) -> SessionOptions:
+    """The session's options, pinned to ``protocol_version`` when the session supports a pin (a
+    ``protocol_version`` option; part A of issue 13 adds it). Until then the pin is ignored."""
+    options = SessionOptions(name="conformance", server_log_level=None)
+    if protocol_version and PIN_FIELD in {f.name for f in dataclasses.fields(SessionOptions)}:
+        pin: dict[str, Any] = {PIN_FIELD: protocol_version}
+        options = dataclasses.replace(options, **pin)
+    return options
+
+
+def http_target(url: str, context: Mapping[str, Any]) -> HttpTarget:
+    """Where the scenario's server is, and how to reach it. The seam for authorization (issue 14): an auth
+    provider built from ``context`` (client id, secret, keys) plugs in here. Today mcp-run sends only
+    configured headers and runs no OAuth flow, so the context is not used yet."""
+    del context
+    return HttpTarget(url=url)
+
+
+async def run_scenario(
+    scenario: str,
+    url: str,
+    *,
+    protocol_version: str | None = None,
+    context: Mapping[str, Any] | None = None,
+) -> None:
     """Connect to ``url`` and do what ``scenario`` expects; raise ``ScenarioFailed`` or an
     ``McpRunError`` when that does not succeed."""
     action = SCENARIOS.get(scenario, _initialize)
-    options = SessionOptions(name="conformance", server_log_level=None)
+    options = session_options(protocol_version)
+    target = http_target(url, context or {})
     try:
         with trio.fail_after(SCENARIO_TIMEOUT), single_error():
-            async with open_target(HttpTarget(url=url), options) as session:
+            async with open_target(target, options) as session:
                 await action(session)
     except McpRunError as exc:
         if scenario.startswith("auth/"):
@@ -118,7 +199,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     scenario = os.environ.get(SCENARIO_ENV, "initialize")
     try:
-        trio.run(run_scenario, scenario, args[0])
+        context = parse_context(os.environ.get(CONTEXT_ENV))
+        version = os.environ.get(PROTOCOL_ENV) or None
+        trio.run(lambda: run_scenario(scenario, args[0], protocol_version=version, context=context))
     except ScenarioFailed as exc:
         print(f"conformance {scenario}: {exc}", file=sys.stderr)
         return 1
