@@ -24,6 +24,9 @@ as a workflow does, and does what each scenario expects:
                      connects without credentials and fails on the server's 401
 anything else        the handshake and ``tools/list``
 
+Then, whatever the scenario, each call of the context's ``toolCalls`` list (``{"name", "arguments"}``; the
+suite lists them for ``http-custom-headers``), in order, each one a failure if the tool is missing or errs.
+
 The suite also sets ``MCP_CONFORMANCE_PROTOCOL_VERSION`` (the revision the scenario runs at) and, for
 auth scenarios, ``MCP_CONFORMANCE_CONTEXT`` (JSON: the scenario's name and credentials). The version is
 handed to the session as its protocol pin (:func:`session_options`: only once the session offers one, until
@@ -123,6 +126,20 @@ async def _schema_preservation(session: Session) -> None:
         raise ScenarioFailed(f"{ECHO_TOOL} returned a tool error: {result.text}")
 
 
+async def _context_calls(session: Session, context: Mapping[str, Any]) -> None:
+    calls = context.get("toolCalls")
+    if calls is None:
+        return
+    if not isinstance(calls, list):
+        raise ScenarioFailed(f"{CONTEXT_ENV}: toolCalls must be a list")
+    for call in calls:
+        name = call.get("name") if isinstance(call, dict) else None
+        arguments = (call.get("arguments") or {}) if isinstance(call, dict) else None
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            raise ScenarioFailed(f"{CONTEXT_ENV}: a tool call needs a name and an arguments object: {call!r:.200}")
+        await _call(session, name, arguments)
+
+
 SCENARIOS: Final[dict[str, Callable[[Session], Awaitable[None]]]] = {
     "initialize": _initialize,
     "tools_call": _tools_call,
@@ -180,6 +197,7 @@ async def run_scenario(
         with trio.fail_after(SCENARIO_TIMEOUT), single_error():
             async with open_target(target, options) as session:
                 await action(session)
+                await _context_calls(session, context or {})
     except McpRunError as exc:
         if scenario.startswith("auth/"):
             raise ScenarioFailed(
