@@ -4,7 +4,7 @@
 #
 #     scripts/conformance.sh                     every group below, judged against tests/conformance/
 #     scripts/conformance.sh sse-retry ...       only the scenarios named, in every group that has them
-#     scripts/conformance.sh --client CMD --results DIR --report-only
+#     scripts/conformance.sh --client CMD --results DIR --report-only [--jobs N] [--timeout MS]
 #                                                another client (scripts/conformance-scores.sh), kept results,
 #                                                scores printed but not judged
 #
@@ -35,6 +35,7 @@ EXTENSIONS=(auth/client-credentials-basic auth/client-credentials-jwt auth/wif-j
 results=""
 report_only=0
 jobs=${CONFORMANCE_JOBS:-4}
+timeout_ms=()  # the suite's per-scenario client timeout (its default: 30 s)
 only=()
 while [ "$#" -gt 0 ]; do
     case "$1" in
@@ -42,6 +43,7 @@ while [ "$#" -gt 0 ]; do
         --results) results=$2; shift 2 ;;
         --report-only) report_only=1; shift ;;
         --jobs) jobs=$2; shift 2 ;;
+        --timeout) timeout_ms=(--timeout "$2"); shift 2 ;;
         -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
         -*) echo "conformance.sh: unknown option $1" >&2; exit 2 ;;
         *) only+=("$1"); shift ;;
@@ -92,7 +94,7 @@ run_one() {
     local safe=${scenario//\//_}
     local out="$results/$group/$safe"
     mkdir -p "$out"
-    "$NODE" "$SUITE" client --command "$CLIENT" --scenario "$scenario" -o "$out" "$@" >"$out.log" 2>&1
+    "$NODE" "$SUITE" client --command "$CLIENT" --scenario "$scenario" -o "$out" "${timeout_ms[@]}" "$@" >"$out.log" 2>&1
     local rc=$?
     printf '%s\t%s\t%s\t%s\n' "$scenario" "$scored" "$rc" "$safe" >>"$results/$group/runs.tsv"
     printf '  %-50s exit %s\n' "$group $scenario" "$rc"

@@ -33,7 +33,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from mcp_types import ElicitRequestParams, ElicitResult
 
-TIMEOUT = 25.0
+TIMEOUT = 50.0  # scripts/conformance-scores.sh gives the suite's client a 60 s timeout
 
 
 class MemoryStorage:
@@ -151,11 +151,15 @@ async def _scenario(url: str) -> None:
         for call in context.get("toolCalls", []):
             if call.get("name") in tools:
                 await client.call_tool(call["name"], call.get("arguments") or {})
-        if scenario in ("http-invalid-tool-headers", "sep-2322-client-request-state", "http-standard-headers"):
-            for name, tool in tools.items():
-                required = (tool.input_schema or {}).get("required", [])
-                if not required:
-                    await client.call_tool(name, {})
+        if scenario == "http-invalid-tool-headers" and "valid_tool" in tools:
+            await client.call_tool("valid_tool", {"region": "us-west1"})
+        if scenario in ("sep-2322-client-request-state", "http-standard-headers"):
+            for name, tool in tools.items():  # each tool once; the suite's checks judge what went over the wire
+                if not (tool.input_schema or {}).get("required"):
+                    try:
+                        await client.call_tool(name, {})
+                    except Exception as exc:
+                        print(f"sdk client: {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 def main() -> int:
