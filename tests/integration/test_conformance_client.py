@@ -44,7 +44,7 @@ async def test_the_context_tool_calls_are_made_in_order() -> None:
             await run_scenario("http-custom-headers", server.url, context={"toolCalls": calls})
             with pytest.raises(ScenarioFailed, match="does not offer the tool 'test_custom_headers'"):
                 await run_scenario("x", server.url, context={"toolCalls": [{"name": "test_custom_headers"}]})
-            with pytest.raises(ScenarioFailed, match="fail returned a tool error: .*boom"):
+            with pytest.raises(ScenarioFailed, match=r"fail returned a tool error: .*boom"):
                 await run_scenario(
                     "x", server.url, context={"toolCalls": [{"name": "fail", "arguments": {"message": "boom"}}]}
                 )
