@@ -15,9 +15,23 @@ as a workflow does, and does what each scenario expects:
                      calls ``test_client_elicitation_defaults``; the client runs as with
                      ``--elicitation defaults``, so the server's ``elicitation/create`` is accepted with the
                      schema's default values (SEP-1034, :mod:`runner.session.answers`)
+``json-schema-2020-12-preservation``
+                     ``tools/list``, then ``json_schema_echo`` with the focal tool's ``inputSchema``
+                     exactly as the server sent it (``{"schema": ...}``): the suite checks that
+                     ``$schema``, ``$defs``, ``additionalProperties`` and the composition, conditional and
+                     ``$anchor`` keywords survived mcp-run's parsing
 ``auth/...``         OAuth (:mod:`.conformance_auth`): the handshake, ``tools/list``, then the first tool
                      it lists
 anything else        the handshake and ``tools/list``
+
+Then, whatever the scenario, each call of the context's ``toolCalls`` list (``{"name", "arguments"}``; the
+suite lists them for ``http-custom-headers``), in order, each one a failure if the tool is missing or errs.
+
+The suite also sets ``MCP_CONFORMANCE_PROTOCOL_VERSION`` (the revision the scenario runs at) and, for
+auth scenarios, ``MCP_CONFORMANCE_CONTEXT`` (JSON: the scenario's name and credentials). The version is
+handed to the session as its protocol pin (:func:`session_options`: only once the session offers one, until
+then the session speaks the version it knows); the context is parsed (:func:`parse_context`) and handed to
+:func:`http_target`, the one place an auth provider will use it.
 
 Exit status: 0 when the scenario's client side succeeded, 1 when it did not (the reason on stderr),
 2 on a usage error. Nothing is written to stdout.
@@ -25,21 +39,36 @@ Exit status: 0 when the scenario's client side succeeded, 1 when it did not (the
 
 from __future__ import annotations
 
+import json
 import os
 import sys
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Final
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Final
 
 import trio
 
 from runner._trio import single_error
 from runner.connect import HttpTarget, open_target
 from runner.errors import McpRunError
+from runner.protocol.versions import PROTOCOL_CHOICES
 from runner.session import AnswerPolicy, ElicitationPolicy, Session, SessionOptions
 
-__all__ = ["SCENARIOS", "ScenarioFailed", "main", "run_scenario"]
+__all__ = [
+    "SCENARIOS",
+    "ScenarioFailed",
+    "http_target",
+    "main",
+    "parse_context",
+    "run_scenario",
+    "session_options",
+]
 
 SCENARIO_ENV: Final = "MCP_CONFORMANCE_SCENARIO"
+PROTOCOL_ENV: Final = "MCP_CONFORMANCE_PROTOCOL_VERSION"
+CONTEXT_ENV: Final = "MCP_CONFORMANCE_CONTEXT"
+#: The name of the protocol pin on SessionOptions (issue 13, part A); ignored while the session has none.
+SCHEMA_TOOL: Final = "json_schema_2020_12_tool"
+ECHO_TOOL: Final = "json_schema_echo"
 #: Bound on one scenario: the suite's own default timeout is 30 s.
 SCENARIO_TIMEOUT: Final = 25.0
 
@@ -82,30 +111,94 @@ async def _elicitation_defaults(session: Session) -> None:
         raise ScenarioFailed(f"the elicitation was not accepted with its defaults; the server said: {text}")
 
 
+async def _schema_preservation(session: Session) -> None:
+    tools = {tool.name: tool for tool in await session.list_tools()}
+    for needed in (SCHEMA_TOOL, ECHO_TOOL):
+        if needed not in tools:
+            offered = ", ".join(tools) or "none"
+            raise ScenarioFailed(f"the server does not offer the tool {needed!r} (it offers {offered})")
+    schema = tools[SCHEMA_TOOL].raw.get("inputSchema")  # as sent, not the parsed copy
+    if not isinstance(schema, dict):
+        raise ScenarioFailed(f"{SCHEMA_TOOL} has no inputSchema object")
+    result = await session.call_tool(ECHO_TOOL, {"schema": schema}, timeout=SCENARIO_TIMEOUT)
+    if result.is_error:
+        raise ScenarioFailed(f"{ECHO_TOOL} returned a tool error: {result.text}")
+
+
+async def _context_calls(session: Session, context: Mapping[str, Any]) -> None:
+    calls = context.get("toolCalls")
+    if calls is None:
+        return
+    if not isinstance(calls, list):
+        raise ScenarioFailed(f"{CONTEXT_ENV}: toolCalls must be a list")
+    for call in calls:
+        name = call.get("name") if isinstance(call, dict) else None
+        arguments = (call.get("arguments") or {}) if isinstance(call, dict) else None
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            raise ScenarioFailed(f"{CONTEXT_ENV}: a tool call needs a name and an arguments object: {call!r:.200}")
+        await _call(session, name, arguments)
+
+
 SCENARIOS: Final[dict[str, Callable[[Session], Awaitable[None]]]] = {
     "initialize": _initialize,
     "tools_call": _tools_call,
     "sse-retry": _sse_retry,
     "elicitation-sep1034-client-defaults": _elicitation_defaults,
+    "json-schema-2020-12-preservation": _schema_preservation,
 }
 
 
-async def run_scenario(scenario: str, url: str) -> None:
-    """Connect to ``url`` and do what ``scenario`` expects; raise ``ScenarioFailed`` or an
-    ``McpRunError`` when that does not succeed."""
-    action = SCENARIOS.get(scenario, _initialize)
-    # As a user who passed --elicitation defaults (the default declines: nobody is there to answer).
+def parse_context(text: str | None) -> dict[str, Any]:
+    """``MCP_CONFORMANCE_CONTEXT`` as an object ({} when unset); ``ScenarioFailed`` when it is not a JSON
+    object."""
+    if text is None or not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ScenarioFailed(f"{CONTEXT_ENV} is not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise ScenarioFailed(f"{CONTEXT_ENV} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def session_options(protocol_version: str | None) -> SessionOptions:
+    """The session's options: as a user who passed ``--elicitation defaults`` (the default declines: nobody is
+    there to answer), and pinned to ``protocol_version`` (``MCP_CONFORMANCE_PROTOCOL_VERSION``) when it names a
+    revision mcp-run speaks; else ``auto``."""
     answers = AnswerPolicy(elicitation=ElicitationPolicy.DEFAULTS)
-    options = SessionOptions(name="conformance", server_log_level=None, answers=answers)
-    target = HttpTarget(url=url)
+    pin = protocol_version if protocol_version in PROTOCOL_CHOICES else "auto"
+    return SessionOptions(name="conformance", server_log_level=None, answers=answers, protocol=pin)
+
+
+def http_target(url: str, scenario: str) -> HttpTarget:
+    """Where the scenario's server is, and how to reach it: an ``auth/...`` scenario gets an OAuth provider
+    built from ``MCP_CONFORMANCE_CONTEXT`` (:mod:`.conformance_auth`)."""
     if scenario.startswith("auth/"):
         from runner.testing.conformance_auth import scenario_provider
 
+        return HttpTarget(url=url, auth=scenario_provider(scenario, url))
+    return HttpTarget(url=url)
+
+
+async def run_scenario(
+    scenario: str,
+    url: str,
+    *,
+    protocol_version: str | None = None,
+    context: Mapping[str, Any] | None = None,
+) -> None:
+    """Connect to ``url`` and do what ``scenario`` expects; raise ``ScenarioFailed`` or an
+    ``McpRunError`` when that does not succeed."""
+    action = SCENARIOS.get(scenario, _initialize)
+    if scenario.startswith("auth/"):
         action = _auth_scenario
-        target = HttpTarget(url=url, auth=scenario_provider(scenario, url))
+    options = session_options(protocol_version)
+    target = http_target(url, scenario)
     with trio.fail_after(SCENARIO_TIMEOUT), single_error():
         async with open_target(target, options) as session:
             await action(session)
+            await _context_calls(session, context or {})
 
 
 async def _auth_scenario(session: Session) -> None:
@@ -124,7 +217,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     scenario = os.environ.get(SCENARIO_ENV, "initialize")
     try:
-        trio.run(run_scenario, scenario, args[0])
+        context = parse_context(os.environ.get(CONTEXT_ENV))
+        version = os.environ.get(PROTOCOL_ENV) or None
+        trio.run(lambda: run_scenario(scenario, args[0], protocol_version=version, context=context))
     except ScenarioFailed as exc:
         print(f"conformance {scenario}: {exc}", file=sys.stderr)
         return 1

@@ -35,3 +35,25 @@ def test_main_reports_on_stderr_only(monkeypatch: pytest.MonkeyPatch, capsys: py
     assert err.startswith("conformance initialize: ConnectFailed: ") and "secret" not in err
     assert main([]) == 2
     assert "usage:" in capsys.readouterr().err
+
+
+async def test_the_context_tool_calls_are_made_in_order() -> None:
+    with trio.fail_after(60):
+        async with sdk_http_server() as server:
+            calls = [{"name": "echo", "arguments": {"text": "hi"}}, {"name": "add", "arguments": {"a": 1, "b": 2}}]
+            await run_scenario("http-custom-headers", server.url, context={"toolCalls": calls})
+            with pytest.raises(ScenarioFailed, match="does not offer the tool 'test_custom_headers'"):
+                await run_scenario("x", server.url, context={"toolCalls": [{"name": "test_custom_headers"}]})
+            with pytest.raises(ScenarioFailed, match=r"fail returned a tool error: .*boom"):
+                await run_scenario(
+                    "x", server.url, context={"toolCalls": [{"name": "fail", "arguments": {"message": "boom"}}]}
+                )
+            with pytest.raises(ScenarioFailed, match="needs a name and an arguments object"):
+                await run_scenario("x", server.url, context={"toolCalls": [{"arguments": {}}]})
+
+
+async def test_schema_preservation_needs_the_scenario_tools() -> None:
+    with trio.fail_after(60):
+        async with sdk_http_server() as server:
+            with pytest.raises(ScenarioFailed, match="does not offer the tool 'json_schema_2020_12_tool'"):
+                await run_scenario("json-schema-2020-12-preservation", server.url, protocol_version="2025-11-25")
