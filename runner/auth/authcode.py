@@ -72,6 +72,8 @@ async def _register(provider: OAuthProvider, metadata: Mapping[str, Any], redire
         method = next((m for m in ("client_secret_basic", "client_secret_post") if m in offered), "client_secret_basic")
     request = {
         "client_name": CLIENT_NAME,
+        # SEP-837: a client whose redirect is a loopback address is a native application
+        "application_type": "native",
         "redirect_uris": [redirect_uri],
         "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],

@@ -90,10 +90,24 @@ def _supported(data: Any) -> tuple[str, ...] | None:
     return None
 
 
-def judge_error(code: int, message: str, data: Any, *, pinned: bool) -> None:
-    """Judge a JSON-RPC error answer to the probe: raise ``_Legacy`` (fall back) or ``ConnectFailed``."""
+class _RetryWith(Exception):
+    """The probe was refused (-32022) for a version while the server names a 2026 one we speak: ask again once."""
+
+    def __init__(self, version: str) -> None:
+        super().__init__(version)
+        self.version = version
+
+
+def judge_error(code: int, message: str, data: Any, *, pinned: bool, version: str | None = None) -> None:
+    """Judge a JSON-RPC error answer to the probe of ``version``: raise ``_Legacy`` (fall back), ``_RetryWith``
+    (a -32022 naming a modern version we speak: the revision says to retry with it; when pinned, only with
+    the pinned one) or ``ConnectFailed``."""
     if code == UNSUPPORTED_VERSION:
         supported = _supported(data)
+        if supported is not None and version is not None:
+            again = [v for v in supported if is_modern(v) and (not pinned or v == version)]
+            if again:
+                raise _RetryWith(again[0])
         if supported is not None and not pinned and any(v in LEGACY_VERSIONS for v in supported):
             raise _Legacy(f"it speaks {', '.join(supported)}")
         raise ConnectFailed(f"could not connect: {modern_error(code, message, data, method='server/discover')}")
@@ -117,7 +131,11 @@ async def negotiate(session: Session) -> None:
         return
     version = choice if pinned else LATEST_MODERN_VERSION
     try:
-        info = await _probe(session, version, pinned=pinned)
+        try:
+            info = await _probe(session, version, pinned=pinned, retry=True)
+        except _RetryWith as again:  # once: a second refusal is judged without a retry
+            version = again.version
+            info = await _probe(session, version, pinned=pinned, retry=False)
     except _Legacy as legacy:
         if pinned:
             raise _pinned_failed(version, legacy.why) from None
@@ -135,15 +153,15 @@ def _pinned_failed(version: str, why: str) -> ConnectFailed:
     )
 
 
-async def _probe(session: Session, version: str, *, pinned: bool) -> DiscoverInfo:
+async def _probe(session: Session, version: str, *, pinned: bool, retry: bool) -> DiscoverInfo:
     era = session.modern_era(version)
     timeout = min(PROBE_TIMEOUT, session.options.initialize_timeout)
     try:
         result = await session.request(
-            "server/discover", None, timeout=timeout, era=era, handshake=True, request_id=PROBE_ID
+            "server/discover", None, timeout=timeout, era=era, handshake=True, request_id=PROBE_ID if retry else None
         )
     except JsonRpcError as exc:
-        judge_error(exc.code, exc.message, exc.data, pinned=pinned)
+        judge_error(exc.code, exc.message, exc.data, pinned=pinned, version=version if retry else None)
         raise AssertionError("unreachable") from None  # pragma: no cover - judge_error always raises
     except CallTimeout as exc:
         if not era.http:
@@ -152,7 +170,7 @@ async def _probe(session: Session, version: str, *, pinned: bool) -> DiscoverInf
     except HTTPStatusError as exc:
         rpc = exc.rpc_error
         if rpc is not None and rpc[0] in MODERN_ERRORS:
-            judge_error(*rpc, pinned=pinned)
+            judge_error(*rpc, pinned=pinned, version=version if retry else None)
         if 400 <= exc.status_code < 500 and exc.status_code != 429:
             raise _Legacy(f"it answered server/discover with HTTP {exc.status_code}") from None
         raise session.connect_failed(exc) from exc

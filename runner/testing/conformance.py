@@ -22,6 +22,10 @@ as a workflow does, and does what each scenario expects:
                      ``$anchor`` keywords survived mcp-run's parsing
 ``auth/...``         OAuth (:mod:`.conformance_auth`): the handshake, ``tools/list``, then the first tool
                      it lists
+``http-invalid-tool-headers``
+                     calls every tool mcp-run kept (those with invalid ``x-mcp-header`` markings are dropped)
+``sep-2322-client-request-state``
+                     the four ``test_mrtr_*`` tools: ``input_required`` answered and sent again
 anything else        the handshake and ``tools/list``
 
 Then, whatever the scenario, each call of the context's ``toolCalls`` list (``{"name", "arguments"}``; the
@@ -66,7 +70,6 @@ __all__ = [
 SCENARIO_ENV: Final = "MCP_CONFORMANCE_SCENARIO"
 PROTOCOL_ENV: Final = "MCP_CONFORMANCE_PROTOCOL_VERSION"
 CONTEXT_ENV: Final = "MCP_CONFORMANCE_CONTEXT"
-#: The name of the protocol pin on SessionOptions (issue 13, part A); ignored while the session has none.
 SCHEMA_TOOL: Final = "json_schema_2020_12_tool"
 ECHO_TOOL: Final = "json_schema_echo"
 #: Bound on one scenario: the suite's own default timeout is 30 s.
@@ -111,6 +114,48 @@ async def _elicitation_defaults(session: Session) -> None:
         raise ScenarioFailed(f"the elicitation was not accepted with its defaults; the server said: {text}")
 
 
+def _sample(schema: object) -> object:
+    """A value that fits a property's schema (its default, first enum member, or a plain value of its type)."""
+    if not isinstance(schema, dict):
+        return "test"
+    if "default" in schema:
+        return schema["default"]
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return enum[0]
+    kind = schema.get("type")
+    samples: dict[object, object] = {"integer": 1, "number": 1, "boolean": True, "array": [], "object": {}}
+    return samples.get(kind, "test")
+
+
+async def _every_tool(session: Session) -> None:
+    """Call every tool the session kept (2026-07-28 drops tools whose x-mcp-header markings are invalid), each
+    with a value for every required parameter."""
+    for tool in await session.list_tools():
+        schema = tool.raw.get("inputSchema")
+        properties = schema.get("properties") if isinstance(schema, dict) else None
+        required = schema.get("required") if isinstance(schema, dict) else None
+        arguments: dict[str, object] = {}
+        if isinstance(properties, dict) and isinstance(required, list):
+            arguments = {name: _sample(properties.get(name)) for name in required if isinstance(name, str)}
+        await session.call_tool(tool.name, arguments, timeout=SCENARIO_TIMEOUT)
+
+
+async def _input_required(session: Session) -> None:
+    """The multi-round-trip tools of SEP-2322: each answered by the policy and sent again (with the request state
+    echoed only when there was one); an unrelated call between them carries neither."""
+    expected = {
+        "test_mrtr_echo_state": "echo-state-ok",
+        "test_mrtr_unrelated": "unrelated-ok",
+        "test_mrtr_no_state": "no-state-ok",
+        "test_mrtr_no_result_type": "no-result-type-test-ok",
+    }
+    for tool, text in expected.items():
+        answer = await _call(session, tool, {})
+        if answer != text:
+            raise ScenarioFailed(f"{tool} answered {answer!r}, not {text!r}")
+
+
 async def _schema_preservation(session: Session) -> None:
     tools = {tool.name: tool for tool in await session.list_tools()}
     for needed in (SCHEMA_TOOL, ECHO_TOOL):
@@ -145,6 +190,8 @@ SCENARIOS: Final[dict[str, Callable[[Session], Awaitable[None]]]] = {
     "sse-retry": _sse_retry,
     "elicitation-sep1034-client-defaults": _elicitation_defaults,
     "json-schema-2020-12-preservation": _schema_preservation,
+    "http-invalid-tool-headers": _every_tool,
+    "sep-2322-client-request-state": _input_required,
 }
 
 
