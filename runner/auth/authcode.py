@@ -83,6 +83,7 @@ async def _register(provider: OAuthProvider, metadata: Mapping[str, Any], redire
     if status not in (200, 201) or not isinstance(data, Mapping) or not isinstance(data.get("client_id"), str):
         raise AuthFailed(f"dynamic client registration failed ({status}, {token_error(data)})")
     provider.client_id = data["client_id"]
+    provider.registered_with = provider.issuer
     secret = data.get("client_secret")
     provider.client_secret = secret if isinstance(secret, str) and secret else None
     if provider.client_secret:
@@ -92,6 +93,24 @@ async def _register(provider: OAuthProvider, metadata: Mapping[str, Any], redire
         provider.registered_method = registered
     elif provider.client_secret is None:
         provider.registered_method = "none"
+
+
+def check_response_issuer(answer: Mapping[str, str], metadata: Mapping[str, Any]) -> None:
+    """RFC 9207, as MCP 2026-07-28 asks: an ``iss`` in the authorization response must equal the issuer the
+    metadata named, compared as plain strings (no URL normalization), whether or not the server advertised it;
+    a server that advertises ``authorization_response_iss_parameter_supported`` must send it."""
+    issuer = metadata.get("issuer")
+    iss = answer.get("iss")
+    if iss is not None:
+        if iss != issuer:
+            raise AuthFailed(
+                f"the authorization response names issuer {iss!r}, not {issuer!r} (RFC 9207): refused, a response "
+                "from another authorization server (a mix-up attack, or a misconfigured server)"
+            )
+    elif metadata.get("authorization_response_iss_parameter_supported") is True:
+        raise AuthFailed(
+            "the authorization server says it sends iss in its responses (RFC 9207), but this one has none: refused"
+        )
 
 
 def authorizer(redirector: Redirector) -> Authorizer:
@@ -105,6 +124,7 @@ def authorizer(redirector: Redirector) -> Authorizer:
             if cimd and metadata.get("client_id_metadata_document_supported") is True:
                 provider.client_id = cimd
                 provider.registered_method = "none"
+                provider.registered_with = provider.issuer
             elif metadata.get("registration_endpoint"):
                 await _register(provider, metadata, redirect_uri)
             else:
@@ -129,8 +149,7 @@ def authorizer(redirector: Redirector) -> Authorizer:
         answer = await redirector.authorize(f"{endpoint}{separator}{urlencode(query)}")
         if answer.get("state") != state:
             raise AuthFailed("the authorization response's state does not match the request (possible forgery)")
-        # Seam for MCP 2026-07-28 (issue 13's wire): the authorization response's `iss` (RFC 9207) is to be
-        # checked here against provider.issuer and the metadata's authorization_response_iss_parameter_supported.
+        check_response_issuer(answer, metadata)
         if "error" in answer:
             raise AuthFailed(f"authorization refused: {token_error(dict(answer))}")
         code = answer.get("code")

@@ -81,6 +81,7 @@ class OAuthProvider:
         self.client_id: str | None = config.client_id
         self.client_secret: str | None = config.client_secret  # or one issued by dynamic registration
         self.registered_method: AuthMethod | None = None  # what dynamic registration agreed on
+        self.registered_with: str | None = None  # the issuer that registered the client (dynamic, or CIMD)
 
     def __repr__(self) -> str:
         return f"OAuthProvider({self.server_url!r}, grant={self.config.grant!r})"
@@ -99,8 +100,14 @@ class OAuthProvider:
                 return await self._step_up(challenge)  # adds the challenge's scope to the ones held
             if challenge.scope:
                 self._challenge_scope = challenge.scope
-            await self._discover(challenge)
             refused = self._token if sent is not None and self._token is not None else None
+            before = self.issuer
+            # A refused token: read the resource's metadata again, it may have moved to another authorization
+            # server (SEP-2352), whose token is then asked for (with a new registration, see _discover).
+            await self._discover(challenge, again=refused is not None)
+            if refused is not None and before is not None and self.issuer != before:
+                self._take(await self._grant(), answering_refusal=False)
+                return True
             if refused is not None:
                 if self._answering_refusal and time.monotonic() - self._obtained_at < _JUST_ISSUED:
                     raise AuthFailed(f"{self._where()}: the server refuses the token just issued (401)")
@@ -145,10 +152,13 @@ class OAuthProvider:
     def _client_key(self) -> str:
         return self.client_id or self.config.client_metadata_url or "(dynamic)"
 
-    async def _discover(self, challenge: discovery.Challenge) -> None:
-        """Find the authorization server and its metadata (once; again when a challenge names new metadata)."""
-        if self.server_metadata is not None and (
-            challenge.resource_metadata is None or challenge.resource_metadata == self._metadata_url
+    async def _discover(self, challenge: discovery.Challenge, *, again: bool = False) -> None:
+        """Find the authorization server and its metadata (once; again when a challenge names new metadata, or
+        with ``again``)."""
+        if (
+            not again
+            and self.server_metadata is not None
+            and (challenge.resource_metadata is None or challenge.resource_metadata == self._metadata_url)
         ):
             return
         prm: Mapping[str, Any] | None = None
@@ -195,6 +205,11 @@ class OAuthProvider:
                 "token_endpoint": f"{base}/token",
                 "registration_endpoint": f"{base}/register",
             }
+        if self.registered_with is not None and issuer != self.registered_with:
+            # The resource moved to another authorization server (SEP-2352): a client registered with the old
+            # one means nothing to the new one, and its credentials must not be shown to it.
+            self.client_id, self.client_secret, self.registered_method = None, None, None
+            self.registered_with = None
         self.issuer = issuer
         self.server_metadata = metadata
 
