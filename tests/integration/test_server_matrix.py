@@ -7,8 +7,7 @@ mcp-run against real servers in every protocol era and transport they offer.
 - server-everything over stdio and Streamable HTTP, and its ``simulate-research-query`` (a tool that
   requires tasks).
 
-Cases that need a part of issue 13 still being built are ``xfail(strict=True)``, the reason naming the part:
-once the feature lands they pass, strict xfail turns that into a failure, and the mark must come off.
+Every case must pass (a case that cannot pass would be marked ``xfail(strict=True)`` with its reason).
 Real processes and sockets, so the real clock; every case is bounded by ``trio.fail_after``.
 """
 
@@ -43,10 +42,6 @@ pytestmark = pytest.mark.integration
 SDK_ERAS = ROOT / "tests" / "peers" / "sdk_eras.py"
 ERA_RE = re.compile(r"^MCP-RUN-ERA listening on (http://\S+)$")
 RUN_TIMEOUT = 120.0
-
-PART_A = "issue 13 part A (era negotiation, the 2026-07-28 wire): mcp-run cannot speak to a modern-only server"
-PART_B = "issue 13 part B (tasks): simulate-research-query has execution.taskSupport: required"
-PART_C = "issue 13 part C (legacy HTTP+SSE): the initialize POST to /sse gets 405"
 
 
 def _era_url(line: str) -> str | None:
@@ -93,8 +88,8 @@ MATRIX: dict[str, tuple[Callable[[], Peer], str | None]] = {
     "sdk-stateful": (_sdk, None),
     "sdk-json": (lambda: _sdk("--json-response"), None),
     "sdk-stateless": (lambda: _sdk_era("stateless"), None),
-    "sdk-modern-only": (lambda: _sdk_era("modern-only"), PART_A),
-    "sdk-legacy-sse": (lambda: _sdk_era("sse"), PART_C),
+    "sdk-modern-only": (lambda: _sdk_era("modern-only"), None),
+    "sdk-legacy-sse": (lambda: _sdk_era("sse"), None),
     "everything-stdio": (_everything_stdio, None),
     "everything-http": (lambda: Peer(everything_http_server, "everything"), None),
 }
@@ -226,10 +221,7 @@ async def test_a_small_workflow_runs_against_each_real_server(name: str, tmp_pat
 
 @pytest.mark.parametrize(
     "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=PART_B), id=n)
-        for n in ("everything-stdio", "everything-http")
-    ],
+    [pytest.param(n, id=n) for n in ("everything-stdio", "everything-http")],
 )
 async def test_simulate_research_query_completes_through_a_task(name: str, tmp_path: Path) -> None:
     outcome, _, _ = await _run(tmp_path, name, RESEARCH)
