@@ -5,9 +5,10 @@ wire is chosen explicitly here."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Final
 
 import pytest
 import trio
@@ -30,7 +31,8 @@ from runner.protocol.tasks2026 import (
     server_takes_tasks,
     update_params,
 )
-from runner.session import Session, SessionOptions, open_session
+from runner.session import AnswerPolicy, Session, SessionOptions, open_session
+from runner.session.answers import make_policy
 from runner.session.tasks2026 import TASKS_2026
 from runner.testing.memory import memory_transport_pair
 from tests.fakes.server import FakeCall, FakeServer, text_result
@@ -121,7 +123,9 @@ def test_task_requests_are_routed_by_their_task_id() -> None:
 
 
 @asynccontextmanager
-async def serving(tasks: FakeTasks, setup: Any = None) -> AsyncIterator[tuple[Session, FakeServer]]:
+async def serving(
+    tasks: FakeTasks, setup: Any = None, answers: AnswerPolicy | None = None
+) -> AsyncIterator[tuple[Session, FakeServer]]:
     with single_error():
         async with memory_transport_pair() as (client, end), trio.open_nursery() as nursery:
             server = FakeServer(end, tasks=tasks)
@@ -134,7 +138,8 @@ async def serving(tasks: FakeTasks, setup: Any = None) -> AsyncIterator[tuple[Se
             if setup is not None:
                 setup(server)
             nursery.start_soon(server.serve)
-            async with open_session(client, SessionOptions(name="modern", tasks_extension=True)) as session:
+            options = SessionOptions(name="modern", tasks_extension=True, answers=answers or AnswerPolicy())
+            async with open_session(client, options) as session:
                 yield session, server
             nursery.cancel_scope.cancel()
 
@@ -268,3 +273,63 @@ async def test_a_lost_connection_while_polling_leaves_the_task_to_a_resume(autoj
                 )
     assert tasks.cancels == []  # not cancelled: the task goes on, and is collected later
     assert [e["type"] for e in events].count("task_created") == 1
+
+
+CONFIRM = {
+    "method": "elicitation/create",
+    "params": {
+        "message": "Go on?",
+        "requestedSchema": {
+            "type": "object",
+            "properties": {"ok": {"type": "boolean", "default": True}},
+            "required": ["ok"],
+        },
+    },
+}
+
+
+def asking(questions: dict[str, Any]) -> Any:
+    def setup(server: FakeServer) -> None:
+        async def confirm(call: FakeCall) -> dict[str, Any]:
+            assert call.task is not None
+            answers = await call.task.ask(questions)
+            return text_result(json.dumps(answers, sort_keys=True))
+
+        server.tools["confirm"] = confirm
+
+    return setup
+
+
+async def start(session: Session, events: list[dict[str, Any]]) -> Any:
+    return await task_call(events).start(
+        session, "confirm", {}, idle_timeout=None, on_progress=None, before_send=dispatched, on_resumed=None
+    )
+
+
+ACCEPTED: Final = {"action": "accept", "content": {"ok": True}}
+
+
+@pytest.mark.parametrize(("policy", "answer"), [("defaults", ACCEPTED), (None, {"action": "decline"})])
+async def test_a_2026_task_that_asks_is_answered_by_the_policy_with_tasks_update(
+    autojump_clock: trio.abc.Clock, policy: str | None, answer: dict[str, Any]
+) -> None:
+    tasks = FakeTasks(support={"confirm": "server decides"}, era="2026", poll_interval=1000)
+    events: list[dict[str, Any]] = []
+    async with serving(tasks, asking({"q1": CONFIRM}), make_policy(policy)) as (session, server):
+        result = await start(session, events)
+    assert json.loads(result.text) == {"q1": answer}
+    updates = [m for m in server.received if getattr(m, "method", None) == "tasks/update"]
+    assert len(updates) == 1  # polled again while still asking: each question answered once
+    assert tasks.executions["confirm"] == 1
+    assert [e["status"] for e in events if e["type"] == "task_status"][-1] == "completed"
+
+
+async def test_a_2026_task_asking_what_mcp_run_cannot_give_is_cancelled_and_fails(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    sampling = {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}}
+    tasks = FakeTasks(support={"confirm": "server decides"}, era="2026", poll_interval=1000)
+    async with serving(tasks, asking({"s": sampling})) as (session, _server):
+        with pytest.raises(McpRunError, match="cannot give"):
+            await start(session, [])
+    assert tasks.cancels == ["task-1"]

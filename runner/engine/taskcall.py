@@ -13,8 +13,10 @@ the server and the tool allow a task (:func:`wants_task_now`; the rule is
    original call's token keep reaching the item's progress.
 4. ``completed``: ``tasks/result`` is the call's result. ``failed``: ``tasks/result`` too, a tool error.
    ``cancelled`` (by the server or someone else): in doubt (the tool may have done part of its work).
-   ``input_required``: waiting, with a status that says so; ``on_input_required`` is the seam where a
-   policy that answers the server's questions plugs in (none yet: mcp-run keeps polling until the timeout).
+   ``input_required``: a 2026-07-28 task's questions (``inputRequests``) are answered by the session's
+   answer policy with ``tasks/update``, each once (a refused one, sampling, cancels the task and fails the
+   item); a 2025 task waits, with a status that says so (``on_input_required`` is the seam for answering it
+   through ``tasks/result``), polling until the timeout.
 
 How it can end otherwise:
 
@@ -53,7 +55,9 @@ from runner.errors import (
 )
 from runner.protocol.mcp import ToolResult
 from runner.protocol.tasks import TASK_NOT_FOUND, Task, TaskMode, TaskStatus, poll_delay
+from runner.protocol.tasks2026 import new_input_requests, update_params
 from runner.session import BeforeSend, ProgressHandler, Session
+from runner.session.input_required import answer_input_requests
 from runner.session.tasks import TASKS_2025, TaskWire
 from runner.session.tasks2026 import TASKS_2026
 
@@ -137,6 +141,7 @@ class TaskCall:
         self._timeout = timeout
         self._deadline = math.inf
         self._shown: tuple[TaskStatus, str | None] | None = None
+        self._asked: set[str] = set()  # the keys of the questions a 2026 task asked (each answered once)
 
     async def start(
         self,
@@ -227,7 +232,9 @@ class TaskCall:
                     expires = started + polled.ttl_ms / 1000
                 task = polled
                 self._status(task)
-                if task.status is TaskStatus.INPUT_REQUIRED and not asked_input:
+                if task.status is TaskStatus.INPUT_REQUIRED and self._answers_itself(session):
+                    await self._answer_2026(session, task)  # new questions only: each key is answered once
+                elif task.status is TaskStatus.INPUT_REQUIRED and not asked_input:
                     asked_input = True
                     if self._site.on_input_required is not None:
                         await self._site.on_input_required(session, task)
@@ -296,10 +303,29 @@ class TaskCall:
     def _wire(self, session: Session) -> TaskWire:
         return self._site.wire or wire_for(session)
 
+    def _answers_itself(self, session: Session) -> bool:
+        """A 2026-07-28 task's questions are answered here, by the session's answer policy (``tasks/update``)."""
+        return self._site.on_input_required is None and self._wire(session) is TASKS_2026
+
+    async def _answer_2026(self, session: Session, task: Task) -> None:
+        """Answer the questions ``task`` asks that were not answered yet, by the session's answer policy (as a
+        2026 ``input_required`` result is: :mod:`runner.session.input_required`), with ``tasks/update``. A
+        question the policy refuses (sampling) cancels the task and fails the item with the reason."""
+        questions = new_input_requests(task, self._asked)
+        if not questions:
+            return
+        try:
+            answers = answer_input_requests({"inputRequests": questions}, session.options.answers, session.note_answer)
+        except McpRunError:
+            await self._wire(session).cancel(session, task.task_id)
+            raise
+        await session.request("tasks/update", update_params(task.task_id, answers), timeout=POLL_TIMEOUT)
+
     def _status(self, task: Task) -> None:
         """Journal and show a change of status or message."""
         message = task.status_message
-        if task.status is TaskStatus.INPUT_REQUIRED and self._site.on_input_required is None:
+        waiting = self._site.on_input_required is None and task.input_requests is None  # nobody answers it
+        if task.status is TaskStatus.INPUT_REQUIRED and waiting:
             message = f"{message} ({INPUT_WAITING})" if message else INPUT_WAITING
         shown = (task.status, message)
         if shown != self._shown:

@@ -42,10 +42,23 @@ class FakeTask:
     error: dict[str, Any] | None = None
     done: trio.Event = field(default_factory=trio.Event)
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    input_requests: dict[str, Any] | None = None  # 2026: the questions of an input_required task
+    answers: dict[str, Any] = field(default_factory=dict)  # 2026: what tasks/update answered, by key
+    answered: trio.Event = field(default_factory=trio.Event)
 
     def set(self, status: str, message: str | None = None) -> None:
         self.status = status
         self.message = message
+
+    async def ask(self, questions: dict[str, Any]) -> dict[str, Any]:
+        """2026: turn ``input_required`` with ``questions`` (key -> {method, params}) until ``tasks/update``
+        answers them; back to ``working``, returning the answers."""
+        self.input_requests, self.answered = questions, trio.Event()
+        self.set("input_required", "needs an answer")
+        await self.answered.wait()
+        self.input_requests = None
+        self.set("working")
+        return {key: self.answers[key] for key in questions}
 
     def wire(self) -> dict[str, Any]:
         modern = self.era == "2026"
@@ -60,6 +73,8 @@ class FakeTask:
             out["pollIntervalMs" if modern else "pollInterval"] = self.poll_interval
         if self.message is not None:
             out["statusMessage"] = self.message
+        if modern and self.status == "input_required" and self.input_requests is not None:
+            out["inputRequests"] = self.input_requests
         if modern and self.status == "completed":
             out["result"] = self.result
         if modern and self.status == "failed":
@@ -100,7 +115,7 @@ class FakeTasks:
         params = request.params or {}
         if request.method == "tools/call" and self._asks_for_a_task(params):
             return await self._create(server, request, nursery)
-        if request.method not in ("tasks/get", "tasks/result", "tasks/cancel"):
+        if request.method not in ("tasks/get", "tasks/result", "tasks/cancel", "tasks/update"):
             return NotImplemented
         if request.method == "tasks/result" and self.era == "2026":
             return ErrorResponse(request.id, -32601, "no tasks/result in 2026-07-28")
@@ -110,6 +125,14 @@ class FakeTasks:
         if request.method == "tasks/get":
             self.gets.append((trio.current_time(), task.task_id))
             return task.wire()
+        if request.method == "tasks/update":
+            responses = params.get("inputResponses")
+            if not isinstance(responses, dict) or self.era != "2026":
+                return ErrorResponse(request.id, -32602, "tasks/update needs inputResponses (2026 only)")
+            task.answers.update(responses)
+            if task.input_requests is not None and all(k in task.answers for k in task.input_requests):
+                task.answered.set()
+            return {}
         if request.method == "tasks/cancel":
             self.cancels.append(task.task_id)
             if task.status not in TERMINAL:
