@@ -424,3 +424,10 @@ def test_the_new_server_settings_keep_fingerprints_unless_they_change_answers(tm
     assert fingerprint("    transport: sse\n") == plain  # how the server is reached, not what a step does
     assert fingerprint("    elicitation: defaults\n") != plain
     assert fingerprint("    roots: [data]\n") != plain
+
+
+@pytest.mark.parametrize("required", [[["x"]], [{"a": 1}], [None], [3]])
+def test_a_required_list_that_is_not_names_is_declined_not_a_traceback(required: list[Any]) -> None:
+    schema = {"type": "object", "properties": {"x": {"type": "string", "default": "d"}}, "required": required}
+    content, why = elicitation_defaults(schema)
+    assert content is None and "cannot be read" in why

@@ -91,3 +91,16 @@ async def test_a_revoked_login_says_which_command_to_run(tmp_path: Path) -> None
         async with session_with(world, _login_provider(world, store)):
             pass
     assert isinstance(LoginRequired(MCP_URL, "x"), ConnectFailed)
+
+
+def test_damaged_entries_are_skipped_not_a_traceback(tmp_path: Path) -> None:
+    store = TokenStore(tmp_path / "state" / "tokens.json")
+    store.save(StoredLogin(MCP_URL, ISSUER, "a", "refresh-1"))
+    import json
+
+    data = json.loads(store.path.read_text(encoding="utf-8"))
+    data["logins"]["junk"] = ["not", "an", "object"]
+    data["logins"]["typed"] = {"server_url": MCP_URL, "issuer": 5, "client_id": "b", "refresh_token": "r"}
+    store.path.write_text(json.dumps(data), encoding="utf-8")
+    assert [login.client_id for login in store.logins()] == ["a"]
+    assert store.find(MCP_URL) is not None

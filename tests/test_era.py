@@ -21,7 +21,7 @@ from runner.protocol.jsonrpc import ErrorResponse, Notification, Request, Respon
 from runner.session import Session, SessionOptions, open_session
 from runner.session.answers import make_policy
 from runner.session.era import EraMemory, modern_error
-from runner.session.results import ResultNotSupported
+from runner.session.results import TaskNotFollowed
 from runner.testing.memory import memory_transport_pair
 from runner.transports.http.transport import HttpParams, open_http_transport
 from tests.fakes.modern_http import LEGACY, MODERN, ModernServer
@@ -198,12 +198,13 @@ async def test_cancelling_closes_the_stream_and_sends_no_notification(autojump_c
     assert [p for p in server.posts if "id" not in p.body] == []  # no notifications/cancelled, no POST at all
 
 
-async def test_a_task_result_without_a_handler_is_refused_clearly() -> None:
+async def test_a_task_result_where_tasks_are_not_followed_is_in_doubt() -> None:
     server = ModernServer("modern")
     async with connected(server) as (session, _):
-        with pytest.raises(ResultNotSupported, match=re.escape("ran the call as a task ('t-1')")) as info:
+        with pytest.raises(TaskNotFollowed, match=re.escape("ran the call as a task ('t-1')")) as info:
             await session.call_tool("task", {})
     assert info.value.result_type == "task"
+    assert isinstance(info.value, OutcomeUnknown) and info.value.exit_code == ExitCode.OUTCOME_UNKNOWN
 
 
 async def test_input_required_is_answered_by_the_policy_and_sent_again() -> None:

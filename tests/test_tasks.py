@@ -178,7 +178,9 @@ async def test_a_timeout_cancels_the_task(autojump_clock: trio.abc.Clock) -> Non
     assert tasks.tasks["task-1"].status == "cancelled"
 
 
-async def test_cancelling_the_run_cancels_the_task(autojump_clock: trio.abc.Clock) -> None:
+async def test_cancelling_the_run_leaves_the_task_to_a_resume(autojump_clock: trio.abc.Clock) -> None:
+    # A run that stops (a second interrupt, the grace period over) neither cancels the task on the server nor
+    # ends the item: its task id is journaled, and a resume collects the result.
     tasks = FakeTasks(support={"slow": "required"})
 
     async def control(scheduler: Scheduler) -> None:
@@ -187,9 +189,10 @@ async def test_cancelling_the_run_cancels_the_task(autojump_clock: trio.abc.Cloc
 
     events: list[dict[str, Any]] = []
     await run_plan(one(seconds=100), Harness({"s": with_tasks(tasks)}), control=control, events=events)
-    assert tasks.cancels == ["task-1"]
-    (failed,) = of_type(events, "item_failed")
-    assert failed["kind"] == "cancelled"
+    assert tasks.cancels == []
+    assert of_type(events, "item_failed") == []
+    (created,) = of_type(events, "task_created")
+    assert created["task_id"] == "task-1"
 
 
 async def test_a_ttl_that_runs_out_puts_the_item_in_doubt(autojump_clock: trio.abc.Clock) -> None:

@@ -90,8 +90,15 @@ class TokenStore:
     def logins(self) -> list[StoredLogin]:
         found = []
         for entry in self._read().values():
+            if not isinstance(entry, dict):
+                continue  # a damaged entry (hand-edited?) is skipped, never a traceback
+            fields = {k: v for k, v in entry.items() if k in StoredLogin.__slots__}
+            if not all(isinstance(v, str) for k, v in fields.items() if k not in ("client_secret", "scope")):
+                continue
+            if not all(v is None or isinstance(v, str) for v in fields.values()):
+                continue
             try:
-                found.append(StoredLogin(**{k: v for k, v in entry.items() if k in StoredLogin.__slots__}))
+                found.append(StoredLogin(**fields))
             except TypeError:
                 continue
         return found

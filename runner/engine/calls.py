@@ -115,6 +115,7 @@ class ItemCall:
         self._args = args
         self._attempt = 0
         self._dispatched: list[Any] = []  # request ids of the current attempt, once journaled
+        self._taskcall: TaskCall | None = None  # the current attempt's, when it is made as a task
         self._session: Session | None = None  # the session of the current attempt
 
     async def run(self) -> ToolResult:
@@ -212,6 +213,7 @@ class ItemCall:
         site, ps = self._site, self._ps
         self._attempt += 1
         self._dispatched.clear()
+        self._taskcall = None
         self._session = session
         limit_all, limit_server = site.limits
         try:
@@ -222,7 +224,8 @@ class ItemCall:
                     if site.draining():
                         raise Drained("the run is being interrupted; not dispatching")
                     if await wants_task_now(session, ps.tool, mode=site.tasks):
-                        return await self._task().start(
+                        self._taskcall = self._task()
+                        return await self._taskcall.start(
                             session,
                             ps.tool,
                             self._args,
@@ -245,7 +248,8 @@ class ItemCall:
             finally:
                 limit_all.release()
         except trio.Cancelled:
-            if self._dispatched:
+            if self._dispatched and (self._taskcall is None or self._taskcall.created is None):
+                # (a call whose task id is journaled stays open: the task goes on, and a resume collects it)
                 site.log.record(
                     ItemFailed(
                         step=ps.id,

@@ -46,9 +46,11 @@ from runner.engine.eventlog import EventLog
 from runner.engine.events import TaskCreated, TaskUpdated
 from runner.errors import (
     CallTimeout,
+    ConnectFailed,
     JsonRpcError,
     MalformedMessage,
     McpRunError,
+    NotDelivered,
     OutcomeUnknown,
     TransportError,
     first_line,
@@ -142,6 +144,7 @@ class TaskCall:
         self._deadline = math.inf
         self._shown: tuple[TaskStatus, str | None] | None = None
         self._asked: set[str] = set()  # the keys of the questions a 2026 task asked (each answered once)
+        self.created: str | None = None  # the task's id once it is journaled (or collected): a resume's to collect
 
     async def start(
         self,
@@ -187,10 +190,14 @@ class TaskCall:
                 poll_interval=task.poll_interval_ms,
             )
         )
+        self.created = task.task_id
         if on_progress is not None and tokens:
             session.follow_progress(tokens[-1], on_progress)
         try:
             return await self._follow(session, task, first_poll=False)
+        except (NotDelivered, ConnectFailed) as exc:
+            # Never "not sent" once the task exists: the call would be made again while its task runs.
+            raise TaskUncollected(f"{session.name}: task {task.task_id}: {first_line(exc)}") from exc
         finally:
             if tokens:
                 session.follow_progress(tokens[-1], None)
@@ -198,6 +205,7 @@ class TaskCall:
     async def collect(self, session: Session, task_id: str) -> ToolResult:
         """The result of a task an earlier attempt journaled: polled at once, then as :meth:`start` does."""
         self._deadline = _deadline(self._timeout)
+        self.created = task_id
         placeholder = Task(task_id=task_id, status=TaskStatus.WORKING)
         return await self._follow(session, placeholder, first_poll=True)
 
@@ -242,9 +250,9 @@ class TaskCall:
                     asked_input = False
             return await self._outcome(session, task)
         except trio.Cancelled:
-            why = await self._wire(session).cancel(session, task.task_id)
-            if why is not None:
-                self._note(task.task_id, "cancelled", f"tasks/cancel failed: {why}")
+            # The run is stopping (a second interrupt, or the grace period ran out): the task goes on on the
+            # server, its id is journaled, and a resume collects its result. No tasks/cancel: that would throw
+            # away work a resume can still have.
             raise
 
     async def _poll(self, session: Session, task: Task) -> tuple[Session, Task | None]:
@@ -316,10 +324,18 @@ class TaskCall:
             return
         try:
             answers = answer_input_requests({"inputRequests": questions}, session.options.answers, session.note_answer)
-        except McpRunError:
+        except McpRunError as exc:
             await self._wire(session).cancel(session, task.task_id)
-            raise
-        await session.request("tasks/update", update_params(task.task_id, answers), timeout=POLL_TIMEOUT)
+            raise TaskUnfinished(
+                f"{session.name}: task {task.task_id} asked for input mcp-run cannot give ({first_line(exc)}); "
+                "tasks/cancel sent (the tool may have done part of its work)"
+            ) from exc
+        try:
+            await session.request("tasks/update", update_params(task.task_id, answers), timeout=POLL_TIMEOUT)
+        except TransportError:
+            self._asked.difference_update(questions)  # asked again on the next poll, on the next session
+        except JsonRpcError as exc:
+            raise TaskUnfinished(f"{session.name}: tasks/update {task.task_id} failed: {first_line(exc)}") from exc
 
     def _status(self, task: Task) -> None:
         """Journal and show a change of status or message."""

@@ -236,7 +236,11 @@ def elicitation_defaults(schema: Any) -> tuple[dict[str, Any] | None, str]:
         return None, "the requested schema is not an object schema"
     properties = schema.get("properties", {})
     required = schema.get("required", [])
-    if not isinstance(properties, dict) or not isinstance(required, list):
+    if (
+        not isinstance(properties, dict)
+        or not isinstance(required, list)
+        or not all(isinstance(name, str) for name in required)
+    ):
         return None, "the requested schema's properties or required list cannot be read"
     content: dict[str, Any] = {}
     for name, prop in properties.items():

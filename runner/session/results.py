@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
-from runner.errors import MalformedMessage, ProtocolError
+from runner.errors import MalformedMessage, OutcomeUnknown, ProtocolError
 
 __all__ = [
     "COMPLETE",
@@ -22,6 +22,7 @@ __all__ = [
     "TASK",
     "ResultHandler",
     "ResultNotSupported",
+    "TaskNotFollowed",
     "complete_result",
     "result_type",
 ]
@@ -47,6 +48,17 @@ class ResultNotSupported(ProtocolError):
         self.result = result
 
 
+class TaskNotFollowed(OutcomeUnknown):
+    """The server made the call a task where mcp-run does not follow tasks: the tool runs (or ran), and its
+    result is not ours, so the call is in doubt, never a definite failure (which a retry would repeat)."""
+
+    result_type = TASK
+
+    def __init__(self, message: str, *, result: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.result = result
+
+
 def result_type(result: dict[str, Any], *, method: str) -> str:
     """The ``resultType`` of ``result`` (``complete`` when absent); ``MalformedMessage`` for an unknown one."""
     kind = result.get("resultType", COMPLETE)
@@ -68,10 +80,9 @@ def complete_result(method: str, result: dict[str, Any], *, server: str) -> dict
         task = result.get("task")
         task_id = task.get("taskId") if isinstance(task, dict) else result.get("taskId")
         what = f"ran the call as a task ({task_id!r:.80})" if task_id is not None else "ran the call as a task"
-        raise ResultNotSupported(
-            f"{server}: {method}: the server {what}; mcp-run does not follow tasks yet, so its result cannot be "
-            "collected (the call may still run on the server)",
-            result_type=kind,
+        raise TaskNotFollowed(
+            f"{server}: {method}: the server {what}, which this path of mcp-run does not follow, so its result "
+            "cannot be collected (the call may still run on the server: in doubt)",
             result=result,
         )
     requests = result.get("inputRequests")
