@@ -15,6 +15,7 @@ from runner.auth.provider import OAuthProvider
 from runner.errors import ConnectFailed
 from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
 from runner.session import Session, SessionOptions, open_session
+from runner.session.negotiate import LEGACY
 
 __all__ = ["HttpTarget", "StdioTarget", "Target", "open_target"]
 
@@ -105,5 +106,12 @@ async def open_target(target: Target, options: SessionOptions) -> AsyncIterator[
                     f"{options.name}: the server speaks the 2024-11-05 HTTP+SSE transport (deprecated): "
                     f"{refusal.__cause__ or refusal}; using it (transport: sse in the workflow skips the first try)"
                 )
+        if http_params.auth is not None:
+            raise ConnectFailed(
+                f"{options.name}: OAuth (auth:) is not supported over the 2024-11-05 HTTP+SSE transport, which "
+                "this server speaks; give a token in headers: instead"
+            )
+        # The 2024-11-05 era: the initialize handshake, no server/discover probe (now, and on reconnects).
+        options.era_memory.version = LEGACY
         async with open_legacy_sse_transport(http_params) as sse, open_session(sse, options) as session:
             yield session

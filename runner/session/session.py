@@ -304,29 +304,42 @@ class Session:
         handler = self._options.result_handlers.get(kind) if isinstance(kind, str) else None
         if handler is not None:  # a task, input required: the handler makes it complete
             result = await handler(self, "tools/call", params, result)
-        elif kind == INPUT_REQUIRED:
-            first = [result]
-
-            async def send(again: dict[str, Any]) -> dict[str, Any]:
-                # The call is journaled once (its first dispatch): a round of answers is the same call, which
-                # the server has not run yet (it asked first), sent again with new ids.
-                if first:
-                    return first.pop()
-                return await self.request(
-                    "tools/call",
-                    again,
-                    timeout=timeout,
-                    idle_timeout=idle_timeout,
-                    on_progress=on_progress,
-                    progress=True,
-                )
-
-            result = await resolve_input_required(send, params, self._options.answers, on_answer=self.note_answer)
+        else:
+            result = await self.answer_input(
+                "tools/call", params, result, timeout=timeout, idle_timeout=idle_timeout, on_progress=on_progress
+            )
         result = complete_result("tools/call", result, server=self.name)
         try:
             return parse_tool_result(result)
         except MalformedMessage as exc:
             raise MalformedMessage(f"{self.name}: {exc}") from None
+
+    async def answer_input(
+        self,
+        method: str,
+        params: dict[str, Any],
+        result: dict[str, Any],
+        *,
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+        on_progress: ProgressHandler | None = None,
+    ) -> dict[str, Any]:
+        """``result`` (the answer to ``method`` with ``params``), or when it is a 2026 ``input_required`` one,
+        the answer once its questions are answered by the answer policy and the request is sent again
+        (:mod:`.input_required`). The request is journaled once (its first dispatch): a round of answers is the
+        same call, which the server has not run yet (it asked first), sent again with new ids."""
+        if result.get("resultType") != INPUT_REQUIRED:
+            return result
+        first = [result]
+
+        async def send(again: dict[str, Any]) -> dict[str, Any]:
+            if first:
+                return first.pop()
+            return await self.request(
+                method, again, timeout=timeout, idle_timeout=idle_timeout, on_progress=on_progress, progress=True
+            )
+
+        return await resolve_input_required(send, params, self._options.answers, on_answer=self.note_answer)
 
     def follow_progress(self, token: RequestId, handler: ProgressHandler | None) -> None:
         """Route ``notifications/progress`` for ``token`` to ``handler`` after its request ended (a call the

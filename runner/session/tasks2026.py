@@ -26,6 +26,7 @@ from runner.protocol.tasks2026 import (
     server_takes_tasks,
 )
 from runner.session.options import BeforeSend, ProgressHandler
+from runner.session.results import complete_result
 from runner.session.session import Session
 from runner.session.tasks import cancel_task
 
@@ -70,10 +71,14 @@ class Tasks2026:
             before_send=before_send,
             on_resumed=on_resumed,
         )
+        # A server may ask for input before it makes the call a task (or answers it): answered by the policy.
+        result = await session.answer_input(
+            "tools/call", params, result, timeout=timeout, idle_timeout=idle_timeout, on_progress=on_progress
+        )
         try:
             if is_task_result(result):
                 return parse_detailed_task(result, where="tools/call")
-            return parse_tool_result(result)
+            return parse_tool_result(complete_result("tools/call", result, server=session.name))
         except MalformedMessage as exc:
             raise MalformedMessage(f"{session.name}: {exc}") from None
 
