@@ -1161,3 +1161,35 @@ async def test_errors_do_not_show_the_session_id(autojump_clock: trio.abc.Clock)
         lost = await next_event(t)
     assert isinstance(lost, RequestLost)
     assert "secret-session" not in str(info.value) and "secret-session" not in str(lost.error)
+
+
+class _RenewingAuth:
+    """An auth hook whose token ran out while a call ran: the first GET's 401 renews it."""
+
+    def __init__(self) -> None:
+        self.token = "t1"
+        self.challenges: list[tuple[int, str | None]] = []
+
+    def header(self) -> str | None:
+        return f"Bearer {self.token}"
+
+    async def challenged(self, status: int, www_authenticate: str | None, sent: str | None) -> bool:
+        self.challenges.append((status, sent))
+        self.token = "t2"
+        return True
+
+
+async def test_a_resumption_refused_for_an_expired_token_renews_it_and_resumes(autojump_clock: trio.abc.Clock) -> None:
+    async def handler(req: Seen) -> httpx2.Response:
+        if req.method == "POST":
+            return sse(event("", id="a", retry=100))
+        if req.headers.get("authorization") != "Bearer t2":
+            return httpx2.Response(401, headers={"www-authenticate": 'Bearer error="invalid_token"'})
+        return sse(event(result(1), id="b"))
+
+    auth = _RenewingAuth()
+    async with connect(handler, auth=auth) as (t, server):
+        await t.send(Request(1, "tools/call"))
+        assert await next_event(t) == Response(1, {"value": "ok"})
+    assert auth.challenges == [(401, "Bearer t1")]
+    assert [g.headers["authorization"] for g in server.of("GET")] == ["Bearer t1", "Bearer t2"]

@@ -23,7 +23,7 @@ from typing import Final
 import httpx2
 import trio
 
-from runner.errors import FrameTooLarge, OutcomeUnknown, TransportError
+from runner.errors import FrameTooLarge, McpRunError, OutcomeUnknown, TransportError
 from runner.protocol.jsonrpc import decode
 from runner.protocol.sse import SSEParser
 from runner.transports.base import StreamResumed
@@ -224,6 +224,17 @@ class StreamReaders:
         if status == 429 or status >= 500:
             log.debug("%s: server answered %d", what, status)
             return False
+        if status in (401, 403) and self._params.auth is not None:
+            # The token ran out while the call ran: a GET has no side effects, so renew it and resume again.
+            try:
+                renewed = await self._params.auth.challenged(
+                    status, response.headers.get("www-authenticate"), headers.get("Authorization")
+                )
+            except McpRunError as exc:
+                log.debug("%s: the token could not be renewed: %s", what, exc)
+                renewed = False
+            if renewed:
+                return False
         raise _Lost(
             OutcomeUnknown(f"{what}: server answered {status} {response.reason_phrase}: the stream cannot be resumed")
         )
