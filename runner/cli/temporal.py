@@ -190,7 +190,7 @@ def export_command(args: argparse.Namespace) -> int:
 
 def run_temporal(args: argparse.Namespace) -> int:
     """``mcp-run FILE --engine temporal``: see :mod:`runner.temporal.client`."""
-    for flag in ("retry_failed", "no_journal", "allow_changed"):
+    for flag in ("retry_failed", "no_journal", "allow_changed", "protocol_version", "elicitation"):
         if getattr(args, flag, False):
             raise UsageError(f"--{flag.replace('_', '-')} is not available with --engine temporal yet")
     _need_temporal()

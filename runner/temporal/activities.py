@@ -20,9 +20,9 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from runner.engine.events import FailureKind
 from runner.temporal.batch import Batch, Sessions
 from runner.temporal.bridge import TrioThread
+from runner.temporal.lost import settled
 from runner.temporal.markers import Markers
 from runner.temporal.spec import RunSpec
 
@@ -72,7 +72,7 @@ class CallActivities:
                 f"{len(again)} of {len(outcomes)} items to be called again: {again[0].get('error')}",
                 type=NOT_SENT_RETRY,
             )
-        return [_settled(o) for o in outcomes]
+        return [settled(o) for o in outcomes]
 
     async def _spec(self, key: str, info: activity.Info) -> RunSpec:
         """The run's definition: the workflow is asked for it once per worker (the item list may be large: it
@@ -89,11 +89,3 @@ async def _definition(info: activity.Info) -> dict[str, Any]:
     handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
     definition: dict[str, Any] = await handle.query("definition")
     return definition
-
-
-def _settled(outcome: dict[str, Any]) -> dict[str, Any]:
-    """An item to be called again, on the last attempt: failed as not sent, or in doubt."""
-    if outcome.get("status") != "retry":
-        return outcome
-    kind = FailureKind.of(outcome.get("kind") or FailureKind.NOT_SENT.value)
-    return {**outcome, "status": "in_doubt" if kind.in_doubt else "failed"}

@@ -21,10 +21,17 @@ from typing import Any, Final
 
 import trio
 
+from runner.engine.answering import answer_policy
 from runner.engine.events import FailureKind
 from runner.engine.masking import Masker
 from runner.engine.retry import failure_kind, is_safe_to_repeat
-from runner.engine.runctl import collect_secrets, env_context, make_opener, restore_env_placeholders
+from runner.engine.runctl import (
+    collect_secrets,
+    env_context,
+    make_opener,
+    oauth_secret_sink,
+    restore_env_placeholders,
+)
 from runner.engine.supervisor import LinkPolicy, ServerLink
 from runner.engine.toolcheck import ToolChecks
 from runner.errors import InvalidCall, McpRunError, NotDelivered, OutcomeUnknown, SessionExpired, first_line
@@ -84,13 +91,20 @@ class Sessions:
             found.link.close()  # failed for good: the next attempt gets a fresh link
         plan = self.plan(spec)
         planned = plan.servers[name]
-        opener = make_opener(plan, plan.input_values or {}, env_context(plan))
+        masker = self.masker(spec)
+        opener = make_opener(
+            plan,
+            plan.input_values or {},
+            env_context(plan),
+            redact=masker.mask,
+            on_secret=oauth_secret_sink(masker),  # OAuth tokens masked before results enter the history
+        )
         policy = LinkPolicy(
             connect_timeout=planned.server.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
             reconnect=planned.server.reconnect if planned.server.reconnect is not None else DEFAULT_RECONNECT,
             retry_first=planned.transport == "http",
         )
-        options = SessionOptions(name=name, initialize_timeout=policy.connect_timeout)
+        options = session_options(plan, name, policy.connect_timeout)
         link = ServerLink(name, lambda: opener(name, options), policy)
         link.start(self.nursery)
         made = self.servers[key] = _Server(link, trio.CapacityLimiter(planned.server.max_concurrency))
@@ -100,6 +114,19 @@ class Sessions:
         for server in self.servers.values():
             server.link.close()
         self.servers.clear()
+
+
+def session_options(plan: Plan, name: str, initialize_timeout: float) -> SessionOptions:
+    """Server ``name``'s session options, as the local scheduler builds them (its ``protocol:``, its answers to
+    elicitation and roots requests); the tasks extension is not declared: this engine does not follow tasks."""
+    server = plan.servers[name].server
+    return SessionOptions(
+        name=name,
+        initialize_timeout=initialize_timeout,
+        protocol=server.protocol,
+        answers=answer_policy(plan, name),
+        tasks_extension=False,
+    )
 
 
 class Batch:

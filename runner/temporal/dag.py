@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from runner.engine.readiness import Readiness
     from runner.engine.state import RunState
     from runner.temporal.activities import CALL_ACTIVITY
+    from runner.temporal.lost import lost_outcomes
     from runner.temporal.spec import RunSpec, build_plan_of, env_placeholders
     from runner.workflow.context import fanout_view, identified, item_entry, make_context, step_view
     from runner.workflow.plan import Plan, PlannedStep
@@ -64,7 +65,6 @@ __all__ = ["WORKFLOW_NAME", "DagWorkflow"]
 WORKFLOW_NAME: Final = "mcp-run"
 QUERY_LIMIT: Final = 5_000  # events per answer of the events query
 SKIPPED_NOW: Final = "in doubt; skipped by --skip-in-doubt"
-ACTIVITY_LOST: Final = "its activity failed on every attempt ({error}); it may have been sent"
 
 
 @workflow.defn(name=WORKFLOW_NAME, sandboxed=False)
@@ -311,18 +311,7 @@ class DagWorkflow:
                     result_type=list,
                 )
             except ActivityError as exc:
-                cause = exc.cause or exc
-                error = ACTIVITY_LOST.format(error=str(cause) or type(cause).__name__)
-                outcomes = [
-                    {
-                        "key": c["key"],
-                        "index": c["index"],
-                        "status": "in_doubt",
-                        "kind": "outcome-unknown",
-                        "error": error,
-                    }
-                    for c in batch
-                ]
+                outcomes = lost_outcomes(exc, batch)
         for call, outcome in zip(batch, outcomes, strict=True):
             entries[call["at"]] = self._apply(ps, call, outcome)
 

@@ -65,7 +65,9 @@ class Markers:
         return self._ended.get(key)
 
     async def dispatched(self, key: str) -> None:
-        """Mark ``key`` dispatched; returns once a heartbeat with the mark is recorded."""
+        """Mark ``key`` dispatched; returns once a heartbeat with the mark is recorded. An end an earlier
+        attempt recorded (a ``retry``: not sent) is dropped, or the heartbeat would carry no mark."""
+        self._ended.pop(key, None)
         self._dispatched.add(key)
         self._version += 1
         await self.flush()

@@ -82,6 +82,16 @@ async def test_ends_go_with_the_next_heartbeat_and_leave_the_dispatched_set() ->
     assert sink.recorded[-1] == {"dispatched": ["b"], "ended": {"a": {"status": "succeeded"}}}
 
 
+async def test_a_retry_sent_again_is_marked_dispatched_so_a_third_attempt_finds_it_in_doubt() -> None:
+    sink = Recorder()
+    sink.release.set()
+    markers = Markers(sink, {"dispatched": [], "ended": {"a": {"key": "a", "status": "retry"}}})
+    await markers.dispatched("a")  # the second attempt sends it again
+    assert sink.recorded[-1] == {"dispatched": ["a"], "ended": {}}
+    third = Markers(sink, sink.recorded[-1])  # the worker died: the next attempt starts from that heartbeat
+    assert third.was_dispatched("a") and third.ended_before("a") is None
+
+
 async def test_a_failed_heartbeat_fails_the_dispatch() -> None:
     sink = Recorder()
     sink.release.set()
