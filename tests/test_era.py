@@ -315,28 +315,6 @@ def test_the_protocol_type_and_the_choices_agree() -> None:
     assert get_args(ProtocolChoice) == PROTOCOL_CHOICES
 
 
-async def test_a_result_handler_finishes_a_task_result() -> None:
-    # The seam the tasks and input_required work plugs into: a handler per resultType.
-    seen: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
-
-    async def collect(session: Any, method: str, params: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
-        seen.append((method, params, result))
-        return {"content": [{"type": "text", "text": "collected"}], "isError": False}
-
-    server = ModernServer("modern")
-    async with (
-        httpx2.AsyncClient(transport=httpx2.MockTransport(server)) as client,
-        open_http_transport(HttpParams(URL), client=client) as transport,
-        open_session(transport, SessionOptions(name="m", result_handlers={"task": collect})) as session,
-    ):
-        result = await session.call_tool("task", {"k": 1})
-        asked = await session.call_tool("ask", {})  # no handler for input_required: the answer policy's loop
-    assert json.loads(asked.text)["responses"]["confirm"]["action"] == "decline"
-    assert result.text == "collected"
-    ((method, params, raw),) = seen
-    assert method == "tools/call" and params["arguments"] == {"k": 1} and raw["task"]["taskId"] == "t-1"
-
-
 async def test_an_unknown_result_type_is_a_malformed_result() -> None:
     from runner.errors import MalformedMessage
     from runner.session.results import complete_result

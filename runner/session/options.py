@@ -11,7 +11,6 @@ from runner.protocol.jsonrpc import RequestId
 from runner.protocol.mcp import LogMessage, Progress
 from runner.session.answers import AnswerPolicy
 from runner.session.era import EraMemory
-from runner.session.results import ResultHandler
 
 __all__ = ["BeforeSend", "LogHandler", "ProgressHandler", "SessionOptions"]
 
@@ -31,8 +30,7 @@ class SessionOptions:
     2026-07-28, fall back to the handshake) or an exact revision (see :mod:`.negotiate`); ``era_memory`` keeps
     what was found for the sessions opened later with the same options. ``capabilities`` are the client
     capabilities declared (in ``initialize``, or in every 2026-07-28 request's ``_meta``), beside what the
-    answer policy honours and tasks (:func:`.handshake.client_capabilities`). ``result_handlers``
-    finish a ``tools/call`` result whose ``resultType`` is not ``complete`` (see :mod:`.results`).
+    answer policy honours and tasks (:func:`.handshake.client_capabilities`).
     ``answers`` is what the server's own requests (elicitation, roots, sampling) get; each answer is logged
     through ``on_log`` (logger ``mcp-run``)."""
 
@@ -48,4 +46,3 @@ class SessionOptions:
     era_memory: EraMemory = field(default_factory=EraMemory, compare=False)
     capabilities: Mapping[str, Any] = field(default_factory=dict)
     tasks_extension: bool = False  # declare the 2026-07-28 tasks extension: only a caller that follows tasks
-    result_handlers: Mapping[str, ResultHandler] = field(default_factory=dict)

@@ -1,17 +1,15 @@
-"""What a 2026-07-28 result's ``resultType`` says, and the seam where the kinds mcp-run does not handle yet
-are refused clearly (pure, no I/O).
+"""What a 2026-07-28 result's ``resultType`` says (pure, no I/O).
 
 A result without ``resultType``, or with ``"complete"``, is the final result (2025 servers never send one).
-``"task"`` (the tasks extension: the server runs the call as a task and gives its id) and
 ``"input_required"`` (the server needs input: elicitation, roots, sampling, then the request is sent again
-with ``inputResponses``) are answered by a ``ResultHandler`` given in ``SessionOptions.result_handlers``;
-without one the call fails with ``ResultNotSupported``, which says what the server wanted. Any other value is
-a malformed result.
+with ``inputResponses``) is answered before a result gets here (:meth:`runner.session.Session.answer_input`);
+one still left fails with ``ResultNotSupported``. ``"task"`` (the tasks extension: the server runs the call
+as a task) is followed by the engine's task calls (:mod:`runner.engine.taskcall`); on a path that does not
+follow tasks it is :class:`TaskNotFollowed`, in doubt. Any other value is a malformed result.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from runner.errors import MalformedMessage, OutcomeUnknown, ProtocolError
@@ -20,18 +18,11 @@ __all__ = [
     "COMPLETE",
     "INPUT_REQUIRED",
     "TASK",
-    "ResultHandler",
     "ResultNotSupported",
     "TaskNotFollowed",
     "complete_result",
     "result_type",
 ]
-
-ResultHandler = Callable[[Any, str, dict[str, Any], dict[str, Any]], Awaitable[dict[str, Any]]]
-"""Turns a result that is not complete into the final one: awaited with (the session, the method, the
-request's params, the result) and returns a complete result (or raises). ``SessionOptions.result_handlers``
-maps a ``resultType`` (``task``, ``input_required``) to its handler; without one, :func:`complete_result`
-refuses the result clearly."""
 
 COMPLETE: Final = "complete"
 TASK: Final = "task"

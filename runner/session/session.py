@@ -300,14 +300,9 @@ class Session:
             on_resumed=on_resumed,
             progress=True,
         )
-        kind = result.get("resultType")
-        handler = self._options.result_handlers.get(kind) if isinstance(kind, str) else None
-        if handler is not None:  # a task, input required: the handler makes it complete
-            result = await handler(self, "tools/call", params, result)
-        else:
-            result = await self.answer_input(
-                "tools/call", params, result, timeout=timeout, idle_timeout=idle_timeout, on_progress=on_progress
-            )
+        result = await self.answer_input(
+            "tools/call", params, result, timeout=timeout, idle_timeout=idle_timeout, on_progress=on_progress
+        )
         result = complete_result("tools/call", result, server=self.name)
         try:
             return parse_tool_result(result)
