@@ -221,7 +221,12 @@ def run_temporal(args: argparse.Namespace) -> int:
         raise UsageError("--batch-size must be between 1 and 1000")
     if not args.heartbeat_timeout >= 1:
         raise UsageError("--heartbeat-timeout must be at least 1 second")
-    spec = replace(make_spec(path, plan), batch_size=args.batch_size, heartbeat_timeout=args.heartbeat_timeout)
+    spec = replace(
+        make_spec(path, plan),
+        batch_size=args.batch_size,
+        heartbeat_timeout=args.heartbeat_timeout,
+        server_log_level=args.server_log_level,  # carried to the workers (runner.temporal.serverlog)
+    )
 
     choice = "rerun" if args.rerun_in_doubt else "skip" if args.skip_in_doubt else None
 
