@@ -61,6 +61,7 @@ class CallActivities:
             batch = Batch(self.sessions, spec, step, items, markers)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(markers.keep_alive, max(spec.heartbeat_timeout / 3, 0.2))
+                nursery.start_soon(markers.progress.pump, markers.nudge)
                 outcomes = await batch.run()
                 nursery.cancel_scope.cancel()
             return outcomes

@@ -178,6 +178,10 @@ class Batch:
             self._markers.ended(key, out)
             return out
         out = {**base, **await self._call(key, restore_env_placeholders(item["args"]))}
+        progress = self._markers.progress.latest(key)
+        self._markers.progress.done(key)
+        if progress is not None:
+            out["progress"] = progress  # the workflow journals it before the item's end
         masker = self._sessions.masker(self._spec)
         if masker:
             out = masker.mask_value(out)
@@ -207,7 +211,12 @@ class Batch:
                         await self._sessions.checks.check(ps.server, session, ps.tool, args)
                         checked = True
                     result = await session.call_tool(
-                        ps.tool, args, timeout=ps.timeout, idle_timeout=ps.idle_timeout, before_send=before_send
+                        ps.tool,
+                        args,
+                        timeout=ps.timeout,
+                        idle_timeout=ps.idle_timeout,
+                        before_send=before_send,
+                        on_progress=lambda p: self._markers.progress.note(key, p),
                     )
             except NotDelivered as exc:  # surely not run (SessionExpired is one): again, on a new session
                 undelivered += 1

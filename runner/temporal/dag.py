@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         ItemFailed,
         ItemStatus,
         ItemSucceeded,
+        ProgressNoted,
         RunFinished,
         RunResumed,
         RunStarted,
@@ -317,6 +318,7 @@ class DagWorkflow:
 
     def _apply(self, ps: PlannedStep, call: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any] | None:
         key, index = call["key"], call["index"]
+        self._progress(ps, key, outcome.get("progress"))
         status = outcome.get("status")
         result = outcome.get("result")
         if status == "succeeded":
@@ -329,6 +331,21 @@ class DagWorkflow:
         error = str(outcome.get("error") or "")
         self._failed(ps, index, key, kind, error, result)
         return item_entry("failed", error, result)
+
+    def _progress(self, ps: PlannedStep, key: str, progress: Any) -> None:
+        """The item's latest progress notification, as the worker returned it (none: nothing)."""
+        if not isinstance(progress, dict) or not isinstance(progress.get("progress"), int | float):
+            return
+        total, message = progress.get("total"), progress.get("message")
+        self._emit(
+            ProgressNoted(
+                step=ps.id,
+                item=key,
+                progress=float(progress["progress"]),
+                total=float(total) if isinstance(total, int | float) else None,
+                message=message if isinstance(message, str) else None,
+            )
+        )
 
     def _prior_status(self, sid: str, key: str) -> ItemStatus | None:
         """How an item ended in an earlier pass (None on the first pass, or when it never ran)."""
