@@ -14,6 +14,7 @@ failed, not sent, or in doubt). Tool, protocol and in-doubt outcomes are definit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +55,13 @@ class CallActivities:
         async def record(details: dict[str, Any]) -> None:
             await self.thread.to_asyncio(loop, lambda: handle.heartbeat(details))
 
+        async def report(markers: Markers) -> None:
+            """Progress only: a heartbeat (unless one is in flight), then the workflow is told (best effort)."""
+            fresh = markers.progress.fresh()
+            await markers.nudge()
+            if fresh:
+                await self.thread.to_asyncio(loop, lambda: _signal_progress(info, step, fresh))
+
         async def attempt() -> list[dict[str, Any]]:
             import trio
 
@@ -61,7 +69,7 @@ class CallActivities:
             batch = Batch(self.sessions, spec, step, items, markers)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(markers.keep_alive, max(spec.heartbeat_timeout / 3, 0.2))
-                nursery.start_soon(markers.progress.pump, markers.nudge)
+                nursery.start_soon(markers.progress.pump, lambda: report(markers))
                 outcomes = await batch.run()
                 nursery.cancel_scope.cancel()
             return outcomes
@@ -90,3 +98,12 @@ async def _definition(info: activity.Info) -> dict[str, Any]:
     handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
     definition: dict[str, Any] = await handle.query("definition")
     return definition
+
+
+async def _signal_progress(info: activity.Info, step: str, items: dict[str, Any]) -> None:
+    """Tell the workflow the latest progress of running items (a signal; lost when the run has ended)."""
+    if info.workflow_id is None:
+        return
+    handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+    with contextlib.suppress(Exception):  # progress is best effort: never fails the batch
+        await handle.signal("progress", {"step": step, "items": items})

@@ -85,6 +85,7 @@ class DagWorkflow:
         self._prior: str | None = None  # after a decision: "rerun" or "skip" (what a resume does with items in doubt)
         self._kept: dict[tuple[str, str], dict[str, Any] | None] = {}  # results of succeeded items templates read
         self._tasks: list[asyncio.Task[None]] = []
+        self._running: dict[tuple[str, str], Any] = {}  # items in a pending activity -> the progress journaled
 
     # -- queries -------------------------------------------------------------------------------------
 
@@ -170,6 +171,17 @@ class DagWorkflow:
     def definition(self) -> dict[str, Any]:
         """The run's definition (its :class:`~runner.temporal.spec.RunSpec`)."""
         return self._spec.to_json() if self._spec is not None else {}
+
+    @workflow.signal(name="progress")
+    def progress(self, report: dict[str, Any]) -> None:
+        """The latest progress of items of a pending activity (sent by the worker, throttled): journaled as
+        ``progress`` events, so the run's view and ``export`` see it while the calls run."""
+        items = report.get("items") if isinstance(report, dict) else None
+        sid = report.get("step") if isinstance(report, dict) else None
+        if not isinstance(items, dict) or not isinstance(sid, str) or self._plan is None or sid not in self._plan.steps:
+            return
+        for key, progress in items.items():
+            self._progress(self._plan.steps[sid], key, progress, running=True)
 
     @workflow.update
     def decide(self, choice: str) -> int:
@@ -297,6 +309,7 @@ class DagWorkflow:
             "step": ps.id,
             "items": [{"key": c["key"], "index": c["index"], "args": c["args"]} for c in batch],
         }
+        self._running.update(((ps.id, c["key"]), None) for c in batch)
         async with self._pending:
             try:
                 outcomes: list[dict[str, Any]] = await workflow.execute_activity(
@@ -332,10 +345,18 @@ class DagWorkflow:
         self._failed(ps, index, key, kind, error, result)
         return item_entry("failed", error, result)
 
-    def _progress(self, ps: PlannedStep, key: str, progress: Any) -> None:
-        """The item's latest progress notification, as the worker returned it (none: nothing)."""
+    def _progress(self, ps: PlannedStep, key: str, progress: Any, *, running: bool = False) -> None:
+        """The item's latest progress notification, as the worker returned it or signalled it while the item
+        runs (``running``); none, or the one already journaled: nothing."""
+        shown = self._running.get((ps.id, key)) if running else self._running.pop((ps.id, key), None)
+        if running and (ps.id, key) not in self._running:
+            return  # ended already, or not in a pending activity: a late report
         if not isinstance(progress, dict) or not isinstance(progress.get("progress"), int | float):
             return
+        if progress == shown:
+            return
+        if running:
+            self._running[(ps.id, key)] = progress
         total, message = progress.get("total"), progress.get("message")
         self._emit(
             ProgressNoted(

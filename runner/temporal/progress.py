@@ -38,6 +38,7 @@ class ProgressBoard:
     def __init__(self) -> None:
         self._latest: dict[str, dict[str, Any]] = {}  # insertion order: the oldest first
         self.changed = False  # since the last heartbeat
+        self._fresh: set[str] = set()  # noted since the last report to the workflow
 
     def note(self, key: str, progress: Progress) -> None:
         self._latest.pop(key, None)
@@ -45,6 +46,7 @@ class ProgressBoard:
         while len(self._latest) > MAX_ITEMS:
             del self._latest[next(iter(self._latest))]
         self.changed = True
+        self._fresh.add(key)
 
     def latest(self, key: str) -> dict[str, Any] | None:
         return self._latest.get(key)
@@ -52,6 +54,13 @@ class ProgressBoard:
     def done(self, key: str) -> None:
         """The item ended: its progress travels with its outcome, no longer in the heartbeats."""
         self._latest.pop(key, None)
+        self._fresh.discard(key)
+
+    def fresh(self) -> dict[str, dict[str, Any]]:
+        """The items noted since the last call, with their latest progress (what the workflow is told)."""
+        out = {k: self._latest[k] for k in sorted(self._fresh) if k in self._latest}
+        self._fresh.clear()
+        return out
 
     def details(self) -> dict[str, dict[str, Any]]:
         """What a heartbeat carries (marks the progress as sent)."""

@@ -99,3 +99,45 @@ def test_the_workflow_journals_the_progress_an_activity_returned(monkeypatch: An
     assert (event.type, event.step, event.item, event.progress, event.total, event.message) == (
         "progress", "call", "k1", 5.0, 10.0, "half"
     )  # fmt: skip
+
+
+def test_the_board_reports_each_fresh_item_once() -> None:
+    board = ProgressBoard()
+    board.note("b", Progress(progress=1))
+    board.note("a", Progress(progress=2))
+    board.note("b", Progress(progress=3))
+    assert board.fresh() == {"a": {"progress": 2}, "b": {"progress": 3}}
+    assert board.fresh() == {}
+    board.note("c", Progress(progress=1))
+    board.done("c")
+    assert board.fresh() == {}
+
+
+def test_the_workflow_journals_signalled_progress_of_running_items_once(monkeypatch: Any) -> None:
+    import runner.temporal.dag as dag
+
+    flow = dag.DagWorkflow()
+    emitted: list[Any] = []
+    monkeypatch.setattr(flow, "_emit", emitted.append)
+
+    class Step:
+        id = "call"
+
+    class Plan:
+        def __init__(self) -> None:
+            self.steps = {"call": Step()}
+
+    flow._plan = Plan()  # type: ignore[assignment]
+    flow._running[("call", "k1")] = None  # in a pending activity
+    half = {"progress": 1, "total": 2}
+    flow.progress({"step": "call", "items": {"k1": half, "k9": half}})  # k9 is not running: a late report
+    flow.progress({"step": "call", "items": {"k1": half}})  # the same again: not journaled twice
+    flow.progress({"step": "nope", "items": {"k1": {"progress": 2}}})
+    flow.progress({"step": "call", "items": "garbage"})
+    assert [(e.item, e.progress) for e in emitted] == [("k1", 1.0)]
+    flow._progress(Step(), "k1", half)  # type: ignore[arg-type]  # the activity returns the same: already there
+    assert len(emitted) == 1
+    flow._progress(Step(), "k1", {"progress": 2, "total": 2})  # type: ignore[arg-type]
+    assert [(e.item, e.progress) for e in emitted] == [("k1", 1.0), ("k1", 2.0)]
+    flow.progress({"step": "call", "items": {"k1": {"progress": 3}}})  # ended: no longer running
+    assert len(emitted) == 2
