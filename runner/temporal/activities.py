@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from temporalio import activity
+from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
 from runner.temporal.batch import Batch, Sessions
@@ -51,6 +52,7 @@ class CallActivities:
         handle = activity.client().get_async_activity_handle(task_token=info.task_token)
         prior = info.heartbeat_details[0] if info.heartbeat_details else None
         final = info.attempt >= spec.max_attempts
+        run = activity.client().get_workflow_handle(info.workflow_id or "", run_id=info.workflow_run_id)
 
         async def record(details: dict[str, Any]) -> None:
             await self.thread.to_asyncio(loop, lambda: handle.heartbeat(details))
@@ -60,7 +62,7 @@ class CallActivities:
             fresh = markers.progress.fresh()
             await markers.nudge()
             if fresh:
-                await self.thread.to_asyncio(loop, lambda: _signal_progress(info, step, fresh))
+                await self.thread.to_asyncio(loop, lambda: _signal_progress(run, step, fresh))
 
         async def attempt() -> list[dict[str, Any]]:
             import trio
@@ -100,10 +102,7 @@ async def _definition(info: activity.Info) -> dict[str, Any]:
     return definition
 
 
-async def _signal_progress(info: activity.Info, step: str, items: dict[str, Any]) -> None:
+async def _signal_progress(run: WorkflowHandle[Any, Any], step: str, items: dict[str, Any]) -> None:
     """Tell the workflow the latest progress of running items (a signal; lost when the run has ended)."""
-    if info.workflow_id is None:
-        return
-    handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
     with contextlib.suppress(Exception):  # progress is best effort: never fails the batch
-        await handle.signal("progress", {"step": step, "items": items})
+        await run.signal("progress", {"step": step, "items": items})

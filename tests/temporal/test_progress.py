@@ -141,3 +141,24 @@ def test_the_workflow_journals_signalled_progress_of_running_items_once(monkeypa
     assert [(e.item, e.progress) for e in emitted] == [("k1", 1.0), ("k1", 2.0)]
     flow.progress({"step": "call", "items": {"k1": {"progress": 3}}})  # ended: no longer running
     assert len(emitted) == 2
+
+
+def test_the_runs_view_shows_the_latest_progress_at_most_every_two_seconds() -> None:
+    from runner.cli.temporal import _Progress
+    from runner.engine.events import Entry, ProgressNoted
+
+    lines: list[str] = []
+
+    class Console:
+        def info(self, text: str) -> None:
+            lines.append(text)
+
+    now = [100.0]
+    view = _Progress(Console(), quiet=False, clock=lambda: now[0])
+    for seq, (at, progress) in enumerate([(100.0, 1), (101.0, 2), (102.5, 3)], start=1):
+        now[0] = at
+        view.entry(Entry(seq, "t", ProgressNoted(step="call", item="k1", progress=progress, total=4, message="hi")))
+    assert lines == ["step call: item k1: 1/4 hi", "step call: item k1: 3/4 hi"]
+    quiet = _Progress(Console(), quiet=True)
+    quiet.entry(Entry(9, "t", ProgressNoted(step="call", item="k1", progress=1)))
+    assert len(lines) == 2
