@@ -221,7 +221,12 @@ def run_temporal(args: argparse.Namespace) -> int:
         raise UsageError("--batch-size must be between 1 and 1000")
     if not args.heartbeat_timeout >= 1:
         raise UsageError("--heartbeat-timeout must be at least 1 second")
-    spec = replace(make_spec(path, plan), batch_size=args.batch_size, heartbeat_timeout=args.heartbeat_timeout)
+    spec = replace(
+        make_spec(path, plan),
+        batch_size=args.batch_size,
+        heartbeat_timeout=args.heartbeat_timeout,
+        server_log_level=args.server_log_level,  # carried to the workers (runner.temporal.serverlog)
+    )
 
     choice = "rerun" if args.rerun_in_doubt else "skip" if args.skip_in_doubt else None
 
@@ -317,25 +322,42 @@ def _decision_hint(console: Any, outcome: Any, args: argparse.Namespace) -> None
 
 
 class _Progress:
-    """One line per step as it ends (the events of the run, as the workflow's query gives them)."""
+    """One line per step as it ends (the events of the run, as the workflow's query gives them), and the
+    latest progress notification at most every ``every`` seconds."""
 
-    def __init__(self, console: Any, *, quiet: bool, after: int = 0) -> None:
+    def __init__(
+        self, console: Any, *, quiet: bool, after: int = 0, every: float = 2.0, clock: Any = time.monotonic
+    ) -> None:
         self._console = console
         self._quiet = quiet
         self._after = after
+        self._every = every
+        self._clock = clock
+        self._last: float | None = None
 
     def entry(self, entry: Any) -> None:
         event = entry.event
-        if (
-            entry.seq <= self._after
-            or self._quiet
-            or getattr(event, "type", None) not in ("step_finished", "step_skipped")
-        ):
+        kind = getattr(event, "type", None)
+        if entry.seq <= self._after or self._quiet:
+            return
+        if kind == "progress":
+            self._progress(event)
+            return
+        if kind not in ("step_finished", "step_skipped"):
             return
         counts = getattr(event, "counts", None) or {}
         done = f" ({counts.get('succeeded', 0)}/{counts.get('total', 0)} succeeded)" if counts.get("total") else ""
         status = getattr(event, "status", "skipped")
         self._console.info(terminal(f"step {event.step}: {status}{done}"))
+
+    def _progress(self, event: Any) -> None:
+        now = self._clock()
+        if self._last is not None and now - self._last < self._every:
+            return
+        self._last = now
+        total = f"/{event.total:g}" if event.total is not None else ""
+        message = f" {event.message}" if event.message else ""
+        self._console.info(terminal(f"step {event.step}: item {event.item}: {event.progress:g}{total}{message}"))
 
 
 def _exit(code: int) -> int:

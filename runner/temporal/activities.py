@@ -14,10 +14,12 @@ failed, not sent, or in doubt). Tool, protocol and in-doubt outcomes are definit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from temporalio import activity
+from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
 from runner.temporal.batch import Batch, Sessions
@@ -50,9 +52,17 @@ class CallActivities:
         handle = activity.client().get_async_activity_handle(task_token=info.task_token)
         prior = info.heartbeat_details[0] if info.heartbeat_details else None
         final = info.attempt >= spec.max_attempts
+        run = activity.client().get_workflow_handle(info.workflow_id or "", run_id=info.workflow_run_id)
 
         async def record(details: dict[str, Any]) -> None:
             await self.thread.to_asyncio(loop, lambda: handle.heartbeat(details))
+
+        async def report(markers: Markers) -> None:
+            """Progress only: a heartbeat (unless one is in flight), then the workflow is told (best effort)."""
+            fresh = markers.progress.fresh()
+            await markers.nudge()
+            if fresh:
+                await self.thread.to_asyncio(loop, lambda: _signal_progress(run, step, fresh))
 
         async def attempt() -> list[dict[str, Any]]:
             import trio
@@ -61,6 +71,7 @@ class CallActivities:
             batch = Batch(self.sessions, spec, step, items, markers)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(markers.keep_alive, max(spec.heartbeat_timeout / 3, 0.2))
+                nursery.start_soon(markers.progress.pump, lambda: report(markers))
                 outcomes = await batch.run()
                 nursery.cancel_scope.cancel()
             return outcomes
@@ -89,3 +100,9 @@ async def _definition(info: activity.Info) -> dict[str, Any]:
     handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
     definition: dict[str, Any] = await handle.query("definition")
     return definition
+
+
+async def _signal_progress(run: WorkflowHandle[Any, Any], step: str, items: dict[str, Any]) -> None:
+    """Tell the workflow the latest progress of running items (a signal; lost when the run has ended)."""
+    with contextlib.suppress(Exception):  # progress is best effort: never fails the batch
+        await run.signal("progress", {"step": step, "items": items})

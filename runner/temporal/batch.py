@@ -37,6 +37,7 @@ from runner.engine.toolcheck import ToolChecks
 from runner.errors import InvalidCall, McpRunError, NotDelivered, OutcomeUnknown, SessionExpired, first_line
 from runner.session import Session, SessionOptions
 from runner.temporal.markers import Markers
+from runner.temporal.serverlog import log_handlers
 from runner.temporal.spec import RunSpec, build_plan_of
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECONNECT, Plan, PlannedStep
 
@@ -104,7 +105,7 @@ class Sessions:
             reconnect=planned.server.reconnect if planned.server.reconnect is not None else DEFAULT_RECONNECT,
             retry_first=planned.transport == "http",
         )
-        options = session_options(plan, name, policy.connect_timeout)
+        options = session_options(plan, name, policy.connect_timeout, spec.server_log_level, masker)
         link = ServerLink(name, lambda: opener(name, options), policy)
         link.start(self.nursery)
         made = self.servers[key] = _Server(link, trio.CapacityLimiter(planned.server.max_concurrency))
@@ -116,12 +117,20 @@ class Sessions:
         self.servers.clear()
 
 
-def session_options(plan: Plan, name: str, initialize_timeout: float) -> SessionOptions:
+def session_options(
+    plan: Plan, name: str, initialize_timeout: float, log_level: str | None = "info", masker: Masker | None = None
+) -> SessionOptions:
     """Server ``name``'s session options, as the local scheduler builds them (its ``protocol:``, its answers to
-    elicitation and roots requests); the tasks extension is not declared: this engine does not follow tasks."""
+    elicitation and roots requests, the log level asked); log messages and warnings go to the worker's stderr,
+    masked (:mod:`runner.temporal.serverlog`); the tasks extension is not declared: this engine does not
+    follow tasks."""
     server = plan.servers[name].server
+    on_log, on_warning = log_handlers(name, log_level, masker if masker is not None else Masker())
     return SessionOptions(
         name=name,
+        server_log_level=log_level,
+        on_log=on_log,
+        on_warning=on_warning,
         initialize_timeout=initialize_timeout,
         protocol=server.protocol,
         answers=answer_policy(plan, name),
@@ -169,6 +178,10 @@ class Batch:
             self._markers.ended(key, out)
             return out
         out = {**base, **await self._call(key, restore_env_placeholders(item["args"]))}
+        progress = self._markers.progress.latest(key)
+        self._markers.progress.done(key)
+        if progress is not None:
+            out["progress"] = progress  # the workflow journals it before the item's end
         masker = self._sessions.masker(self._spec)
         if masker:
             out = masker.mask_value(out)
@@ -198,7 +211,12 @@ class Batch:
                         await self._sessions.checks.check(ps.server, session, ps.tool, args)
                         checked = True
                     result = await session.call_tool(
-                        ps.tool, args, timeout=ps.timeout, idle_timeout=ps.idle_timeout, before_send=before_send
+                        ps.tool,
+                        args,
+                        timeout=ps.timeout,
+                        idle_timeout=ps.idle_timeout,
+                        before_send=before_send,
+                        on_progress=lambda p: self._markers.progress.note(key, p),
                     )
             except NotDelivered as exc:  # surely not run (SessionExpired is one): again, on a new session
                 undelivered += 1

@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         ItemFailed,
         ItemStatus,
         ItemSucceeded,
+        ProgressNoted,
         RunFinished,
         RunResumed,
         RunStarted,
@@ -84,6 +85,7 @@ class DagWorkflow:
         self._prior: str | None = None  # after a decision: "rerun" or "skip" (what a resume does with items in doubt)
         self._kept: dict[tuple[str, str], dict[str, Any] | None] = {}  # results of succeeded items templates read
         self._tasks: list[asyncio.Task[None]] = []
+        self._running: dict[tuple[str, str], Any] = {}  # items in a pending activity -> the progress journaled
 
     # -- queries -------------------------------------------------------------------------------------
 
@@ -169,6 +171,17 @@ class DagWorkflow:
     def definition(self) -> dict[str, Any]:
         """The run's definition (its :class:`~runner.temporal.spec.RunSpec`)."""
         return self._spec.to_json() if self._spec is not None else {}
+
+    @workflow.signal(name="progress")
+    def progress(self, report: dict[str, Any]) -> None:
+        """The latest progress of items of a pending activity (sent by the worker, throttled): journaled as
+        ``progress`` events, so the run's view and ``export`` see it while the calls run."""
+        items = report.get("items") if isinstance(report, dict) else None
+        sid = report.get("step") if isinstance(report, dict) else None
+        if not isinstance(items, dict) or not isinstance(sid, str) or self._plan is None or sid not in self._plan.steps:
+            return
+        for key, progress in items.items():
+            self._progress(self._plan.steps[sid], key, progress, running=True)
 
     @workflow.update
     def decide(self, choice: str) -> int:
@@ -296,6 +309,7 @@ class DagWorkflow:
             "step": ps.id,
             "items": [{"key": c["key"], "index": c["index"], "args": c["args"]} for c in batch],
         }
+        self._running.update(((ps.id, c["key"]), None) for c in batch)
         async with self._pending:
             try:
                 outcomes: list[dict[str, Any]] = await workflow.execute_activity(
@@ -317,6 +331,7 @@ class DagWorkflow:
 
     def _apply(self, ps: PlannedStep, call: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any] | None:
         key, index = call["key"], call["index"]
+        self._progress(ps, key, outcome.get("progress"))
         status = outcome.get("status")
         result = outcome.get("result")
         if status == "succeeded":
@@ -329,6 +344,29 @@ class DagWorkflow:
         error = str(outcome.get("error") or "")
         self._failed(ps, index, key, kind, error, result)
         return item_entry("failed", error, result)
+
+    def _progress(self, ps: PlannedStep, key: str, progress: Any, *, running: bool = False) -> None:
+        """The item's latest progress notification, as the worker returned it or signalled it while the item
+        runs (``running``); none, or the one already journaled: nothing."""
+        shown = self._running.get((ps.id, key)) if running else self._running.pop((ps.id, key), None)
+        if running and (ps.id, key) not in self._running:
+            return  # ended already, or not in a pending activity: a late report
+        if not isinstance(progress, dict) or not isinstance(progress.get("progress"), int | float):
+            return
+        if progress == shown:
+            return
+        if running:
+            self._running[(ps.id, key)] = progress
+        total, message = progress.get("total"), progress.get("message")
+        self._emit(
+            ProgressNoted(
+                step=ps.id,
+                item=key,
+                progress=float(progress["progress"]),
+                total=float(total) if isinstance(total, int | float) else None,
+                message=message if isinstance(message, str) else None,
+            )
+        )
 
     def _prior_status(self, sid: str, key: str) -> ItemStatus | None:
         """How an item ended in an earlier pass (None on the first pass, or when it never ran)."""

@@ -21,6 +21,8 @@ from typing import Any
 
 import trio
 
+from runner.temporal.progress import ProgressBoard
+
 __all__ = ["Markers"]
 
 Commit = Callable[[dict[str, Any]], Awaitable[None]]
@@ -30,8 +32,9 @@ class Markers:
     """The markers of one attempt of one batch activity (trio side). ``commit`` records a heartbeat with the
     given details and returns once the server has it."""
 
-    def __init__(self, commit: Commit, prior: Any = None) -> None:
+    def __init__(self, commit: Commit, prior: Any = None, progress: ProgressBoard | None = None) -> None:
         self._commit = commit
+        self.progress = progress if progress is not None else ProgressBoard()
         self._dispatched: set[str] = set()
         self._ended: dict[str, dict[str, Any]] = {}
         self._version = 0  # bumped by every change
@@ -54,8 +57,16 @@ class Markers:
             self._ended.update((k, v) for k, v in ended.items() if isinstance(v, dict))
 
     def details(self) -> dict[str, Any]:
-        """What a heartbeat carries: keys dispatched without an end yet, and the ends."""
-        return {"dispatched": sorted(self._dispatched - self._ended.keys()), "ended": dict(self._ended)}
+        """What a heartbeat carries: keys dispatched without an end yet, the ends, and the latest progress of
+        items still running (when any)."""
+        details: dict[str, Any] = {
+            "dispatched": sorted(self._dispatched - self._ended.keys()),
+            "ended": dict(self._ended),
+        }
+        progress = self.progress.details()
+        if progress:
+            details["progress"] = progress  # the latest per item still running (runner.temporal.progress)
+        return details
 
     def was_dispatched(self, key: str) -> bool:
         """An earlier attempt marked it dispatched and recorded no end: it may have reached the server."""
@@ -95,6 +106,14 @@ class Markers:
                 self._flushing = False
                 self._flushed.set()
                 self._flushed = trio.Event()
+
+    async def nudge(self) -> None:
+        """A heartbeat for progress alone: skipped while one is in flight (that one, or the next marker's,
+        carries it), so it never delays a marker by more than the one heartbeat it may already be waiting on."""
+        if self._flushing:
+            return
+        self._version += 1
+        await self.flush()
 
     async def keep_alive(self, every: float) -> None:
         """A heartbeat at least every ``every`` seconds (so the server can tell a live worker from a dead

@@ -36,6 +36,7 @@ class RunSpec:
     max_pending: int = MAX_PENDING
     heartbeat_timeout: float = 10.0
     max_attempts: int = 5
+    server_log_level: str | None = "info"  # asked of servers; messages at or above it go to the worker's stderr
 
     def to_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}

@@ -8,7 +8,8 @@ Modes: ``ok`` (echo tool), ``protocol-error`` (tools/call answers a JSON-RPC err
 string form: ``"7"`` for ``7``), ``bad-version`` (answers initialize with a version nobody speaks), ``huge``
 (answers tools/call with a line over 2 MiB), ``typed`` (lists the tools of :data:`TYPED_TOOLS`, with stricter
 schemas; its calls echo their arguments as JSON text, and with ``--count-file`` write the tool's name and
-them as a line there).
+them as a line there), ``progress`` (as ``ok``, after a progress notification and two log messages, debug
+and warning, per call; with ``--delay S``, a second progress notification S seconds later).
 
 ``count`` serves a ``count`` tool (``{key}``) that records each execution as a line in ``--count-file``
 (the ground truth of what ran), answers a tool error for the keys listed in ``--fail`` (comma-separated) the
@@ -28,6 +29,7 @@ _options = argparse.ArgumentParser()
 _options.add_argument("--count-file")
 _options.add_argument("--fail", default="")
 _options.add_argument("--gate")
+_options.add_argument("--delay", type=float, default=0.0)
 OPTIONS = _options.parse_args(sys.argv[2:])
 PARENT = os.getppid()
 
@@ -150,6 +152,19 @@ def main() -> None:
                 sys.stdout.write(f"working on {rid}\n")
                 send({"jsonrpc": "2.0", "id": str(rid), "result": {"content": []}})
                 continue
+            if MODE == "progress":  # a progress notification and a log message before the echo's answer
+                token = (msg["params"].get("_meta") or {}).get("progressToken")
+                if token is not None:
+                    note = {"progressToken": token, "progress": 1, "total": 2, "message": "half way"}
+                    send({"jsonrpc": "2.0", "method": "notifications/progress", "params": note})
+                text = msg["params"]["arguments"].get("text", "")
+                for level in ("debug", "warning"):
+                    log = {"level": level, "logger": "modes", "data": f"{level} about {text}"}
+                    send({"jsonrpc": "2.0", "method": "notifications/message", "params": log})
+                if token is not None and OPTIONS.delay:  # a slow call: more progress after --delay seconds
+                    time.sleep(OPTIONS.delay)
+                    note = {"progressToken": token, "progress": 2, "total": 2, "message": "done"}
+                    send({"jsonrpc": "2.0", "method": "notifications/progress", "params": note})
             if MODE == "count" and msg["params"].get("name") == "count":
                 key = str(msg["params"]["arguments"].get("key", ""))
                 ok = count(key)

@@ -199,3 +199,49 @@ def test_a_call_the_tool_list_refuses_is_not_sent_as_locally(tmp_path: Path) -> 
     kinds = [(f["item"], f["kind"], f["error"]) for f in summary_of(out)["failed"]]
     assert kinds == [(f["item"], f["kind"], f["error"]) for f in summary_of(local_out)["failed"]]
     assert {kind for _item, kind, _error in kinds} == {"invalid-call"}
+
+
+def test_progress_is_exported_and_server_logs_reach_the_worker_stderr(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    workflow = fan_out_workflow(tmp_path, 3, mode="progress")
+
+    async def on_temporal() -> list[dict[str, object]]:
+        async with dev_server() as env, in_process_worker(env, "prog"):
+            where = ("--temporal-address", target_of(env), "--task-queue", "prog")
+            code, _out, err = await cli(str(workflow), "--engine", "temporal", *where, "--server-log-level", "warning")
+            assert code == 0, err
+            run_id = err.split()[1]
+            code, journal, err = await cli("export", run_id, "--engine", "temporal", *where[:2])
+            assert code == 0, err
+            return [json.loads(line) for line in journal.splitlines()]
+
+    events = asyncio.run(on_temporal())
+    progress = [e for e in events if e["type"] == "progress"]
+    assert len(progress) == 3, events
+    assert {(e["progress"], e["total"], e["message"]) for e in progress} == {(1, 2, "half way")}
+    for e in progress:  # each before its item's end
+        end = next(x for x in events if x["type"] == "item_succeeded" and x["item"] == e["item"])
+        assert e["seq"] < end["seq"]
+    err = capfd.readouterr().err
+    assert err.count("[modes] [warning modes] warning about x") == 3, err
+    assert "debug about" not in err
+
+
+def test_progress_of_a_slow_call_reaches_the_run_while_it_runs(tmp_path: Path) -> None:
+    workflow = fan_out_workflow(tmp_path, 1, mode="progress", extra="--delay 4")
+
+    async def on_temporal() -> tuple[str, list[dict[str, object]]]:
+        async with dev_server() as env, in_process_worker(env, "slow"):
+            where = ("--temporal-address", target_of(env), "--task-queue", "slow")
+            code, _out, err = await cli(str(workflow), "--engine", "temporal", *where)
+            assert code == 0, err
+            run_id = err.split()[1]
+            code, journal, export_err = await cli("export", run_id, "--engine", "temporal", *where[:2])
+            assert code == 0, export_err
+            return err, [json.loads(line) for line in journal.splitlines()]
+
+    err, events = asyncio.run(on_temporal())
+    progress = [(e["progress"], e["message"]) for e in events if e["type"] == "progress"]
+    assert progress == [(1, "half way"), (2, "done")], events  # the first signalled while the call ran
+    assert ": 1/2 half way" in err  # the run's view showed it

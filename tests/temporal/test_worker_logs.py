@@ -1,0 +1,105 @@
+"""Server log messages on Temporal: ``--server-log-level`` travels in the run's definition; the worker asks it
+of the server and writes the messages at or above it to its stderr, masked. No Temporal server."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import runner.temporal.batch as batch_module
+import runner.temporal.client as client_module
+from runner.cli import main
+from runner.engine.masking import Masker
+from runner.errors import UsageError
+from runner.protocol.mcp import LogMessage
+from runner.session import Session, SessionOptions
+from runner.temporal.batch import Sessions
+from runner.temporal.serverlog import log_handlers
+from runner.temporal.spec import RunSpec
+from tests.temporal.support import fan_out_workflow
+
+
+def test_log_messages_at_or_above_the_level_are_written_masked() -> None:
+    out = io.StringIO()
+    on_log, on_warning = log_handlers("modes", "warning", Masker({"API_KEY": "s3cret-value-9876"}), out)
+    on_log(LogMessage(level="info", data="quiet"), None)
+    on_log(LogMessage(level="error", data={"token": "s3cret-value-9876"}, logger="db"), None)
+    on_log(LogMessage(level="warning", data="key s3cret-value-9876 used"), 3)
+    on_warning("stray reply s3cret-value-9876")
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3, lines
+    assert "quiet" not in out.getvalue()
+    assert "s3cret-value-9876" not in out.getvalue()
+    assert lines[0].startswith("mcp-run worker: [modes] [error db] {")
+    assert "[modes] [warning] key" in lines[1]
+    assert lines[2].startswith("mcp-run worker: warning: [modes] stray reply")
+
+
+def test_no_level_shows_every_message() -> None:
+    out = io.StringIO()
+    on_log, _ = log_handlers("s", None, Masker(), out)
+    on_log(LogMessage(level="debug", data="fine detail"), None)
+    assert "[s] [debug] fine detail" in out.getvalue()
+
+
+async def test_the_worker_asks_the_runs_level_and_logs_through_its_handlers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = fan_out_workflow(tmp_path, 1)
+    spec = RunSpec(run_id="r", workflow=str(path), text=path.read_text(), server_log_level="error")
+    opened: list[SessionOptions] = []
+
+    def make_opener(*args: Any, **kwargs: Any) -> Any:
+        @asynccontextmanager
+        async def opener(name: str, options: SessionOptions) -> AsyncIterator[Session]:
+            opened.append(options)
+            await trio.sleep_forever()
+            yield  # type: ignore[misc]
+
+        return opener
+
+    monkeypatch.setattr(batch_module, "make_opener", make_opener)
+    async with trio.open_nursery() as nursery:
+        Sessions(nursery).server(spec, "modes")
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+    [options] = opened
+    assert options.server_log_level == "error"
+    assert options.on_log is not None and options.on_warning is not None
+    options.on_log(LogMessage(level="warning", data="below"), None)
+    options.on_log(LogMessage(level="critical", data="disk full"), None)
+    err = capsys.readouterr().err
+    assert "below" not in err
+    assert "[modes] [critical] disk full" in err
+
+
+def test_run_on_temporal_carries_the_server_log_level_in_the_definition(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = fan_out_workflow(tmp_path, 1)
+    started: list[RunSpec] = []
+
+    async def connect(address: str) -> object:
+        return object()
+
+    async def open_runs(client: object, workflow: str) -> list[str]:
+        return []
+
+    async def start_run(client: object, spec: RunSpec, task_queue: str) -> object:
+        started.append(spec)
+        raise UsageError("stopped here by the test")
+
+    monkeypatch.setattr(client_module, "connect", connect)
+    monkeypatch.setattr(client_module, "open_runs", open_runs)
+    monkeypatch.setattr(client_module, "start_run", start_run)
+    assert main([str(path), "--engine", "temporal", "--server-log-level", "debug"]) == 2
+    [spec] = started
+    assert spec.server_log_level == "debug"
+    assert RunSpec.from_json(spec.to_json()).server_log_level == "debug"
