@@ -229,10 +229,7 @@ def render_runs(records: list[dict[str, Any]]) -> str:
             _when(r["started"]),
             _dur(r["duration_s"]),
             r["status"] + (f" (pid {r['pid']})" if r["pid"] and r["pid"] > 0 else ""),
-            str(r["items"]["succeeded"]),
-            str(r["items"]["failed"]),
-            str(r["items"]["running"]),
-            str(r["items"]["in_doubt"]),
+            *(str((r["items"] or {}).get(k, "-")) for k in ("succeeded", "failed", "running", "in_doubt")),
         )
         for r in records
     ]
@@ -476,6 +473,10 @@ def _target(args: argparse.Namespace) -> tuple[Path, Path | None, RunDir]:
 
 
 def runs_command(args: argparse.Namespace) -> int:
+    if args.engine == "temporal":
+        from runner.cli.temporal_inspect import runs_temporal
+
+        return runs_temporal(args)
     from runner.cli.where import parse_target, short
     from runner.engine.listing import summarize
     from runner.engine.rundir import iter_run_dirs, resolve_state_dir, runs_of
@@ -514,6 +515,10 @@ def runs_command(args: argparse.Namespace) -> int:
 
 
 def show_command(args: argparse.Namespace) -> int:
+    if args.engine == "temporal":
+        from runner.cli.temporal_inspect import show_temporal
+
+        return show_temporal(args)
     from runner.cli.where import resume_hint, show_hint
 
     state_dir, _workflow, run_dir = _target(args)
@@ -538,6 +543,10 @@ def show_command(args: argparse.Namespace) -> int:
 
 
 def logs_command(args: argparse.Namespace) -> int:
+    if args.engine == "temporal":
+        from runner.cli.temporal_inspect import logs_temporal
+
+        return logs_temporal(args)
     from runner.engine.rundir import is_locked
     from runner.view.text import level_index
 
@@ -557,6 +566,18 @@ def logs_command(args: argparse.Namespace) -> int:
         if line is not None:
             print(terminal(line), flush=args.follow)
     return ExitCode.OK
+
+
+def _add_engine(parser: argparse.ArgumentParser) -> None:
+    from runner.cli.temporal import add_connection
+
+    parser.add_argument(
+        "--engine",
+        choices=("local", "temporal"),
+        default="local",
+        help="the runs of this engine: the local journals (default), or Temporal's",
+    )
+    add_connection(parser)
 
 
 def _add_state_dir(parser: argparse.ArgumentParser) -> None:
@@ -605,6 +626,7 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
         "--prune", action="store_true", help="remove old finished runs (never a running or unfinished one)"
     )
     runs.add_argument("--keep", type=int, metavar="N", help="with --prune: how many finished runs to keep")
+    _add_engine(runs)
     runs.set_defaults(handler=runs_command)
 
     show = sub.add_parser(
@@ -621,6 +643,7 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
     _add_target(show)
     _add_state_dir(show)
     show.add_argument("--json", action="store_true", help="print the run as JSON")
+    _add_engine(show)
     show.set_defaults(handler=show_command)
 
     logs = sub.add_parser(
@@ -642,5 +665,6 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
         help="only log messages at or above this level (default: all)",
     )
     logs.add_argument("--no-progress-events", action="store_true", help="leave out progress events")
+    _add_engine(logs)
     logs.add_argument("--poll", type=float, default=0.25, metavar="S", help=argparse.SUPPRESS)
     logs.set_defaults(handler=logs_command)
