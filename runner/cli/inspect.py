@@ -249,9 +249,12 @@ def _indent(text: Any, prefix: str = "      ", max_lines: int = 12) -> str:
     return "\n".join(prefix + line for line in lines)
 
 
-def render_show(record: dict[str, Any], *, resume: str | None = None, logs_command: str | None = None) -> str:
+def render_show(
+    record: dict[str, Any], *, resume: str | None = None, logs_command: str | None = None, retry: bool = True
+) -> str:
     """``show``'s text. ``resume`` and ``logs_command`` are the commands to print as advice (``mcp-run resume
-    WORKFLOW RUN_ID``, ``mcp-run logs ...``, with ``--state-dir`` when needed); by default, the run id form."""
+    WORKFLOW RUN_ID``, ``mcp-run logs ...``, with ``--state-dir`` when needed); by default, the run id form.
+    ``retry``: whether ``--retry-failed`` is advised for a failed run (not on Temporal yet)."""
     from runner.view.text import format_log, kind_words, one_line, where
 
     resume = resume or f"mcp-run resume {record['run_id']}"
@@ -317,10 +320,10 @@ def render_show(record: dict[str, Any], *, resume: str | None = None, logs_comma
             lines.append("  check them on the server, then resume with one of:")
             lines.append(f"    {resume} --rerun-in-doubt    # call them again")
             lines.append(f"    {resume} --skip-in-doubt     # mark them failed")
-    elif record["status"] == "failed":
+    elif record["status"] == "failed" and retry:
         lines.append("")
         lines.append(f"re-attempt what failed with: {resume} --retry-failed")
-    elif record["status"] not in ("succeeded", "running", "damaged"):
+    elif record["status"] not in ("succeeded", "running", "damaged", "failed"):
         lines.append("")
         lines.append(f"resume it with: {resume}")
     if record["logs"]:

@@ -128,7 +128,10 @@ def show_temporal(args: argparse.Namespace) -> int:
         print(
             terminal(
                 render_show(
-                    record, resume=f"mcp-run resume {run_id}{where}", logs_command=f"mcp-run logs {run_id}{where}"
+                    record,
+                    resume=f"mcp-run resume {run_id}{where}",
+                    logs_command=f"mcp-run logs {run_id}{where}",
+                    retry=False,
                 )
             )
         )
