@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from runner.errors import UsageError
+from runner.errors import McpRunError, UsageError
 from runner.exitcodes import ExitCode
 from runner.jsontext import dumps
 from runner.termsafe import terminal
@@ -36,7 +36,16 @@ def _run(make: Callable[[Any], Awaitable[T]], args: argparse.Namespace) -> T:
     async def main() -> T:
         return await make(await connect(args.temporal_address))
 
-    return asyncio.run(main())
+    try:
+        return asyncio.run(main())
+    except McpRunError as exc:  # reported here: the process must leave through _exit (see there)
+        print(f"mcp-run: error: {terminal(str(exc))}", file=sys.stderr)
+        if getattr(args, "json", False):
+            from runner.cli import _print_json_error
+
+            _print_json_error(exc)
+        _exit(exc.exit_code)
+        raise  # only in process (MCP_RUN_IN_PROCESS=1): main reports it
 
 
 def _where(args: argparse.Namespace) -> str:

@@ -211,7 +211,9 @@ async def events_of(client: Client, run_id: str, *, start: int = 0) -> list[dict
         try:
             batch: list[dict[str, Any]] = await handle.query(DagWorkflow.events, start + len(out))
         except (RPCError, WorkflowQueryFailedError) as exc:
-            raise UsageError(f"cannot read run {run_id} on Temporal: {exc}") from None
+            raise UsageError(
+                f"cannot read run {run_id} on Temporal (a worker of its task queue answers): {exc}"
+            ) from None
         if not batch:
             return out
         out.extend(batch)

@@ -79,3 +79,6 @@ def test_show_exits_4_when_temporal_is_unreachable() -> None:
         code, _out, err = asyncio.run(cli(*command, "--engine", "temporal", "--temporal-address", "127.0.0.1:9"))
         assert code == 4, err
         assert "cannot reach Temporal at 127.0.0.1:9" in err and "Traceback" not in err
+        assert "Fatal Python error" not in err  # the process leaves before the SDK's core can abort
+    code, out, _err = asyncio.run(cli("runs", "--engine", "temporal", "--temporal-address", "127.0.0.1:9", "--json"))
+    assert code == 4 and "cannot reach Temporal" in json.loads(out)["message"]
