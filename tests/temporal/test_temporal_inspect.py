@@ -82,3 +82,34 @@ def test_show_exits_4_when_temporal_is_unreachable() -> None:
         assert "Fatal Python error" not in err  # the process leaves before the SDK's core can abort
     code, out, _err = asyncio.run(cli("runs", "--engine", "temporal", "--temporal-address", "127.0.0.1:9", "--json"))
     assert code == 4 and "cannot reach Temporal" in json.loads(out)["message"]
+
+
+def test_logs_follow_prints_until_the_run_ends_and_show_says_running_meanwhile(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"  # the calls wait for it
+    workflow = fan_out_workflow(tmp_path, 2, mode="count", extra=f"--count-file {tmp_path / 'counts'} --gate {gate}")
+
+    async def on_temporal() -> tuple[tuple[int, str, str], tuple[int, str, str], tuple[int, str, str]]:
+        async with dev_server() as env, in_process_worker(env, "fol"):
+            where = ("--engine", "temporal", "--temporal-address", target_of(env))
+            code, _out, err = await cli(str(workflow), *where, "--task-queue", "fol", "--detach")
+            assert code == 0, err
+            run_id = err.split()[1]
+            follow = asyncio.ensure_future(cli("logs", run_id, *where, "--follow"))
+            show = await cli("show", run_id, *where, "--json")
+            for _ in range(50):  # Temporal lists a run a moment after it starts
+                runs = await cli("runs", *where, "--json")
+                if runs[0] != 0 or json.loads(runs[1])["runs"]:
+                    break
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(1)  # real time: the run is on Temporal; --follow must still be waiting
+            assert not follow.done()
+            gate.touch()
+            return show, runs, await asyncio.wait_for(follow, 60)
+
+    show, runs, logs = asyncio.run(on_temporal())
+    assert show[0] == 0 and json.loads(show[1])["status"] == "running", show
+    listed = json.loads(runs[1])["runs"]
+    assert runs[0] == 0 and listed[0]["status"] == "running" and listed[0]["items"] is None, runs
+    assert logs[0] == 0, logs[2]
+    lines = [line.split(" ", 1)[1] for line in logs[1].splitlines()]
+    assert lines[0] == "run started" and lines[-1] == "run finished succeeded", lines
