@@ -229,10 +229,7 @@ def render_runs(records: list[dict[str, Any]]) -> str:
             _when(r["started"]),
             _dur(r["duration_s"]),
             r["status"] + (f" (pid {r['pid']})" if r["pid"] and r["pid"] > 0 else ""),
-            str(r["items"]["succeeded"]),
-            str(r["items"]["failed"]),
-            str(r["items"]["running"]),
-            str(r["items"]["in_doubt"]),
+            *(str((r["items"] or {}).get(k, "-")) for k in ("succeeded", "failed", "running", "in_doubt")),
         )
         for r in records
     ]
@@ -252,9 +249,12 @@ def _indent(text: Any, prefix: str = "      ", max_lines: int = 12) -> str:
     return "\n".join(prefix + line for line in lines)
 
 
-def render_show(record: dict[str, Any], *, resume: str | None = None, logs_command: str | None = None) -> str:
+def render_show(
+    record: dict[str, Any], *, resume: str | None = None, logs_command: str | None = None, retry: bool = True
+) -> str:
     """``show``'s text. ``resume`` and ``logs_command`` are the commands to print as advice (``mcp-run resume
-    WORKFLOW RUN_ID``, ``mcp-run logs ...``, with ``--state-dir`` when needed); by default, the run id form."""
+    WORKFLOW RUN_ID``, ``mcp-run logs ...``, with ``--state-dir`` when needed); by default, the run id form.
+    ``retry``: whether ``--retry-failed`` is advised for a failed run (not on Temporal yet)."""
     from runner.view.text import format_log, kind_words, one_line, where
 
     resume = resume or f"mcp-run resume {record['run_id']}"
@@ -320,10 +320,10 @@ def render_show(record: dict[str, Any], *, resume: str | None = None, logs_comma
             lines.append("  check them on the server, then resume with one of:")
             lines.append(f"    {resume} --rerun-in-doubt    # call them again")
             lines.append(f"    {resume} --skip-in-doubt     # mark them failed")
-    elif record["status"] == "failed":
+    elif record["status"] == "failed" and retry:
         lines.append("")
         lines.append(f"re-attempt what failed with: {resume} --retry-failed")
-    elif record["status"] not in ("succeeded", "running", "damaged"):
+    elif record["status"] not in ("succeeded", "running", "damaged", "failed"):
         lines.append("")
         lines.append(f"resume it with: {resume}")
     if record["logs"]:
@@ -476,6 +476,10 @@ def _target(args: argparse.Namespace) -> tuple[Path, Path | None, RunDir]:
 
 
 def runs_command(args: argparse.Namespace) -> int:
+    if args.engine == "temporal":
+        from runner.cli.temporal_inspect import runs_temporal
+
+        return runs_temporal(args)
     from runner.cli.where import parse_target, short
     from runner.engine.listing import summarize
     from runner.engine.rundir import iter_run_dirs, resolve_state_dir, runs_of
@@ -514,6 +518,10 @@ def runs_command(args: argparse.Namespace) -> int:
 
 
 def show_command(args: argparse.Namespace) -> int:
+    if args.engine == "temporal":
+        from runner.cli.temporal_inspect import show_temporal
+
+        return show_temporal(args)
     from runner.cli.where import resume_hint, show_hint
 
     state_dir, _workflow, run_dir = _target(args)
@@ -538,6 +546,10 @@ def show_command(args: argparse.Namespace) -> int:
 
 
 def logs_command(args: argparse.Namespace) -> int:
+    if args.engine == "temporal":
+        from runner.cli.temporal_inspect import logs_temporal
+
+        return logs_temporal(args)
     from runner.engine.rundir import is_locked
     from runner.view.text import level_index
 
@@ -557,6 +569,18 @@ def logs_command(args: argparse.Namespace) -> int:
         if line is not None:
             print(terminal(line), flush=args.follow)
     return ExitCode.OK
+
+
+def _add_engine(parser: argparse.ArgumentParser) -> None:
+    from runner.cli.temporal import add_connection
+
+    parser.add_argument(
+        "--engine",
+        choices=("local", "temporal"),
+        default="local",
+        help="the runs of this engine: the local journals (default), or Temporal's",
+    )
+    add_connection(parser)
 
 
 def _add_state_dir(parser: argparse.ArgumentParser) -> None:
@@ -605,6 +629,7 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
         "--prune", action="store_true", help="remove old finished runs (never a running or unfinished one)"
     )
     runs.add_argument("--keep", type=int, metavar="N", help="with --prune: how many finished runs to keep")
+    _add_engine(runs)
     runs.set_defaults(handler=runs_command)
 
     show = sub.add_parser(
@@ -621,6 +646,7 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
     _add_target(show)
     _add_state_dir(show)
     show.add_argument("--json", action="store_true", help="print the run as JSON")
+    _add_engine(show)
     show.set_defaults(handler=show_command)
 
     logs = sub.add_parser(
@@ -642,5 +668,6 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
         help="only log messages at or above this level (default: all)",
     )
     logs.add_argument("--no-progress-events", action="store_true", help="leave out progress events")
+    _add_engine(logs)
     logs.add_argument("--poll", type=float, default=0.25, metavar="S", help=argparse.SUPPRESS)
     logs.set_defaults(handler=logs_command)

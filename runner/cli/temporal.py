@@ -31,7 +31,7 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
         default="local",
         help="where the run happens: here (default), or on Temporal's workers (`mcp-run worker`)",
     )
-    _add_connection(parser)
+    add_connection(parser)
     parser.add_argument(
         "--detach", action="store_true", help="with --engine temporal: start the run and return at once"
     )
@@ -51,7 +51,7 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_connection(parser: argparse.ArgumentParser) -> None:
+def add_connection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--temporal-address",
         default=DEFAULT_ADDRESS,
@@ -88,7 +88,7 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
         formatter_class=formatter,
     )
     worker.add_argument("--engine", choices=("temporal",), required=True, help="the engine (temporal)")
-    _add_connection(worker)
+    add_connection(worker)
     worker.set_defaults(handler=worker_command)
 
     cancel = sub.add_parser(
@@ -100,7 +100,7 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
     )
     cancel.add_argument("run_id", metavar="RUN_ID")
     cancel.add_argument("--engine", choices=("temporal",), required=True, help="the engine (temporal)")
-    _add_connection(cancel)
+    add_connection(cancel)
     cancel.set_defaults(handler=cancel_command)
 
     export = sub.add_parser(
@@ -113,7 +113,7 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
     export.add_argument("run_id", metavar="RUN_ID")
     export.add_argument("--engine", choices=("temporal",), required=True, help="the engine (temporal)")
     export.add_argument("--output", "-o", metavar="FILE", help="write there (default: stdout)")
-    _add_connection(export)
+    add_connection(export)
     export.set_defaults(handler=export_command)
 
 

@@ -202,15 +202,18 @@ async def cancel(client: Client, run_id: str) -> None:
         raise UsageError(f"cannot cancel run {run_id} on Temporal: {exc}") from None
 
 
-async def events_of(client: Client, run_id: str) -> list[dict[str, Any]]:
-    """Every event of run ``run_id``, as journal objects (a worker answers the query)."""
+async def events_of(client: Client, run_id: str, *, start: int = 0) -> list[dict[str, Any]]:
+    """Every event of run ``run_id`` (after the first ``start``), as journal objects (a worker answers the
+    query)."""
     handle = client.get_workflow_handle(workflow_id(run_id))
     out: list[dict[str, Any]] = []
     while True:
         try:
-            batch: list[dict[str, Any]] = await handle.query(DagWorkflow.events, len(out))
+            batch: list[dict[str, Any]] = await handle.query(DagWorkflow.events, start + len(out))
         except (RPCError, WorkflowQueryFailedError) as exc:
-            raise UsageError(f"cannot read run {run_id} on Temporal: {exc}") from None
+            raise UsageError(
+                f"cannot read run {run_id} on Temporal (a worker of its task queue answers): {exc}"
+            ) from None
         if not batch:
             return out
         out.extend(batch)

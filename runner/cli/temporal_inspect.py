@@ -1,0 +1,192 @@
+"""``mcp-run runs|show|logs --engine temporal``: the runs on Temporal, shown as local runs are.
+
+``runs`` lists the ``mcp-run/*`` workflows (Temporal's list API) with their status. ``show`` and ``logs``
+read a run's events as ``export`` does (the workflow's ``events`` query) and feed them to the local renderers
+of :mod:`runner.cli.inspect`: the same text and ``--json`` as for a local run. ``runner.temporal`` is imported
+only inside the functions: the base install runs without the ``temporal`` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from runner.errors import McpRunError, UsageError
+from runner.exitcodes import ExitCode
+from runner.jsontext import dumps
+from runner.termsafe import terminal
+
+T = TypeVar("T")
+
+
+def _run(make: Callable[[Any], Awaitable[T]], args: argparse.Namespace) -> T:
+    """Connect to Temporal (exit 4 when it cannot be reached) and run ``make(client)``."""
+    from runner.cli.temporal import _need_temporal
+
+    _need_temporal()
+    import asyncio
+
+    from runner.temporal.client import connect
+
+    async def main() -> T:
+        return await make(await connect(args.temporal_address))
+
+    try:
+        return asyncio.run(main())
+    except McpRunError as exc:  # reported here: the process must leave through _exit (see there)
+        print(f"mcp-run: error: {terminal(str(exc))}", file=sys.stderr)
+        if getattr(args, "json", False):
+            from runner.cli import _print_json_error
+
+            _print_json_error(exc)
+        _exit(exc.exit_code)
+        raise  # only in process (MCP_RUN_IN_PROCESS=1): main reports it
+
+
+def _where(args: argparse.Namespace) -> str:
+    from runner.cli.temporal import DEFAULT_ADDRESS
+
+    address = "" if args.temporal_address == DEFAULT_ADDRESS else f" --temporal-address {args.temporal_address}"
+    return f" --engine temporal{address}"
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+
+
+def runs_temporal(args: argparse.Namespace) -> int:
+    from runner.cli.inspect import RECORD_VERSION, render_runs
+
+    if args.prune or args.keep is not None:
+        raise UsageError("--prune is for local runs; runs on Temporal are kept by Temporal's retention")
+    workflow = str(Path(args.workflow).resolve()) if args.workflow is not None else None
+
+    async def listed(client: Any) -> list[Any]:
+        from runner.temporal.listing import list_runs
+
+        return await list_runs(client)
+
+    runs = [r for r in _run(listed, args) if workflow is None or r.workflow == workflow]
+    if args.limit is not None:
+        runs = runs[-args.limit :] if args.limit > 0 else []
+    records = []
+    for run in runs:
+        end = run.finished.timestamp() if run.finished is not None else time.time()
+        duration = end - run.started.timestamp() if run.started is not None else None
+        records.append(
+            {
+                "run_id": run.run_id,
+                "workflow": run.workflow,
+                "status": run.status,
+                "exit_code": run.exit_code,
+                "started": _iso(run.started),
+                "finished": _iso(run.finished),
+                "duration_s": round(max(duration, 0.0), 3) if duration is not None else None,
+                "pid": None,
+                "items": run.counts,
+            }
+        )
+    if args.json:
+        print(json.dumps({"version": RECORD_VERSION, "temporal": args.temporal_address, "runs": records}, indent=2))
+    elif not records:
+        print(f"no runs on Temporal at {args.temporal_address}", file=sys.stderr)
+    else:
+        print(terminal(render_runs(records)))
+    return _exit(ExitCode.OK)
+
+
+def _run_id(args: argparse.Namespace) -> str:
+    if args.run_id is not None:
+        raise UsageError("with --engine temporal, name the run by its id alone: mcp-run show RUN_ID --engine temporal")
+    return str(args.target)
+
+
+def show_temporal(args: argparse.Namespace) -> int:
+    from runner.cli.inspect import Loaded, render_show, show_record
+    from runner.engine.events import decode
+    from runner.engine.listing import from_state
+    from runner.engine.rundir import RunDir
+    from runner.engine.state import RunState
+
+    run_id = _run_id(args)
+
+    async def read(client: Any) -> tuple[bool, list[dict[str, Any]]]:
+        from runner.temporal.client import events_of
+        from runner.temporal.listing import is_open
+
+        return await is_open(client, run_id), await events_of(client, run_id)
+
+    open_, events = _run(read, args)
+    state = RunState(keep_results=set())
+    for obj in events:
+        state.apply(decode(obj))
+    from runner.temporal.client import waits_for_decision
+
+    live = open_ and not waits_for_decision(state) and state.ended_by is None
+    run = Loaded(from_state(RunDir(Path(run_id)), 0 if live else None, state, None), state)
+    record = show_record(run, time.time())
+    if args.json:
+        print(dumps(record, indent=2, default=str))
+    else:
+        where = _where(args)
+        print(
+            terminal(
+                render_show(
+                    record,
+                    resume=f"mcp-run resume {run_id}{where}",
+                    logs_command=f"mcp-run logs {run_id}{where}",
+                    retry=False,
+                )
+            )
+        )
+    return _exit(ExitCode.OK)
+
+
+def logs_temporal(args: argparse.Namespace) -> int:
+    from runner.cli.inspect import format_event
+    from runner.view.text import level_index
+
+    run_id = _run_id(args)
+    threshold = level_index(args.level)
+    poll = min(max(args.poll, 0.01), 2.0)
+
+    def emit(event: dict[str, Any]) -> None:
+        if event.get("type") == "log" and level_index(event.get("level")) < threshold:
+            return
+        if event.get("type") == "progress" and args.no_progress_events:
+            return
+        line = format_event(event)
+        if line is not None:
+            print(terminal(line), flush=args.follow)
+
+    async def read(client: Any) -> None:
+        import asyncio
+
+        from runner.temporal.client import events_of
+        from runner.temporal.listing import is_open
+
+        seen = 0
+        while True:
+            open_ = await is_open(client, run_id)  # asked first: what came before it closed is read below
+            batch = await events_of(client, run_id, start=seen)
+            seen += len(batch)
+            for event in batch:
+                emit(event)
+            ended = any(e.get("type") in ("run_finished", "run_stopped", "run_interrupted") for e in batch)
+            if not args.follow or not open_ or ended:
+                return
+            await asyncio.sleep(poll / 4 if batch else poll)
+
+    _run(read, args)
+    return _exit(ExitCode.OK)
+
+
+def _exit(code: int) -> int:
+    from runner.cli.temporal import _exit as leave
+
+    return leave(code)
