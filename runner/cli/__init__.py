@@ -157,7 +157,14 @@ def _never_raise_on_output() -> None:
         reconfigure(errors="backslashreplace")
 
 
+AS_PROGRAM = False
+"""True once :func:`main` runs as the ``mcp-run`` program (``argv`` None): the Temporal commands then leave by
+``os._exit`` (see :func:`runner.cli.temporal.leaves_by_exit`); called with an argv (tests), they return."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    global AS_PROGRAM
+    AS_PROGRAM = argv is None
     args_list = list(sys.argv[1:] if argv is None else argv)
     options, server_argv = _split_server_argv(args_list)
     json_output = "--json" in options

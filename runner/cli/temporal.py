@@ -7,14 +7,17 @@ base install runs without the ``temporal`` extra.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
+import shlex
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from runner.errors import UsageError
+from runner.errors import McpRunError, UsageError
 from runner.exitcodes import ExitCode
 from runner.termsafe import terminal
 
@@ -79,42 +82,47 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
     dev.add_argument("--state-dir", metavar="DIR", help="where the server's database is kept")
     dev.set_defaults(handler=temporal_dev_command)
 
-    worker = sub.add_parser(
-        "worker",
+    _command(
+        sub, "worker", formatter, exit_help, worker_command,
         help="serve runs of an engine (--engine temporal)",
         description="A worker of Temporal runs: hosts the workflow and the tool-call activities on a task queue. "
         "Run any number of them, on any machines that can start the workflows' servers.",
-        epilog=exit_help,
-        formatter_class=formatter,
-    )
-    worker.add_argument("--engine", choices=("temporal",), required=True, help="the engine (temporal)")
-    add_connection(worker)
-    worker.set_defaults(handler=worker_command)
-
-    cancel = sub.add_parser(
-        "cancel",
+    )  # fmt: skip
+    _command(
+        sub, "cancel", formatter, exit_help, cancel_command, run_id=True,
         help="cancel a run (--engine temporal)",
         description="Ask Temporal to cancel a run: calls not yet sent are not sent; calls in flight may finish.",
-        epilog=exit_help,
-        formatter_class=formatter,
-    )
-    cancel.add_argument("run_id", metavar="RUN_ID")
-    cancel.add_argument("--engine", choices=("temporal",), required=True, help="the engine (temporal)")
-    add_connection(cancel)
-    cancel.set_defaults(handler=cancel_command)
-
-    export = sub.add_parser(
-        "export",
+    )  # fmt: skip
+    export = _command(
+        sub, "export", formatter, exit_help, export_command, run_id=True,
         help="write a run's events as a journal (--engine temporal)",
         description="Write a run's events as journal lines (the schema of schemas/journal-event.schema.json).",
-        epilog=exit_help,
-        formatter_class=formatter,
-    )
-    export.add_argument("run_id", metavar="RUN_ID")
-    export.add_argument("--engine", choices=("temporal",), required=True, help="the engine (temporal)")
+    )  # fmt: skip
     export.add_argument("--output", "-o", metavar="FILE", help="write there (default: stdout)")
-    add_connection(export)
-    export.set_defaults(handler=export_command)
+
+
+def _command(
+    sub: Any,
+    name: str,
+    formatter: type[argparse.HelpFormatter],
+    exit_help: str,
+    handler: Any,
+    *,
+    help: str,
+    description: str,
+    run_id: bool = False,
+) -> argparse.ArgumentParser:
+    """A command of the Temporal engine only: ``[RUN_ID]``, ``--engine temporal`` (required) and the
+    connection options."""
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, help=help, description=description, epilog=exit_help, formatter_class=formatter
+    )
+    if run_id:
+        parser.add_argument("run_id", metavar="RUN_ID")
+    parser.add_argument("--engine", choices=("temporal",), required=True, help="the engine (temporal)")
+    add_connection(parser)
+    parser.set_defaults(handler=handler)
+    return parser
 
 
 def temporal_dev_command(args: argparse.Namespace) -> int:
@@ -137,6 +145,33 @@ def _need_temporal() -> None:
         raise UsageError(f"--engine temporal needs temporalio; {EXTRA_HINT}") from None
 
 
+def leaves_by_exit(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Every Temporal command leaves through here: an error is reported as :func:`runner.cli.main` reports
+    it, Ctrl-C exits 130, and the process then leaves by :func:`_exit` with the code, whatever the path."""
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            code = handler(args)
+        except McpRunError as exc:
+            from runner.cli import _print_json_error
+
+            prefix = "error: " if exc.exit_code != ExitCode.OK else ""
+            print(f"mcp-run: {prefix}{terminal(str(exc))}", file=sys.stderr)
+            if getattr(args, "json", False):
+                _print_json_error(exc)
+            code = int(exc.exit_code)
+        except KeyboardInterrupt:
+            print("mcp-run: interrupted", file=sys.stderr)
+            code = ExitCode.SIGINT
+        except BrokenPipeError:
+            code = ExitCode.OK
+        return _exit(code)
+
+    return run
+
+
+@leaves_by_exit
 def worker_command(args: argparse.Namespace) -> int:
     _need_temporal()
     import asyncio
@@ -152,10 +187,11 @@ def worker_command(args: argparse.Namespace) -> int:
         asyncio.run(serve(args.temporal_address, args.task_queue, ready=ready))
     except KeyboardInterrupt:
         print("mcp-run: worker stopped", file=sys.stderr)
-        return _exit(ExitCode.SIGINT)
-    return _exit(ExitCode.OK)
+        return ExitCode.SIGINT
+    return ExitCode.OK
 
 
+@leaves_by_exit
 def cancel_command(args: argparse.Namespace) -> int:
     _need_temporal()
     import asyncio
@@ -167,9 +203,10 @@ def cancel_command(args: argparse.Namespace) -> int:
 
     asyncio.run(main())
     print(f"mcp-run: cancel requested for run {terminal(args.run_id)}", file=sys.stderr)
-    return _exit(ExitCode.OK)
+    return ExitCode.OK
 
 
+@leaves_by_exit
 def export_command(args: argparse.Namespace) -> int:
     _need_temporal()
     import asyncio
@@ -185,9 +222,32 @@ def export_command(args: argparse.Namespace) -> int:
         Path(args.output).write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
-    return _exit(ExitCode.OK)
+    return ExitCode.OK
 
 
+def where(args: argparse.Namespace) -> str:
+    """``--engine temporal`` and the address when it is not the default: what a hint's command needs."""
+    address = "" if args.temporal_address == DEFAULT_ADDRESS else f" --temporal-address {args.temporal_address}"
+    return f" --engine temporal{address}"
+
+
+def _unfinished(run_id: str | None, path: Path, args: argparse.Namespace) -> UsageError:
+    """A start refused because a run of the file is open on Temporal, said as a local start says it."""
+    name, rid = shlex.quote(str(path)), run_id or "(unknown)"
+    follow = f"mcp-run {name} --resume{where(args)}"
+    cancel = f"mcp-run cancel {rid}{where(args)}"
+    if args.new_run:
+        return UsageError(
+            f"run {rid} of {path} is unfinished on Temporal, which keeps one open run per workflow file: --new-run "
+            f"cannot start another beside it. Follow it with:\n  {follow}\nor cancel it first with:\n  {cancel}"
+        )
+    return UsageError(
+        f"run {rid} of {path} is unfinished (open on Temporal). Follow it with:\n  {follow}\n(with "
+        f"--rerun-in-doubt or --skip-in-doubt when it waits for a decision), or cancel it with:\n  {cancel}"
+    )
+
+
+@leaves_by_exit
 def run_temporal(args: argparse.Namespace) -> int:
     """``mcp-run FILE --engine temporal``: see :mod:`runner.temporal.client`."""
     for flag in ("retry_failed", "no_journal", "allow_changed", "protocol_version", "elicitation"):
@@ -206,70 +266,69 @@ def run_temporal(args: argparse.Namespace) -> int:
     plan = validate(str(path), require_inputs=True, input_pairs=args.input, inputs_file=inputs_file)
     console = Console(args.quiet)
 
-    from runner.temporal.client import (
-        connect,
-        decide,
-        follow,
-        make_spec,
-        open_runs,
-        outcome_of,
-        start_run,
-        workflow_id,
-    )
+    from runner.temporal import client as remote
 
     if not 1 <= args.batch_size <= 1000:
         raise UsageError("--batch-size must be between 1 and 1000")
     if not args.heartbeat_timeout >= 1:
         raise UsageError("--heartbeat-timeout must be at least 1 second")
     spec = replace(
-        make_spec(path, plan),
+        remote.make_spec(path, plan),
         batch_size=args.batch_size,
         heartbeat_timeout=args.heartbeat_timeout,
         server_log_level=args.server_log_level,  # carried to the workers (runner.temporal.serverlog)
     )
 
     choice = "rerun" if args.rerun_in_doubt else "skip" if args.skip_in_doubt else None
+    current: list[str] = []  # the run followed, once known (for the message when Ctrl-C detaches)
+
+    async def open_handle(client: Any) -> tuple[Any, str, bool]:
+        """The handle of the run to follow, its id, and whether it was started here. With --resume: the
+        file's open run, else a new one; without: a new one, refused by Temporal when a run is open."""
+        for _ in range(3):  # an open run found by --resume may close before it is followed: start then
+            found = await remote.open_run(client, spec.workflow) if args.resume else None
+            if found is not None:
+                return found.handle, found.run_id, False
+            try:
+                return await remote.start_run(client, spec, args.task_queue), spec.run_id, True
+            except remote.RunAlreadyOpen as exc:
+                if not args.resume:
+                    raise _unfinished(exc.run_id, path, args) from None
+        raise UsageError(f"the runs of {path} on Temporal change too fast to follow one; try again")
 
     async def main() -> int:
-        client = await connect(args.temporal_address)
-        unfinished = [] if args.new_run else await open_runs(client, spec.workflow)
+        client = await remote.connect(args.temporal_address)
+        handle, run_id, started = await open_handle(client)
+        current.append(run_id)
         start = 0
-        if unfinished and not args.resume:
-            raise UsageError(
-                f"run {unfinished[-1]} of {path} is unfinished on Temporal: add --resume to follow it (with "
-                "--rerun-in-doubt or --skip-in-doubt when it waits for a decision), or --new-run"
-            )
-        if unfinished:
-            run_id = unfinished[-1]
-            if choice is not None:
-                handle, _plan, start = await decide(client, run_id, choice)
-            else:
-                handle = client.get_workflow_handle(workflow_id(run_id))
-            console.info(f"following run {run_id} on Temporal (workflow {workflow_id(run_id)})")
+        if started:
+            console.info(f"run {run_id} on Temporal (workflow {handle.id}, task queue {args.task_queue})")
         else:
-            handle = await start_run(client, spec, args.task_queue)
-            console.info(
-                f"run {spec.run_id} on Temporal (workflow {workflow_id(spec.run_id)}, task queue {args.task_queue})"
-            )
+            if choice is not None:
+                handle, _plan, start = await remote.decide(client, run_id, choice)
+            console.info(f"following run {run_id} on Temporal (workflow {handle.id})")
         if args.detach:
             return ExitCode.OK
         view = _Progress(console, quiet=args.quiet or args.no_progress, after=start)
-        started = time.monotonic()
-        followed = await follow(handle, on_entry=view.entry)
-        outcome = outcome_of(plan, followed)
-        outcome.duration = time.monotonic() - started
+        started_at = time.monotonic()
+        followed = await remote.follow(handle, on_entry=view.entry)
+        outcome = remote.outcome_of(plan, followed)
+        outcome.duration = time.monotonic() - started_at
         return report(
             outcome, ReportOptions(json=args.json, output=args.output, quiet=args.quiet), console, state_dir=None
         )
 
     try:
-        code = asyncio.run(main())
+        return asyncio.run(main())
     except KeyboardInterrupt:
-        console.error(f"detached: run {spec.run_id} goes on on Temporal (workflow {workflow_id(spec.run_id)})")
-        return _exit(ExitCode.SIGINT)
-    return _exit(code)
+        if current:
+            console.error(f"detached: run {current[0]} goes on on Temporal")
+        else:
+            console.error("interrupted")
+        return ExitCode.SIGINT
 
 
+@leaves_by_exit
 def resume_temporal(args: argparse.Namespace) -> int:
     """``mcp-run resume RUN_ID --engine temporal --rerun-in-doubt|--skip-in-doubt``: the decision about a run's
     items in doubt, sent to its workflow (an update), which then runs what is left; followed as a run is."""
@@ -304,19 +363,17 @@ def resume_temporal(args: argparse.Namespace) -> int:
         return code
 
     try:
-        code = asyncio.run(main())
+        return asyncio.run(main())
     except KeyboardInterrupt:
         console.error(f"detached: run {run_id} goes on on Temporal")
-        return _exit(ExitCode.SIGINT)
-    return _exit(code)
+        return ExitCode.SIGINT
 
 
 def _decision_hint(console: Any, outcome: Any, args: argparse.Namespace) -> None:
     if not outcome.in_doubt or outcome.run_id is None:
         return
-    where = "" if args.temporal_address == DEFAULT_ADDRESS else f" --temporal-address {args.temporal_address}"
     console.error(
-        f"the run waits on Temporal for a decision: mcp-run resume {outcome.run_id} --engine temporal{where} "
+        f"the run waits on Temporal for a decision: mcp-run resume {outcome.run_id}{where(args)} "
         "--rerun-in-doubt (call them again) or --skip-in-doubt (record them as failed)"
     )
 
@@ -362,8 +419,11 @@ class _Progress:
 
 def _exit(code: int) -> int:
     """The exit code, for sure: the SDK's core can abort at interpreter exit (temporalio/sdk-python#300), so
-    when run as the ``mcp-run`` program, output is flushed and the process leaves at once with ``code``."""
-    if os.environ.get("MCP_RUN_IN_PROCESS") == "1":
+    when run as the ``mcp-run`` program, output is flushed and the process leaves at once with ``code``.
+    Called in process (``main(argv)``, or ``MCP_RUN_IN_PROCESS=1``), it returns ``code``."""
+    from runner import cli
+
+    if not cli.AS_PROGRAM or os.environ.get("MCP_RUN_IN_PROCESS") == "1":
         return code
     sys.stdout.flush()
     sys.stderr.flush()

@@ -16,7 +16,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from runner.errors import McpRunError, UsageError
+from runner.cli.temporal import leaves_by_exit
+from runner.errors import UsageError
 from runner.exitcodes import ExitCode
 from runner.jsontext import dumps
 from runner.termsafe import terminal
@@ -36,29 +37,20 @@ def _run(make: Callable[[Any], Awaitable[T]], args: argparse.Namespace) -> T:
     async def main() -> T:
         return await make(await connect(args.temporal_address))
 
-    try:
-        return asyncio.run(main())
-    except McpRunError as exc:  # reported here: the process must leave through _exit (see there)
-        print(f"mcp-run: error: {terminal(str(exc))}", file=sys.stderr)
-        if getattr(args, "json", False):
-            from runner.cli import _print_json_error
-
-            _print_json_error(exc)
-        _exit(exc.exit_code)
-        raise  # only in process (MCP_RUN_IN_PROCESS=1): main reports it
+    return asyncio.run(main())
 
 
 def _where(args: argparse.Namespace) -> str:
-    from runner.cli.temporal import DEFAULT_ADDRESS
+    from runner.cli.temporal import where
 
-    address = "" if args.temporal_address == DEFAULT_ADDRESS else f" --temporal-address {args.temporal_address}"
-    return f" --engine temporal{address}"
+    return where(args)
 
 
 def _iso(value: Any) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value is not None else None
 
 
+@leaves_by_exit
 def runs_temporal(args: argparse.Namespace) -> int:
     from runner.cli.inspect import RECORD_VERSION, render_runs
 
@@ -97,7 +89,7 @@ def runs_temporal(args: argparse.Namespace) -> int:
         print(f"no runs on Temporal at {args.temporal_address}", file=sys.stderr)
     else:
         print(terminal(render_runs(records)))
-    return _exit(ExitCode.OK)
+    return ExitCode.OK
 
 
 def _run_id(args: argparse.Namespace) -> str:
@@ -106,6 +98,7 @@ def _run_id(args: argparse.Namespace) -> str:
     return str(args.target)
 
 
+@leaves_by_exit
 def show_temporal(args: argparse.Namespace) -> int:
     from runner.cli.inspect import Loaded, render_show, show_record
     from runner.engine.events import decode
@@ -116,10 +109,11 @@ def show_temporal(args: argparse.Namespace) -> int:
     run_id = _run_id(args)
 
     async def read(client: Any) -> tuple[bool, list[dict[str, Any]]]:
-        from runner.temporal.client import events_of
-        from runner.temporal.listing import is_open
+        from runner.temporal.client import events_of_handle
+        from runner.temporal.runids import locate
 
-        return await is_open(client, run_id), await events_of(client, run_id)
+        run = await locate(client, run_id)
+        return run.open, await events_of_handle(run.handle, run_id)
 
     open_, events = _run(read, args)
     state = RunState(keep_results=set())
@@ -144,9 +138,10 @@ def show_temporal(args: argparse.Namespace) -> int:
                 )
             )
         )
-    return _exit(ExitCode.OK)
+    return ExitCode.OK
 
 
+@leaves_by_exit
 def logs_temporal(args: argparse.Namespace) -> int:
     from runner.cli.inspect import format_event
     from runner.view.text import level_index
@@ -167,13 +162,14 @@ def logs_temporal(args: argparse.Namespace) -> int:
     async def read(client: Any) -> None:
         import asyncio
 
-        from runner.temporal.client import events_of
-        from runner.temporal.listing import is_open
+        from runner.temporal.client import events_of_handle
+        from runner.temporal.runids import locate
 
+        run = await locate(client, run_id)
         seen = 0
         while True:
-            open_ = await is_open(client, run_id)  # asked first: what came before it closed is read below
-            batch = await events_of(client, run_id, start=seen)
+            open_ = await run.still_open()  # asked first: what came before it closed is read below
+            batch = await events_of_handle(run.handle, run_id, start=seen)
             seen += len(batch)
             for event in batch:
                 emit(event)
@@ -183,10 +179,4 @@ def logs_temporal(args: argparse.Namespace) -> int:
             await asyncio.sleep(poll / 4 if batch else poll)
 
     _run(read, args)
-    return _exit(ExitCode.OK)
-
-
-def _exit(code: int) -> int:
-    from runner.cli.temporal import _exit as leave
-
-    return leave(code)
+    return ExitCode.OK

@@ -1,9 +1,10 @@
-"""``mcp-run FILE --engine temporal``: validate here, start workflow ``mcp-run/<run_id>``, follow it.
+"""``mcp-run FILE --engine temporal``: validate here, start the file's workflow ``mcp-run/<key>``, follow it.
 
 The workflow is validated locally as for a local run (the same errors, exit 2); secret inputs are refused
 (their values would enter Temporal's history). The run is started with its text, public inputs, step
-fingerprints and the names of the environment variables it reads (never their values). The workflow id's
-uniqueness replaces the local workflow lock.
+fingerprints and the names of the environment variables it reads (never their values). The workflow id is
+the file's (:mod:`runner.temporal.runids`): Temporal refuses a second open run of the same file, which
+replaces the local workflow lock (:class:`RunAlreadyOpen`).
 
 Following it: the run's events come from the workflow's ``events`` query, folded into a
 :class:`~runner.engine.state.RunState` as a journal is; when it ends, its outcome is settled from that state
@@ -28,25 +29,37 @@ from temporalio.client import (
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from runner.engine.events import RunStatus, decode
 from runner.engine.outcome import Outcome, settle
 from runner.engine.runctl import fingerprints, workflow_hash
-from runner.engine.rundir import new_run_id
 from runner.engine.state import RunState
 from runner.errors import McpRunError, UsageError
 from runner.exitcodes import ExitCode
 from runner.temporal.dag import WORKFLOW_NAME, DagWorkflow
+from runner.temporal.runids import (
+    Located,
+    TemporalUnreachable,
+    describe,
+    file_workflow_id,
+    locate,
+    new_temporal_run_id,
+    workflow_id_of_run,
+)
 from runner.temporal.spec import RunSpec, build_plan_of
 from runner.workflow.plan import Plan
 
 __all__ = [
     "DEFAULT_ADDRESS",
+    "RunAlreadyOpen",
     "TemporalUnreachable",
     "connect",
     "decide",
     "follow",
+    "open_run",
     "start_run",
     "waits_for_decision",
     "workflow_id",
@@ -56,20 +69,25 @@ DEFAULT_ADDRESS: Final = "127.0.0.1:7233"
 POLL: Final = 0.5  # seconds between two queries for new events
 
 
-class TemporalUnreachable(McpRunError):
-    """Temporal's frontend could not be reached (exit 4)."""
-
-    exit_code = ExitCode.UNREACHABLE
-
-
 class RunEndedWithoutResult(McpRunError):
     """The run's workflow was cancelled or terminated (exit 1)."""
 
     exit_code = ExitCode.FAILED
 
 
+class RunAlreadyOpen(UsageError):
+    """A run of the workflow file is open on Temporal (``run_id``, None when it could not be read): no second
+    one starts beside it (exit 2, as a local start that finds an unfinished run)."""
+
+    def __init__(self, run_id: str | None, workflow: str) -> None:
+        super().__init__(f"run {run_id or '(unknown)'} of {workflow} is unfinished on Temporal")
+        self.run_id = run_id
+        self.workflow = workflow
+
+
 def workflow_id(run_id: str) -> str:
-    return f"mcp-run/{run_id}"
+    """The workflow id of run ``run_id``."""
+    return workflow_id_of_run(run_id)
 
 
 async def connect(address: str, namespace: str = "default") -> Client:
@@ -89,7 +107,7 @@ def make_spec(path: Path, plan: Plan) -> RunSpec:
             "would be kept in Temporal's history); pass it through an environment variable"
         )
     return RunSpec(
-        run_id=new_run_id(),
+        run_id=new_temporal_run_id(path.resolve()),
         workflow=str(path.resolve()),
         text=path.read_text(encoding="utf-8"),
         inputs=inputs,
@@ -100,16 +118,33 @@ def make_spec(path: Path, plan: Plan) -> RunSpec:
 
 
 async def start_run(client: Client, spec: RunSpec, task_queue: str) -> WorkflowHandle[Any, Any]:
+    """Start run ``spec`` under its file's workflow id; its handle, pinned to the run. :class:`RunAlreadyOpen`
+    when a run of the file is open: Temporal refuses the start (``id_conflict_policy=FAIL``), so of two
+    starts racing each other exactly one goes through."""
+    wid = file_workflow_id(spec.workflow)
     try:
-        return await client.start_workflow(
+        handle = await client.start_workflow(
             WORKFLOW_NAME,
             spec.to_json(),
-            id=workflow_id(spec.run_id),
+            id=wid,
             task_queue=task_queue,
-            memo={"workflow": spec.workflow},  # what `FILE --resume` looks for among the open runs
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,  # never two open runs of one file
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,  # a closed run does not block the next
+            memo={"workflow": spec.workflow, "run_id": spec.run_id},
         )
+    except WorkflowAlreadyStartedError as exc:
+        found = await describe(client, wid, exc.run_id) if exc.run_id else None
+        raise RunAlreadyOpen(found.run_id if found is not None else None, spec.workflow) from None
     except RPCError as exc:
         raise TemporalUnreachable(f"cannot start the run on Temporal: {exc}") from None
+    return client.get_workflow_handle(wid, run_id=handle.result_run_id)
+
+
+async def open_run(client: Client, workflow: str) -> Located | None:
+    """The open run of the workflow file at absolute path ``workflow``, if any (read from Temporal's record of
+    the file's workflow id, not from its lagging list)."""
+    newest = await describe(client, file_workflow_id(workflow))
+    return newest if newest is not None and newest.open else None
 
 
 @dataclass
@@ -179,7 +214,7 @@ async def decide(client: Client, run_id: str, choice: str) -> tuple[WorkflowHand
     """Send the decision about run ``run_id``'s items in doubt (``rerun`` or ``skip``). Returns its handle, its
     plan, and the number of the first event of the attempt the decision starts. ``UsageError`` when there
     is no such run, or it waits for no decision."""
-    handle = client.get_workflow_handle(workflow_id(run_id))
+    handle = (await locate(client, run_id)).handle
     try:
         definition: dict[str, Any] = await handle.query(DagWorkflow.definition)
     except (RPCError, WorkflowQueryFailedError) as exc:
@@ -196,8 +231,9 @@ async def decide(client: Client, run_id: str, choice: str) -> tuple[WorkflowHand
 
 async def cancel(client: Client, run_id: str) -> None:
     """Ask Temporal to cancel run ``run_id`` (``UsageError`` when there is no such run)."""
+    handle = (await locate(client, run_id)).handle
     try:
-        await client.get_workflow_handle(workflow_id(run_id)).cancel()
+        await handle.cancel()
     except RPCError as exc:
         raise UsageError(f"cannot cancel run {run_id} on Temporal: {exc}") from None
 
@@ -205,7 +241,11 @@ async def cancel(client: Client, run_id: str) -> None:
 async def events_of(client: Client, run_id: str, *, start: int = 0) -> list[dict[str, Any]]:
     """Every event of run ``run_id`` (after the first ``start``), as journal objects (a worker answers the
     query)."""
-    handle = client.get_workflow_handle(workflow_id(run_id))
+    return await events_of_handle((await locate(client, run_id)).handle, run_id, start=start)
+
+
+async def events_of_handle(handle: WorkflowHandle[Any, Any], run_id: str, *, start: int = 0) -> list[dict[str, Any]]:
+    """:func:`events_of` for a run already located."""
     out: list[dict[str, Any]] = []
     while True:
         try:
@@ -217,17 +257,3 @@ async def events_of(client: Client, run_id: str, *, start: int = 0) -> list[dict
         if not batch:
             return out
         out.extend(batch)
-
-
-async def open_runs(client: Client, workflow: str) -> list[str]:
-    """The ids of the open runs of the workflow file at absolute path ``workflow``, oldest first."""
-    out: list[str] = []
-    query = f'WorkflowType="{WORKFLOW_NAME}" AND ExecutionStatus="Running"'
-    try:
-        async for execution in client.list_workflows(query):
-            memo = await execution.memo()
-            if memo.get("workflow") == workflow and execution.id.startswith("mcp-run/"):
-                out.append(execution.id.removeprefix("mcp-run/"))
-    except RPCError as exc:
-        raise TemporalUnreachable(f"cannot list the runs on Temporal: {exc}") from None
-    return sorted(out)

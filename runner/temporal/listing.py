@@ -1,6 +1,7 @@
-"""The runs on Temporal, as ``mcp-run runs --engine temporal`` lists them: the ``mcp-run/*`` workflows of
-Temporal's list API, with their status. A closed run's status and counts are its workflow's result (read
-from its history; no worker needed); an open run is ``running`` (or waits for a decision: ``show`` says)."""
+"""The runs on Temporal, as ``mcp-run runs --engine temporal`` lists them: the ``mcp-run/*`` workflow runs of
+Temporal's list API (one workflow id per file, one entry per run), with their status. A closed run's status
+and counts are its workflow's result (read from its history; no worker needed); an open run is ``running``
+(or waits for a decision: ``show`` says)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,12 @@ from datetime import datetime
 from typing import Any
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
-from runner.temporal.client import TemporalUnreachable
 from runner.temporal.dag import WORKFLOW_NAME
+from runner.temporal.runids import PREFIX, TemporalUnreachable, locate
 
 __all__ = ["RemoteRun", "list_runs"]
-
-PREFIX = "mcp-run/"
 
 _CLOSED_WITHOUT_RESULT = {
     WorkflowExecutionStatus.CANCELED: "cancelled",
@@ -59,7 +58,7 @@ async def list_runs(client: Client, limit: int | None = None) -> list[RemoteRun]
 async def _run_of(client: Client, execution: Any) -> RemoteRun:
     memo = await execution.memo()
     run = RemoteRun(
-        run_id=execution.id.removeprefix(PREFIX),
+        run_id=memo["run_id"] if isinstance(memo.get("run_id"), str) else execution.id.removeprefix(PREFIX),
         workflow=memo.get("workflow") if isinstance(memo.get("workflow"), str) else None,
         status="running",
         started=execution.start_time,
@@ -87,16 +86,7 @@ async def _run_of(client: Client, execution: Any) -> RemoteRun:
 
 async def is_open(client: Client, run_id: str) -> bool:
     """Whether run ``run_id``'s workflow is still open (``UsageError`` when there is no such run)."""
-    from runner.errors import UsageError
-    from runner.temporal.client import workflow_id
-
-    try:
-        description = await client.get_workflow_handle(workflow_id(run_id)).describe()
-    except RPCError as exc:
-        if exc.status is RPCStatusCode.NOT_FOUND:
-            raise UsageError(f"no run {run_id} on Temporal") from None
-        raise TemporalUnreachable(f"cannot read run {run_id} on Temporal: {exc}") from None
-    return description.status is WorkflowExecutionStatus.RUNNING
+    return (await locate(client, run_id)).open
 
 
 async def events_after(client: Client, run_id: str, seen: int) -> list[dict[str, Any]]:

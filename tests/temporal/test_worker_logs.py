@@ -89,15 +89,11 @@ def test_run_on_temporal_carries_the_server_log_level_in_the_definition(
     async def connect(address: str) -> object:
         return object()
 
-    async def open_runs(client: object, workflow: str) -> list[str]:
-        return []
-
     async def start_run(client: object, spec: RunSpec, task_queue: str) -> object:
         started.append(spec)
         raise UsageError("stopped here by the test")
 
     monkeypatch.setattr(client_module, "connect", connect)
-    monkeypatch.setattr(client_module, "open_runs", open_runs)
     monkeypatch.setattr(client_module, "start_run", start_run)
     assert main([str(path), "--engine", "temporal", "--server-log-level", "debug"]) == 2
     [spec] = started
