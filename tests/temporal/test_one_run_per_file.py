@@ -1,0 +1,94 @@
+"""One open run per workflow file on Temporal, decided by Temporal itself: starts that race each other give one
+run, the others are refused as a local start that finds an unfinished run is (exit 2); once the run is closed,
+the next one starts, and the older run is still found by its id."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.temporal.support import cli, dev_server, fan_out_workflow, in_process_worker, summary_of, target_of
+
+pytestmark = pytest.mark.slow
+
+
+def test_racing_starts_give_one_run_and_a_closed_run_lets_the_next_start(tmp_path: Path) -> None:
+    from runner.cli.temporal import run_temporal  # noqa: F401  (the CLI module imports)
+    from runner.temporal.client import RunAlreadyOpen, make_spec, start_run
+    from runner.temporal.runids import file_workflow_id, locate
+    from runner.workflow.loader import validate
+
+    workflow = fan_out_workflow(tmp_path, 2)
+    wid = file_workflow_id(workflow.resolve())
+
+    async def executions(env: object) -> list[str]:
+        client = env.client  # type: ignore[attr-defined]
+        out: list[str] = []
+        for _ in range(100):  # Temporal's list lags: wait until it shows a run, then count them all
+            out = [e.run_id async for e in client.list_workflows(f'WorkflowId = "{wid}"')]
+            if out:
+                return out
+            await asyncio.sleep(0.05)
+        return out
+
+    async def on_temporal() -> None:
+        async with dev_server() as env:
+            where = ("--temporal-address", target_of(env), "--task-queue", "race")
+            # Five starts at once through the client: Temporal lets exactly one through.
+            plan = validate(str(workflow), require_inputs=True)
+            specs = [make_spec(workflow, plan) for _ in range(5)]
+            results = await asyncio.gather(
+                *(start_run(env.client, spec, "race") for spec in specs), return_exceptions=True
+            )
+            won = [spec.run_id for spec, r in zip(specs, results, strict=True) if not isinstance(r, BaseException)]
+            lost = [r for r in results if isinstance(r, BaseException)]
+            assert len(won) == 1, results
+            assert all(isinstance(r, RunAlreadyOpen) and r.run_id == won[0] for r in lost), lost
+            assert len(await executions(env)) == 1
+            await env.client.get_workflow_handle(wid).terminate("the test starts again")
+
+            # Two CLI processes started together: one run, the other exits 2 naming it.
+            both = await asyncio.gather(
+                cli(str(workflow), "--engine", "temporal", *where, "--detach"),
+                cli(str(workflow), "--engine", "temporal", *where, "--detach"),
+            )
+            codes = sorted(code for code, _out, _err in both)
+            assert codes == [0, 2], both
+            [winner] = [err for code, _out, err in both if code == 0]
+            [loser] = [err for code, _out, err in both if code == 2]
+            first = winner.split()[1]
+            assert f"run {first} of" in loser and "is unfinished" in loser and "--resume" in loser, loser
+            assert len(await executions(env)) == 2  # the terminated one, and this one
+
+            # Two `--resume` together (a crontab line firing during a start): both follow the one open run.
+            resumed = await asyncio.gather(
+                *(cli(str(workflow), "--engine", "temporal", *where, "--resume", "--detach") for _ in range(2))
+            )
+            assert [code for code, _o, _e in resumed] == [0, 0], resumed
+            assert all(f"following run {first}" in err for _c, _o, err in resumed), resumed
+            assert len(await executions(env)) == 2
+
+            # With a worker, the open run finishes; the next start is a new run; the older one is still found.
+            async with in_process_worker(env, "race"):
+                code, _out, err = await cli(str(workflow), "--engine", "temporal", *where, "--resume", "--json")
+                assert code == 0, err
+                code, out, err = await cli(str(workflow), "--engine", "temporal", *where, "--json")
+                assert code == 0, err
+                second = summary_of(out)["run_id"]
+                assert second != first
+                code, journal, err = await cli("export", first, "--engine", "temporal", *where[:2])
+                assert code == 0, err
+                assert json.loads(journal.splitlines()[0])["run_id"] == first
+                older = await locate(env.client, first)
+                newer = await locate(env.client, second)
+                assert older.handle.id == newer.handle.id == wid
+                assert older.handle.run_id != newer.handle.run_id
+                code, out, err = await cli("runs", "--engine", "temporal", *where[:2], "--json")
+                assert code == 0, err
+                listed = [r["run_id"] for r in json.loads(out)["runs"]]
+                assert first in listed and second in listed
+
+    asyncio.run(on_temporal())
