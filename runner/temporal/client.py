@@ -230,10 +230,13 @@ async def decide(client: Client, run_id: str, choice: str) -> tuple[WorkflowHand
 
 
 async def cancel(client: Client, run_id: str) -> None:
-    """Ask Temporal to cancel run ``run_id`` (``UsageError`` when there is no such run)."""
-    handle = (await locate(client, run_id)).handle
+    """Ask Temporal to cancel run ``run_id`` (``UsageError`` when there is no such run, or it is closed)."""
+    run = await locate(client, run_id)
+    if not run.open:  # Temporal takes a cancel of a closed run without a word: say it here
+        status = run.description.status.name.lower() if run.description.status is not None else "closed"
+        raise UsageError(f"run {run_id} is closed on Temporal ({status}): there is nothing to cancel")
     try:
-        await handle.cancel()
+        await run.handle.cancel()
     except RPCError as exc:
         raise UsageError(f"cannot cancel run {run_id} on Temporal: {exc}") from None
 
