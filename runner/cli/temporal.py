@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from runner.errors import McpRunError, UsageError
+from runner.errors import BusyError, McpRunError, UsageError
 from runner.exitcodes import ExitCode
 from runner.termsafe import terminal
 
@@ -231,19 +231,23 @@ def where(args: argparse.Namespace) -> str:
     return f" --engine temporal{address}"
 
 
-def _unfinished(run_id: str | None, path: Path, args: argparse.Namespace) -> UsageError:
-    """A start refused because a run of the file is open on Temporal, said as a local start says it."""
-    name, rid = shlex.quote(str(path)), run_id or "(unknown)"
+def _refused(exc: Any, path: Path, args: argparse.Namespace) -> McpRunError:
+    """A start refused because a run of the file is open on Temporal (``RunAlreadyOpen``), said as a local
+    start says it: busy (exit 6) while the run runs, as when another process holds the workflow's lock;
+    unfinished (exit 2) when it waits for a decision about items in doubt, as an interrupted local run."""
+    name, rid = shlex.quote(str(path)), exc.run_id or "(unknown)"
     follow = f"mcp-run {name} --resume{where(args)}"
     cancel = f"mcp-run cancel {rid}{where(args)}"
-    if args.new_run:
+    beside = " --new-run cannot start another beside it (one open run per workflow file on Temporal)."
+    beside = beside if args.new_run else ""
+    if exc.waiting:
         return UsageError(
-            f"run {rid} of {path} is unfinished on Temporal, which keeps one open run per workflow file: --new-run "
-            f"cannot start another beside it. Follow it with:\n  {follow}\nor cancel it first with:\n  {cancel}"
+            f"run {rid} of {path} is unfinished (in doubt: it waits on Temporal for a decision).{beside} Finish it "
+            f"with:\n  {follow} --rerun-in-doubt\nor:\n  {follow} --skip-in-doubt\nor cancel it with:\n  {cancel}"
         )
-    return UsageError(
-        f"run {rid} of {path} is unfinished (open on Temporal). Follow it with:\n  {follow}\n(with "
-        f"--rerun-in-doubt or --skip-in-doubt when it waits for a decision), or cancel it with:\n  {cancel}"
+    return BusyError(
+        f"run {rid} of {path} is running on Temporal; one run at a time per workflow.{beside} Follow it with:\n"
+        f"  {follow}\nor cancel it with:\n  {cancel}"
     )
 
 
@@ -293,7 +297,7 @@ def run_temporal(args: argparse.Namespace) -> int:
                 return await remote.start_run(client, spec, args.task_queue), spec.run_id, True
             except remote.RunAlreadyOpen as exc:
                 if not args.resume:
-                    raise _unfinished(exc.run_id, path, args) from None
+                    raise _refused(exc, path, args) from None
         raise UsageError(f"the runs of {path} on Temporal change too fast to follow one; try again")
 
     async def main() -> int:

@@ -19,6 +19,7 @@ import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -37,7 +38,7 @@ from runner.engine.events import RunStatus, decode
 from runner.engine.outcome import Outcome, settle
 from runner.engine.runctl import fingerprints, workflow_hash
 from runner.engine.state import RunState
-from runner.errors import McpRunError, UsageError
+from runner.errors import BusyError, McpRunError, UsageError
 from runner.exitcodes import ExitCode
 from runner.temporal.dag import WORKFLOW_NAME, DagWorkflow
 from runner.temporal.runids import (
@@ -75,14 +76,16 @@ class RunEndedWithoutResult(McpRunError):
     exit_code = ExitCode.FAILED
 
 
-class RunAlreadyOpen(UsageError):
+class RunAlreadyOpen(BusyError):
     """A run of the workflow file is open on Temporal (``run_id``, None when it could not be read): no second
-    one starts beside it (exit 2, as a local start that finds an unfinished run)."""
+    one starts beside it. ``waiting``: it waits for a decision about items in doubt (None when no worker said).
+    Exit 6, as a local start that finds the workflow's lock held by a running process; the CLI says it."""
 
-    def __init__(self, run_id: str | None, workflow: str) -> None:
-        super().__init__(f"run {run_id or '(unknown)'} of {workflow} is unfinished on Temporal")
+    def __init__(self, run_id: str | None, workflow: str, *, waiting: bool | None = None) -> None:
+        super().__init__(f"run {run_id or '(unknown)'} of {workflow} is open on Temporal")
         self.run_id = run_id
         self.workflow = workflow
+        self.waiting = waiting
 
 
 def workflow_id(run_id: str) -> str:
@@ -134,10 +137,20 @@ async def start_run(client: Client, spec: RunSpec, task_queue: str) -> WorkflowH
         )
     except WorkflowAlreadyStartedError as exc:
         found = await describe(client, wid, exc.run_id) if exc.run_id else None
-        raise RunAlreadyOpen(found.run_id if found is not None else None, spec.workflow) from None
+        waiting = await waits(found.handle) if found is not None else None
+        raise RunAlreadyOpen(found.run_id if found is not None else None, spec.workflow, waiting=waiting) from None
     except RPCError as exc:
         raise TemporalUnreachable(f"cannot start the run on Temporal: {exc}") from None
     return client.get_workflow_handle(wid, run_id=handle.result_run_id)
+
+
+async def waits(handle: WorkflowHandle[Any, Any], timeout: float = 3.0) -> bool | None:
+    """Whether the run waits for a decision about items in doubt; None when no worker answers in time."""
+    try:
+        answer = await handle.query(DagWorkflow.waiting, rpc_timeout=timedelta(seconds=timeout))
+    except (RPCError, WorkflowQueryFailedError):
+        return None
+    return bool(answer)
 
 
 async def open_run(client: Client, workflow: str) -> Located | None:

@@ -73,10 +73,10 @@ def test_every_command_exits_with_its_code(tmp_path: Path) -> None:
             for what, result in zip(("cancel", "export", "show", "logs", "resume"), unknown, strict=True):
                 check(f"{what} unknown run", 2, result)
 
-            # A run parked on a task queue no worker serves: open. A second start is refused (2); cancel works (0).
+            # A run parked on a task queue no worker serves: open. A second start is busy (6); cancel works (0).
             parked_queue = ("--task-queue", "exits-nowhere")
             check("run --detach", 0, await cli(str(parked), "--engine", "temporal", *here, *parked_queue, "--detach"))
-            check("run while open", 2, await cli(str(parked), "--engine", "temporal", *here, *parked_queue))
+            check("run while open", 6, await cli(str(parked), "--engine", "temporal", *here, *parked_queue))
             [(_w, _e, _g, err)] = seen[-2:-1]
             parked_id = err.split()[1]
             check("cancel", 0, await cli("cancel", parked_id, "--engine", "temporal", *here))

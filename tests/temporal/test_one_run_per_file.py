@@ -1,5 +1,5 @@
 """One open run per workflow file on Temporal, decided by Temporal itself: starts that race each other give one
-run, the others are refused as a local start that finds an unfinished run is (exit 2); once the run is closed,
+run, the others are refused as a local start that finds the workflow busy is (exit 6); once the run is closed,
 the next one starts, and the older run is still found by its id."""
 
 from __future__ import annotations
@@ -10,11 +10,42 @@ from pathlib import Path
 
 import pytest
 
+from runner.cli import main
 from tests.temporal.support import cli, dev_server, fan_out_workflow, in_process_worker, summary_of, target_of
 
-pytestmark = pytest.mark.slow
+
+@pytest.mark.parametrize(("waiting", "code", "words"), [(None, 6, "is running on Temporal"), (False, 6, "is running"),
+                                                       (True, 2, "waits on Temporal for a decision")])  # fmt: skip
+def test_a_refused_start_is_said_as_locally(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    waiting: bool | None,
+    code: int,
+    words: str,
+) -> None:
+    """Busy (6) while the open run runs, as when a process holds the local lock; unfinished (2) while it waits
+    for a decision, as an interrupted local run; either way with the command that follows it."""
+    from runner.temporal import client as client_module
+
+    path = fan_out_workflow(tmp_path, 1)
+
+    async def connect(address: str) -> object:
+        return object()
+
+    async def start_run(client: object, spec: object, task_queue: str) -> object:
+        raise client_module.RunAlreadyOpen("r1-0123456789abcdef", str(path), waiting=waiting)
+
+    monkeypatch.setattr(client_module, "connect", connect)
+    monkeypatch.setattr(client_module, "start_run", start_run)
+    assert main([str(path), "--engine", "temporal"]) == code
+    err = capsys.readouterr().err
+    assert "run r1-0123456789abcdef of" in err and words in err, err
+    assert f"{path} --resume --engine temporal" in err
+    assert ("--rerun-in-doubt" in err) is bool(waiting)
 
 
+@pytest.mark.slow
 def test_racing_starts_give_one_run_and_a_closed_run_lets_the_next_start(tmp_path: Path) -> None:
     from runner.cli.temporal import run_temporal  # noqa: F401  (the CLI module imports)
     from runner.temporal.client import RunAlreadyOpen, make_spec, start_run
@@ -50,17 +81,17 @@ def test_racing_starts_give_one_run_and_a_closed_run_lets_the_next_start(tmp_pat
             assert len(await executions(env)) == 1
             await env.client.get_workflow_handle(wid).terminate("the test starts again")
 
-            # Two CLI processes started together: one run, the other exits 2 naming it.
+            # Two CLI processes started together: one run; the other is busy (6, as locally) and names it.
             both = await asyncio.gather(
                 cli(str(workflow), "--engine", "temporal", *where, "--detach"),
                 cli(str(workflow), "--engine", "temporal", *where, "--detach"),
             )
             codes = sorted(code for code, _out, _err in both)
-            assert codes == [0, 2], both
+            assert codes == [0, 6], both
             [winner] = [err for code, _out, err in both if code == 0]
-            [loser] = [err for code, _out, err in both if code == 2]
+            [loser] = [err for code, _out, err in both if code == 6]
             first = winner.split()[1]
-            assert f"run {first} of" in loser and "is unfinished" in loser and "--resume" in loser, loser
+            assert f"run {first} of" in loser and "is running on Temporal" in loser and "--resume" in loser, loser
             assert len(await executions(env)) == 2  # the terminated one, and this one
 
             # Two `--resume` together (a crontab line firing during a start): both follow the one open run.

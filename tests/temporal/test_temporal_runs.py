@@ -152,10 +152,11 @@ def test_detach_resume_export_and_cancel(tmp_path: Path) -> None:
             code, _out, err = await cli(str(workflow), "--engine", "temporal", *where, "--detach")
             assert code == 0, err
             run_id = err.split()[1]
-            # One open run per workflow file, as locally: a second start is refused (by Temporal itself, at
+            # One open run per workflow file, as locally: a second start is refused as busy (by Temporal itself, at
             # once: the file's workflow id is open); --resume follows the first.
             code, _out, err = await cli(str(workflow), "--engine", "temporal", *where)
-            assert code == 2 and f"run {run_id} of" in err and "--resume" in err, err
+            assert code == 6 and f"run {run_id} of" in err and "is running on Temporal" in err, err
+            assert "--resume" in err, err
             code, _out, err = await cli(str(workflow), "--engine", "temporal", *where, "--resume", "--detach")
             assert code == 0 and f"following run {run_id}" in err, err
             code, journal, err = await cli("export", run_id, "--engine", "temporal", *where[:2])
