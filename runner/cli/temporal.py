@@ -251,6 +251,23 @@ def _refused(exc: Any, path: Path, args: argparse.Namespace) -> McpRunError:
     )
 
 
+async def _same_definition(handle: Any, run_id: str, spec: Any, path: Path, args: argparse.Namespace) -> None:
+    """``--resume`` of an open run refuses a changed workflow file or inputs (exit 2), as a local resume does;
+    on Temporal the run goes on with the definition it started with, so there is no ``--allow-changed``."""
+    from runner.temporal.changes import changes_since
+
+    memo = await (await handle.describe()).memo()
+    changes = changes_since(memo, spec)
+    if changes:
+        raise UsageError(
+            f"run {run_id} of {path} cannot be resumed as is:\n  - "
+            + "\n  - ".join(changes)
+            + "\nOn Temporal the run goes on with the definition it started with (--allow-changed is not available "
+            f"there). Restore the file, or follow it with:\n  mcp-run logs {run_id}{where(args)} --follow\nor "
+            f"cancel it with:\n  mcp-run cancel {run_id}{where(args)}"
+        )
+
+
 @leaves_by_exit
 def run_temporal(args: argparse.Namespace) -> int:
     """``mcp-run FILE --engine temporal``: see :mod:`runner.temporal.client`."""
@@ -308,6 +325,7 @@ def run_temporal(args: argparse.Namespace) -> int:
         if started:
             console.info(f"run {run_id} on Temporal (workflow {handle.id}, task queue {args.task_queue})")
         else:
+            await _same_definition(handle, run_id, spec, path, args)
             if choice is not None:
                 handle, _plan, start = await remote.decide(client, run_id, choice)
             console.info(f"following run {run_id} on Temporal (workflow {handle.id})")

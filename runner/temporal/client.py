@@ -40,6 +40,7 @@ from runner.engine.runctl import fingerprints, workflow_hash
 from runner.engine.state import RunState
 from runner.errors import BusyError, McpRunError, UsageError
 from runner.exitcodes import ExitCode
+from runner.temporal.changes import memo_of
 from runner.temporal.dag import WORKFLOW_NAME, DagWorkflow
 from runner.temporal.runids import (
     Located,
@@ -133,7 +134,7 @@ async def start_run(client: Client, spec: RunSpec, task_queue: str) -> WorkflowH
             task_queue=task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,  # never two open runs of one file
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,  # a closed run does not block the next
-            memo={"workflow": spec.workflow, "run_id": spec.run_id},
+            memo=memo_of(spec),  # how any command finds the run, and what a resume compares
         )
     except WorkflowAlreadyStartedError as exc:
         found = await describe(client, wid, exc.run_id) if exc.run_id else None

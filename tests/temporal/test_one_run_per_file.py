@@ -102,6 +102,14 @@ def test_racing_starts_give_one_run_and_a_closed_run_lets_the_next_start(tmp_pat
             assert all(f"following run {first}" in err for _c, _o, err in resumed), resumed
             assert len(await executions(env)) == 2
 
+            # A changed file is not resumed as is (exit 2, as locally): the run goes on with its own definition.
+            text = workflow.read_text()
+            workflow.write_text(text.replace("max_concurrency: 8", "max_concurrency: 8\n    timeout: 30"))
+            code, _out, err = await cli(str(workflow), "--engine", "temporal", *where, "--resume", "--detach")
+            assert code == 2 and f"run {first} of" in err and "cannot be resumed as is" in err, err
+            assert "the workflow file changed since the run started" in err and "steps whose" in err, err
+            workflow.write_text(text)
+
             # With a worker, the open run finishes; the next start is a new run; the older one is still found.
             async with in_process_worker(env, "race"):
                 code, _out, err = await cli(str(workflow), "--engine", "temporal", *where, "--resume", "--json")
