@@ -68,7 +68,9 @@ def test_a_worker_lost_mid_batch_duplicates_nothing(tmp_path: Path, how: str) ->
                 assert run.stderr is not None
                 first = (await asyncio.wait_for(run.stderr.readline(), 30)).decode()
                 run_id = first.split()[1]
-                handle = env.client.get_workflow_handle(f"mcp-run/{run_id}")
+                from runner.temporal.client import workflow_id
+
+                handle = env.client.get_workflow_handle(workflow_id(run_id))
                 # Both workers hold calls in flight, as many as the server's max_concurrency (their servers wait for
                 # the gate, so no more go out): the markers recorded are those of every call begun.
                 deadline = time.monotonic() + 60

@@ -126,7 +126,9 @@ outputs:
             result = await cli(str(workflow), "--engine", "temporal", *where, "--json",
                                env={"MCP_RUN_TEST_TOKEN": secret})  # fmt: skip
             run_id = summary_of(result[1])["run_id"]
-            history = await env.client.get_workflow_handle(f"mcp-run/{run_id}").fetch_history()
+            from runner.temporal.client import workflow_id
+
+            history = await env.client.get_workflow_handle(workflow_id(run_id)).fetch_history()
             return result, b"".join(event.SerializeToString() for event in history.events)
 
     os.environ.pop("MCP_RUN_TEST_TOKEN", None)
