@@ -125,26 +125,6 @@ def _command(
     return parser
 
 
-def temporal_dev_command(args: argparse.Namespace) -> int:
-    from runner.engine.rundir import resolve_state_dir
-    from runner.temporal.devserver import dev_server_argv, find_temporal, prepare_state
-
-    state_dir = resolve_state_dir(args.state_dir, None).resolve()
-    prepare_state(state_dir)
-    argv = dev_server_argv(find_temporal(), port=args.port, state_dir=state_dir)
-    print(f"mcp-run: Temporal dev server on 127.0.0.1:{args.port} (state: {argv[argv.index('--db-filename') + 1]})",
-          file=sys.stderr, flush=True)  # fmt: skip
-    os.execv(argv[0], argv)  # the server is the process from here: Ctrl-C stops it
-    return ExitCode.OK  # pragma: no cover
-
-
-def _need_temporal() -> None:
-    try:
-        import temporalio  # noqa: F401
-    except ImportError:
-        raise UsageError(f"--engine temporal needs temporalio; {EXTRA_HINT}") from None
-
-
 def leaves_by_exit(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """Every Temporal command leaves through here: an error is reported as :func:`runner.cli.main` reports
     it, Ctrl-C exits 130, and the process then leaves by :func:`_exit` with the code, whatever the path."""
@@ -169,6 +149,27 @@ def leaves_by_exit(handler: Callable[[argparse.Namespace], int]) -> Callable[[ar
         return _exit(code)
 
     return run
+
+
+@leaves_by_exit
+def temporal_dev_command(args: argparse.Namespace) -> int:
+    from runner.engine.rundir import resolve_state_dir
+    from runner.temporal.devserver import dev_server_argv, find_temporal, prepare_state
+
+    state_dir = resolve_state_dir(args.state_dir, None).resolve()
+    prepare_state(state_dir)
+    argv = dev_server_argv(find_temporal(), port=args.port, state_dir=state_dir)
+    print(f"mcp-run: Temporal dev server on 127.0.0.1:{args.port} (state: {argv[argv.index('--db-filename') + 1]})",
+          file=sys.stderr, flush=True)  # fmt: skip
+    os.execv(argv[0], argv)  # the server is the process from here: Ctrl-C stops it
+    return ExitCode.OK  # pragma: no cover
+
+
+def _need_temporal() -> None:
+    try:
+        import temporalio  # noqa: F401
+    except ImportError:
+        raise UsageError(f"--engine temporal needs temporalio; {EXTRA_HINT}") from None
 
 
 @leaves_by_exit
