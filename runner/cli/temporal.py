@@ -252,13 +252,13 @@ def _refused(exc: Any, path: Path, args: argparse.Namespace) -> McpRunError:
     )
 
 
-async def _same_definition(handle: Any, run_id: str, spec: Any, path: Path, args: argparse.Namespace) -> None:
+async def _same_definition(found: Any, spec: Any, path: Path, args: argparse.Namespace) -> None:
     """``--resume`` of an open run refuses a changed workflow file or inputs (exit 2), as a local resume does;
     on Temporal the run goes on with the definition it started with, so there is no ``--allow-changed``."""
     from runner.temporal.changes import changes_since
 
-    memo = await (await handle.describe()).memo()
-    changes = changes_since(memo, spec)
+    run_id = found.run_id
+    changes = changes_since(await found.description.memo(), spec)
     if changes:
         raise UsageError(
             f"run {run_id} of {path} cannot be resumed as is:\n  - "
@@ -304,15 +304,16 @@ def run_temporal(args: argparse.Namespace) -> int:
     choice = "rerun" if args.rerun_in_doubt else "skip" if args.skip_in_doubt else None
     current: list[str] = []  # the run followed, once known (for the message when Ctrl-C detaches)
 
-    async def open_handle(client: Any) -> tuple[Any, str, bool]:
-        """The handle of the run to follow, its id, and whether it was started here. With --resume: the
-        file's open run, else a new one; without: a new one, refused by Temporal when a run is open."""
+    async def open_handle(client: Any) -> tuple[Any, Any]:
+        """The handle of the run to follow, and the open run found (None when it was started here). With
+        --resume: the file's open run, else a new one; without: a new one, refused by Temporal when a run is
+        open."""
         for _ in range(3):  # an open run found by --resume may close before it is followed: start then
             found = await remote.open_run(client, spec.workflow) if args.resume else None
             if found is not None:
-                return found.handle, found.run_id, False
+                return found.handle, found
             try:
-                return await remote.start_run(client, spec, args.task_queue), spec.run_id, True
+                return await remote.start_run(client, spec, args.task_queue), None
             except remote.RunAlreadyOpen as exc:
                 if not args.resume:
                     raise _refused(exc, path, args) from None
@@ -320,13 +321,14 @@ def run_temporal(args: argparse.Namespace) -> int:
 
     async def main() -> int:
         client = await remote.connect(args.temporal_address)
-        handle, run_id, started = await open_handle(client)
+        handle, found = await open_handle(client)
+        run_id = spec.run_id if found is None else found.run_id
         current.append(run_id)
         start = 0
-        if started:
+        if found is None:
             console.info(f"run {run_id} on Temporal (workflow {handle.id}, task queue {args.task_queue})")
         else:
-            await _same_definition(handle, run_id, spec, path, args)
+            await _same_definition(found, spec, path, args)
             if choice is not None:
                 handle, _plan, start = await remote.decide(client, run_id, choice)
             console.info(f"following run {run_id} on Temporal (workflow {handle.id})")
