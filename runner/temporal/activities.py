@@ -26,11 +26,14 @@ from runner.temporal.batch import Batch, Sessions
 from runner.temporal.bridge import TrioThread
 from runner.temporal.lost import own_outcomes, settled
 from runner.temporal.markers import Markers
+from runner.temporal.slices import render_slice, unrendered
 from runner.temporal.spec import RunSpec
+from runner.workflow.template import TemplateError
 
-__all__ = ["CALL_ACTIVITY", "NOT_SENT_RETRY", "CallActivities"]
+__all__ = ["CALL_ACTIVITY", "NOT_SENT_RETRY", "SLICE_KEYS_ACTIVITY", "CallActivities"]
 
 CALL_ACTIVITY = "mcp-run.call-batch"
+SLICE_KEYS_ACTIVITY = "mcp-run.slice-keys"
 NOT_SENT_RETRY = "McpRunNotSentYet"  # the retryable error type: some items of the batch are to be called again
 
 
@@ -44,10 +47,31 @@ class CallActivities:
 
     @activity.defn(name=CALL_ACTIVITY)
     async def call_batch(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        """The batch's outcomes, in order. The batch is the request's ``items`` (``{"key", "index", "args"}``), or
+        its ``slice`` of the step's items (:mod:`runner.temporal.slices`), rendered here from the definition."""
+        spec = await self._spec(request["plan_key"], activity.info(), request.get("run"))
+        if "slice" not in request:
+            return await self._call(request, spec, request["items"])
+        calls = self._render(spec, request)
+        called = iter(await self._call(request, spec, [c for c in calls if "error" not in c]))
+        return [unrendered(c) if "error" in c else next(called) for c in calls]
+
+    @activity.defn(name=SLICE_KEYS_ACTIVITY)
+    async def slice_keys(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        """The calls of a slice without their arguments (``{"key", "index"}``): what a child workflow needs to
+        settle a batch whose activity failed on every attempt."""
+        spec = await self._spec(request["plan_key"], activity.info(), request.get("run"))
+        return [{"key": c["key"], "index": c["index"]} for c in self._render(spec, request)]
+
+    def _render(self, spec: RunSpec, request: dict[str, Any]) -> list[dict[str, Any]]:
+        try:
+            return render_slice(spec, self.sessions.plan(spec), request["step"], request["slice"])
+        except TemplateError as exc:  # the run's workflow rendered these items: not expected
+            raise ApplicationError(f"the slice does not render here: {exc}", non_retryable=True) from None
+
+    async def _call(self, request: dict[str, Any], spec: RunSpec, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         info = activity.info()
-        spec = await self._spec(request["plan_key"], info, request.get("run"))
         step: str = request["step"]
-        items: list[dict[str, Any]] = request["items"]
         loop = asyncio.get_running_loop()
         handle = activity.client().get_async_activity_handle(task_token=info.task_token)
         prior = info.heartbeat_details[0] if info.heartbeat_details else None

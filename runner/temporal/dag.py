@@ -20,12 +20,11 @@ environment, which is what the sandbox guards; its imports (pydantic, regex, jme
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from typing import Any, Final
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ChildWorkflowError
+from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from runner.engine.conditions import Gate, Skip
@@ -53,8 +52,15 @@ with workflow.unsafe.imports_passed_through():
     from runner.engine.outcome import settle
     from runner.engine.readiness import Readiness
     from runner.engine.state import RunState
-    from runner.temporal.activities import CALL_ACTIVITY
-    from runner.temporal.lost import lost_outcomes
+    from runner.temporal.fanout import (
+        CHILD_WORKFLOW,
+        MAX_CHILDREN,
+        BatchOptions,
+        child_arg,
+        child_lost,
+        execute_batch,
+        slices,
+    )
     from runner.temporal.spec import RunSpec, build_plan_of, env_placeholders
     from runner.workflow.context import fanout_view, identified, item_entry, make_context, step_view
     from runner.workflow.plan import Plan, PlannedStep
@@ -86,6 +92,8 @@ class DagWorkflow:
         self._kept: dict[tuple[str, str], dict[str, Any] | None] = {}  # results of succeeded items templates read
         self._tasks: list[asyncio.Task[None]] = []
         self._running: dict[tuple[str, str], Any] = {}  # items in a pending activity -> the progress journaled
+        self._pass = -1  # 0 for the first pass over the DAG, then one more after each decision (child ids)
+        self._children: asyncio.Semaphore | None = None
 
     # -- queries -------------------------------------------------------------------------------------
 
@@ -104,6 +112,7 @@ class DagWorkflow:
         self._inputs = dict(plan.input_values or {})
         self._env = env_placeholders(spec)
         self._pending = asyncio.Semaphore(max(1, spec.max_pending))
+        self._children = asyncio.Semaphore(MAX_CHILDREN)
         self._emit(
             RunStarted(
                 run_id=spec.run_id,
@@ -127,6 +136,7 @@ class DagWorkflow:
         """One pass over the DAG (the first, or one after a decision): run it, settle, record the end."""
         assert self._spec is not None
         spec = self._spec
+        self._pass += 1
         self._readiness = Readiness(plan)
         self._gate = Gate(plan, self._state)
         self._views = {}
@@ -285,9 +295,13 @@ class DagWorkflow:
                 entries[index] = item_entry("failed", self._failed(ps, where, keys[index], "template-error", error))
                 continue
             calls.append({"key": keys[index], "index": where, "args": args, "at": index})
-        size = max(1, self._spec.batch_size if self._spec is not None else 100)
-        batches = [calls[i : i + size] for i in range(0, len(calls), size)]
-        await asyncio.gather(*(self._batch(ps, batch, entries) for batch in batches))
+        assert self._spec is not None
+        if ps.fan_out and len(calls) > self._spec.child_items:
+            parts = slices(calls, self._spec.child_items)  # child workflows (runner.temporal.fanout)
+            await asyncio.gather(*(self._child(ps, number, part, entries) for number, part in enumerate(parts)))
+        else:
+            batches = slices(calls, self._spec.batch_size)
+            await asyncio.gather(*(self._batch(ps, batch, entries) for batch in batches))
         results: list[Any] = [identified(entries[i], items[i], keys[i], i) for i in range(len(items))] if keep else []
         status = self._step_outcome(ps, keys)
         if ps.fan_out:
@@ -303,30 +317,34 @@ class DagWorkflow:
 
     async def _batch(self, ps: PlannedStep, batch: list[dict[str, Any]], entries: list[dict[str, Any] | None]) -> None:
         assert self._spec is not None and self._pending is not None
-        spec = self._spec
-        request = {
-            "plan_key": spec.plan_key,  # the activity asks the workflow for the definition once per worker
-            "step": ps.id,
-            "items": [{"key": c["key"], "index": c["index"], "args": c["args"]} for c in batch],
-        }
         self._running.update(((ps.id, c["key"]), None) for c in batch)
-        async with self._pending:
-            try:
-                outcomes: list[dict[str, Any]] = await workflow.execute_activity(
-                    CALL_ACTIVITY,
-                    request,
-                    start_to_close_timeout=timedelta(hours=24),
-                    heartbeat_timeout=timedelta(seconds=spec.heartbeat_timeout),
-                    retry_policy=RetryPolicy(
-                        initial_interval=timedelta(seconds=1),
-                        maximum_interval=timedelta(seconds=30),
-                        maximum_attempts=spec.max_attempts,
-                    ),
-                    result_type=list,
-                )
-            except ActivityError as exc:
-                outcomes = lost_outcomes(exc, batch)
+        run = workflow.info().workflow_id
+        outcomes = await execute_batch(BatchOptions.of(self._spec), ps.id, self._pending, run, calls=batch)
         for call, outcome in zip(batch, outcomes, strict=True):
+            entries[call["at"]] = self._apply(ps, call, outcome)
+
+    async def _child(
+        self, ps: PlannedStep, number: int, part: list[dict[str, Any]], entries: list[dict[str, Any] | None]
+    ) -> None:
+        """A slice of a large fan-out, as a child workflow: its outcomes are journaled here, as the run's own."""
+        assert self._spec is not None and self._children is not None
+        run = workflow.info().workflow_id
+        arg = child_arg(self._spec, ps, part, run)
+        self._running.update(((ps.id, c["key"]), None) for c in part)
+        async with self._children:
+            try:
+                outcomes: list[dict[str, Any]] = await workflow.execute_child_workflow(
+                    CHILD_WORKFLOW,
+                    arg,
+                    id=f"{run}/{ps.id}/{self._pass}/{number}",
+                    result_type=list,
+                    parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                )
+            except ChildWorkflowError as exc:
+                outcomes = child_lost(part, exc)
+        if [o.get("key") for o in outcomes] != [c["key"] for c in part]:  # never: the child renders as the run does
+            outcomes = child_lost(part, RuntimeError("its outcomes do not match its calls"))
+        for call, outcome in zip(part, outcomes, strict=True):
             entries[call["at"]] = self._apply(ps, call, outcome)
 
     def _apply(self, ps: PlannedStep, call: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any] | None:
