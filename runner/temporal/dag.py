@@ -7,8 +7,10 @@ from the same typed events the local engine journals. How it ends is :func:`runn
 of that state: the same status, exit code, failures and items in doubt as a local run.
 
 What is not the same: calls go out in activities of up to ``batch_size`` items of one step
-(:mod:`runner.temporal.activities`), at most ``max_pending`` of them pending at once; ``env`` values never
-enter the history (templates see ``***env.NAME***``; the activity puts the worker's values back).
+(:mod:`runner.temporal.activities`), at most ``max_pending`` of them pending at once; a fan-out of more
+than ``child_items`` calls runs as child workflows (:mod:`runner.temporal.fanout`) whose outcomes are
+journaled here; ``env`` values never enter the history (templates see ``***env.NAME***``; the activity puts
+the worker's values back).
 
 Queries: ``events(since)`` (the events after ``since``, encoded as journal lines: progress views, ``export``)
 and ``progress()`` (counts per step).
@@ -53,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
     from runner.engine.readiness import Readiness
     from runner.engine.state import RunState
     from runner.temporal.fanout import (
+        CALLS_BYTES,
         CHILD_WORKFLOW,
         MAX_CHILDREN,
         BatchOptions,
@@ -61,6 +64,7 @@ with workflow.unsafe.imports_passed_through():
         execute_batch,
         slices,
     )
+    from runner.temporal.slices import by_reference
     from runner.temporal.spec import RunSpec, build_plan_of, env_placeholders
     from runner.workflow.context import fanout_view, identified, item_entry, make_context, step_view
     from runner.workflow.plan import Plan, PlannedStep
@@ -297,7 +301,8 @@ class DagWorkflow:
             calls.append({"key": keys[index], "index": where, "args": args, "at": index})
         assert self._spec is not None
         if ps.fan_out and len(calls) > self._spec.child_items:
-            parts = slices(calls, self._spec.child_items)  # child workflows (runner.temporal.fanout)
+            by_ref = by_reference(ps)  # then a child gets index ranges, not the calls (runner.temporal.slices)
+            parts = slices(calls, self._spec.child_items, None if by_ref else CALLS_BYTES)
             await asyncio.gather(*(self._child(ps, number, part, entries) for number, part in enumerate(parts)))
         else:
             batches = slices(calls, self._spec.batch_size)

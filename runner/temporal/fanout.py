@@ -25,6 +25,7 @@ deterministic, so a replay finds the same children. Cancelling the run cancels t
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any, Final
@@ -42,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from runner.workflow.plan import PlannedStep
 
 __all__ = [
+    "CALLS_BYTES",
     "CHILD_LOST",
     "CHILD_WORKFLOW",
     "MAX_CHILDREN",
@@ -55,6 +57,7 @@ __all__ = [
 
 CHILD_WORKFLOW: Final = "mcp-run.fan-out"
 MAX_CHILDREN: Final = 10  # child workflows running at once per run (each with up to max_pending activities)
+CALLS_BYTES: Final = 1_000_000  # arguments per payload of rendered calls (Temporal refuses payloads over 2 MB)
 CHILD_LOST: Final = "its child workflow failed ({error}); it may have been sent"
 
 
@@ -76,10 +79,24 @@ class BatchOptions:
         return asdict(self)
 
 
-def slices(calls: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
-    """``calls`` (in item order) cut into slices of at most ``size`` (one child workflow each)."""
+def slices(calls: list[dict[str, Any]], size: int, max_bytes: int | None = CALLS_BYTES) -> list[list[dict[str, Any]]]:
+    """``calls`` (in item order) cut into slices of at most ``size`` calls (one batch activity, or one child
+    workflow, each), and, unless ``max_bytes`` is None, of at most ``max_bytes`` of arguments (as JSON; a call
+    larger than that goes alone): what travels in one payload stays under Temporal's 2 MB."""
     size = max(1, size)
-    return [calls[i : i + size] for i in range(0, len(calls), size)]
+    out: list[list[dict[str, Any]]] = []
+    current: list[dict[str, Any]] = []
+    weight = 0
+    for call in calls:
+        cost = len(json.dumps(call.get("args"), separators=(",", ":"), default=str)) if max_bytes is not None else 0
+        if current and (len(current) == size or (max_bytes is not None and weight + cost > max_bytes)):
+            out.append(current)
+            current, weight = [], 0
+        current.append(call)
+        weight += cost
+    if current:
+        out.append(current)
+    return out
 
 
 def child_arg(spec: RunSpec, ps: PlannedStep, part: list[dict[str, Any]], parent: str) -> dict[str, Any]:

@@ -78,3 +78,16 @@ def test_batches_of_a_slice_call_each_item_once_in_order_at_most_size_each(
     assert all(0 < len(batch) <= size for batch in called)
     assert all(len(batch) == size for batch in called[:-1])
     assert all(b["start"] not in b["skip"] and b["stop"] - 1 not in b["skip"] for b in batches[:-1])
+
+
+def test_rendered_calls_are_cut_by_count_and_by_the_size_of_their_arguments() -> None:
+    from runner.temporal.fanout import slices
+
+    calls = [{"key": f"k{i}", "args": {"text": "x" * (600 if i in (2, 3) else 10)}} for i in range(7)]
+    assert [len(part) for part in slices(calls, 3, None)] == [3, 3, 1]
+    cut = slices(calls, 3, 1000)  # items 2 and 3 weigh ~613 bytes each: they cannot share a part
+    assert [[c["key"] for c in part] for part in cut] == [["k0", "k1", "k2"], ["k3", "k4", "k5"], ["k6"]]
+    alone = slices(calls, 10, 100)  # a call over the budget goes alone, never dropped
+    assert [c["key"] for part in alone for c in part] == [f"k{i}" for i in range(7)]
+    assert ["k2"] in [[c["key"] for c in part] for part in alone]
+    assert slices([], 3) == []
