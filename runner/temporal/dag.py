@@ -64,7 +64,7 @@ with workflow.unsafe.imports_passed_through():
         execute_batch,
         slices,
     )
-    from runner.temporal.slices import by_reference
+    from runner.temporal.slices import by_reference, slice_of
     from runner.temporal.spec import RunSpec, build_plan_of, env_placeholders
     from runner.workflow.context import fanout_view, identified, item_entry, make_context, step_view
     from runner.workflow.plan import Plan, PlannedStep
@@ -324,7 +324,13 @@ class DagWorkflow:
         assert self._spec is not None and self._pending is not None
         self._running.update(((ps.id, c["key"]), None) for c in batch)
         run = workflow.info().workflow_id
-        outcomes = await execute_batch(BatchOptions.of(self._spec), ps.id, self._pending, run, calls=batch)
+        options = BatchOptions.of(self._spec)
+        if by_reference(ps):  # the activity renders the calls from the definition (runner.temporal.slices)
+            outcomes = await execute_batch(options, ps.id, self._pending, run, piece=slice_of(batch))
+        else:
+            outcomes = await execute_batch(options, ps.id, self._pending, run, calls=batch)
+        if [o.get("key") for o in outcomes] != [c["key"] for c in batch]:  # never: it renders as the run does
+            outcomes = child_lost(batch, RuntimeError("its outcomes do not match its calls"))
         for call, outcome in zip(batch, outcomes, strict=True):
             entries[call["at"]] = self._apply(ps, call, outcome)
 

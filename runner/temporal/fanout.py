@@ -18,6 +18,8 @@ What a child is given (:func:`child_arg`):
   keys and arguments then travel through no history but the run's argument; the outcomes carry the keys;
 - else (the items or arguments read earlier steps' results) the slice's calls, as the run rendered them.
 
+The run's own batch activities (a fan-out up to ``child_items`` calls) are given slices the same way.
+
 A child's id is the run's workflow id, the step, the pass (0, then one per decision) and the slice number:
 deterministic, so a replay finds the same children. Cancelling the run cancels them (their activities too).
 """
@@ -58,7 +60,7 @@ __all__ = [
 CHILD_WORKFLOW: Final = "mcp-run.fan-out"
 MAX_CHILDREN: Final = 10  # child workflows running at once per run (each with up to max_pending activities)
 CALLS_BYTES: Final = 1_000_000  # arguments per payload of rendered calls (Temporal refuses payloads over 2 MB)
-CHILD_LOST: Final = "its child workflow failed ({error}); it may have been sent"
+CHILD_LOST: Final = "its child workflow or activity failed ({error}); it may have been sent"
 
 
 @dataclass(frozen=True)

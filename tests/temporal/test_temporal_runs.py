@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from runner.temporal.dag import WORKFLOW_NAME
 from runner.temporal.fanout import CHILD_WORKFLOW
 from runner.temporal.spec import CHILD_ITEMS_VARIABLE
 from tests.temporal.support import (
@@ -72,6 +73,10 @@ def test_a_200_item_fan_out_gives_the_same_outputs(tmp_path: Path, child_items: 
             knob = {CHILD_ITEMS_VARIABLE: str(child_items)} if child_items else None
             done = await cli(str(workflow), "--engine", "temporal", *where, "--json", "--batch-size", "50", env=knob)
             children.extend(await _children_of(env.client, expected=4 if child_items else 0))
+            if not child_items:  # the run's own activities get slices too
+                async for w in env.client.list_workflows(f'WorkflowType="{WORKFLOW_NAME}"'):
+                    requests = await _activity_requests(env.client, w.id, w.run_id)
+                    assert len(requests) == 4 and all("slice" in r and "items" not in r for r in requests), requests
             return done
 
     code, out, err = asyncio.run(on_temporal())
@@ -104,12 +109,20 @@ async def _children_of(client: Any, *, expected: int) -> list[tuple[str, dict[st
         history = await client.get_workflow_handle(w.id, run_id=w.run_id).fetch_history()
         started = history.events[0].workflow_execution_started_event_attributes
         arg = (await client.data_converter.decode(started.input.payloads))[0]
-        for event in history.events:  # its activities are given slices too, never the calls
-            if event.HasField("activity_task_scheduled_event_attributes"):
-                payloads = event.activity_task_scheduled_event_attributes.input.payloads
-                request = (await client.data_converter.decode(payloads))[0]
-                assert "items" not in request and "slice" in request, request
+        requests = await _activity_requests(client, w.id, w.run_id)
+        assert requests and all("items" not in r and "slice" in r for r in requests), requests  # never the calls
         out.append((w.id, arg))
+    return out
+
+
+async def _activity_requests(client: Any, workflow_id: str, run_id: str | None) -> list[dict[str, Any]]:
+    """What the call activities of a workflow were given (from its history)."""
+    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+    out: list[dict[str, Any]] = []
+    for event in history.events:
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            payloads = event.activity_task_scheduled_event_attributes.input.payloads
+            out.append((await client.data_converter.decode(payloads))[0])
     return out
 
 
