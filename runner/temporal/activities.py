@@ -24,13 +24,16 @@ from temporalio.exceptions import ApplicationError
 
 from runner.temporal.batch import Batch, Sessions
 from runner.temporal.bridge import TrioThread
-from runner.temporal.lost import settled
+from runner.temporal.lost import own_outcomes, settled
 from runner.temporal.markers import Markers
+from runner.temporal.slices import render_slice, unrendered
 from runner.temporal.spec import RunSpec
+from runner.workflow.template import TemplateError
 
-__all__ = ["CALL_ACTIVITY", "NOT_SENT_RETRY", "CallActivities"]
+__all__ = ["CALL_ACTIVITY", "NOT_SENT_RETRY", "SLICE_KEYS_ACTIVITY", "CallActivities"]
 
 CALL_ACTIVITY = "mcp-run.call-batch"
+SLICE_KEYS_ACTIVITY = "mcp-run.slice-keys"
 NOT_SENT_RETRY = "McpRunNotSentYet"  # the retryable error type: some items of the batch are to be called again
 
 
@@ -44,15 +47,36 @@ class CallActivities:
 
     @activity.defn(name=CALL_ACTIVITY)
     async def call_batch(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        """The batch's outcomes, in order. The batch is the request's ``items`` (``{"key", "index", "args"}``), or
+        its ``slice`` of the step's items (:mod:`runner.temporal.slices`), rendered here from the definition."""
+        spec = await self._spec(request["plan_key"], activity.info(), request.get("run"))
+        if "slice" not in request:
+            return await self._call(request, spec, request["items"])
+        calls = self._render(spec, request)
+        called = iter(await self._call(request, spec, [c for c in calls if "error" not in c]))
+        return [unrendered(c) if "error" in c else next(called) for c in calls]
+
+    @activity.defn(name=SLICE_KEYS_ACTIVITY)
+    async def slice_keys(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        """The calls of a slice without their arguments (``{"key", "index"}``): what a child workflow needs to
+        settle a batch whose activity failed on every attempt."""
+        spec = await self._spec(request["plan_key"], activity.info(), request.get("run"))
+        return [{"key": c["key"], "index": c["index"]} for c in self._render(spec, request)]
+
+    def _render(self, spec: RunSpec, request: dict[str, Any]) -> list[dict[str, Any]]:
+        try:
+            return render_slice(spec, self.sessions.plan(spec), request["step"], request["slice"])
+        except TemplateError as exc:  # the run's workflow rendered these items: not expected
+            raise ApplicationError(f"the slice does not render here: {exc}", non_retryable=True) from None
+
+    async def _call(self, request: dict[str, Any], spec: RunSpec, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         info = activity.info()
-        spec = await self._spec(request["plan_key"], info)
         step: str = request["step"]
-        items: list[dict[str, Any]] = request["items"]
         loop = asyncio.get_running_loop()
         handle = activity.client().get_async_activity_handle(task_token=info.task_token)
         prior = info.heartbeat_details[0] if info.heartbeat_details else None
         final = info.attempt >= spec.max_attempts
-        run = activity.client().get_workflow_handle(info.workflow_id or "", run_id=info.workflow_run_id)
+        run = _run_of(request, info)
 
         async def record(details: dict[str, Any]) -> None:
             await self.thread.to_asyncio(loop, lambda: handle.heartbeat(details))
@@ -64,10 +88,13 @@ class CallActivities:
             if fresh:
                 await self.thread.to_asyncio(loop, lambda: _signal_progress(run, step, fresh))
 
+        held: list[Markers] = []
+
         async def attempt() -> list[dict[str, Any]]:
             import trio
 
             markers = Markers(record, prior)
+            held.append(markers)
             batch = Batch(self.sessions, spec, step, items, markers)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(markers.keep_alive, max(spec.heartbeat_timeout / 3, 0.2))
@@ -76,7 +103,12 @@ class CallActivities:
                 nursery.cancel_scope.cancel()
             return outcomes
 
-        outcomes = await self.thread.run(attempt)
+        try:
+            outcomes = await self.thread.run(attempt)
+        except Exception as exc:  # unexpected: a bug, a heartbeat refused... (cancellation is not caught)
+            if not held:
+                raise
+            return await self._lost_attempt(items, held[0], exc, spec, final=final)
         again = [o for o in outcomes if o.get("status") == "retry"]
         if again and not final:
             raise ApplicationError(
@@ -85,19 +117,43 @@ class CallActivities:
             )
         return [settled(o) for o in outcomes]
 
-    async def _spec(self, key: str, info: activity.Info) -> RunSpec:
+    async def _lost_attempt(
+        self, items: list[dict[str, Any]], markers: Markers, exc: Exception, spec: RunSpec, *, final: bool
+    ) -> list[dict[str, Any]]:
+        """An attempt ended by an unexpected exception. Not the last: the ends it knows are recorded (best
+        effort) so the next attempt reuses them, and the exception goes to Temporal, which retries. The last
+        (or a non-retryable exception): Temporal would give the workflow no heartbeat details, so the activity
+        settles its items itself from its markers (:func:`~runner.temporal.lost.own_outcomes`)."""
+        if not final and not (isinstance(exc, ApplicationError) and exc.non_retryable):
+            with contextlib.suppress(Exception):
+                await self.thread.run(markers.flush)
+            raise exc
+        masker = self.sessions.masker(spec)
+        outcomes: list[dict[str, Any]] = masker.mask_value(own_outcomes(items, markers.details(), exc))
+        activity.logger.warning("the last attempt of a call batch failed; its items are settled from its markers")
+        return outcomes
+
+    async def _spec(self, key: str, info: activity.Info, request_run: str | None = None) -> RunSpec:
         """The run's definition: the workflow is asked for it once per worker (the item list may be large: it
         travels once, not with each activity)."""
         spec = self.specs.get(key)
         if spec is None:
-            spec = self.specs[key] = RunSpec.from_json(await _definition(info))
+            spec = self.specs[key] = RunSpec.from_json(await _definition(request_run, info))
         return spec
 
 
-async def _definition(info: activity.Info) -> dict[str, Any]:
+def _run_of(request: dict[str, Any], info: activity.Info) -> WorkflowHandle[Any, Any]:
+    """The run's workflow: the one named in the request (the activity of a child workflow), else the caller."""
+    run = request.get("run")
+    if isinstance(run, str) and run:
+        return activity.client().get_workflow_handle(run)
+    return activity.client().get_workflow_handle(info.workflow_id or "", run_id=info.workflow_run_id)
+
+
+async def _definition(run: str | None, info: activity.Info) -> dict[str, Any]:
     if info.workflow_id is None:
         raise ApplicationError("the call activity runs only inside an mcp-run workflow", non_retryable=True)
-    handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+    handle = _run_of({"run": run}, info)
     definition: dict[str, Any] = await handle.query("definition")
     return definition
 

@@ -7,8 +7,10 @@ from the same typed events the local engine journals. How it ends is :func:`runn
 of that state: the same status, exit code, failures and items in doubt as a local run.
 
 What is not the same: calls go out in activities of up to ``batch_size`` items of one step
-(:mod:`runner.temporal.activities`), at most ``max_pending`` of them pending at once; ``env`` values never
-enter the history (templates see ``***env.NAME***``; the activity puts the worker's values back).
+(:mod:`runner.temporal.activities`), at most ``max_pending`` of them pending at once; a fan-out of more
+than ``child_items`` calls runs as child workflows (:mod:`runner.temporal.fanout`) whose outcomes are
+journaled here; ``env`` values never enter the history (templates see ``***env.NAME***``; the activity puts
+the worker's values back).
 
 Queries: ``events(since)`` (the events after ``since``, encoded as journal lines: progress views, ``export``)
 and ``progress()`` (counts per step).
@@ -20,12 +22,11 @@ environment, which is what the sandbox guards; its imports (pydantic, regex, jme
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from typing import Any, Final
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ChildWorkflowError
+from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from runner.engine.conditions import Gate, Skip
@@ -53,8 +54,17 @@ with workflow.unsafe.imports_passed_through():
     from runner.engine.outcome import settle
     from runner.engine.readiness import Readiness
     from runner.engine.state import RunState
-    from runner.temporal.activities import CALL_ACTIVITY
-    from runner.temporal.lost import lost_outcomes
+    from runner.temporal.fanout import (
+        CALLS_BYTES,
+        CHILD_WORKFLOW,
+        MAX_CHILDREN,
+        BatchOptions,
+        child_arg,
+        child_lost,
+        execute_batch,
+        slices,
+    )
+    from runner.temporal.slices import by_reference, slice_of
     from runner.temporal.spec import RunSpec, build_plan_of, env_placeholders
     from runner.workflow.context import fanout_view, identified, item_entry, make_context, step_view
     from runner.workflow.plan import Plan, PlannedStep
@@ -86,6 +96,8 @@ class DagWorkflow:
         self._kept: dict[tuple[str, str], dict[str, Any] | None] = {}  # results of succeeded items templates read
         self._tasks: list[asyncio.Task[None]] = []
         self._running: dict[tuple[str, str], Any] = {}  # items in a pending activity -> the progress journaled
+        self._pass = -1  # 0 for the first pass over the DAG, then one more after each decision (child ids)
+        self._children: asyncio.Semaphore | None = None
 
     # -- queries -------------------------------------------------------------------------------------
 
@@ -104,6 +116,7 @@ class DagWorkflow:
         self._inputs = dict(plan.input_values or {})
         self._env = env_placeholders(spec)
         self._pending = asyncio.Semaphore(max(1, spec.max_pending))
+        self._children = asyncio.Semaphore(MAX_CHILDREN)
         self._emit(
             RunStarted(
                 run_id=spec.run_id,
@@ -127,6 +140,7 @@ class DagWorkflow:
         """One pass over the DAG (the first, or one after a decision): run it, settle, record the end."""
         assert self._spec is not None
         spec = self._spec
+        self._pass += 1
         self._readiness = Readiness(plan)
         self._gate = Gate(plan, self._state)
         self._views = {}
@@ -285,9 +299,14 @@ class DagWorkflow:
                 entries[index] = item_entry("failed", self._failed(ps, where, keys[index], "template-error", error))
                 continue
             calls.append({"key": keys[index], "index": where, "args": args, "at": index})
-        size = max(1, self._spec.batch_size if self._spec is not None else 100)
-        batches = [calls[i : i + size] for i in range(0, len(calls), size)]
-        await asyncio.gather(*(self._batch(ps, batch, entries) for batch in batches))
+        assert self._spec is not None
+        if ps.fan_out and len(calls) > self._spec.child_items:
+            by_ref = by_reference(ps)  # then a child gets index ranges, not the calls (runner.temporal.slices)
+            parts = slices(calls, self._spec.child_items, None if by_ref else CALLS_BYTES)
+            await asyncio.gather(*(self._child(ps, number, part, entries) for number, part in enumerate(parts)))
+        else:
+            batches = slices(calls, self._spec.batch_size)
+            await asyncio.gather(*(self._batch(ps, batch, entries) for batch in batches))
         results: list[Any] = [identified(entries[i], items[i], keys[i], i) for i in range(len(items))] if keep else []
         status = self._step_outcome(ps, keys)
         if ps.fan_out:
@@ -303,30 +322,40 @@ class DagWorkflow:
 
     async def _batch(self, ps: PlannedStep, batch: list[dict[str, Any]], entries: list[dict[str, Any] | None]) -> None:
         assert self._spec is not None and self._pending is not None
-        spec = self._spec
-        request = {
-            "plan_key": spec.plan_key,  # the activity asks the workflow for the definition once per worker
-            "step": ps.id,
-            "items": [{"key": c["key"], "index": c["index"], "args": c["args"]} for c in batch],
-        }
         self._running.update(((ps.id, c["key"]), None) for c in batch)
-        async with self._pending:
-            try:
-                outcomes: list[dict[str, Any]] = await workflow.execute_activity(
-                    CALL_ACTIVITY,
-                    request,
-                    start_to_close_timeout=timedelta(hours=24),
-                    heartbeat_timeout=timedelta(seconds=spec.heartbeat_timeout),
-                    retry_policy=RetryPolicy(
-                        initial_interval=timedelta(seconds=1),
-                        maximum_interval=timedelta(seconds=30),
-                        maximum_attempts=spec.max_attempts,
-                    ),
-                    result_type=list,
-                )
-            except ActivityError as exc:
-                outcomes = lost_outcomes(exc, batch)
+        run = workflow.info().workflow_id
+        options = BatchOptions.of(self._spec)
+        if by_reference(ps):  # the activity renders the calls from the definition (runner.temporal.slices)
+            outcomes = await execute_batch(options, ps.id, self._pending, run, piece=slice_of(batch))
+        else:
+            outcomes = await execute_batch(options, ps.id, self._pending, run, calls=batch)
+        if [o.get("key") for o in outcomes] != [c["key"] for c in batch]:  # never: it renders as the run does
+            outcomes = child_lost(batch, RuntimeError("its outcomes do not match its calls"))
         for call, outcome in zip(batch, outcomes, strict=True):
+            entries[call["at"]] = self._apply(ps, call, outcome)
+
+    async def _child(
+        self, ps: PlannedStep, number: int, part: list[dict[str, Any]], entries: list[dict[str, Any] | None]
+    ) -> None:
+        """A slice of a large fan-out, as a child workflow: its outcomes are journaled here, as the run's own."""
+        assert self._spec is not None and self._children is not None
+        run = workflow.info().workflow_id
+        arg = child_arg(self._spec, ps, part, run)
+        self._running.update(((ps.id, c["key"]), None) for c in part)
+        async with self._children:
+            try:
+                outcomes: list[dict[str, Any]] = await workflow.execute_child_workflow(
+                    CHILD_WORKFLOW,
+                    arg,
+                    id=f"{run}/{ps.id}/{self._pass}/{number}",
+                    result_type=list,
+                    parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                )
+            except ChildWorkflowError as exc:
+                outcomes = child_lost(part, exc)
+        if [o.get("key") for o in outcomes] != [c["key"] for c in part]:  # never: the child renders as the run does
+            outcomes = child_lost(part, RuntimeError("its outcomes do not match its calls"))
+        for call, outcome in zip(part, outcomes, strict=True):
             entries[call["at"]] = self._apply(ps, call, outcome)
 
     def _apply(self, ps: PlannedStep, call: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any] | None:

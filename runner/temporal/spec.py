@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Final
@@ -13,10 +14,19 @@ from typing import Any, Final
 from runner.workflow.loader import parse_workflow, validate
 from runner.workflow.plan import Plan
 
-__all__ = ["BATCH_SIZE", "MAX_PENDING", "RunSpec", "build_plan_of", "env_placeholders"]
+__all__ = ["BATCH_SIZE", "CHILD_ITEMS", "MAX_PENDING", "RunSpec", "build_plan_of", "env_placeholders"]
 
 BATCH_SIZE: Final = 100  # items per call activity (the prototype measured 50-200 as the sweet spot)
 MAX_PENDING: Final = 50  # call activities pending at once per workflow (Temporal struggles past ~100)
+CHILD_ITEMS: Final = 2_000  # a fan-out of more calls runs as child workflows of at most this many each
+CHILD_ITEMS_VARIABLE: Final = "MCP_RUN_TEMPORAL_CHILD_ITEMS"  # overrides CHILD_ITEMS where a run starts (tests)
+
+
+def _child_items() -> int:
+    """CHILD_ITEMS, or the value of MCP_RUN_TEMPORAL_CHILD_ITEMS where the run is started (read once, into the
+    run's definition: the workflow itself reads no environment)."""
+    value = os.environ.get(CHILD_ITEMS_VARIABLE, "")
+    return int(value) if value.isdigit() and int(value) > 0 else CHILD_ITEMS
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,7 @@ class RunSpec:
     heartbeat_timeout: float = 10.0
     max_attempts: int = 5
     server_log_level: str | None = "info"  # asked of servers; messages at or above it go to the worker's stderr
+    child_items: int = field(default_factory=_child_items)  # calls per child workflow (runner.temporal.fanout)
 
     def to_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -44,7 +55,9 @@ class RunSpec:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunSpec:
         known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        given = {k: v for k, v in data.items() if k in known}
+        given.setdefault("child_items", CHILD_ITEMS)  # a definition from before child workflows: never the environment
+        return cls(**given)
 
     @cached_property
     def plan_key(self) -> str:

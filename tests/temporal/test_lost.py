@@ -6,7 +6,7 @@ from typing import Any
 
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
-from runner.temporal.lost import lost_outcomes
+from runner.temporal.lost import lost_outcomes, own_outcomes
 
 BATCH = [{"key": f"k{i}", "index": i} for i in range(4)]
 
@@ -43,3 +43,63 @@ def test_without_heartbeat_details_every_item_is_in_doubt() -> None:
         outcomes = lost_outcomes(exc, BATCH)
         assert [o["status"] for o in outcomes] == ["in_doubt"] * 4
         assert [(o["key"], o["index"]) for o in outcomes] == [(c["key"], c["index"]) for c in BATCH]
+
+
+def _markers_after(dispatched: list[str], ended: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The details an attempt's markers hold (as :meth:`Markers.details` gives them)."""
+    import trio
+
+    from runner.temporal.markers import Markers
+
+    async def commit(details: dict[str, Any]) -> None:
+        pass
+
+    async def run() -> dict[str, Any]:
+        markers = Markers(commit)
+        for key in dispatched:
+            await markers.dispatched(key)
+        for key, end in ended.items():
+            markers.ended(key, end)
+        return markers.details()
+
+    return trio.run(run)
+
+
+def test_a_last_attempt_lost_to_an_exception_settles_its_items_from_its_own_markers() -> None:
+    done = {"key": "k0", "index": 0, "status": "succeeded", "result": {"content": [{"type": "text", "text": "a"}]}}
+    retry = {"key": "k3", "index": 3, "status": "retry", "kind": "connection-before-send", "error": "refused"}
+    details = _markers_after(["k0", "k1"], {"k0": done, "k3": retry})
+    outcomes = own_outcomes(BATCH, details, RuntimeError("boom\nsecond line"))
+    assert outcomes[0] == done  # ended: its end and result, not called again, not in doubt
+    assert outcomes[1]["status"] == "in_doubt" and outcomes[1]["kind"] == "outcome-unknown"  # begun, not ended
+    assert "may have been sent" in outcomes[1]["error"] and "RuntimeError: boom" in outcomes[1]["error"]
+    assert outcomes[2]["status"] == "failed" and outcomes[2]["kind"] == "connection-before-send"  # never sent
+    assert "was not sent" in outcomes[2]["error"] and "second line" not in outcomes[2]["error"]
+    assert outcomes[3] == {**retry, "status": "failed"}  # a retry can no longer be: failed as not sent
+    assert [(o["key"], o["index"]) for o in outcomes] == [(c["key"], c["index"]) for c in BATCH]
+    assert all(o["status"] != "retry" for o in outcomes)
+
+
+def test_a_lost_last_attempt_never_loses_an_in_doubt_item_of_an_earlier_attempt() -> None:
+    """Restored from an earlier attempt's heartbeat: k2 was dispatched there; the exception came before this
+    attempt looked at it. It stays in doubt (never failed as not sent, which a resume would send again)."""
+    import trio
+
+    from runner.temporal.markers import Markers
+
+    async def commit(details: dict[str, Any]) -> None:
+        pass
+
+    async def run() -> dict[str, Any]:
+        return Markers(commit, {"dispatched": ["k2"], "ended": {}}).details()
+
+    outcomes = own_outcomes(BATCH, trio.run(run), ExceptionGroup("many", [ValueError("first")]))
+    assert [o["status"] for o in outcomes] == ["failed", "failed", "in_doubt", "failed"]
+    assert "ValueError: first" in outcomes[2]["error"]
+
+
+def test_malformed_markers_put_every_item_in_doubt() -> None:
+    for details in (None, "x", {"dispatched": "k1", "ended": {}}):
+        outcomes = own_outcomes(BATCH, details, RuntimeError())
+        assert [o["status"] for o in outcomes] == ["in_doubt"] * 4
+        assert "RuntimeError" in outcomes[0]["error"]

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from runner.temporal.spec import CHILD_ITEMS_VARIABLE
 from tests.temporal.support import ROOT, cli, dev_server, fan_out_workflow, summary_of, target_of
 
 pytestmark = pytest.mark.slow
@@ -35,22 +36,31 @@ async def _worker(address: str, queue: str) -> asyncio.subprocess.Process:
     return proc
 
 
-async def _dispatched_by_worker(handle: Any, converter: Any) -> dict[str, set[str]]:
-    """Worker identity -> keys its pending activities marked dispatched (the last recorded heartbeats)."""
+async def _dispatched_by_worker(
+    client: Any, handle: Any, out: dict[str, set[str]] | None = None
+) -> dict[str, set[str]]:
+    """Worker identity -> keys its pending activities marked dispatched (the last recorded heartbeats), those of
+    the run's workflow and of its child workflows (a large fan-out)."""
+    out = {} if out is None else out
     description = await handle.describe()
-    out: dict[str, set[str]] = {}
     for pending in description.raw_description.pending_activities:
         if not pending.heartbeat_details.payloads:
             continue
-        details = (await converter.decode(pending.heartbeat_details.payloads))[0]
+        details = (await client.data_converter.decode(pending.heartbeat_details.payloads))[0]
         out.setdefault(pending.last_worker_identity, set()).update(details.get("dispatched", []))
+    for child in description.raw_description.pending_children:
+        await _dispatched_by_worker(client, client.get_workflow_handle(child.workflow_id), out)
     return out
 
 
-@pytest.mark.parametrize("how", ["kill", "stop"])
-def test_a_worker_lost_mid_batch_duplicates_nothing(tmp_path: Path, how: str) -> None:
+@pytest.mark.parametrize(
+    ("how", "child_items"), [("kill", None), ("stop", None), ("kill", 50)], ids=["kill", "stop", "kill-in-a-child"]
+)
+def test_a_worker_lost_mid_batch_duplicates_nothing(tmp_path: Path, how: str, child_items: int | None) -> None:
     """``kill``: kill -9. ``stop``: SIGSTOP, a zombie that wakes up (SIGCONT) once its activities were tried
-    again elsewhere: its next dispatches need a heartbeat Temporal no longer accepts, so none goes out."""
+    again elsewhere: its next dispatches need a heartbeat Temporal no longer accepts, so none goes out.
+    ``kill-in-a-child``: kill -9 while the fan-out runs as child workflows of at most 50 calls (three): the
+    items in doubt in the children are those of the run, decided in it."""
     gate, counts = tmp_path / "gate", tmp_path / "counts"
     workflow = fan_out_workflow(tmp_path, ITEMS, mode="count", extra=f"--count-file {counts} --gate {gate}")
     keys = {f"k{i:04d}" for i in range(ITEMS)}
@@ -59,10 +69,11 @@ def test_a_worker_lost_mid_batch_duplicates_nothing(tmp_path: Path, how: str) ->
         async with dev_server() as env:
             address = target_of(env)
             workers = [await _worker(address, "kill"), await _worker(address, "kill")]
+            knob = {CHILD_ITEMS_VARIABLE: str(child_items)} if child_items else {}
             run = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "runner", str(workflow), "--engine", "temporal", "--temporal-address", address,
                 "--task-queue", "kill", "--json", "--batch-size", "20", "--heartbeat-timeout", "2",
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT, env={**os.environ, **knob},
             )  # fmt: skip
             try:
                 assert run.stderr is not None
@@ -75,11 +86,14 @@ def test_a_worker_lost_mid_batch_duplicates_nothing(tmp_path: Path, how: str) ->
                 # the gate, so no more go out): the markers recorded are those of every call begun.
                 deadline = time.monotonic() + 60
                 while True:
-                    marked = await _dispatched_by_worker(handle, env.client.data_converter)
+                    marked = await _dispatched_by_worker(env.client, handle)
                     if len(marked) == 2 and all(len(k) == CONCURRENCY for k in marked.values()):
                         break
                     assert time.monotonic() < deadline, marked
                     await asyncio.sleep(0.1)
+                if child_items:  # the calls in flight are in child workflows, all three open (the gate holds them)
+                    children = (await handle.describe()).raw_description.pending_children
+                    assert len(children) == 3, children
                 victim = workers[0]
                 identity = next(w for w in marked if w.startswith(f"{victim.pid}@"))
                 if how == "kill":

@@ -8,9 +8,13 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from runner.temporal.dag import WORKFLOW_NAME
+from runner.temporal.fanout import CHILD_WORKFLOW
+from runner.temporal.spec import CHILD_ITEMS_VARIABLE
 from tests.temporal.support import (
     MODES,
     ROOT,
@@ -53,16 +57,27 @@ def test_the_example_workflow_gives_the_same_outputs(tmp_path: Path) -> None:
     assert [s["status"] for s in remote["steps"].values()] == [s["status"] for s in local["steps"].values()]
 
 
-def test_a_200_item_fan_out_gives_the_same_outputs(tmp_path: Path) -> None:
+@pytest.mark.parametrize("child_items", [None, 60], ids=["in-the-run", "child-workflows"])
+def test_a_200_item_fan_out_gives_the_same_outputs(tmp_path: Path, child_items: int | None) -> None:
+    """In the run's workflow, and (above a test-sized threshold) as child workflows of at most 60 calls each,
+    given their slice by reference (the run's definition and the indices), not as a list of calls."""
     workflow = fan_out_workflow(tmp_path, 200)
     code, out, err = _local(str(workflow), "--json", "--state-dir", str(tmp_path / "s"))
     assert code == 0, err
     local = summary_of(out)
+    children: list[tuple[str, dict[str, object]]] = []
 
     async def on_temporal() -> tuple[int, str, str]:
         async with dev_server() as env, in_process_worker(env, "fan"):
             where = ("--temporal-address", target_of(env), "--task-queue", "fan")
-            return await cli(str(workflow), "--engine", "temporal", *where, "--json", "--batch-size", "50")
+            knob = {CHILD_ITEMS_VARIABLE: str(child_items)} if child_items else None
+            done = await cli(str(workflow), "--engine", "temporal", *where, "--json", "--batch-size", "50", env=knob)
+            children.extend(await _children_of(env.client, expected=4 if child_items else 0))
+            if not child_items:  # the run's own activities get slices too
+                async for w in env.client.list_workflows(f'WorkflowType="{WORKFLOW_NAME}"'):
+                    requests = await _activity_requests(env.client, w.id, w.run_id)
+                    assert len(requests) == 4 and all("slice" in r and "items" not in r for r in requests), requests
+            return done
 
     code, out, err = asyncio.run(on_temporal())
     assert code == 0, err
@@ -71,6 +86,44 @@ def test_a_200_item_fan_out_gives_the_same_outputs(tmp_path: Path) -> None:
     assert remote["outputs"]["succeeded"] == 200
     assert remote["outputs"]["texts"] == [f"xk{i:04d}" for i in range(200)]
     assert remote["steps"]["call"]["succeeded"] == 200
+    if child_items:
+        pieces = sorted((arg["slice"]["start"], arg["slice"]["stop"]) for _id, arg in children)
+        assert pieces == [(0, 60), (60, 120), (120, 180), (180, 200)]
+        assert all("calls" not in arg and arg["slice"]["skip"] == [] for _id, arg in children)  # by reference
+        assert len({wid.rsplit("/", 1)[0] for wid, _arg in children}) == 1  # <run's workflow id>/call/0/<n>
+    else:
+        assert children == []
+
+
+async def _children_of(client: Any, *, expected: int) -> list[tuple[str, dict[str, Any]]]:
+    """The child workflows of large fan-outs on the server (id, argument), once ``expected`` are listed."""
+    deadline = asyncio.get_running_loop().time() + 15
+    while True:
+        found = [w async for w in client.list_workflows(f'WorkflowType="{CHILD_WORKFLOW}"')]
+        if len(found) >= expected and (expected or asyncio.get_running_loop().time() > deadline - 13):
+            break
+        assert asyncio.get_running_loop().time() < deadline, found
+        await asyncio.sleep(0.2)
+    out: list[tuple[str, dict[str, Any]]] = []
+    for w in found:
+        history = await client.get_workflow_handle(w.id, run_id=w.run_id).fetch_history()
+        started = history.events[0].workflow_execution_started_event_attributes
+        arg = (await client.data_converter.decode(started.input.payloads))[0]
+        requests = await _activity_requests(client, w.id, w.run_id)
+        assert requests and all("items" not in r and "slice" in r for r in requests), requests  # never the calls
+        out.append((w.id, arg))
+    return out
+
+
+async def _activity_requests(client: Any, workflow_id: str, run_id: str | None) -> list[dict[str, Any]]:
+    """What the call activities of a workflow were given (from its history)."""
+    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+    out: list[dict[str, Any]] = []
+    for event in history.events:
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            payloads = event.activity_task_scheduled_event_attributes.input.payloads
+            out.append((await client.data_converter.decode(payloads))[0])
+    return out
 
 
 def test_tool_errors_exit_as_locally(tmp_path: Path) -> None:
