@@ -70,6 +70,7 @@ from runner.transports.http.connection import Connection, Stream
 from runner.transports.http.params import HttpParams
 from runner.transports.http.post import Poster
 from runner.transports.http.streams import StreamReaders
+from runner.transports.http.wire import HttpClient, HttpResponse, HttpxClient, make_client
 
 __all__ = ["HttpParams", "HttpTransport", "open_http_transport"]
 
@@ -78,7 +79,7 @@ class HttpTransport:
     """The client end of one Streamable HTTP connection; see the module docstring. Built by
     :func:`open_http_transport`, which owns its background tasks and closes it."""
 
-    def __init__(self, params: HttpParams, client: httpx2.AsyncClient, nursery: trio.Nursery) -> None:
+    def __init__(self, params: HttpParams, client: HttpClient, nursery: trio.Nursery) -> None:
         self._params = params
         self._name = params.name
         self._connection = Connection(params.headers, self._name, params.auth)
@@ -133,7 +134,7 @@ class HttpTransport:
             if stream is not None and not handed_off:
                 self._connection.forget(stream)
 
-    def _accept(self, response: httpx2.Response, stream: Stream | None, initialize: bool) -> bool:
+    def _accept(self, response: HttpResponse, stream: Stream | None, initialize: bool) -> bool:
         """A 2xx to a POST: start reading it. Returns True once a reader owns ``response``."""
         if initialize:
             self._connection.capture_session(response.headers.get("mcp-session-id"))
@@ -166,23 +167,15 @@ class HttpTransport:
         self._connection.close()
 
 
-def _make_client(params: HttpParams) -> httpx2.AsyncClient:
-    pool = params.pool_size
-    return httpx2.AsyncClient(
-        timeout=params.timeout,
-        limits=httpx2.Limits(max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=4.0),
-        follow_redirects=False,
-    )
-
-
 @asynccontextmanager
 async def open_http_transport(
     params: HttpParams, *, client: httpx2.AsyncClient | None = None
 ) -> AsyncIterator[HttpTransport]:
     """Open a transport to ``params.url``; on exit cancel its readers, DELETE the session and close the
-    client (only if it was created here; pass ``client`` to inject, e.g. one on ``httpx2.MockTransport``)."""
+    client (only if it was created here; pass ``client`` to inject, e.g. one on ``httpx2.MockTransport``).
+    Without ``client``, :func:`.wire.make_client` chooses the lean client or httpx2."""
     owned = client is None
-    http = _make_client(params) if client is None else client
+    http = make_client(params) if client is None else HttpxClient(client, params)
     body_error: BaseException | None = None
     transport: HttpTransport | None = None
     try:
