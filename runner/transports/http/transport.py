@@ -50,6 +50,8 @@ The unit, one idea per module (no module reaches into another's private state):
 - :mod:`.post`: ``Poster``, the client-to-server half (POST, the 429 wait, DELETE);
 - :mod:`.streams`: ``StreamReaders``, the server-to-client half (JSON bodies, SSE streams and their
   resumption, the GET stream), parsing with :mod:`runner.protocol.sse`; :mod:`.body`: reading a body;
+- :mod:`.wire`: what the two halves need from an HTTP client, and which client they get: :mod:`.lean` (h11
+  on trio streams) unless a proxy is configured, else httpx2;
 - this module: ``HttpTransport``, the ``Transport`` interface over them, and ``open_http_transport``,
   which owns the readers' nursery and the order of closing.
 """
