@@ -460,3 +460,22 @@ async def test_make_client_gives_the_lean_client_unless_the_full_one_is_needed()
     assert isinstance(full, HttpxClient)
     await full.aclose()
     await lean.aclose()
+
+
+async def test_new_connections_reuse_the_address_found_by_the_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    lookups: list[object] = []
+    real = trio.open_tcp_stream
+
+    async def counting(host: str | bytes, port: int) -> trio.SocketStream:
+        lookups.append(host)
+        return await real(host, port)
+
+    monkeypatch.setattr(trio, "open_tcp_stream", counting)
+    async with serving(answer_json) as server:
+        http = LeanClient(f"http://localhost:{server.port}/mcp", max_connections=4, connect_timeout=5, write_timeout=5)
+        responses = [await http.open("POST", {}, b"{}") for _ in range(3)]  # three at once: three connections
+        for response in responses:
+            assert await body_of(response) == b'{"ok":true}'
+            await response.aclose()
+        await http.aclose()
+    assert (server.connections, lookups) == (3, ["localhost"])

@@ -7,6 +7,8 @@ to one URL (``http://`` or ``https://``), its response head as soon as it is in,
 - **Connections**: at most ``max_connections`` at once (a request waits for a free one, without limit,
   like the full client's pool); idle ones are kept for ``keepalive_expiry`` seconds and reused, newest
   first. One that the server closed or wrote to while idle (its socket is readable) is dropped before use.
+  A new connection goes to the address the last one reached (the host name is looked up again when that
+  fails), so the many connections of a burst of calls do not each wait for a name lookup in a thread.
 - **TLS**: ``trio.SSLStream`` with the full client's own default context (the same trust store and
   ``SSL_CERT_FILE``/``SSL_CERT_DIR`` handling), so verification is the same on both paths.
 - **Timeouts**: ``connect_timeout`` covers the TCP connect and the TLS handshake, ``write_timeout`` each
@@ -152,6 +154,7 @@ class LeanClient:
         self._slots = trio.Semaphore(max_connections)
         self._idle: list[_Conn] = []
         self._closed = False
+        self._address: tuple[int, object] | None = None
 
     async def open(self, method: str, headers: Mapping[str, str], body: bytes | None = None) -> LeanResponse:
         """Send a request and return once its response head is in (1xx skipped), the body unread; the
@@ -244,7 +247,7 @@ class LeanClient:
     async def _connect(self) -> _Conn:
         try:
             with trio.fail_after(self._connect_timeout):
-                tcp = await trio.open_tcp_stream(self._host, self._port)
+                tcp = await self._open_tcp()
                 if self._ssl is None:
                     return _Conn(tcp, tcp.socket)
                 tls = trio.SSLStream(tcp, self._ssl, server_hostname=self._host, https_compatible=True)
@@ -260,6 +263,27 @@ class LeanClient:
         except (OSError, trio.BrokenResourceError) as exc:
             cause = exc.__cause__ if isinstance(exc, trio.BrokenResourceError) and exc.__cause__ else exc
             raise httpx2.ConnectError(str(cause) or type(cause).__name__) from exc
+
+    async def _open_tcp(self) -> trio.SocketStream:
+        """A TCP connection to the address the last one reached (no name lookup, which trio does in a
+        thread); when there is none or it fails, to the host's name, resolved afresh."""
+        cached = self._address
+        if cached is not None:
+            family, address = cached
+            sock = trio.socket.socket(family, trio.socket.SOCK_STREAM)
+            try:
+                await sock.connect(address)
+            except OSError:
+                sock.close()
+                self._address = None
+            except BaseException:
+                sock.close()
+                raise
+            else:
+                return trio.SocketStream(sock)
+        tcp = await trio.open_tcp_stream(self._host, self._port)
+        self._address = (tcp.socket.family, tcp.socket.getpeername())
+        return tcp
 
     async def _write(self, conn: _Conn, data: bytes) -> None:
         try:
