@@ -33,11 +33,12 @@ from runner.transports.http.connection import Connection, Stream
 from runner.transports.http.params import HttpParams
 from runner.transports.http.wire import HttpClient, HttpResponse
 
-__all__ = ["DRAIN_AFTER_RESPONSE", "StreamReaders"]
+__all__ = ["DRAIN_AFTER_RESPONSE", "GET_HEAD_WAIT", "StreamReaders"]
 
 log = logging.getLogger(__name__)
 
 DRAIN_AFTER_RESPONSE: Final = 1.0
+GET_HEAD_WAIT: Final = 1.0
 
 
 class _Lost(Exception):
@@ -57,6 +58,8 @@ class StreamReaders:
         self._nursery = nursery
         self._connection = connection
         self._name = params.name
+        self._get_answered = trio.Event()
+        self._get_answered.set()
 
     def read_sse(self, response: HttpResponse, stream: Stream) -> None:
         """Hand ``response`` (an event stream) to a background reader, which owns it from now on."""
@@ -73,7 +76,18 @@ class StreamReaders:
         session; ``405`` means the server has none)."""
         stream = self._connection.open_get_stream()
         if stream is not None:
-            self._nursery.start_soon(self._run_get_stream, stream)
+            self._get_answered = trio.Event()
+            self._nursery.start_soon(self._run_get_stream, stream, self._get_answered)
+
+    async def get_stream_answered(self) -> None:
+        """Wait until the GET stream just started has its answer's head (or failed), at most
+        ``GET_HEAD_WAIT`` seconds, once; at once when none is starting. The transport waits so before its next
+        POST: the server then sees the GET stream before the session's next message (a server may tell a
+        stream that was resumed from the session's first GET only by their order)."""
+        if not self._get_answered.is_set():
+            with trio.move_on_after(GET_HEAD_WAIT):
+                await self._get_answered.wait()
+            self._get_answered.set()  # waited once: later messages go at once
 
     # -- a POST's body -------------------------------------------------------------------------------
 
@@ -237,7 +251,7 @@ class StreamReaders:
 
     # -- the standalone GET stream -------------------------------------------------------------------
 
-    async def _run_get_stream(self, stream: Stream) -> None:
+    async def _run_get_stream(self, stream: Stream, answered: trio.Event) -> None:
         session_id = stream.session_id
         budget = self._budget(self._params.get_stream_attempts, math.inf)
         what = f"GET {self._name} (server messages)"
@@ -250,8 +264,10 @@ class StreamReaders:
                     try:
                         response = await self._client.open("GET", headers)
                     except httpx2.TransportError as exc:
+                        answered.set()
                         log.debug("%s: %r", what, exc)
                     else:
+                        answered.set()
                         status = response.status_code
                         if status == 200 and content_type(response) == ACCEPT_SSE:
                             # Progress: a new event id (a polling server moves our cursor), or any message.
@@ -275,4 +291,5 @@ class StreamReaders:
             except FrameTooLarge as exc:
                 log.warning("%s: %s; the GET stream is closed", what, exc)
             finally:
+                answered.set()
                 self._connection.close_get_stream(stream)

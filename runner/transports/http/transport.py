@@ -121,6 +121,8 @@ class HttpTransport:
             # Found out on a stream (a resumption GET answered 404): sending without the session id would
             # only get a 400 "missing session ID"; the session re-initializes and sends again.
             raise SessionExpired(f"{self._name}: the server no longer knows our session")
+        if not initialize:
+            await self._readers.get_stream_answered()
         stream = self._connection.register(message.id) if type(message) is Request else None
         body = encode(message)
         handed_off = False
