@@ -54,11 +54,12 @@ class _Conn:
 
     def readable(self) -> bool:
         """Whether the idle socket has something to read: the server closed it, or sent what we did not ask."""
+        poller = select.poll()  # not select(): a descriptor past 1023 is fine
         try:
-            ready, _, _ = select.select([self.sock.fileno()], [], [], 0)
+            poller.register(self.sock.fileno(), select.POLLIN)
+            return bool(poller.poll(0))
         except (OSError, ValueError):
             return True
-        return bool(ready)
 
     def close(self) -> None:
         """Close the socket at once (no checkpoint: safe while being cancelled)."""
