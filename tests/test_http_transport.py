@@ -27,6 +27,7 @@ from runner.errors import (
 from runner.protocol.jsonrpc import InvalidMessage, Notification, Request, Response
 from runner.session import SessionOptions, open_session
 from runner.transports.base import RequestLost, StreamResumed, TransportEvent
+from runner.transports.http.streams import GET_HEAD_WAIT
 from runner.transports.http.transport import HttpParams, HttpTransport, open_http_transport
 
 URL = "http://mcp.test/mcp"
@@ -918,6 +919,36 @@ async def test_get_stream_opened_after_the_handshake(autojump_clock: trio.abc.Cl
     (get,) = server.of("GET")
     assert get.headers["mcp-session-id"] == "S" and get.headers["accept"] == "text/event-stream"
     assert "last-event-id" not in get.headers
+
+
+@pytest.mark.parametrize(("head_after", "posted_at"), [(0.3, 0.3), (None, GET_HEAD_WAIT)])
+async def test_the_get_stream_is_answered_before_the_next_post(
+    autojump_clock: trio.abc.Clock, head_after: float | None, posted_at: float
+) -> None:
+    """The server sees the session's GET stream before its next message (conformance's sse-retry server
+    takes any GET after a tools/call for the resumption of that call's stream); a GET whose head never
+    comes holds that message back ``GET_HEAD_WAIT`` seconds at most."""
+
+    async def handler(req: Seen) -> httpx2.Response:
+        if req.method == "GET":
+            if head_after is None:
+                await trio.sleep_forever()
+            await trio.sleep(head_after)
+            return sse(event("", id="g0"), Hang())
+        if req.rpc_method == "initialize":
+            return json_response(result(0), headers={"mcp-session-id": "S"})
+        return httpx2.Response(202) if req.rpc_id is None else json_response(result(req.rpc_id))
+
+    async with connect(handler, open_get_stream=True) as (t, server):
+        await t.send(INIT)
+        await next_event(t)
+        t.set_protocol_version("2025-11-25")
+        await t.send(Notification("notifications/initialized"))
+        assert [s.method for s in server.seen] == ["POST", "GET", "POST"]
+        assert server.seen[2].time == pytest.approx(posted_at)
+        await t.send(Request(1, "tools/call"))  # no GET starting now: no wait
+        assert server.seen[3].time == pytest.approx(posted_at)
+        assert await next_event(t) == Response(1, {"value": "ok"})
 
 
 async def test_get_stream_405_stops_silently(autojump_clock: trio.abc.Clock) -> None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks import steps
+from tests.benchmarks import http_rounds, steps
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -52,10 +52,11 @@ class Sizes:
     whole: tuple[int, ...] = ()  # whole-process fan-outs (mcp-run, --no-journal, the SDK loop); the last is the big one
     whole_rounds: int = 1  # each is run this many times, interleaved; the median is reported, with the spread
     chain_steps: int = 20_000  # a chain of this many steps, next to a fan-out of as many items (steps.py)
+    http_rounds: int = 3  # the http section's clients take turns this many times; medians (http_rounds.py)
 
 
 FULL = Sizes(10_000, 2_000, (1_000, 10_000, 100_000), (10_000, 100_000), 10_000, 50_000, 7, (2_000, 20_000), 3)
-SMOKE = Sizes(100, 100, (200, 200), (200,), 200, 200, 3, (100, 400), 1, chain_steps=200)
+SMOKE = Sizes(100, 100, (200, 200), (200,), 200, 200, 3, (100, 400), 1, chain_steps=200, http_rounds=1)
 
 
 # -- running things --------------------------------------------------------------------------------
@@ -158,17 +159,7 @@ def bench_stdio(sizes: Sizes) -> list[dict[str, Any]]:
 
 
 def bench_http(sizes: Sizes) -> list[dict[str, Any]]:
-    print("http", flush=True)
-    rows: list[dict[str, Any]] = []
-    servers = {
-        "minimal": [PY, "-m", "tests.benchmarks.http_echo_server"],
-        "sdk-sse": [PY, "tests/peers/sdk_server.py", "http", "--port", "0"],
-        "sdk-json": [PY, "tests/peers/sdk_server.py", "http", "--port", "0", "--json-response"],
-    }
-    for name, argv in servers.items():
-        with http_server(argv) as url:
-            rows += client_rows("http", name, url, sizes.http_calls, ("mcp-run", "sdk"))
-    return rows
+    return http_rounds.bench_http(sizes.http_calls, sizes.http_rounds, http_server)
 
 
 FANOUT_YAML = """\
@@ -464,9 +455,6 @@ def ratios_and_targets(rows: list[dict[str, Any]], sizes: Sizes) -> tuple[list[d
     for section, server in (
         ("stdio", "minimal"),
         ("stdio", "sdk"),
-        ("http", "minimal"),
-        ("http", "sdk-sse"),
-        ("http", "sdk-json"),
     ):
         for inflight in (1, 64):
             ours = find(rows, section=section, server=server, client="mcp-run", inflight=inflight)
@@ -480,6 +468,7 @@ def ratios_and_targets(rows: list[dict[str, Any]], sizes: Sizes) -> tuple[list[d
                             "calls_per_s": ours["calls_per_s"] / theirs["calls_per_s"],
                         }
                     )
+    ratios += http_rounds.ratios(rows, find)
     ratios += whole_ratios(rows, sizes)
     targets: list[dict[str, Any]] = []
 
@@ -507,8 +496,9 @@ def ratios_and_targets(rows: list[dict[str, Any]], sizes: Sizes) -> tuple[list[d
     )
     for server in ("sdk-sse", "sdk-json", "minimal"):
         for inflight in (1, 64):
+            bar = " (bar 0.5 x)" if inflight == 64 else ""
             target(
-                f"http {server} {inflight} in flight: CPU/call mcp-run / SDK",
+                f"http {server} {inflight} in flight: CPU/call mcp-run / SDK{bar}",
                 ratio(f"http {server} {inflight} in flight: mcp-run / sdk"),
                 0.25,
                 "x",
@@ -592,7 +582,7 @@ def render(result: dict[str, Any]) -> str:
         + (" (smoke counts)" if result["smoke"] else ""),
         "",
     ]
-    clients = [r for r in result["rows"] if r["section"] in ("stdio", "http")]
+    clients = [r for r in result["rows"] if r["section"] == "stdio"]
     if clients:
         out.append("| transport | server | client | in flight | calls | calls/s | client CPU µs/call |")
         out.append("|---|---|---|--:|--:|--:|--:|")
@@ -602,6 +592,7 @@ def render(result: dict[str, Any]) -> str:
                 f"{r['calls_per_s']:,.0f} | {r['cpu_us_per_call']:.1f} |"
             )
         out.append("")
+    out += http_rounds.render(result["rows"])
     whole = [r for r in result["rows"] if r["section"] == "whole"]
     if whole:
         out.append("| fan-out, whole process, 64 in flight | items | wall s | calls/s | client CPU µs/item | spread |")

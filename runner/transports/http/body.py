@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-import httpx2
 import trio
+
+from runner.transports.http.wire import HttpResponse
 
 __all__ = ["ACCEPT_POST", "ACCEPT_SSE", "aclose_response", "content_type", "pump_body"]
 
@@ -17,13 +18,13 @@ ACCEPT_POST: Final = "application/json, text/event-stream"
 ACCEPT_SSE: Final = "text/event-stream"
 
 
-def content_type(response: httpx2.Response) -> str:
+def content_type(response: HttpResponse) -> str:
     """The media type of ``response``, lower case, without parameters."""
     value: str = response.headers.get("content-type", "")
     return value.partition(";")[0].strip().lower()
 
 
-async def pump_body(response: httpx2.Response, on_chunk: Callable[[bytes], bool]) -> None:
+async def pump_body(response: HttpResponse, on_chunk: Callable[[bytes], bool]) -> None:
     """Feed the body of ``response`` to ``on_chunk`` until it ends or ``on_chunk`` returns True.
 
     httpx2's body iterators are async generators, and one abandoned mid-way is only finalized by the
@@ -46,7 +47,7 @@ async def pump_body(response: httpx2.Response, on_chunk: Callable[[bytes], bool]
         raise error
 
 
-async def aclose_response(response: httpx2.Response, timeout: float) -> None:
+async def aclose_response(response: HttpResponse, timeout: float) -> None:
     """Close ``response`` even while being cancelled, bounded in time."""
     with trio.move_on_after(timeout, shield=True):
         await response.aclose()

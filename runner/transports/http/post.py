@@ -32,6 +32,7 @@ from runner.transports.http.body import ACCEPT_POST, aclose_response, content_ty
 from runner.transports.http.classify import Action, classify_exception, classify_status, parse_retry_after
 from runner.transports.http.connection import Connection, Stream
 from runner.transports.http.params import HttpParams
+from runner.transports.http.wire import HttpClient, HttpResponse
 
 __all__ = ["Poster"]
 
@@ -73,17 +74,15 @@ def _describe_exception(exc: BaseException) -> str:
 class Poster:
     """POSTs and DELETEs on one connection; the session's headers come from ``connection``."""
 
-    def __init__(self, params: HttpParams, client: httpx2.AsyncClient, connection: Connection) -> None:
+    def __init__(self, params: HttpParams, client: HttpClient, connection: Connection) -> None:
         self._params = params
         self._client = client
         self._connection = connection
-        self._url = httpx2.URL(params.url)
         self._name = params.name
-        self._timeout = params.timeout
 
     async def post(
         self, body: bytes, stream: Stream | None, *, initialize: bool, extra: Mapping[str, str] | None = None
-    ) -> httpx2.Response:
+    ) -> HttpResponse:
         """POST ``body`` (a request's when ``stream`` is given) and return the 2xx response, its body unread
         (the caller owns it). Raises ``NotDelivered``, ``SessionExpired``, ``HTTPStatusError``,
         ``ConnectFailed`` or ``OutcomeUnknown`` as the table of :mod:`.classify` says; a 429 is retried first
@@ -123,9 +122,8 @@ class Poster:
         headers = self._connection.headers(ACCEPT_POST)
         with trio.move_on_after(self._params.close_timeout, shield=True):
             try:
-                response = await self._client.request(
-                    "DELETE", self._url, headers=headers, timeout=self._timeout, follow_redirects=False
-                )
+                response = await self._client.open("DELETE", headers)
+                await response.aclose()
             except httpx2.HTTPError as exc:
                 log.debug("DELETE %s: %r", self._name, exc)
                 return
@@ -135,7 +133,7 @@ class Poster:
 
     async def _post_once(
         self, body: bytes, stream: Stream | None, initialize: bool, extra: Mapping[str, str] | None
-    ) -> httpx2.Response:
+    ) -> HttpResponse:
         """One POST: the response when it is accepted (2xx), else the error the classification table says.
         ``extra``: the request's own headers (2026-07-28 mirrors its body in headers)."""
         headers = self._connection.headers(ACCEPT_POST, initialize=initialize)
@@ -145,9 +143,8 @@ class Poster:
         sent_session = headers.get("Mcp-Session-Id")
         if stream is not None:
             stream.session_id = sent_session
-        request = self._client.build_request("POST", self._url, content=body, headers=headers, timeout=self._timeout)
         try:
-            response = await self._client.send(request, stream=True, follow_redirects=False)
+            response = await self._client.open("POST", headers, body)
         except (httpx2.TransportError, httpx2.InvalidURL) as exc:
             raise self._not_sent_or_lost(exc) from exc
         if 200 <= response.status_code < 300:
@@ -177,7 +174,7 @@ class Poster:
 
     def _refused(
         self,
-        response: httpx2.Response,
+        response: HttpResponse,
         detail: str,
         stream: Stream | None,
         sent_session: str | None,
@@ -214,7 +211,7 @@ class Poster:
         result.__cause__ = error
         return result
 
-    async def _error_detail(self, response: httpx2.Response) -> tuple[str, tuple[int, str, Any] | None]:
+    async def _error_detail(self, response: HttpResponse) -> tuple[str, tuple[int, str, Any] | None]:
         """A short description of an error body (a JSON-RPC error's message when there is one), and that
         error's (code, message, data)."""
         data = bytearray()

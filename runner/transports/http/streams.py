@@ -31,12 +31,14 @@ from runner.transports.http.body import ACCEPT_SSE, aclose_response, content_typ
 from runner.transports.http.classify import ResumeBudget
 from runner.transports.http.connection import Connection, Stream
 from runner.transports.http.params import HttpParams
+from runner.transports.http.wire import HttpClient, HttpResponse
 
-__all__ = ["DRAIN_AFTER_RESPONSE", "StreamReaders"]
+__all__ = ["DRAIN_AFTER_RESPONSE", "GET_HEAD_WAIT", "StreamReaders"]
 
 log = logging.getLogger(__name__)
 
 DRAIN_AFTER_RESPONSE: Final = 1.0
+GET_HEAD_WAIT: Final = 1.0
 
 
 class _Lost(Exception):
@@ -50,23 +52,21 @@ class _Lost(Exception):
 class StreamReaders:
     """The readers of one connection's response bodies and GET streams (see the module docstring)."""
 
-    def __init__(
-        self, params: HttpParams, client: httpx2.AsyncClient, nursery: trio.Nursery, connection: Connection
-    ) -> None:
+    def __init__(self, params: HttpParams, client: HttpClient, nursery: trio.Nursery, connection: Connection) -> None:
         self._params = params
         self._client = client
         self._nursery = nursery
         self._connection = connection
-        self._url = httpx2.URL(params.url)
         self._name = params.name
-        self._timeout = params.timeout
+        self._get_answered = trio.Event()
+        self._get_answered.set()
 
-    def read_sse(self, response: httpx2.Response, stream: Stream) -> None:
+    def read_sse(self, response: HttpResponse, stream: Stream) -> None:
         """Hand ``response`` (an event stream) to a background reader, which owns it from now on."""
         stream.open = True
         self._nursery.start_soon(self._run_request_stream, response, stream)
 
-    def read_json(self, response: httpx2.Response, stream: Stream) -> None:
+    def read_json(self, response: HttpResponse, stream: Stream) -> None:
         """Hand ``response`` (a JSON body) to a background reader, which owns it from now on."""
         stream.open = True
         self._nursery.start_soon(self._run_json_body, response, stream)
@@ -76,11 +76,22 @@ class StreamReaders:
         session; ``405`` means the server has none)."""
         stream = self._connection.open_get_stream()
         if stream is not None:
-            self._nursery.start_soon(self._run_get_stream, stream)
+            self._get_answered = trio.Event()
+            self._nursery.start_soon(self._run_get_stream, stream, self._get_answered)
+
+    async def get_stream_answered(self) -> None:
+        """Wait until the GET stream just started has its answer's head (or failed), at most
+        ``GET_HEAD_WAIT`` seconds, once; at once when none is starting. The transport waits so before its next
+        POST: the server then sees the GET stream before the session's next message (a server may tell a
+        stream that was resumed from the session's first GET only by their order)."""
+        if not self._get_answered.is_set():
+            with trio.move_on_after(GET_HEAD_WAIT):
+                await self._get_answered.wait()
+            self._get_answered.set()  # waited once: later messages go at once
 
     # -- a POST's body -------------------------------------------------------------------------------
 
-    async def _run_json_body(self, response: httpx2.Response, stream: Stream) -> None:
+    async def _run_json_body(self, response: HttpResponse, stream: Stream) -> None:
         chunks: list[bytes] = []
         size = 0
 
@@ -109,7 +120,7 @@ class StreamReaders:
         finally:
             await aclose_response(response, self._params.close_timeout)
 
-    async def _consume(self, response: httpx2.Response, stream: Stream, *, drain: bool = False) -> bool:
+    async def _consume(self, response: HttpResponse, stream: Stream, *, drain: bool = False) -> bool:
         """Read one SSE response until it ends, drops, or carries this stream's response. True when it
         brought at least one new event id. ``FrameTooLarge`` propagates.
 
@@ -153,7 +164,7 @@ class StreamReaders:
             jitter=p.jitter,
         )
 
-    async def _run_request_stream(self, response: httpx2.Response, stream: Stream) -> None:
+    async def _run_request_stream(self, response: HttpResponse, stream: Stream) -> None:
         rid = stream.request_id
         try:
             with stream.scope:
@@ -198,16 +209,15 @@ class StreamReaders:
     async def _resume(self, stream: Stream, budget: ResumeBudget) -> bool:
         """One GET with ``Last-Event-ID``. True when it brought new events; raises ``_Lost`` when refused."""
         headers = self._connection.headers(ACCEPT_SSE, last_event_id=stream.last_event_id)
-        request = self._client.build_request("GET", self._url, headers=headers, timeout=self._timeout)
         what = (
             f"GET {self._name} (resuming the response stream of request {stream.request_id} "
             f"after event {stream.last_event_id!r})"
         )
-        response: httpx2.Response | None = None
+        response: HttpResponse | None = None
         # No side effects: safe to abandon if the headers take longer than the budget.
         with trio.move_on_after(max(budget.remaining(), self._params.connect_timeout)):
             try:
-                response = await self._client.send(request, stream=True, follow_redirects=False)
+                response = await self._client.open("GET", headers)
             except httpx2.TransportError as exc:
                 log.debug("%s: %r", what, exc)
         if response is None:
@@ -241,7 +251,7 @@ class StreamReaders:
 
     # -- the standalone GET stream -------------------------------------------------------------------
 
-    async def _run_get_stream(self, stream: Stream) -> None:
+    async def _run_get_stream(self, stream: Stream, answered: trio.Event) -> None:
         session_id = stream.session_id
         budget = self._budget(self._params.get_stream_attempts, math.inf)
         what = f"GET {self._name} (server messages)"
@@ -249,14 +259,15 @@ class StreamReaders:
             try:
                 while self._connection.session_id == session_id:
                     headers = self._connection.headers(ACCEPT_SSE, last_event_id=stream.last_event_id)
-                    request = self._client.build_request("GET", self._url, headers=headers, timeout=self._timeout)
                     progressed = False
                     delivered = stream.delivered
                     try:
-                        response = await self._client.send(request, stream=True, follow_redirects=False)
+                        response = await self._client.open("GET", headers)
                     except httpx2.TransportError as exc:
+                        answered.set()
                         log.debug("%s: %r", what, exc)
                     else:
+                        answered.set()
                         status = response.status_code
                         if status == 200 and content_type(response) == ACCEPT_SSE:
                             # Progress: a new event id (a polling server moves our cursor), or any message.
@@ -280,4 +291,5 @@ class StreamReaders:
             except FrameTooLarge as exc:
                 log.warning("%s: %s; the GET stream is closed", what, exc)
             finally:
+                answered.set()
                 self._connection.close_get_stream(stream)

@@ -50,6 +50,8 @@ The unit, one idea per module (no module reaches into another's private state):
 - :mod:`.post`: ``Poster``, the client-to-server half (POST, the 429 wait, DELETE);
 - :mod:`.streams`: ``StreamReaders``, the server-to-client half (JSON bodies, SSE streams and their
   resumption, the GET stream), parsing with :mod:`runner.protocol.sse`; :mod:`.body`: reading a body;
+- :mod:`.wire`: what the two halves need from an HTTP client, and which client they get: :mod:`.lean` (h11
+  on trio streams) unless a proxy is configured, else httpx2;
 - this module: ``HttpTransport``, the ``Transport`` interface over them, and ``open_http_transport``,
   which owns the readers' nursery and the order of closing.
 """
@@ -70,6 +72,7 @@ from runner.transports.http.connection import Connection, Stream
 from runner.transports.http.params import HttpParams
 from runner.transports.http.post import Poster
 from runner.transports.http.streams import StreamReaders
+from runner.transports.http.wire import HttpClient, HttpResponse, HttpxClient, make_client
 
 __all__ = ["HttpParams", "HttpTransport", "open_http_transport"]
 
@@ -78,7 +81,7 @@ class HttpTransport:
     """The client end of one Streamable HTTP connection; see the module docstring. Built by
     :func:`open_http_transport`, which owns its background tasks and closes it."""
 
-    def __init__(self, params: HttpParams, client: httpx2.AsyncClient, nursery: trio.Nursery) -> None:
+    def __init__(self, params: HttpParams, client: HttpClient, nursery: trio.Nursery) -> None:
         self._params = params
         self._name = params.name
         self._connection = Connection(params.headers, self._name, params.auth)
@@ -118,6 +121,8 @@ class HttpTransport:
             # Found out on a stream (a resumption GET answered 404): sending without the session id would
             # only get a 400 "missing session ID"; the session re-initializes and sends again.
             raise SessionExpired(f"{self._name}: the server no longer knows our session")
+        if not initialize:
+            await self._readers.get_stream_answered()
         stream = self._connection.register(message.id) if type(message) is Request else None
         body = encode(message)
         handed_off = False
@@ -133,7 +138,7 @@ class HttpTransport:
             if stream is not None and not handed_off:
                 self._connection.forget(stream)
 
-    def _accept(self, response: httpx2.Response, stream: Stream | None, initialize: bool) -> bool:
+    def _accept(self, response: HttpResponse, stream: Stream | None, initialize: bool) -> bool:
         """A 2xx to a POST: start reading it. Returns True once a reader owns ``response``."""
         if initialize:
             self._connection.capture_session(response.headers.get("mcp-session-id"))
@@ -166,23 +171,15 @@ class HttpTransport:
         self._connection.close()
 
 
-def _make_client(params: HttpParams) -> httpx2.AsyncClient:
-    pool = params.pool_size
-    return httpx2.AsyncClient(
-        timeout=params.timeout,
-        limits=httpx2.Limits(max_connections=pool, max_keepalive_connections=pool, keepalive_expiry=4.0),
-        follow_redirects=False,
-    )
-
-
 @asynccontextmanager
 async def open_http_transport(
     params: HttpParams, *, client: httpx2.AsyncClient | None = None
 ) -> AsyncIterator[HttpTransport]:
     """Open a transport to ``params.url``; on exit cancel its readers, DELETE the session and close the
-    client (only if it was created here; pass ``client`` to inject, e.g. one on ``httpx2.MockTransport``)."""
+    client (only if it was created here; pass ``client`` to inject, e.g. one on ``httpx2.MockTransport``).
+    Without ``client``, :func:`.wire.make_client` chooses the lean client or httpx2."""
     owned = client is None
-    http = _make_client(params) if client is None else client
+    http = make_client(params) if client is None else HttpxClient(client, params)
     body_error: BaseException | None = None
     transport: HttpTransport | None = None
     try:
