@@ -9,13 +9,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from runner.auth.config import AuthConfig
-from runner.auth.provider import OAuthProvider
 from runner.errors import ConnectFailed
 from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
 from runner.session import Session, SessionOptions, open_session
 from runner.session.negotiate import LEGACY
+
+if TYPE_CHECKING:  # OAuth (and the HTTP library under it) is imported when an HTTP server needs it
+    from runner.auth.config import AuthConfig
+    from runner.auth.provider import OAuthProvider
 
 __all__ = ["HttpTarget", "StdioTarget", "Target", "open_target"]
 
@@ -55,7 +58,11 @@ Target = StdioTarget | HttpTarget
 
 
 def _auth_provider(target: HttpTarget) -> OAuthProvider | None:
-    if target.auth is None or isinstance(target.auth, OAuthProvider):
+    if target.auth is None:
+        return None
+    from runner.auth.provider import OAuthProvider
+
+    if isinstance(target.auth, OAuthProvider):
         return target.auth
     from runner.auth.store import TokenStore
 

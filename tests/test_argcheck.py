@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -279,3 +281,61 @@ def test_arguments_the_quick_test_refuses_get_jsonschemas_words() -> None:
         "args.m: unexpected argument 'm'; it takes n",
         "args.n: True is not of type 'integer'",
     ]
+
+
+_noise = st.sampled_from([None, 5, True, "text", [], ["x"], {}])
+
+
+@st.composite
+def _noisy_schemas(draw: st.DrawFn) -> dict[str, Any]:
+    """The quick test's shape with annotations of any type, duplicate or empty lists and boolean subschemas: what a
+    server may send, valid or not."""
+    schema = draw(_subset_schemas())
+    for target in [schema, *[p for p in schema["properties"].values() if isinstance(p, dict)]]:
+        for name in draw(st.lists(st.sampled_from(sorted(argcheck._ANNOTATIONS | {"$comment"})), max_size=3)):
+            target[name] = draw(_noise | st.text(max_size=3) | st.booleans())
+        if "type" in target and target is not schema and draw(st.booleans()):
+            target["type"] = draw(st.lists(st.sampled_from(_TYPES), max_size=3))  # maybe empty, maybe repeated
+    if draw(st.booleans()):
+        schema["required"] = draw(st.lists(_names, max_size=3))  # maybe empty, maybe repeated
+    return schema
+
+
+@settings(max_examples=400)
+@given(_noisy_schemas())
+def test_a_schema_compiled_lazily_is_valid(schema: dict[str, Any]) -> None:
+    """``compile_schema`` defers jsonschema only for schemas their draft's metaschema accepts: the warning about an
+    invalid schema is never lost."""
+    from jsonschema.validators import Draft202012Validator, validator_for
+
+    draft = schema.get("$schema", "https://json-schema.org/draft/2020-12/schema")
+    if argcheck.surely_valid(schema, draft) and argcheck.quick_check(schema) is not None:
+        base = validator_for(schema, default=Draft202012Validator)
+        assert base(base.META_SCHEMA).is_valid(schema), schema
+
+
+def test_invalid_schemas_are_not_deferred() -> None:
+    for schema in [
+        {"type": "object", "title": 5},
+        {"type": "object", "required": ["a", "a"]},
+        {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object", "required": []},
+        {"$schema": "http://json-schema.org/draft-04/schema#", "properties": {"a": True}},
+        {"type": "object", "properties": {"a": {"type": ["string", "string"]}}},
+        {"type": "object", "properties": {"a": {"type": "string", "description": 3}}},
+    ]:
+        with pytest.raises(InvalidSchema):
+            compile_schema(schema)
+
+
+def test_a_run_whose_calls_pass_the_quick_test_never_imports_jsonschema() -> None:
+    code = """
+import sys
+from runner.engine.argcheck import compile_schema
+v = compile_schema({"type": "object", "properties": {"n": {"type": "integer", "description": "a count"}},
+                    "required": ["n"]})
+assert v.problems({"n": 1}) == []
+print("jsonschema" in sys.modules)
+print([str(p) for p in v.problems({"n": "x"})], "jsonschema" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["False", "[\"args.n: 'x' is not of type 'integer'\"] True"]

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runner.errors import MalformedMessage
+from runner.jsontext import escape
 from runner.protocol.jsonrpc import (
     MAX_DEPTH,
     ErrorResponse,
@@ -23,6 +24,7 @@ from runner.protocol.jsonrpc import (
     decode,
     decode_object,
     encode,
+    encoded,
 )
 
 json_values = st.recursive(
@@ -45,6 +47,51 @@ def test_encode_decode_round_trip(message: Message) -> None:
     data = encode(message)
     assert b"\n" not in data
     assert decode(data) == [message]
+
+
+@given(ids, st.text(min_size=1, max_size=20), params)
+def test_a_request_written_once_is_sent_as_written(rid: Any, method: str, p: dict[str, Any] | None) -> None:
+    """``encoded`` writes the bytes ``encode`` then returns as they are: the standard library's compact text."""
+    request = encoded(Request(rid, method, p))
+    obj: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+    if p is not None:
+        obj["params"] = p
+    expected = escape(json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)).encode()
+    assert request.wire == expected
+    assert encode(request) == expected
+    assert encoded(request) is request
+    assert request == Request(rid, method, p)  # the bytes are not part of the message's identity
+
+
+def test_encode_returns_the_written_bytes_without_writing_again() -> None:
+    request = Request(1, "tools/call", {"name": "t", "arguments": {}}, wire=b'{"written":"before"}')
+    assert encode(request) == b'{"written":"before"}'
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        (float("nan"), ValueError),
+        (float("inf"), ValueError),
+        (10**5000, ValueError),
+        (object(), TypeError),
+        ({1, 2}, TypeError),
+    ],
+    ids=["nan", "inf", "long-int", "object", "set"],
+)
+def test_what_json_cannot_carry_is_refused(value: Any, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        encoded(Request(1, "tools/call", {"name": "t", "arguments": {"v": [value]}}))
+
+
+def test_a_value_that_contains_itself_is_refused() -> None:
+    loop: list[Any] = []
+    loop.append(loop)
+    with pytest.raises(RecursionError):
+        encoded(Request(1, "tools/call", {"name": "t", "arguments": {"v": loop}}))
+    # and the encoder keeps no trace of it: the same list, unlooped, is written
+    loop.clear()
+    assert encode(Request(1, "x", {"v": loop})) == b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"v":[]}}'
 
 
 def test_batch_array_tolerated() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -14,6 +15,7 @@ from runner._trio import single_error
 from runner.errors import (
     CallTimeout,
     ConnectFailed,
+    InvalidCall,
     JsonRpcError,
     MalformedMessage,
     NotDelivered,
@@ -22,7 +24,7 @@ from runner.errors import (
     TransportError,
     UnsupportedProtocolVersion,
 )
-from runner.protocol.jsonrpc import ErrorResponse, InvalidMessage, Notification, Request, Response
+from runner.protocol.jsonrpc import ErrorResponse, InvalidMessage, Notification, Request, Response, encode
 from runner.protocol.mcp import LogMessage, Progress
 from runner.session import WARN_FIRST, Session, SessionOptions, SessionStats, open_session
 from runner.testing.memory import MemoryClientTransport, MemoryServerEnd, memory_transport_pair
@@ -565,6 +567,29 @@ async def test_before_send_runs_before_the_request_is_written() -> None:
         await session.call_tool("record", {}, before_send=before_send)
     rid = server.calls[0].id
     assert order == [f"journal {rid} token {rid}", f"server saw {rid}"]
+
+
+@pytest.mark.parametrize("value", [float("nan"), 10**5000, object()], ids=["nan", "long-int", "object"])
+async def test_arguments_json_cannot_carry_fail_before_the_dispatch_hook(value: Any) -> None:
+    """A journaled call (``before_send``) whose arguments cannot be written fails ``InvalidCall`` before its
+    dispatch is journaled, and nothing is sent; a call that can be written goes out as the bytes written for
+    that check (one encode)."""
+    journaled: list[Any] = []
+
+    async def before_send(rid: Any, token: Any) -> None:
+        journaled.append(rid)
+
+    async with connected(lambda s: s.tools.update(echo=echo)) as (session, _server, client):
+        with pytest.raises(InvalidCall, match="echo: the arguments cannot be sent as JSON"):
+            await session.call_tool("echo", {"text": "x", "v": value}, before_send=before_send)
+        assert journaled == []
+        assert not [m for m in client.sent if isinstance(m, Request) and m.method == "tools/call"]
+        result = await session.call_tool("echo", {"text": "fine"}, before_send=before_send)
+        assert result.text == "fine"
+    sent = [m for m in client.sent if isinstance(m, Request) and m.method == "tools/call"]
+    assert [m.id for m in sent] == journaled
+    assert sent[0].wire is not None and encode(sent[0]) == sent[0].wire
+    assert json.loads(sent[0].wire)["params"]["arguments"] == {"text": "fine"}
 
 
 async def test_a_write_that_completes_after_the_connection_died_is_in_doubt() -> None:

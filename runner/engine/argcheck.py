@@ -99,18 +99,29 @@ class ArgsValidator:
 
     __slots__ = ("_base", "_plain", "_quick", "_schema", "_unusable", "_with_unknowns")
 
-    def __init__(self, base: type[Validator], schema: dict[str, Any], *, quick: QuickCheck | None = None) -> None:
+    def __init__(
+        self, base: type[Validator] | None, schema: dict[str, Any], *, quick: QuickCheck | None = None
+    ) -> None:
         """``quick``: a test that says True only of arguments ``schema`` accepts (:func:`quick_check`); the
-        arguments it passes are not validated further."""
-        from jsonschema.exceptions import SchemaError
-        from referencing.exceptions import Unresolvable
-
+        arguments it passes are not validated further. ``base`` None: jsonschema is imported, and the schema
+        checked and compiled, the first time the quick test says no (:func:`compile_schema`)."""
         self._base = base
         self._schema = schema
         self._quick = quick
-        self._plain = base(schema)  # for arguments known in full: every call at run time
+        self._plain: Validator | None = None  # for arguments known in full: every call at run time
         self._with_unknowns: Validator | None = None  # built when arguments hold placeholders (plan --check)
-        self._unusable: tuple[type[BaseException], ...] = (Unresolvable, SchemaError, RecursionError)
+        self._unusable: tuple[type[BaseException], ...] = ()
+
+    def _compiled(self) -> Validator:
+        if self._plain is None:
+            from jsonschema.exceptions import SchemaError
+            from referencing.exceptions import Unresolvable
+
+            self._unusable = (Unresolvable, SchemaError, RecursionError)
+            if self._base is None:
+                self._base = _checked(self._schema)
+            self._plain = self._base(self._schema)
+        return self._plain
 
     def problems(self, args: Any, *, limit: int = MAX_PROBLEMS) -> list[ArgProblem]:
         """The definite problems of ``args`` (see the module docstring), by path, at most ``limit``.
@@ -121,9 +132,10 @@ class ArgsValidator:
         if self._quick is not None and self._quick(args):
             return []  # surely valid (a placeholder passes no quick test): the common case, at a fraction of the cost
         unknown = contains_unknown(args)
-        validator = self._plain
+        validator = self._compiled()
         if unknown:
             if self._with_unknowns is None:
+                assert self._base is not None  # set by _compiled
                 self._with_unknowns = _with_unknowns(self._base)(self._schema)
             validator = self._with_unknowns
         try:
@@ -135,21 +147,36 @@ class ArgsValidator:
 
 
 def compile_schema(schema: dict[str, Any]) -> ArgsValidator:
-    """Compile a tool's ``inputSchema``; :class:`InvalidSchema` when it is not a valid schema."""
-    from jsonschema.exceptions import SchemaError
+    """Compile a tool's ``inputSchema``; :class:`InvalidSchema` when it is not a valid JSON Schema. A schema of
+    the quick test's shape that is surely valid (:func:`surely_valid`) is compiled when a call first fails the
+    quick test: a run whose calls all pass it never imports jsonschema."""
+    draft = schema.get("$schema", _DEFAULT_DRAFT) if isinstance(schema, dict) else None
+    if draft in _QUICK_DRAFTS and surely_valid(schema, draft):
+        quick = quick_check(schema)
+        if quick is not None:
+            return ArgsValidator(None, schema, quick=quick)
     from jsonschema.validators import Draft202012Validator, validator_for
 
     base = validator_for(schema, default=Draft202012Validator)
     quick = quick_check(schema) if base.META_SCHEMA.get("$schema") in _QUICK_DRAFTS else None
+    return ArgsValidator(_checked(schema, base), schema, quick=quick)
+
+
+def _checked(schema: dict[str, Any], base: type[Validator] | None = None) -> type[Validator]:
+    """The validator class for ``schema``, once the schema is checked against its draft's metaschema."""
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import Draft202012Validator, validator_for
+
+    if base is None:
+        base = validator_for(schema, default=Draft202012Validator)
     try:
         base.check_schema(schema)
-        guarded = _guarded(base, unevaluated=not _mentions(schema, "patternProperties"))
+        return _guarded(base, unevaluated=not _mentions(schema, "patternProperties"))
     except SchemaError as exc:
         where = format_path(tuple(exc.path)) or "the schema"
         raise InvalidSchema(f"its inputSchema is not a valid JSON Schema: {where}: {exc.message}") from exc
     except RecursionError as exc:
         raise InvalidSchema("its inputSchema is nested too deeply") from exc
-    return ArgsValidator(guarded, schema, quick=quick)
 
 
 def describe_problems(problems: list[ArgProblem]) -> str:
@@ -172,6 +199,7 @@ _QUICK_DRAFTS: Final = frozenset(
         "https://json-schema.org/draft/2020-12/schema",
     }
 )
+_DEFAULT_DRAFT: Final = "https://json-schema.org/draft/2020-12/schema"  # when ``$schema`` names none
 # Keywords that assert nothing about an instance (format assertions are off).
 _ANNOTATIONS: Final = frozenset(
     {"title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly", "format"}
@@ -257,6 +285,42 @@ def quick_check(schema: Any) -> QuickCheck | None:
         return True
 
     return check
+
+
+# What each annotation must be for the schema to be valid (``default`` may be anything).
+_ANNOTATION_TYPES: Final[dict[str, type[Any]]] = {
+    "title": str, "description": str, "$comment": str, "format": str, "examples": list,
+    "deprecated": bool, "readOnly": bool, "writeOnly": bool, "$schema": str,
+}  # fmt: skip
+
+
+def _annotations_valid(schema: dict[str, Any]) -> bool:
+    return all(isinstance(schema[name], kind) for name, kind in _ANNOTATION_TYPES.items() if name in schema)
+
+
+def surely_valid(schema: dict[str, Any], draft: str) -> bool:
+    """True only of a schema of the quick test's shape that ``draft``'s metaschema accepts: annotations of
+    their types, ``required`` unique names (at least one in draft 4), ``type`` lists unique, and no boolean
+    subschema in draft 4. False says nothing (jsonschema checks the schema then)."""
+    if not _annotations_valid(schema) or not isinstance(schema.get("properties", {}), dict):
+        return False
+    draft4 = draft == "http://json-schema.org/draft-04/schema#"
+    required = schema.get("required")
+    if required is not None and (
+        not isinstance(required, list) or len(set(map(str, required))) != len(required) or (draft4 and not required)
+    ):
+        return False
+    for subschema in schema.get("properties", {}).values():
+        if subschema is True:
+            if draft4:
+                return False
+            continue
+        if not isinstance(subschema, dict) or not _annotations_valid(subschema):
+            return False
+        kind = subschema.get("type")
+        if isinstance(kind, list) and (not kind or len(set(map(str, kind))) != len(kind)):
+            return False
+    return True
 
 
 # -- placeholders --------------------------------------------------------------------------------------------

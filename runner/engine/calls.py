@@ -1,12 +1,11 @@
 """One item's tool call across its attempts: the scheduler's item path.
 
-Arguments JSON cannot carry (``NaN``, an integer too long to write, an object that is not JSON) raise
-``InvalidCall`` before anything is journaled or sent. The call is then checked against the server's tool
-list (:mod:`runner.engine.toolcheck`: an unknown tool or arguments its schema refuses raise ``InvalidCall``,
-nothing sent). Each attempt asks the server's link for the current session (waiting while the server is
-being reconnected), journals its dispatch before the request is written (``before_send``: fsynced first
-unless the call is known to be safe to repeat, see :mod:`runner.engine.eventlog`), and classifies how it
-ended:
+The call is checked against the server's tool list (:mod:`runner.engine.toolcheck`: an unknown tool or
+arguments its schema refuses raise ``InvalidCall``, nothing sent). Each attempt asks the server's link for the
+current session (waiting while the server is being reconnected), journals its dispatch before the request is
+written (``before_send``: fsynced first unless the call is known to be safe to repeat, see
+:mod:`runner.engine.eventlog`; arguments JSON cannot carry raise ``InvalidCall`` before that, nothing journaled
+or sent: :mod:`runner.session.sendable`), and classifies how it ended:
 
 - a result (``isError`` or not) or a JSON-RPC error: the server answered; returned or raised;
 - ``SessionExpired``: refused, not run (the server forgot the session, which the session renewed): sent
@@ -36,7 +35,6 @@ from runner.engine.retry import RetryPolicy, failure_kind
 from runner.engine.supervisor import ServerLink
 from runner.engine.taskcall import TaskCall, TaskSite, TaskUncollected, wants_task_now
 from runner.errors import (
-    InvalidCall,
     JsonRpcError,
     McpRunError,
     NotDelivered,
@@ -44,7 +42,6 @@ from runner.errors import (
     SessionExpired,
     first_line,
 )
-from runner.protocol.jsonrpc import Request, encode
 from runner.protocol.mcp import Progress, ToolResult
 from runner.protocol.tasks import TaskMode
 from runner.session import Session
@@ -155,7 +152,6 @@ class ItemCall:
         renewed = 0  # sessions the server forgot in a row (each renewed by the session)
         started = trio.current_time()
         checked = self._sent_before
-        self._encodable()
         while True:
             session = await site.wait_for(link)
             if not checked:
@@ -192,14 +188,6 @@ class ItemCall:
                 raise
             link.healthy()
             return result
-
-    def _encodable(self) -> None:
-        """``InvalidCall`` when the request cannot be written as JSON: checked before its dispatch is
-        journaled, so the item fails as surely not sent (the transport encodes it again to send it)."""
-        try:
-            encode(Request(0, "tools/call", {"name": self._ps.tool, "arguments": self._args}))
-        except (ValueError, TypeError, RecursionError) as exc:
-            raise InvalidCall(f"{self._ps.tool}: the arguments cannot be sent as JSON: {_why(exc)}") from None
 
     async def _safe(self) -> bool:
         """Whether the call may be made again now that its outcome is unknown. Asked only then: listing a
@@ -310,12 +298,3 @@ class ItemCall:
 
     def _on_resumed(self, last_event_id: str) -> None:
         self._site.log.record(StreamResumed(step=self._ps.id, item=self._key, last_event_id=last_event_id))
-
-
-def _why(exc: Exception) -> str:
-    if isinstance(exc, RecursionError):
-        return "nested too deeply"
-    text = str(exc)
-    if "Exceeds the limit" in text:
-        return "an integer is too long"
-    return text

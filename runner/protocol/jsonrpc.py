@@ -22,6 +22,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate
+from json.encoder import c_encode_basestring, c_make_encoder  # type: ignore[attr-defined]
 from typing import Any, Final, TypeAlias
 
 from runner.errors import MalformedMessage
@@ -45,6 +46,7 @@ __all__ = [
     "decode",
     "decode_object",
     "encode",
+    "encoded",
 ]
 
 RequestId: TypeAlias = str | int
@@ -66,6 +68,8 @@ class Request:
     params: dict[str, Any] | None = None
     # Not on the wire: HTTP headers that go with this request (2026-07-28 mirrors the body in headers).
     headers: Mapping[str, str] | None = field(default=None, compare=False)
+    # The request's bytes, once :func:`encoded` wrote them: :func:`encode` returns these instead of writing again.
+    wire: bytes | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(slots=True, frozen=True)
@@ -104,13 +108,27 @@ class InvalidMessage:
     request_id: RequestId | None = None
 
 
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+def _not_json(value: object) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# The standard library's C encoder, built once (``JSONEncoder.encode`` builds one per call): the text of
+# ``json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)``. Without its table of
+# containers seen (that table keeps stale entries after an error): a value that contains itself raises
+# ``RecursionError`` instead of ``ValueError``.
+_encoder = c_make_encoder(None, _not_json, c_encode_basestring, None, ":", ",", False, False, False)
+
+
+def _dumps(obj: dict[str, Any]) -> str:
+    return "".join(_encoder(obj, 0))
 
 
 def encode(message: Message) -> bytes:
     """One message as compact UTF-8 JSON, without a trailing newline."""
     obj: dict[str, Any]
     if type(message) is Request:
+        if message.wire is not None:
+            return message.wire
         obj = {"jsonrpc": "2.0", "id": message.id, "method": message.method}
         if message.params is not None:
             obj["params"] = message.params
@@ -128,6 +146,16 @@ def encode(message: Message) -> bytes:
     else:  # pragma: no cover - the type system rules this out
         raise TypeError(f"not a JSON-RPC message: {message!r}")
     return escape(_dumps(obj)).encode()  # a lone surrogate (echoed back from a result) as \ud800
+
+
+def encoded(request: Request) -> Request:
+    """``request`` with its bytes written (``wire``), so that the transport sends them as they are: a caller
+    that must know a request can be written before it acts (journals its dispatch) encodes it once, here.
+    Raises ``ValueError`` (``NaN``, an integer too long to write), ``TypeError`` (not JSON) or
+    ``RecursionError`` (nested too deeply, or a value that contains itself)."""
+    if request.wire is not None:
+        return request
+    return Request(request.id, request.method, request.params, request.headers, encode(request))
 
 
 def _is_id(value: object) -> bool:

@@ -61,6 +61,7 @@ from runner.session.negotiate import DiscoverInfo, negotiate
 from runner.session.options import BeforeSend, ProgressHandler, SessionOptions
 from runner.session.pending import PendingCall, PendingCalls, Write
 from runner.session.results import INPUT_REQUIRED, complete_result
+from runner.session.sendable import sendable
 from runner.session.stray import SessionStats, StrayInput
 from runner.session.text import first_line
 from runner.transports.base import RequestLost, StreamResumed, Transport
@@ -384,14 +385,16 @@ class Session:
                 own = params.get("_meta") if params is not None else None
                 meta = {**own, "progressToken": rid} if isinstance(own, dict) else {"progressToken": rid}
                 params = {**params, "_meta": meta} if params is not None else {"_meta": meta}
+            stamped, headers = era.stamp(method, params)
+            request = Request(rid, method, stamped, headers)
             if before_send is not None:
+                request = sendable(request)  # written once, before its dispatch is journaled (see .sendable)
                 await before_send(rid, rid)
             call = PendingCall(
                 method, timeout=timeout, idle_timeout=idle_timeout, on_progress=on_progress, on_resumed=on_resumed
             )
-            stamped, headers = era.stamp(method, params)
             try:
-                return await self._send_and_wait(Request(rid, method, stamped, headers), call)
+                return await self._send_and_wait(request, call)
             except HTTPStatusError as exc:
                 rpc = exc.rpc_error
                 if era.modern and rpc is not None and 400 <= exc.status_code < 500:

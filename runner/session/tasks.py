@@ -43,6 +43,7 @@ __all__ = [
     "Tasks2025",
     "cancel_task",
     "get_task",
+    "send_task_call",
     "start_task_call",
     "task_result",
 ]
@@ -69,20 +70,55 @@ async def start_task_call(
         "arguments": dict(arguments) if arguments is not None else {},
         "task": task_params(ttl_ms),
     }
-    result = await session.request(
-        "tools/call",
+    return await send_task_call(
+        session,
         params,
+        _task_or_result,
+        progress=True,
         timeout=timeout,
         idle_timeout=idle_timeout,
         on_progress=on_progress,
         before_send=before_send,
         on_resumed=on_resumed,
-        progress=True,
+    )
+
+
+def _task_or_result(result: dict[str, Any], server: str) -> Task | ToolResult:
+    return parse_create_task_result(result) if is_task_result(result) else parse_tool_result(result)
+
+
+async def send_task_call(
+    session: Session,
+    params: dict[str, Any],
+    parse: Callable[[dict[str, Any], str], Task | ToolResult],
+    *,
+    progress: bool,
+    timeout: float | None,
+    idle_timeout: float | None,
+    on_progress: ProgressHandler | None,
+    before_send: BeforeSend | None,
+    on_resumed: Callable[[str], None] | None,
+) -> Task | ToolResult:
+    """The ``tools/call`` of a call that may become a task, each era's :meth:`TaskWire.start`: ``params`` as the
+    era builds them, sent (journaled through ``before_send``), a 2026 ``input_required`` answer resolved as
+    :meth:`Session.call_tool` resolves it in every era, and the raw result handed to the era's ``parse`` with
+    the server's name (a ``MalformedMessage`` it raises is prefixed with it). ``progress``: ask for progress
+    with a token (2025; the 2026 extension carries none on tasks: only rounds of answers report it)."""
+    result = await session.request(
+        "tools/call",
+        params,
+        timeout=timeout,
+        idle_timeout=idle_timeout,
+        on_progress=on_progress if progress else None,
+        before_send=before_send,
+        on_resumed=on_resumed,
+        progress=progress,
+    )
+    result = await session.answer_input(
+        "tools/call", params, result, timeout=timeout, idle_timeout=idle_timeout, on_progress=on_progress
     )
     try:
-        if is_task_result(result):
-            return parse_create_task_result(result)
-        return parse_tool_result(result)
+        return parse(result, session.name)
     except MalformedMessage as exc:
         raise MalformedMessage(f"{session.name}: {exc}") from None
 

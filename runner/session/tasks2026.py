@@ -28,7 +28,7 @@ from runner.protocol.tasks2026 import (
 from runner.session.options import BeforeSend, ProgressHandler
 from runner.session.results import complete_result
 from runner.session.session import Session
-from runner.session.tasks import cancel_task
+from runner.session.tasks import cancel_task, send_task_call
 
 __all__ = ["TASKS_2026", "Tasks2026"]
 
@@ -63,24 +63,17 @@ class Tasks2026:
         on_resumed: Callable[[str], None] | None,
     ) -> Task | ToolResult:
         params = {"name": name, "arguments": dict(arguments) if arguments is not None else {}, "_meta": _meta()}
-        result = await session.request(
-            "tools/call",
+        return await send_task_call(
+            session,
             params,
+            _task_or_result,
+            progress=False,
             timeout=timeout,
             idle_timeout=idle_timeout,
+            on_progress=on_progress,  # a server may ask for input before it makes the call a task
             before_send=before_send,
             on_resumed=on_resumed,
         )
-        # A server may ask for input before it makes the call a task (or answers it): answered by the policy.
-        result = await session.answer_input(
-            "tools/call", params, result, timeout=timeout, idle_timeout=idle_timeout, on_progress=on_progress
-        )
-        try:
-            if is_task_result(result):
-                return parse_detailed_task(result, where="tools/call")
-            return parse_tool_result(complete_result("tools/call", result, server=session.name))
-        except MalformedMessage as exc:
-            raise MalformedMessage(f"{session.name}: {exc}") from None
 
     async def get(self, session: Session, task_id: str, *, timeout: float | None) -> Task:
         result = await session.request("tasks/get", {"taskId": task_id, "_meta": _meta()}, timeout=timeout)
@@ -104,6 +97,12 @@ class Tasks2026:
 
     async def cancel(self, session: Session, task_id: str) -> str | None:
         return await cancel_task(session, task_id, meta=_meta())
+
+
+def _task_or_result(result: dict[str, Any], server: str) -> Task | ToolResult:
+    if is_task_result(result):
+        return parse_detailed_task(result, where="tools/call")
+    return parse_tool_result(complete_result("tools/call", result, server=server))
 
 
 TASKS_2026: Final = Tasks2026()
