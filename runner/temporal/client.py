@@ -38,6 +38,7 @@ from runner.engine.state import RunState
 from runner.errors import McpRunError, UsageError
 from runner.exitcodes import ExitCode
 from runner.temporal.dag import WORKFLOW_NAME, DagWorkflow
+from runner.temporal.runtime import runtime
 from runner.temporal.spec import RunSpec, build_plan_of
 from runner.workflow.plan import Plan
 
@@ -74,7 +75,7 @@ def workflow_id(run_id: str) -> str:
 
 async def connect(address: str, namespace: str = "default") -> Client:
     try:
-        return await Client.connect(address, namespace=namespace)
+        return await Client.connect(address, namespace=namespace, runtime=runtime())
     except Exception as exc:  # the SDK raises a RuntimeError carrying the gRPC reason
         raise TemporalUnreachable(f"cannot reach Temporal at {address}: {exc}") from None
 

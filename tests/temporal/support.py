@@ -73,6 +73,42 @@ async def cli(*args: str, timeout: float = 120, env: dict[str, str] | None = Non
     return proc.returncode, out.decode(), err.decode()
 
 
+async def start_worker(address: str, queue: str) -> asyncio.subprocess.Process:
+    """``mcp-run worker --engine temporal`` as a subprocess, once it says it serves ``queue``."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "runner", "worker", "--engine", "temporal", "--temporal-address", address,
+        "--task-queue", queue, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    line = await asyncio.wait_for(proc.stderr.readline(), 30)
+    assert b"worker on task queue" in line, line
+    WORKER_LOGS[proc.pid] = log = [line.decode()]
+    _DRAINS.add(asyncio.ensure_future(_drain(proc.stderr, log)))  # a full pipe would block the worker
+    return proc
+
+
+WORKER_LOGS: dict[int, list[str]] = {}
+"""What each worker started by :func:`start_worker` wrote on stderr, by pid (for a failing test's report)."""
+_DRAINS: set[asyncio.Future[None]] = set()
+
+
+async def _drain(stream: asyncio.StreamReader, log: list[str]) -> None:
+    while line := await stream.readline():
+        log.append(line.decode(errors="replace"))
+
+
+async def dispatched_by_worker(handle: Any, converter: Any) -> dict[str, set[str]]:
+    """Worker identity -> keys its pending activities marked dispatched (the last recorded heartbeats)."""
+    description = await handle.describe()
+    out: dict[str, set[str]] = {}
+    for pending in description.raw_description.pending_activities:
+        if not pending.heartbeat_details.payloads:
+            continue
+        details = (await converter.decode(pending.heartbeat_details.payloads))[0]
+        out.setdefault(pending.last_worker_identity, set()).update(details.get("dispatched", []))
+    return out
+
+
 def fan_out_workflow(folder: Path, items: int, *, mode: str = "ok", extra: str = "") -> Path:
     """A workflow of one fan-out of ``items`` items over the stdio fake server in ``mode``."""
     path = folder / f"fan_out_{items}.yaml"

@@ -16,35 +16,21 @@ from typing import Any
 
 import pytest
 
-from tests.temporal.support import ROOT, cli, dev_server, fan_out_workflow, summary_of, target_of
+from tests.temporal.support import (
+    ROOT,
+    cli,
+    dev_server,
+    dispatched_by_worker,
+    fan_out_workflow,
+    start_worker,
+    summary_of,
+    target_of,
+)
 
 pytestmark = pytest.mark.slow
 
 ITEMS = 120
 CONCURRENCY = 8  # the workflow's max_concurrency (tests.temporal.support.fan_out_workflow)
-
-
-async def _worker(address: str, queue: str) -> asyncio.subprocess.Process:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "runner", "worker", "--engine", "temporal", "--temporal-address", address,
-        "--task-queue", queue, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, cwd=ROOT,
-    )  # fmt: skip
-    assert proc.stderr is not None
-    line = await asyncio.wait_for(proc.stderr.readline(), 30)
-    assert b"worker on task queue" in line, line
-    return proc
-
-
-async def _dispatched_by_worker(handle: Any, converter: Any) -> dict[str, set[str]]:
-    """Worker identity -> keys its pending activities marked dispatched (the last recorded heartbeats)."""
-    description = await handle.describe()
-    out: dict[str, set[str]] = {}
-    for pending in description.raw_description.pending_activities:
-        if not pending.heartbeat_details.payloads:
-            continue
-        details = (await converter.decode(pending.heartbeat_details.payloads))[0]
-        out.setdefault(pending.last_worker_identity, set()).update(details.get("dispatched", []))
-    return out
 
 
 @pytest.mark.parametrize("how", ["kill", "stop"])
@@ -58,7 +44,7 @@ def test_a_worker_lost_mid_batch_duplicates_nothing(tmp_path: Path, how: str) ->
     async def scenario() -> tuple[int, dict[str, Any], set[str], list[str], tuple[int, str, str]]:
         async with dev_server() as env:
             address = target_of(env)
-            workers = [await _worker(address, "kill"), await _worker(address, "kill")]
+            workers = [await start_worker(address, "kill"), await start_worker(address, "kill")]
             run = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "runner", str(workflow), "--engine", "temporal", "--temporal-address", address,
                 "--task-queue", "kill", "--json", "--batch-size", "20", "--heartbeat-timeout", "2",
@@ -73,7 +59,7 @@ def test_a_worker_lost_mid_batch_duplicates_nothing(tmp_path: Path, how: str) ->
                 # the gate, so no more go out): the markers recorded are those of every call begun.
                 deadline = time.monotonic() + 60
                 while True:
-                    marked = await _dispatched_by_worker(handle, env.client.data_converter)
+                    marked = await dispatched_by_worker(handle, env.client.data_converter)
                     if len(marked) == 2 and all(len(k) == CONCURRENCY for k in marked.values()):
                         break
                     assert time.monotonic() < deadline, marked
