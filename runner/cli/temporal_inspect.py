@@ -1,9 +1,10 @@
 """``mcp-run runs|show|logs --engine temporal``: the runs on Temporal, shown as local runs are.
 
 ``runs`` lists the ``mcp-run/*`` workflows (Temporal's list API) with their status. ``show`` and ``logs``
-read a run's events as ``export`` does (the workflow's ``events`` query) and feed them to the local renderers
-of :mod:`runner.cli.inspect`: the same text and ``--json`` as for a local run. ``runner.temporal`` is imported
-only inside the functions: the base install runs without the ``temporal`` extra.
+read a run's events as ``export`` does (replayed from the workflow's history: no worker needed) and feed
+them to the local renderers of :mod:`runner.cli.inspect`: the same text and ``--json`` as for a local run.
+``runner.temporal`` is imported only inside the functions: the base install runs without the ``temporal``
+extra.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ def show_temporal(args: argparse.Namespace) -> int:
     run_id = _run_id(args)
 
     async def read(client: Any) -> tuple[bool, list[dict[str, Any]]]:
-        from runner.temporal.client import events_of
+        from runner.temporal.history import run_events as events_of
         from runner.temporal.listing import is_open
 
         return await is_open(client, run_id), await events_of(client, run_id)
@@ -167,7 +168,7 @@ def logs_temporal(args: argparse.Namespace) -> int:
     async def read(client: Any) -> None:
         import asyncio
 
-        from runner.temporal.client import events_of
+        from runner.temporal.history import run_events as events_of
         from runner.temporal.listing import is_open
 
         seen = 0
