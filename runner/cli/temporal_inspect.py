@@ -168,13 +168,14 @@ def logs_temporal(args: argparse.Namespace) -> int:
     async def read(client: Any) -> None:
         import asyncio
 
-        from runner.temporal.history import run_events as events_of
+        from runner.temporal.history import HistoryFollower
         from runner.temporal.listing import is_open
 
+        follower = HistoryFollower(client, run_id)
         seen = 0
         while True:
             open_ = await is_open(client, run_id)  # asked first: what came before it closed is read below
-            batch = await events_of(client, run_id, start=seen)
+            batch = await follower.events(start=seen)
             seen += len(batch)
             for event in batch:
                 emit(event)

@@ -36,7 +36,7 @@ from runner.errors import UsageError
 from runner.temporal.client import TemporalUnreachable, events_of, workflow_id
 from runner.temporal.dag import DagWorkflow
 
-__all__ = ["ReplayFailed", "events_from_history", "run_events"]
+__all__ = ["HistoryFollower", "ReplayFailed", "events_from_history", "run_events"]
 
 
 class ReplayFailed(Exception):
@@ -155,3 +155,28 @@ class _RecordingInstance(WorkflowInstance):
 
     def get_thread_id(self) -> int | None:
         return self._inner.get_thread_id()
+
+
+class HistoryFollower:
+    """The events of a run as it goes (``logs --follow``): the history is replayed again only when it grew, so
+    polling an idle run costs one ``describe``, not a replay."""
+
+    def __init__(self, client: Client, run_id: str) -> None:
+        self._client = client
+        self._run_id = run_id
+        self._length = -1
+
+    async def events(self, *, start: int = 0) -> list[dict[str, Any]]:
+        """The events after the first ``start``; none when the history has not grown since the last call."""
+        try:
+            description = await self._client.get_workflow_handle(workflow_id(self._run_id)).describe()
+        except RPCError as exc:
+            if exc.status is RPCStatusCode.NOT_FOUND:
+                raise UsageError(f"no run {self._run_id} on Temporal") from None
+            raise TemporalUnreachable(f"cannot read run {self._run_id} on Temporal: {exc}") from None
+        length = description.raw_description.workflow_execution_info.history_length
+        if length == self._length:
+            return []
+        events = await run_events(self._client, self._run_id, start=start)
+        self._length = length
+        return events
