@@ -109,6 +109,33 @@ async def dispatched_by_worker(handle: Any, converter: Any) -> dict[str, set[str
     return out
 
 
+async def batch_attempts(handle: Any, converter: Any) -> list[tuple[set[str], int]]:
+    """Each batch's items and the attempts its activity ran (the workflow's history)."""
+    from temporalio.api.enums.v1 import EventType
+
+    items: dict[int, set[str]] = {}
+    attempts: dict[int, int] = {}
+    for event in (await handle.fetch_history()).events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            payloads = event.activity_task_scheduled_event_attributes.input.payloads
+            items[event.event_id] = {item["key"] for item in (await converter.decode(payloads))[0]["items"]}
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            started = event.activity_task_started_event_attributes
+            attempts[started.scheduled_event_id] = started.attempt
+    return [(keys, attempts.get(event_id, 1)) for event_id, keys in items.items()]
+
+
+def lost_under_load(batches: list[tuple[set[str], int]], begun: set[str]) -> set[str]:
+    """Items of batches that lost an attempt the test did not cause (on a loaded machine a live worker's heartbeat
+    can come too late): a batch holding items ``begun`` when the test broke something loses one attempt; any
+    other batch none."""
+    out: set[str] = set()
+    for keys, attempts in batches:
+        if attempts > (2 if keys & begun else 1):
+            out |= keys
+    return out
+
+
 def fan_out_workflow(folder: Path, items: int, *, mode: str = "ok", extra: str = "") -> Path:
     """A workflow of one fan-out of ``items`` items over the stdio fake server in ``mode``."""
     path = folder / f"fan_out_{items}.yaml"

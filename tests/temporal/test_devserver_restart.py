@@ -16,7 +16,17 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.temporal.support import ROOT, TEMPORAL, dispatched_by_worker, fan_out_workflow, start_worker, summary_of
+from tests.temporal.support import (
+    ROOT,
+    TEMPORAL,
+    WORKER_LOGS,
+    batch_attempts,
+    dispatched_by_worker,
+    fan_out_workflow,
+    lost_under_load,
+    start_worker,
+    summary_of,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -73,8 +83,9 @@ def test_a_dev_server_restart_mid_run_duplicates_nothing(tmp_path: Path, how: si
     keys = {f"k{i:04d}" for i in range(ITEMS)}
     port = _free_port()
     address = f"127.0.0.1:{port}"
+    logs: list[str] = []  # the worker's stderr
 
-    async def scenario() -> tuple[int, str, str, set[str]]:
+    async def scenario() -> tuple[int, str, str, set[str], set[str]]:
         server = await _dev_server(port, state)
         worker: asyncio.subprocess.Process | None = None
         run: asyncio.subprocess.Process | None = None
@@ -104,7 +115,8 @@ def test_a_dev_server_restart_mid_run_duplicates_nothing(tmp_path: Path, how: si
             server = await _dev_server(port, state)  # the same database file
             out, err = await asyncio.wait_for(run.communicate(), 120)
             assert run.returncode is not None
-            return run.returncode, out.decode(), err.decode(), begun
+            lost = lost_under_load(await batch_attempts(handle, client.data_converter), begun)
+            return run.returncode, out.decode(), err.decode(), begun, lost
         finally:
             for proc in (run, worker):
                 if proc is not None and proc.returncode is None:
@@ -113,15 +125,21 @@ def test_a_dev_server_restart_mid_run_duplicates_nothing(tmp_path: Path, how: si
             if server.returncode is None:
                 server.terminate()
                 await asyncio.wait_for(server.wait(), 30)
+            if worker is not None:
+                logs.append("".join(WORKER_LOGS.get(worker.pid, [])))
 
-    code, out, err, begun = asyncio.run(scenario())
+    code, out, err, begun, lost = asyncio.run(scenario())
     executed = counts.read_text().split()
-    detail = f"exit {code}\nstdout: {out}\nstderr: {err}\nexecuted: {sorted(executed)}\nbegun: {sorted(begun)}"
+    detail = (
+        f"exit {code}\nstdout: {out}\nstderr: {err}\nexecuted: {sorted(executed)}\nbegun: {sorted(begun)}\n"
+        f"lost under load: {sorted(lost)}\nworker: {''.join(logs)}"
+    )
     assert len(executed) == len(set(executed)), "an item ran twice\n" + detail
     assert out.startswith("{"), repr(out[:300])  # the run's summary, alone on stdout
     summary = summary_of(out)
     in_doubt = {d["item"] for d in summary.get("in_doubt", [])}
-    assert in_doubt <= begun, detail  # only items begun and never ended
+    # only items begun and never ended (and, on a loaded machine, those of a batch a late heartbeat lost)
+    assert in_doubt <= begun | lost, detail
     assert set(executed) == keys, detail  # each exactly once: those in doubt too (their calls ended, unreported)
     assert code == (5 if in_doubt else 0), detail
     assert summary["steps"]["call"]["succeeded"] == ITEMS - len(in_doubt), detail

@@ -25,10 +25,12 @@ import pytest
 from tests.temporal.support import (
     ROOT,
     WORKER_LOGS,
+    batch_attempts,
     cli,
     dev_server,
     dispatched_by_worker,
     fan_out_workflow,
+    lost_under_load,
     start_worker,
     summary_of,
     target_of,
@@ -89,8 +91,8 @@ def test_a_worker_lost_mid_batch_duplicates_nothing(tmp_path: Path, how: str) ->
                 out, err = await asyncio.wait_for(run.communicate(), 120)
                 seen["run"] = (run.returncode, out.decode(), err.decode())
                 assert run.returncode is not None
-                batches = await _batch_attempts(handle, env.client.data_converter)
-                retried = _lost_under_load(batches, marked[identity])
+                batches = await batch_attempts(handle, env.client.data_converter)
+                retried = lost_under_load(batches, marked[identity])
                 seen["batches"] = [(sorted(keys), attempts) for keys, attempts in batches]
                 if how == "stop":
                     os.kill(victim.pid, signal.SIGCONT)  # the zombie wakes up, its activities long given away
@@ -122,32 +124,6 @@ def test_a_worker_lost_mid_batch_duplicates_nothing(tmp_path: Path, how: str) ->
         report.write_text(json.dumps(seen, indent=1, default=str))
         print(f"what the run went through ({report}):\n{report.read_text()}")
         raise
-
-
-async def _batch_attempts(handle: Any, converter: Any) -> list[tuple[set[str], int]]:
-    """Each batch's items and the attempts its activity ran (the workflow's history)."""
-    from temporalio.api.enums.v1 import EventType
-
-    items: dict[int, set[str]] = {}
-    attempts: dict[int, int] = {}
-    for event in (await handle.fetch_history()).events:
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            payloads = event.activity_task_scheduled_event_attributes.input.payloads
-            items[event.event_id] = {item["key"] for item in (await converter.decode(payloads))[0]["items"]}
-        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-            started = event.activity_task_started_event_attributes
-            attempts[started.scheduled_event_id] = started.attempt
-    return [(keys, attempts.get(event_id, 1)) for event_id, keys in items.items()]
-
-
-def _lost_under_load(batches: list[tuple[set[str], int]], begun: set[str]) -> set[str]:
-    """Items of batches that lost an attempt the test did not cause: a batch of the lost worker (it holds items
-    begun) loses one attempt; any other batch none."""
-    out: set[str] = set()
-    for keys, attempts in batches:
-        if attempts > (2 if keys & begun else 1):
-            out |= keys
-    return out
 
 
 def _check(
