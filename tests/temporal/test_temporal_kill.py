@@ -118,6 +118,10 @@ def test_a_worker_lost_mid_batch_duplicates_nothing(tmp_path: Path, how: str) ->
     try:
         code, summary, begun, retried, executed, (resumed_code, resumed_out, resumed_err) = asyncio.run(scenario())
         _check(keys, counts, code, summary, begun, retried, executed, resumed_code, resumed_out, resumed_err)
+        # `export` replays the history: the decision (an Update) and the attempt after it are in the journal
+        types = [json.loads(line)["type"] for line in seen["journal"][0].splitlines()]
+        assert types.index("run_stopped") < types.index("run_resumed") < len(types) - 1, types
+        assert types[-1] == "run_finished" and types.count("item_succeeded") == len(keys), types
     except BaseException:
         seen["counts"] = counts.read_text().split() if counts.exists() else None
         report = tmp_path / "report.json"
