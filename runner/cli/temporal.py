@@ -213,7 +213,8 @@ def export_command(args: argparse.Namespace) -> int:
     import asyncio
 
     from runner.jsontext import dumps
-    from runner.temporal.client import connect, events_of
+    from runner.temporal.client import connect
+    from runner.temporal.history import run_events as events_of
 
     async def main() -> list[dict[str, Any]]:
         return await events_of(await connect(args.temporal_address), args.run_id)

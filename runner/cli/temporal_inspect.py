@@ -1,9 +1,10 @@
 """``mcp-run runs|show|logs --engine temporal``: the runs on Temporal, shown as local runs are.
 
 ``runs`` lists the ``mcp-run/*`` workflows (Temporal's list API) with their status. ``show`` and ``logs``
-read a run's events as ``export`` does (the workflow's ``events`` query) and feed them to the local renderers
-of :mod:`runner.cli.inspect`: the same text and ``--json`` as for a local run. ``runner.temporal`` is imported
-only inside the functions: the base install runs without the ``temporal`` extra.
+read a run's events as ``export`` does (replayed from the workflow's history: no worker needed) and feed
+them to the local renderers of :mod:`runner.cli.inspect`: the same text and ``--json`` as for a local run.
+``runner.temporal`` is imported only inside the functions: the base install runs without the ``temporal``
+extra.
 """
 
 from __future__ import annotations
@@ -109,11 +110,11 @@ def show_temporal(args: argparse.Namespace) -> int:
     run_id = _run_id(args)
 
     async def read(client: Any) -> tuple[bool, list[dict[str, Any]]]:
-        from runner.temporal.client import events_of_handle
+        from runner.temporal.history import located_events
         from runner.temporal.runids import locate
 
         run = await locate(client, run_id)
-        return run.open, await events_of_handle(run.handle, run_id)
+        return run.open, await located_events(client, run)
 
     open_, events = _run(read, args)
     state = RunState(keep_results=set())
@@ -162,14 +163,15 @@ def logs_temporal(args: argparse.Namespace) -> int:
     async def read(client: Any) -> None:
         import asyncio
 
-        from runner.temporal.client import events_of_handle
+        from runner.temporal.history import HistoryFollower
         from runner.temporal.runids import locate
 
         run = await locate(client, run_id)
+        follower = HistoryFollower(client, run)
         seen = 0
         while True:
             open_ = await run.still_open()  # asked first: what came before it closed is read below
-            batch = await events_of_handle(run.handle, run_id, start=seen)
+            batch = await follower.events(start=seen)
             seen += len(batch)
             for event in batch:
                 emit(event)

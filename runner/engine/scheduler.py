@@ -63,6 +63,7 @@ from runner.engine.outcome import Outcome, settle
 from runner.engine.readiness import Readiness
 from runner.engine.retry import RetryPolicy, failure_kind, is_safe_to_repeat
 from runner.engine.state import ItemState, RunState, StepState
+from runner.engine.stepdecision import Fail, decide_step
 from runner.engine.supervisor import (
     LinkEvent,
     LinkFailed,
@@ -78,7 +79,6 @@ from runner.protocol.mcp import LogMessage as McpLogMessage
 from runner.session import Session, SessionOptions
 from runner.workflow.context import fanout_view, identified, item_entry, make_context, step_view
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECONNECT, Plan, PlannedStep
-from runner.workflow.status import status_scope
 from runner.workflow.template import TemplateError
 
 __all__ = ["Outcome", "Prior", "Scheduler", "SchedulerOptions", "SessionOpener"]
@@ -287,20 +287,13 @@ class Scheduler:
         try:
             # A task started into a cancelled nursery still runs until its first checkpoint: start nothing then.
             await trio.lowlevel.checkpoint()
-            check = self._gate.check(ps, draining=self._draining, stopped_by=self._stop_new)
-            if check.skip is not None:
-                self._skip(ps, check.skip)
-                return
-            try:
-                with status_scope(check.status):
-                    run = ps.should_run(self._context())
-            except TemplateError as exc:
-                self._fail_step(ps, f"if: {exc}", FailureKind.TEMPLATE_ERROR)
-                return
-            if not run:
-                self._skip(ps, check.if_false())
-                return
-            await self._run_step(ps)
+            decision = decide_step(self._gate, ps, self._context, draining=self._draining, stopped_by=self._stop_new)
+            if isinstance(decision, Skip):
+                self._skip(ps, decision)
+            elif isinstance(decision, Fail):
+                self._fail_step(ps, decision.error, decision.kind)
+            else:
+                await self._run_step(ps)
         finally:
             self._ended(sid)
 

@@ -51,6 +51,7 @@ from runner.temporal.runids import (
     new_temporal_run_id,
     workflow_id_of_run,
 )
+from runner.temporal.runtime import runtime
 from runner.temporal.spec import RunSpec, build_plan_of
 from runner.workflow.plan import Plan
 
@@ -96,7 +97,7 @@ def workflow_id(run_id: str) -> str:
 
 async def connect(address: str, namespace: str = "default") -> Client:
     try:
-        return await Client.connect(address, namespace=namespace)
+        return await Client.connect(address, namespace=namespace, runtime=runtime())
     except Exception as exc:  # the SDK raises a RuntimeError carrying the gRPC reason
         raise TemporalUnreachable(f"cannot reach Temporal at {address}: {exc}") from None
 

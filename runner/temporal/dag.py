@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
     from runner.engine.outcome import settle
     from runner.engine.readiness import Readiness
     from runner.engine.state import RunState
+    from runner.engine.stepdecision import Fail, decide_step
     from runner.temporal.fanout import (
         CALLS_BYTES,
         CHILD_WORKFLOW,
@@ -68,7 +69,6 @@ with workflow.unsafe.imports_passed_through():
     from runner.temporal.spec import RunSpec, build_plan_of, env_placeholders
     from runner.workflow.context import fanout_view, identified, item_entry, make_context, step_view
     from runner.workflow.plan import Plan, PlannedStep
-    from runner.workflow.status import status_scope
     from runner.workflow.template import TemplateError
 
 __all__ = ["WORKFLOW_NAME", "DagWorkflow"]
@@ -234,20 +234,13 @@ class DagWorkflow:
         assert self._plan is not None
         ps = self._plan.steps[sid]
         try:
-            check = self._gate.check(ps, draining=False, stopped_by=self._stop_new)
-            if check.skip is not None:
-                self._skip(ps, check.skip)
-                return
-            try:
-                with status_scope(check.status):
-                    run = ps.should_run(self._context())
-            except TemplateError as exc:
-                self._fail_step(ps, f"if: {exc}", FailureKind.TEMPLATE_ERROR)
-                return
-            if not run:
-                self._skip(ps, check.if_false())
-                return
-            await self._run_step(ps)
+            decision = decide_step(self._gate, ps, self._context, draining=False, stopped_by=self._stop_new)
+            if isinstance(decision, Skip):
+                self._skip(ps, decision)
+            elif isinstance(decision, Fail):
+                self._fail_step(ps, decision.error, decision.kind)
+            else:
+                await self._run_step(ps)
         finally:
             ready, unread = self._readiness.ended(sid)
             for name in unread:

@@ -73,6 +73,92 @@ async def cli(*args: str, timeout: float = 120, env: dict[str, str] | None = Non
     return proc.returncode, out.decode(), err.decode()
 
 
+async def start_worker(address: str, queue: str) -> asyncio.subprocess.Process:
+    """``mcp-run worker --engine temporal`` as a subprocess, once it says it serves ``queue``."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "runner", "worker", "--engine", "temporal", "--temporal-address", address,
+        "--task-queue", queue, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    line = await asyncio.wait_for(proc.stderr.readline(), 30)
+    assert b"worker on task queue" in line, line
+    WORKER_LOGS[proc.pid] = log = [line.decode()]
+    _DRAINS.add(asyncio.ensure_future(_drain(proc.stderr, log)))  # a full pipe would block the worker
+    return proc
+
+
+WORKER_LOGS: dict[int, list[str]] = {}
+"""What each worker started by :func:`start_worker` wrote on stderr, by pid (for a failing test's report)."""
+_DRAINS: set[asyncio.Future[None]] = set()
+
+
+async def _drain(stream: asyncio.StreamReader, log: list[str]) -> None:
+    while line := await stream.readline():
+        log.append(line.decode(errors="replace"))
+
+
+async def dispatched_by_worker(handle: Any, client: Any, out: dict[str, set[str]] | None = None) -> dict[str, set[str]]:
+    """Worker identity -> keys its pending activities marked dispatched (the last recorded heartbeats), those of
+    the run's workflow and of its child workflows (a large fan-out)."""
+    out = {} if out is None else out
+    description = await handle.describe()
+    for pending in description.raw_description.pending_activities:
+        if not pending.heartbeat_details.payloads:
+            continue
+        details = (await client.data_converter.decode(pending.heartbeat_details.payloads))[0]
+        out.setdefault(pending.last_worker_identity, set()).update(details.get("dispatched", []))
+    for child in description.raw_description.pending_children:
+        await dispatched_by_worker(client.get_workflow_handle(child.workflow_id), client, out)
+    return out
+
+
+def _batch_keys(request: dict[str, Any]) -> set[str]:
+    """A batch activity's item keys: its calls', or for a slice (items by reference) those of
+    :func:`fan_out_workflow`, whose item ``i`` has key ``k{i:04d}``."""
+    if "slice" in request:
+        piece = request["slice"]
+        skip = set(piece.get("skip", ()))
+        return {f"k{i:04d}" for i in range(piece["start"], piece["stop"]) if i not in skip}
+    return {item["key"] for item in request["items"]}
+
+
+async def batch_attempts(handle: Any, client: Any) -> list[tuple[set[str], int]]:
+    """Each batch's items and the attempts its activity ran (the workflow's history, and its children's)."""
+    from temporalio.api.enums.v1 import EventType
+
+    items: dict[int, set[str]] = {}
+    attempts: dict[int, int] = {}
+    children: list[str] = []
+    for event in (await handle.fetch_history()).events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            attributes = event.activity_task_scheduled_event_attributes
+            if not attributes.input.payloads:
+                continue
+            request = (await client.data_converter.decode(attributes.input.payloads))[0]
+            if isinstance(request, dict) and ("items" in request or "slice" in request):
+                items[event.event_id] = _batch_keys(request)
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            started = event.activity_task_started_event_attributes
+            attempts[started.scheduled_event_id] = started.attempt
+        elif event.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+            children.append(event.start_child_workflow_execution_initiated_event_attributes.workflow_id)
+    out = [(keys, attempts.get(event_id, 1)) for event_id, keys in items.items()]
+    for child in children:
+        out += await batch_attempts(client.get_workflow_handle(child), client)
+    return out
+
+
+def lost_under_load(batches: list[tuple[set[str], int]], begun: set[str]) -> set[str]:
+    """Items of batches that lost an attempt the test did not cause (on a loaded machine a live worker's heartbeat
+    can come too late): a batch holding items ``begun`` when the test broke something loses one attempt; any
+    other batch none."""
+    out: set[str] = set()
+    for keys, attempts in batches:
+        if attempts > (2 if keys & begun else 1):
+            out |= keys
+    return out
+
+
 def fan_out_workflow(folder: Path, items: int, *, mode: str = "ok", extra: str = "") -> Path:
     """A workflow of one fan-out of ``items`` items over the stdio fake server in ``mode``."""
     path = folder / f"fan_out_{items}.yaml"

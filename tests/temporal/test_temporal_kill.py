@@ -1,7 +1,13 @@
 """kill -9 of a worker mid-batch, two workers, a tool that is not safe to repeat (it counts its executions):
 every item executed at most once, and the items in doubt are exactly those the dead worker had marked
 dispatched (begun, never ended); every other item ran once. (The dead worker's server may still execute some of
-those in doubt before it notices its parent is gone: that is why they are in doubt, not failed.)"""
+those in doubt before it notices its parent is gone: that is why they are in doubt, not failed.)
+
+On a loaded machine a live worker's heartbeat can come later than the heartbeat timeout (2 s here): Temporal
+then gives its batch to another attempt, and what that worker had begun is in doubt as well (correctly: it may
+have run). The test allows exactly that, from the history's attempt counts, and says so in its output. When it
+fails it prints what the run went through: the markers seen, the batches' attempts, the run's output, its
+journal (``export``), the workers' stderr and the executions counted."""
 
 from __future__ import annotations
 
@@ -17,40 +23,24 @@ from typing import Any
 import pytest
 
 from runner.temporal.spec import CHILD_ITEMS_VARIABLE
-from tests.temporal.support import ROOT, cli, dev_server, fan_out_workflow, summary_of, target_of
+from tests.temporal.support import (
+    ROOT,
+    WORKER_LOGS,
+    batch_attempts,
+    cli,
+    dev_server,
+    dispatched_by_worker,
+    fan_out_workflow,
+    lost_under_load,
+    start_worker,
+    summary_of,
+    target_of,
+)
 
 pytestmark = pytest.mark.slow
 
 ITEMS = 120
 CONCURRENCY = 8  # the workflow's max_concurrency (tests.temporal.support.fan_out_workflow)
-
-
-async def _worker(address: str, queue: str) -> asyncio.subprocess.Process:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "runner", "worker", "--engine", "temporal", "--temporal-address", address,
-        "--task-queue", queue, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, cwd=ROOT,
-    )  # fmt: skip
-    assert proc.stderr is not None
-    line = await asyncio.wait_for(proc.stderr.readline(), 30)
-    assert b"worker on task queue" in line, line
-    return proc
-
-
-async def _dispatched_by_worker(
-    client: Any, handle: Any, out: dict[str, set[str]] | None = None
-) -> dict[str, set[str]]:
-    """Worker identity -> keys its pending activities marked dispatched (the last recorded heartbeats), those of
-    the run's workflow and of its child workflows (a large fan-out)."""
-    out = {} if out is None else out
-    description = await handle.describe()
-    for pending in description.raw_description.pending_activities:
-        if not pending.heartbeat_details.payloads:
-            continue
-        details = (await client.data_converter.decode(pending.heartbeat_details.payloads))[0]
-        out.setdefault(pending.last_worker_identity, set()).update(details.get("dispatched", []))
-    for child in description.raw_description.pending_children:
-        await _dispatched_by_worker(client, client.get_workflow_handle(child.workflow_id), out)
-    return out
 
 
 @pytest.mark.parametrize(
@@ -65,16 +55,20 @@ def test_a_worker_lost_mid_batch_duplicates_nothing(tmp_path: Path, how: str, ch
     workflow = fan_out_workflow(tmp_path, ITEMS, mode="count", extra=f"--count-file {counts} --gate {gate}")
     keys = {f"k{i:04d}" for i in range(ITEMS)}
 
-    async def scenario() -> tuple[int, dict[str, Any], set[str], list[str], tuple[int, str, str]]:
+    seen: dict[str, Any] = {}  # what the run went through, reported when an assertion fails
+
+    async def scenario() -> tuple[int, dict[str, Any], set[str], set[str], list[str], tuple[int, str, str]]:
         async with dev_server() as env:
             address = target_of(env)
-            workers = [await _worker(address, "kill"), await _worker(address, "kill")]
+            workers = [await start_worker(address, "kill"), await start_worker(address, "kill")]
             knob = {CHILD_ITEMS_VARIABLE: str(child_items)} if child_items else {}
             run = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "runner", str(workflow), "--engine", "temporal", "--temporal-address", address,
                 "--task-queue", "kill", "--json", "--batch-size", "20", "--heartbeat-timeout", "2",
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT, env={**os.environ, **knob},
             )  # fmt: skip
+            where = ("--temporal-address", address, "--task-queue", "kill")
+            run_id = ""
             try:
                 assert run.stderr is not None
                 first = (await asyncio.wait_for(run.stderr.readline(), 30)).decode()
@@ -86,16 +80,18 @@ def test_a_worker_lost_mid_batch_duplicates_nothing(tmp_path: Path, how: str, ch
                 # the gate, so no more go out): the markers recorded are those of every call begun.
                 deadline = time.monotonic() + 60
                 while True:
-                    marked = await _dispatched_by_worker(env.client, handle)
+                    marked = await dispatched_by_worker(handle, env.client)
                     if len(marked) == 2 and all(len(k) == CONCURRENCY for k in marked.values()):
                         break
                     assert time.monotonic() < deadline, marked
                     await asyncio.sleep(0.1)
+                seen["marked"] = {w: sorted(k) for w, k in marked.items()}
                 if child_items:  # the calls in flight are in child workflows, all three open (the gate holds them)
                     children = (await handle.describe()).raw_description.pending_children
                     assert len(children) == 3, children
                 victim = workers[0]
                 identity = next(w for w in marked if w.startswith(f"{victim.pid}@"))
+                seen["victim"] = identity
                 if how == "kill":
                     os.kill(victim.pid, signal.SIGKILL)
                     await victim.wait()
@@ -103,37 +99,78 @@ def test_a_worker_lost_mid_batch_duplicates_nothing(tmp_path: Path, how: str, ch
                     os.kill(victim.pid, signal.SIGSTOP)
                 begun = marked[identity]
                 gate.touch()
-                out, _err = await asyncio.wait_for(run.communicate(), 120)
+                out, err = await asyncio.wait_for(run.communicate(), 120)
+                seen["run"] = (run.returncode, out.decode(), err.decode())
                 assert run.returncode is not None
+                batches = await batch_attempts(handle, env.client)
+                retried = lost_under_load(batches, marked[identity])
+                seen["batches"] = [(sorted(keys), attempts) for keys, attempts in batches]
                 if how == "stop":
                     os.kill(victim.pid, signal.SIGCONT)  # the zombie wakes up, its activities long given away
                     await asyncio.sleep(3)  # (real time: what it would send, it sends now)
                 before = counts.read_text().split()
                 # The run waits for a decision: --rerun-in-doubt calls those items again and finishes it.
-                where = ("--temporal-address", address, "--task-queue", "kill")
                 resumed = await cli("resume", run_id, "--engine", "temporal", *where, "--rerun-in-doubt", "--json")
-                return run.returncode, summary_of(out.decode()), begun, before, resumed
+                seen["resumed"] = resumed
+                return run.returncode, summary_of(out.decode()), begun, retried, before, resumed
             finally:
+                if run_id:  # the run's events, while a worker can still answer
+                    seen["journal"] = (await cli("export", run_id, "--engine", "temporal", *where, timeout=60))[1:]
+                if run.returncode is None:
+                    run.kill()
+                    await run.wait()
                 for proc in workers:
                     if proc.returncode is None:
                         proc.send_signal(signal.SIGCONT)
                         proc.send_signal(signal.SIGINT)
                         await asyncio.wait_for(proc.wait(), 30)
+                seen["workers"] = {proc.pid: "".join(WORKER_LOGS.get(proc.pid, [])) for proc in workers}
 
-    code, summary, begun, executed, (resumed_code, resumed_out, resumed_err) = asyncio.run(scenario())
+    try:
+        code, summary, begun, retried, executed, (resumed_code, resumed_out, resumed_err) = asyncio.run(scenario())
+        _check(keys, counts, code, summary, begun, retried, executed, resumed_code, resumed_out, resumed_err)
+        # `export` replays the history: the decision (an Update) and the attempt after it are in the journal
+        types = [json.loads(line)["type"] for line in seen["journal"][0].splitlines()]
+        assert types.index("run_stopped") < types.index("run_resumed") < len(types) - 1, types
+        assert types[-1] == "run_finished" and types.count("item_succeeded") == len(keys), types
+    except BaseException:
+        seen["counts"] = counts.read_text().split() if counts.exists() else None
+        report = tmp_path / "report.json"
+        report.write_text(json.dumps(seen, indent=1, default=str))
+        print(f"what the run went through ({report}):\n{report.read_text()}")
+        raise
+
+
+def _check(
+    keys: set[str],
+    counts: Path,
+    code: int,
+    summary: dict[str, Any],
+    begun: set[str],
+    retried: set[str],
+    executed: list[str],
+    resumed_code: int,
+    resumed_out: str,
+    resumed_err: str,
+) -> None:
     in_doubt = {d["item"] for d in summary["in_doubt"]}
     assert len(executed) == len(set(executed)), "an item ran twice"
-    assert begun and in_doubt == begun, (sorted(in_doubt), sorted(begun))
+    # What the lost worker had begun is in doubt, and nothing else, unless (on a loaded machine) a live worker's
+    # heartbeat came too late and Temporal gave its batch to another attempt (it cannot tell slow from dead): then
+    # what that worker had begun is in doubt too. `retried`: the items of such batches.
+    assert begun and begun <= in_doubt <= begun | retried, (sorted(in_doubt), sorted(begun), sorted(retried))
+    assert all(d["kind"] == "outcome-unknown" and "earlier attempt" in d["error"] for d in summary["in_doubt"])
     assert set(executed) >= keys - in_doubt  # every item not in doubt ran (once); those in doubt at most once
     assert code == 5
     assert summary["status"] == "in-doubt"
-    assert summary["steps"]["call"]["succeeded"] == ITEMS - len(begun)
+    assert summary["steps"]["call"]["succeeded"] == len(keys) - len(in_doubt)
     assert resumed_code == 0, resumed_err
     resumed = summary_of(resumed_out)
     assert resumed["status"] == "succeeded"
-    assert resumed["steps"]["call"]["succeeded"] == ITEMS
-    assert resumed["steps"]["call"]["reused"] == ITEMS - len(begun)
+    assert resumed["steps"]["call"]["succeeded"] == len(keys)
+    assert resumed["steps"]["call"]["reused"] == len(keys) - len(in_doubt)
     after = counts.read_text().split()
     assert set(after) == keys
     assert {k for k in after if after.count(k) > 1} <= in_doubt  # again only what the decision said to call again
-    print(json.dumps({"items": ITEMS, "in_doubt": len(in_doubt), "executed": len(executed)}))
+    extra = sorted(in_doubt - begun)  # (a live worker's batch lost under load)
+    print(json.dumps({"items": len(keys), "in_doubt": len(in_doubt), "executed": len(executed), "extra": extra}))
