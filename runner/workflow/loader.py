@@ -14,7 +14,7 @@ makes these functions raise anything else.
 
 YAML dialect. The file is composed into nodes by :mod:`runner.workflow.yamlnodes` (libyaml's parser when
 available, the pure-Python one otherwise; a syntax error is reported by the pure-Python parser, so messages do
-not depend on which is installed), within its limits: 10 MB, 100,000 values once aliases are expanded, 100
+not depend on which is installed), within its limits: 10 MB, 2,000,000 values once aliases are expanded, 100
 levels, a million characters in one string (:class:`~runner.workflow.yamlnodes.YamlLimits`, the ``limits``
 parameter). The nodes are built by this module, which:
 

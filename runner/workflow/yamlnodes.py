@@ -10,7 +10,7 @@ Entry points::
 A :class:`YamlLimits` caps, for every file mcp-run reads as YAML (workflows and ``--inputs-file``):
 
 * **bytes** (``max_bytes``, 10 MB): checked before parsing;
-* **values after alias expansion** (``max_values``, 100,000): every scalar, list and mapping counts, and an
+* **values after alias expansion** (``max_values``, 2,000,000): every scalar, list and mapping counts, and an
   alias counts everything its anchor holds, each time it appears. So a "billion laughs" (an anchor of nine
   aliases of an anchor of nine aliases...) is refused at the alias that crosses the limit, while the
   document is composed: nothing is expanded to measure it, and nothing after the loader ever walks a tree
@@ -19,8 +19,12 @@ A :class:`YamlLimits` caps, for every file mcp-run reads as YAML (workflows and 
 * **one string** (``max_string``, a million characters): a value that large is data, better read from a file.
 
 The largest shipped workflow (``workflows/shout_copies.yaml``) is 2.5 kB, 99 values and 5 levels deep: the
-limits leave it 4,000 times the size, 1,000 times the values and 20 times the depth. A generated workflow
-with 1,000 steps of five arguments each is 18,000 values and 136 kB.
+limits leave it 4,000 times the size, 20,000 times the values and 20 times the depth. Generated workflows
+are larger: 60,000 steps of five arguments each are 9.4 MB and 1,080,000 values; the 60,000-step chain of
+``tests/benchmarks/steps.py`` is 6.5 MB and 720,000 values. Written-out values are bounded by the bytes as
+well (10 MB of ``[1,1,...`` is 5 million values, refused at 2 million after ~20 s and ~600 MB, about what
+validating a 60,000-step workflow costs); aliases are what the value limit is for, and they are refused
+without being expanded, in milliseconds.
 
 A scalar may not hold a lone surrogate (``"\\ud800"``: half of a UTF-16 pair, which is not a character and
 cannot be written as UTF-8): workflow text must be valid Unicode.
@@ -56,7 +60,7 @@ class YamlLimits:
     """The most a YAML file may hold (see the module docstring for why these numbers)."""
 
     max_bytes: int = 10_000_000
-    max_values: int = 100_000
+    max_values: int = 2_000_000
     max_depth: int = 100
     max_string: int = 1_000_000
 
