@@ -256,6 +256,26 @@ async def test_a_connection_the_server_closed_while_idle_is_not_used() -> None:
     assert (server.connections, len(server.requests)) == (3, 3)
 
 
+async def test_a_connection_with_bytes_past_its_response_is_not_reused() -> None:
+    """A server that writes more than its Content-Length (a stray CRLF after the body, in the same segment):
+    those bytes would be read as the head of the next response on that connection, and a call the server
+    answered would end in doubt. The connection is dropped instead."""
+
+    async def overlong(server: Server, stream: trio.abc.Stream) -> None:
+        buffer = bytearray()
+        while await server.read(stream, buffer):
+            await stream.send_all(OK_JSON + b"\r\n")
+
+    async with serving(overlong) as server:
+        http = client(server)
+        for _ in range(2):
+            response = await http.open("POST", {}, b"{}")
+            assert await body_of(response) == b'{"ok":true}'
+            await response.aclose()
+        await http.aclose()
+    assert (server.connections, len(server.requests)) == (2, 2)
+
+
 # -- what fails, and what that means -----------------------------------------------------------------
 
 

@@ -203,10 +203,17 @@ class LeanClient:
             conn.h11.receive_data(data)
 
     def release(self, conn: _Conn, *, reusable: bool) -> None:
-        """A response is done with ``conn``: keep it for the next request when both sides are done."""
+        """A response is done with ``conn``: keep it for the next request when both sides are done and the
+        server sent nothing past the response (bytes that would be read as the next response's head)."""
         self._slots.release()
-        if reusable and not self._closed and conn.h11.our_state is h11.DONE and conn.h11.their_state is h11.DONE:
-            conn.h11.start_next_cycle()
+        state = conn.h11
+        if (
+            reusable
+            and not self._closed
+            and state.our_state is state.their_state is h11.DONE
+            and not state.trailing_data[0]
+        ):
+            state.start_next_cycle()
             conn.idle_since = trio.current_time()
             self._idle.append(conn)
         else:
