@@ -340,7 +340,7 @@ class DagWorkflow:
                 outcomes: list[dict[str, Any]] = await workflow.execute_child_workflow(
                     CHILD_WORKFLOW,
                     arg,
-                    id=f"{run}/{ps.id}/{self._pass}/{number}",
+                    id=f"{run}/{self._spec.run_id}/{ps.id}/{self._pass}/{number}",  # the run's own: one id per file
                     result_type=list,
                     parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
                 )

@@ -20,8 +20,10 @@ What a child is given (:func:`child_arg`):
 
 The run's own batch activities (a fan-out up to ``child_items`` calls) are given slices the same way.
 
-A child's id is the run's workflow id, the step, the pass (0, then one per decision) and the slice number:
-deterministic, so a replay finds the same children. Cancelling the run cancels them (their activities too).
+A child's id is the run's workflow id, its run id, the step, the pass (0, then one per decision) and the slice
+number: deterministic, so a replay finds the same children, and the run's own (every run of a file has the same
+workflow id: a child of a closed run still open, its cancel not yet processed, does not block the next run's).
+Cancelling the run cancels them (their activities too).
 """
 
 from __future__ import annotations
