@@ -30,10 +30,11 @@ from runner.temporal.slices import render_slice, unrendered
 from runner.temporal.spec import RunSpec
 from runner.workflow.template import TemplateError
 
-__all__ = ["CALL_ACTIVITY", "NOT_SENT_RETRY", "SLICE_KEYS_ACTIVITY", "CallActivities"]
+__all__ = ["CALL_ACTIVITY", "NOT_SENT_RETRY", "SLICE_KEYS_ACTIVITY", "SPECS_KEPT", "CallActivities"]
 
 CALL_ACTIVITY = "mcp-run.call-batch"
 SLICE_KEYS_ACTIVITY = "mcp-run.slice-keys"
+SPECS_KEPT = 32  # runs whose definitions a worker keeps (asked again of the run when dropped)
 NOT_SENT_RETRY = "McpRunNotSentYet"  # the retryable error type: some items of the batch are to be called again
 
 
@@ -139,9 +140,12 @@ class CallActivities:
         may differ in what renders their calls (``env``)."""
         run = _run_of(request, info)
         key = f"{request['plan_key']}/{run.id}/{run.run_id}"
-        spec = self.specs.get(key)
+        spec = self.specs.pop(key, None)
         if spec is None:
-            spec = self.specs[key] = RunSpec.from_json(await _definition(run, info))
+            spec = RunSpec.from_json(await _definition(run, info))
+        self.specs[key] = spec  # the newest last: a long-lived worker keeps the last SPECS_KEPT runs' definitions
+        while len(self.specs) > SPECS_KEPT:
+            del self.specs[next(iter(self.specs))]
         return spec
 
 

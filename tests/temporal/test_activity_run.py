@@ -102,3 +102,17 @@ def test_a_child_is_told_its_parents_temporal_run(tmp_path: Path) -> None:
     part = [{"key": "a-none", "index": 0, "args": {"text": "a"}, "at": 0}]
     arg = child_arg(spec, ps, part, WID, "t-a")
     assert (arg["parent"], arg["parent_run"]) == (WID, "t-a")
+
+
+def test_a_worker_keeps_the_definitions_of_its_latest_runs_only(tmp_path: Path) -> None:
+    from runner.temporal.activities import SPECS_KEPT
+
+    path = str(tmp_path / "w.yaml")
+    runs = {f"t-{n}": RunSpec(run_id=str(n), workflow=path, text=WORKFLOW) for n in range(SPECS_KEPT + 5)}
+    client = _Client(runs, newest=f"t-{SPECS_KEPT + 4}")
+    env = ActivityEnvironment(client=cast(Any, client))
+    activities = _activities()
+    for temporal_run, spec in runs.items():
+        asyncio.run(env.run(activities.slice_keys, _request(spec, temporal_run)))
+    assert len(activities.specs) == SPECS_KEPT
+    assert [key.rsplit("/", 1)[1] for key in activities.specs][-1] == f"t-{SPECS_KEPT + 4}"
