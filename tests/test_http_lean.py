@@ -256,6 +256,26 @@ async def test_a_connection_the_server_closed_while_idle_is_not_used() -> None:
     assert (server.connections, len(server.requests)) == (3, 3)
 
 
+async def test_a_connection_with_bytes_past_its_response_is_not_reused() -> None:
+    """A server that writes more than its Content-Length (a stray CRLF after the body, in the same segment):
+    those bytes would be read as the head of the next response on that connection, and a call the server
+    answered would end in doubt. The connection is dropped instead."""
+
+    async def overlong(server: Server, stream: trio.abc.Stream) -> None:
+        buffer = bytearray()
+        while await server.read(stream, buffer):
+            await stream.send_all(OK_JSON + b"\r\n")
+
+    async with serving(overlong) as server:
+        http = client(server)
+        for _ in range(2):
+            response = await http.open("POST", {}, b"{}")
+            assert await body_of(response) == b'{"ok":true}'
+            await response.aclose()
+        await http.aclose()
+    assert (server.connections, len(server.requests)) == (2, 2)
+
+
 # -- what fails, and what that means -----------------------------------------------------------------
 
 
@@ -479,3 +499,23 @@ async def test_new_connections_reuse_the_address_found_by_the_first(monkeypatch:
             await response.aclose()
         await http.aclose()
     assert (server.connections, lookups) == (3, ["localhost"])
+
+
+async def test_a_url_with_characters_outside_ascii_is_sent_percent_encoded_as_the_full_client_sends_it() -> None:
+    async with serving(answer_json) as server:
+        http = LeanClient(
+            f"http://127.0.0.1:{server.port}/caf\u00e9 x?q=\u00e9",
+            max_connections=1,
+            connect_timeout=5,
+            write_timeout=5,
+        )
+        response = await http.open("POST", {}, b"{}")
+        assert await body_of(response) == b'{"ok":true}'
+        await response.aclose()
+        await http.aclose()
+    assert server.requests[0].startswith(b"POST /caf%C3%A9%20x?q=%C3%A9 HTTP/1.1\r\n")
+
+
+def test_an_internationalized_host_name_is_sent_in_its_ascii_form() -> None:
+    http = LeanClient("http://b\u00fccher.example:8080/mcp", max_connections=1, connect_timeout=5, write_timeout=5)
+    assert (http._host, http._port, http._authority) == ("xn--bcher-kva.example", 8080, b"xn--bcher-kva.example:8080")

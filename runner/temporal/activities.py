@@ -30,10 +30,11 @@ from runner.temporal.slices import render_slice, unrendered
 from runner.temporal.spec import RunSpec
 from runner.workflow.template import TemplateError
 
-__all__ = ["CALL_ACTIVITY", "NOT_SENT_RETRY", "SLICE_KEYS_ACTIVITY", "CallActivities"]
+__all__ = ["CALL_ACTIVITY", "NOT_SENT_RETRY", "SLICE_KEYS_ACTIVITY", "SPECS_KEPT", "CallActivities"]
 
 CALL_ACTIVITY = "mcp-run.call-batch"
 SLICE_KEYS_ACTIVITY = "mcp-run.slice-keys"
+SPECS_KEPT = 32  # runs whose definitions a worker keeps (asked again of the run when dropped)
 NOT_SENT_RETRY = "McpRunNotSentYet"  # the retryable error type: some items of the batch are to be called again
 
 
@@ -49,7 +50,7 @@ class CallActivities:
     async def call_batch(self, request: dict[str, Any]) -> list[dict[str, Any]]:
         """The batch's outcomes, in order. The batch is the request's ``items`` (``{"key", "index", "args"}``), or
         its ``slice`` of the step's items (:mod:`runner.temporal.slices`), rendered here from the definition."""
-        spec = await self._spec(request["plan_key"], activity.info(), request.get("run"))
+        spec = await self._spec(request, activity.info())
         if "slice" not in request:
             return await self._call(request, spec, request["items"])
         calls = self._render(spec, request)
@@ -60,7 +61,7 @@ class CallActivities:
     async def slice_keys(self, request: dict[str, Any]) -> list[dict[str, Any]]:
         """The calls of a slice without their arguments (``{"key", "index"}``): what a child workflow needs to
         settle a batch whose activity failed on every attempt."""
-        spec = await self._spec(request["plan_key"], activity.info(), request.get("run"))
+        spec = await self._spec(request, activity.info())
         return [{"key": c["key"], "index": c["index"]} for c in self._render(spec, request)]
 
     def _render(self, spec: RunSpec, request: dict[str, Any]) -> list[dict[str, Any]]:
@@ -133,27 +134,35 @@ class CallActivities:
         activity.logger.warning("the last attempt of a call batch failed; its items are settled from its markers")
         return outcomes
 
-    async def _spec(self, key: str, info: activity.Info, request_run: str | None = None) -> RunSpec:
-        """The run's definition: the workflow is asked for it once per worker (the item list may be large: it
-        travels once, not with each activity)."""
-        spec = self.specs.get(key)
+    async def _spec(self, request: dict[str, Any], info: activity.Info) -> RunSpec:
+        """The run's definition: the workflow is asked for it once per worker and run (the item list may be
+        large: it travels once, not with each activity). Cached per run, not per plan: two runs of one text
+        may differ in what renders their calls (``env``)."""
+        run = _run_of(request, info)
+        key = f"{request['plan_key']}/{run.id}/{run.run_id}"
+        spec = self.specs.pop(key, None)
         if spec is None:
-            spec = self.specs[key] = RunSpec.from_json(await _definition(request_run, info))
+            spec = RunSpec.from_json(await _definition(run, info))
+        self.specs[key] = spec  # the newest last: a long-lived worker keeps the last SPECS_KEPT runs' definitions
+        while len(self.specs) > SPECS_KEPT:
+            del self.specs[next(iter(self.specs))]
         return spec
 
 
 def _run_of(request: dict[str, Any], info: activity.Info) -> WorkflowHandle[Any, Any]:
-    """The run's workflow: the one named in the request (the activity of a child workflow), else the caller."""
+    """The run's workflow, pinned to its Temporal run (every run of a file has the same workflow id): the one
+    named in the request (``run``, ``run_id``: the activity of a child workflow, or of the run itself), else
+    the caller."""
     run = request.get("run")
     if isinstance(run, str) and run:
-        return activity.client().get_workflow_handle(run)
+        run_id = request.get("run_id")
+        return activity.client().get_workflow_handle(run, run_id=run_id if isinstance(run_id, str) else None)
     return activity.client().get_workflow_handle(info.workflow_id or "", run_id=info.workflow_run_id)
 
 
-async def _definition(run: str | None, info: activity.Info) -> dict[str, Any]:
+async def _definition(handle: WorkflowHandle[Any, Any], info: activity.Info) -> dict[str, Any]:
     if info.workflow_id is None:
         raise ApplicationError("the call activity runs only inside an mcp-run workflow", non_retryable=True)
-    handle = _run_of({"run": run}, info)
     definition: dict[str, Any] = await handle.query("definition")
     return definition
 

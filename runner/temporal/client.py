@@ -208,6 +208,8 @@ async def follow(
             result: dict[str, Any] = result_task.result()
         except WorkflowFailureError as exc:  # cancelled, terminated, or timed out
             raise RunEndedWithoutResult(f"the run ended on Temporal without a result: {exc.cause or exc}") from None
+        except RPCError as exc:  # away longer than the SDK retries: the run goes on there
+            raise TemporalUnreachable(f"lost Temporal while following the run (it goes on there): {exc}") from None
         with contextlib.suppress(RPCError, WorkflowQueryFailedError):
             await catch_up()
     finally:

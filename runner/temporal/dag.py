@@ -316,12 +316,12 @@ class DagWorkflow:
     async def _batch(self, ps: PlannedStep, batch: list[dict[str, Any]], entries: list[dict[str, Any] | None]) -> None:
         assert self._spec is not None and self._pending is not None
         self._running.update(((ps.id, c["key"]), None) for c in batch)
-        run = workflow.info().workflow_id
+        run, run_id = workflow.info().workflow_id, workflow.info().run_id
         options = BatchOptions.of(self._spec)
         if by_reference(ps):  # the activity renders the calls from the definition (runner.temporal.slices)
-            outcomes = await execute_batch(options, ps.id, self._pending, run, piece=slice_of(batch))
+            outcomes = await execute_batch(options, ps.id, self._pending, run, parent_run=run_id, piece=slice_of(batch))
         else:
-            outcomes = await execute_batch(options, ps.id, self._pending, run, calls=batch)
+            outcomes = await execute_batch(options, ps.id, self._pending, run, parent_run=run_id, calls=batch)
         if [o.get("key") for o in outcomes] != [c["key"] for c in batch]:  # never: it renders as the run does
             outcomes = child_lost(batch, RuntimeError("its outcomes do not match its calls"))
         for call, outcome in zip(batch, outcomes, strict=True):
@@ -333,14 +333,14 @@ class DagWorkflow:
         """A slice of a large fan-out, as a child workflow: its outcomes are journaled here, as the run's own."""
         assert self._spec is not None and self._children is not None
         run = workflow.info().workflow_id
-        arg = child_arg(self._spec, ps, part, run)
+        arg = child_arg(self._spec, ps, part, run, workflow.info().run_id)
         self._running.update(((ps.id, c["key"]), None) for c in part)
         async with self._children:
             try:
                 outcomes: list[dict[str, Any]] = await workflow.execute_child_workflow(
                     CHILD_WORKFLOW,
                     arg,
-                    id=f"{run}/{ps.id}/{self._pass}/{number}",
+                    id=f"{run}/{self._spec.run_id}/{ps.id}/{self._pass}/{number}",  # the run's own: one id per file
                     result_type=list,
                     parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
                 )

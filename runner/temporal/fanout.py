@@ -20,8 +20,10 @@ What a child is given (:func:`child_arg`):
 
 The run's own batch activities (a fan-out up to ``child_items`` calls) are given slices the same way.
 
-A child's id is the run's workflow id, the step, the pass (0, then one per decision) and the slice number:
-deterministic, so a replay finds the same children. Cancelling the run cancels them (their activities too).
+A child's id is the run's workflow id, its run id, the step, the pass (0, then one per decision) and the slice
+number: deterministic, so a replay finds the same children, and the run's own (every run of a file has the same
+workflow id: a child of a closed run still open, its cancel not yet processed, does not block the next run's).
+Cancelling the run cancels them (their activities too).
 """
 
 from __future__ import annotations
@@ -101,10 +103,14 @@ def slices(calls: list[dict[str, Any]], size: int, max_bytes: int | None = CALLS
     return out
 
 
-def child_arg(spec: RunSpec, ps: PlannedStep, part: list[dict[str, Any]], parent: str) -> dict[str, Any]:
+def child_arg(
+    spec: RunSpec, ps: PlannedStep, part: list[dict[str, Any]], parent: str, parent_run: str
+) -> dict[str, Any]:
     """What the child running ``part`` (calls ``{"key", "index", "args", "at"}``, in item order) is given: a
-    reference to its slice when the step allows it, else the calls."""
-    base: dict[str, Any] = {"step": ps.id, "parent": parent, "options": BatchOptions.of(spec).to_json()}
+    reference to its slice when the step allows it, else the calls. ``parent``, ``parent_run``: the run's
+    workflow id and Temporal run id (every run of a file has that workflow id: the run id pins this one)."""
+    options = BatchOptions.of(spec).to_json()
+    base: dict[str, Any] = {"step": ps.id, "parent": parent, "parent_run": parent_run, "options": options}
     if by_reference(ps):
         return {**base, "slice": slice_of(part)}
     return {**base, "calls": [{"key": c["key"], "index": c["index"], "args": c["args"]} for c in part]}
@@ -116,17 +122,21 @@ async def execute_batch(
     pending: asyncio.Semaphore,
     parent: str,
     *,
+    parent_run: str | None = None,
     calls: list[dict[str, Any]] | None = None,
     piece: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """One call activity for ``calls``, or for slice ``piece`` (at most ``pending`` at once): each call's
     outcome, in order; when the activity failed on every attempt, what its last heartbeat says
-    (:func:`~runner.temporal.lost.lost_outcomes`)."""
+    (:func:`~runner.temporal.lost.lost_outcomes`). ``parent``, ``parent_run``: the run's workflow (None: a
+    child started before its parent named its run, which the activity then reads unpinned)."""
     request: dict[str, Any] = {
         "plan_key": options.plan_key,  # the activity asks the run's workflow for the definition once per worker
         "run": parent,  # the run's workflow: asked for the definition, told the progress
         "step": step,
     }
+    if parent_run is not None:
+        request["run_id"] = parent_run  # that run, not a later run of the same file (the same workflow id)
     if calls is not None:
         request["items"] = [{"key": c["key"], "index": c["index"], "args": c["args"]} for c in calls]
     else:
@@ -175,12 +185,17 @@ class FanOutWorkflow:
     async def run(self, arg: dict[str, Any]) -> list[dict[str, Any]]:
         step: str = arg["step"]
         parent: str = arg["parent"]
+        parent_run: str | None = arg.get("parent_run")
         options = BatchOptions(**arg["options"])
         pending = asyncio.Semaphore(max(1, options.max_pending))
         if "slice" in arg:
             pieces = index_batches(arg["slice"], options.batch_size)
-            done = await asyncio.gather(*(execute_batch(options, step, pending, parent, piece=p) for p in pieces))
+            done = await asyncio.gather(
+                *(execute_batch(options, step, pending, parent, parent_run=parent_run, piece=p) for p in pieces)
+            )
         else:
             batches = slices(arg["calls"], options.batch_size)
-            done = await asyncio.gather(*(execute_batch(options, step, pending, parent, calls=b) for b in batches))
+            done = await asyncio.gather(
+                *(execute_batch(options, step, pending, parent, parent_run=parent_run, calls=b) for b in batches)
+            )
         return [outcome for outcomes in done for outcome in outcomes]

@@ -29,7 +29,6 @@ import select
 import ssl
 from collections.abc import AsyncIterator, Mapping
 from typing import Final
-from urllib.parse import urlsplit
 
 import h11
 import httpx2
@@ -136,17 +135,14 @@ class LeanClient:
         keepalive_expiry: float = 4.0,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        parts = httpx2.URL(url)  # as the full client reads it: the host in IDNA, path and query percent-encoded
+        if parts.scheme not in ("http", "https") or not parts.raw_host:
             raise httpx2.UnsupportedProtocol(f"the lean client speaks http:// and https:// only, not {parts.scheme!r}")
         self._tls = parts.scheme == "https"
-        self._host = parts.hostname
+        self._host = parts.raw_host.decode("ascii")
         self._port = parts.port or (443 if self._tls else 80)
-        self._authority = parts.netloc.rpartition("@")[2].encode("ascii")
-        target = parts.path or "/"
-        if parts.query:
-            target = f"{target}?{parts.query}"
-        self._target = target.encode("ascii")
+        self._authority = parts.netloc
+        self._target = parts.raw_path or b"/"
         self._ssl = ssl_context if ssl_context is not None or not self._tls else httpx2.create_ssl_context()
         self._connect_timeout = connect_timeout
         self._write_timeout = write_timeout
@@ -207,10 +203,17 @@ class LeanClient:
             conn.h11.receive_data(data)
 
     def release(self, conn: _Conn, *, reusable: bool) -> None:
-        """A response is done with ``conn``: keep it for the next request when both sides are done."""
+        """A response is done with ``conn``: keep it for the next request when both sides are done and the
+        server sent nothing past the response (bytes that would be read as the next response's head)."""
         self._slots.release()
-        if reusable and not self._closed and conn.h11.our_state is h11.DONE and conn.h11.their_state is h11.DONE:
-            conn.h11.start_next_cycle()
+        state = conn.h11
+        if (
+            reusable
+            and not self._closed
+            and state.our_state is state.their_state is h11.DONE
+            and not state.trailing_data[0]
+        ):
+            state.start_next_cycle()
             conn.idle_since = trio.current_time()
             self._idle.append(conn)
         else:
