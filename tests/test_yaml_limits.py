@@ -197,6 +197,19 @@ class TestExpansion:
         )
         assert len(parse_yaml(text[: text.rindex(",")] + "]", limits=limits)[0]) == 99_999
 
+    def test_running_out_of_memory_while_composing_is_a_clear_error(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        # Written-out values are bounded by the byte limit, not by memory: a small machine can run out first.
+        from runner.workflow import yamlnodes
+
+        def no_memory(*args: object, **kwargs: object) -> None:
+            raise MemoryError
+
+        monkeypatch.setattr(yamlnodes._Counting, "get_single_node", no_memory)
+        assert error_of(lambda: parse_yaml("[1, 2, 3]", file="big.yaml")) == (
+            "big.yaml: the document is too large to load in the memory available (9 characters)\n"
+            "  hint: keep large data in files the tools read, and pass their paths"
+        )
+
 
 @settings(deadline=None, max_examples=100)
 @given(levels=st.integers(1, 12), width=st.integers(1, 12), limit=st.integers(10, 5_000))

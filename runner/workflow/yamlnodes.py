@@ -331,6 +331,16 @@ def compose(text: str, file: str | None, limits: YamlLimits = DEFAULT_LIMITS, *,
         raise WorkflowError(f"invalid YAML: {exc}", file=file) from None
     except RecursionError:
         raise WorkflowError("the document is nested too deeply", file=file) from None
+    except _OutOfMemory:
+        raise WorkflowError(
+            f"the document is too large to load in the memory available ({len(text):,} characters)",
+            file=file,
+            suggestion="keep large data in files the tools read, and pass their paths",
+        ) from None
+
+
+class _OutOfMemory(Exception):
+    """Composing ran out of memory; raised once the partial tree is freed, so reporting it has memory to work."""
 
 
 def _compose(loader_class: type[_Counting], text: str, file: str | None, limits: YamlLimits) -> yaml.Node | None:
@@ -339,8 +349,12 @@ def _compose(loader_class: type[_Counting], text: str, file: str | None, limits:
     try:
         node: yaml.Node | None = loader.get_single_node()
         return node
+    except MemoryError:
+        pass  # leaving this block drops the traceback, whose frames hold the partial tree
     finally:
         loader.dispose()
+    del loader
+    raise _OutOfMemory
 
 
 def _syntax_error(exc: yaml.MarkedYAMLError, file: str | None) -> WorkflowError:
