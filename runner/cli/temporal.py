@@ -238,7 +238,10 @@ def _refused(exc: Any, path: Path, args: argparse.Namespace) -> McpRunError:
     start says it: busy (exit 6) while the run runs, as when another process holds the workflow's lock;
     unfinished (exit 2) when it waits for a decision about items in doubt, as an interrupted local run."""
     name, rid = shlex.quote(str(path)), exc.run_id or "(unknown)"
-    follow = f"mcp-run {name} --resume{where(args)}"
+    # the inputs as given: without them the pasted --resume would be refused as a change of inputs
+    given = [part for value in args.input for part in ("--input", value)]
+    given += ["--inputs-file", args.inputs_file] if args.inputs_file else []
+    follow = f"mcp-run {name} --resume{where(args)}" + "".join(" " + shlex.quote(part) for part in given)
     cancel = f"mcp-run cancel {rid}{where(args)}"
     beside = " --new-run cannot start another beside it (one open run per workflow file on Temporal)."
     beside = beside if args.new_run else ""

@@ -45,6 +45,28 @@ def test_a_refused_start_is_said_as_locally(
     assert ("--rerun-in-doubt" in err) is bool(waiting)
 
 
+def test_a_refused_start_names_the_inputs_it_was_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command that follows the open run carries the inputs of the refused one, so pasted it resumes
+    rather than being refused as a change of inputs."""
+    from runner.temporal import client as client_module
+
+    path = fan_out_workflow(tmp_path, 1)
+
+    async def connect(address: str) -> object:
+        return object()
+
+    async def start_run(client: object, spec: object, task_queue: str) -> object:
+        raise client_module.RunAlreadyOpen("r1-0123456789abcdef", str(path), waiting=True)
+
+    monkeypatch.setattr(client_module, "connect", connect)
+    monkeypatch.setattr(client_module, "start_run", start_run)
+    assert main([str(path), "--engine", "temporal", "--input", 'items=["a b"]']) == 2
+    err = capsys.readouterr().err
+    assert f"{path} --resume --engine temporal --input 'items=[\"a b\"]' --rerun-in-doubt" in err, err
+
+
 @pytest.mark.slow
 def test_racing_starts_give_one_run_and_a_closed_run_lets_the_next_start(tmp_path: Path) -> None:
     from runner.cli.temporal import run_temporal  # noqa: F401  (the CLI module imports)
