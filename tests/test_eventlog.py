@@ -3,17 +3,22 @@ commit, notes flushed on a timer, and masking secrets before anything is written
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import threading
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 import trio
 import trio.testing
+from hypothesis import given
+from hypothesis import strategies as st
 
 from runner._trio import single_error
+from runner.engine import eventlog
 from runner.engine.diskthread import DiskThread
 from runner.engine.eventlog import EventLog, JournalWriteError, Masker
 from runner.engine.events import ItemDispatched, LogMessage, ProgressNoted, RunFinished, SessionOpened, StepSkipped
@@ -28,6 +33,17 @@ def test_event_log_numbers_and_stamps_entries() -> None:
     log.record(SessionOpened(server="s", protocol_version=None, server_info={}))
     assert [e.seq for e in seen] == [1, 2] and all(e.ts.endswith("Z") for e in seen)
     assert isinstance(seen[0].event, StepSkipped)
+
+
+@given(st.lists(st.integers(min_value=0, max_value=4_102_444_800_000_000_000), min_size=1, max_size=20))
+def test_timestamps_are_utc_to_the_millisecond_whatever_the_order_of_the_clock(times_ns: list[int]) -> None:
+    # The stamp's text is cached per millisecond and per second: it must always be that instant's.
+    for ns in times_ns:
+        with mock.patch.object(eventlog.time, "time_ns", return_value=ns):
+            stamp = eventlog._now()
+        ms = ns // 1_000_000
+        second = datetime.datetime.fromtimestamp(ms // 1000, tz=datetime.UTC)
+        assert stamp == second.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
 async def test_commit_is_durable_and_group_committed(tmp_path: Path) -> None:

@@ -167,6 +167,34 @@ steps:
     assert "bad" in (outcome.steps["late"].reason or "")
 
 
+@pytest.mark.parametrize(("max_concurrency", "run_concurrency", "expected"), [(3, 16, 3), (16, 4, 4)])
+async def test_parallel_steps_share_the_servers_and_the_runs_limits(
+    autojump_clock: trio.abc.Clock, max_concurrency: int, run_concurrency: int, expected: int
+) -> None:
+    in_flight = peak = 0
+
+    def setup(server: FakeServer) -> None:
+        async def work(call: FakeCall) -> dict[str, Any]:
+            nonlocal in_flight, peak
+            in_flight += 1
+            peak = max(peak, in_flight)
+            await trio.sleep(1)
+            in_flight -= 1
+            return text_result("ok")
+
+        server.tools["work"] = work
+
+    steps = "".join(
+        f"  {name}:\n    server: s\n    tool: work\n    for_each: ${{{{ inputs.items }}}}\n    args: {{i: 1}}\n"
+        for name in ("a", "b", "c")
+    )
+    text = f"version: 1\nservers:\n  s: {{command: [fake], max_concurrency: {max_concurrency}}}\n"
+    text += "inputs:\n  items: {type: array, default: [1, 2, 3, 4, 5, 6, 7, 8]}\nsteps:\n" + steps
+    outcome = await run_plan(plan_of(text), Harness({"s": setup}), concurrency=run_concurrency)
+    assert all(outcome.steps[name].counts()["succeeded"] == 8 for name in "abc")
+    assert peak == expected  # three steps of 8 items at once, each step bounded only by the shared limits
+
+
 async def test_fanout_concurrency_bounded_and_no_task_per_item(autojump_clock: trio.abc.Clock) -> None:
     in_flight = 0
     peak = 0

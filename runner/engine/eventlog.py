@@ -99,18 +99,23 @@ class JournalWriteError(McpRunError):
     run_id: str | None = None
 
 
-_clock: tuple[int, str] = (-1, "")  # the last millisecond formatted, and its text
+_clock: list[Any] = [-1, "", -1, ""]  # the last millisecond and its text, the last second and its text
 
 
 def _now() -> str:
-    """The time in UTC to the millisecond (``2026-11-29T21:35:12.123Z``), formatted once per millisecond: a
-    busy run writes tens of events in one."""
-    global _clock
+    """The time in UTC to the millisecond (``2026-11-29T21:35:12.123Z``): the text of a second is formatted once
+    per second and that of a millisecond once per millisecond, since a busy run writes tens of events in one."""
+    clock = _clock
     ms = time.time_ns() // 1_000_000
-    if ms != _clock[0]:
+    if ms != clock[0]:
         seconds, millis = divmod(ms, 1000)
-        _clock = (ms, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z")
-    return _clock[1]
+        if seconds != clock[2]:
+            clock[2] = seconds
+            clock[3] = time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(seconds))
+        clock[0] = ms
+        clock[1] = f"{clock[3]}{millis:03d}Z"
+    text: str = clock[1]
+    return text
 
 
 class EventLog:

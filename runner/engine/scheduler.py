@@ -154,10 +154,8 @@ class Scheduler:
         self._waiting: set[trio.CancelScope] = set()  # waits for a server: a drain stops them
         self._sessions_nursery: trio.Nursery | None = None
         self._in_flight: dict[tuple[str, Any], tuple[str, str]] = {}
-        self._global = trio.CapacityLimiter(self._options.concurrency)
-        self._server_limits = {
-            name: trio.CapacityLimiter(ps.server.max_concurrency) for name, ps in plan.servers.items()
-        }
+        self._global = trio.Semaphore(self._options.concurrency)
+        self._server_limits = {name: trio.Semaphore(ps.server.max_concurrency) for name, ps in plan.servers.items()}
         self._sites = {
             name: CallSite(
                 log=log,
