@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 import typing
 from dataclasses import dataclass, field, fields
-from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias
+from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias, TypeVar
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -197,17 +197,28 @@ _JsonObject: TypeAlias = dict[str, Any]
 _Id: TypeAlias = int | str
 
 
+_E = TypeVar("_E", bound=type)
+
+
+@typing.dataclass_transform(kw_only_default=True, frozen_default=True, field_specifiers=(field,))
+def _event(cls: _E) -> _E:
+    """An event class: a slotted, keyword-only dataclass, frozen for the type checker (mypy refuses an assignment
+    to a field of an event) but not at run time, where a frozen dataclass's ``__init__`` sets every field through
+    ``object.__setattr__``: that made building an event (two per item) three times as costly."""
+    return dataclass(slots=True, kw_only=True)(cls)  # type: ignore[return-value]  # the same class, slotted
+
+
 class Event:
-    """Base of every event: a frozen, slotted dataclass whose ``type`` field names it in the journal. Types
-    are checked when a journal line is decoded (pydantic validates the union), not when the scheduler
-    builds an event: those are trusted, as the message classes of :mod:`runner.protocol.jsonrpc` are, so
-    the hot path pays nothing."""
+    """Base of every event: a slotted dataclass, frozen for the type checker (see ``_event``), whose ``type``
+    field names it in the journal. Types are checked when a journal line is decoded (pydantic validates the
+    union), not when the scheduler builds an event: those are trusted, as the message classes of
+    :mod:`runner.protocol.jsonrpc` are, so the hot path pays nothing."""
 
     __slots__ = ()
     __pydantic_config__: ClassVar[ConfigDict] = _CONFIG
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class RunStarted(Event):
     """A new run: ``inputs`` with secrets as placeholders, ``fingerprints`` per step, ``env`` the names (never
     the values) of the environment variables it read."""
@@ -223,7 +234,7 @@ class RunStarted(Event):
     journal: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class RunResumed(Event):
     type: Literal["run_resumed"] = "run_resumed"
     pid: int
@@ -232,7 +243,7 @@ class RunResumed(Event):
     retry_failed: bool | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class SessionOpened(Event):
     type: Literal["session_opened"] = "session_opened"
     server: str
@@ -242,14 +253,14 @@ class SessionOpened(Event):
     down_s: float | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class SessionLost(Event):
     type: Literal["session_lost"] = "session_lost"
     server: str
     error: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class SessionRetrying(Event):
     """The next attempt to reach ``server`` starts after exactly ``delay_s``; ``remaining_s`` of the outage's
     budget are left."""
@@ -262,7 +273,7 @@ class SessionRetrying(Event):
     error: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class SessionFailed(Event):
     type: Literal["session_failed"] = "session_failed"
     server: str
@@ -270,7 +281,7 @@ class SessionFailed(Event):
     error: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class StepStarted(Event):
     """``items``: the fan-out's size; ``reused``: results taken from earlier attempts; ``fresh``: the step
     changed since (``--allow-changed``), its history is dropped."""
@@ -282,7 +293,7 @@ class StepStarted(Event):
     fresh: bool | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class StepSkipped(Event):
     """``reason`` says why in words, ``cause`` which kind of why (a :class:`SkipCause`)."""
 
@@ -292,7 +303,7 @@ class StepSkipped(Event):
     cause: str | None = None  # a SkipCause; absent from journals of earlier versions
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class ItemDispatched(Event):
     """Written *before* the request goes out, and fsynced first unless the call is safe to repeat."""
 
@@ -307,7 +318,7 @@ class ItemDispatched(Event):
     attempt: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class ProgressNoted(Event):
     type: Literal["progress"] = "progress"
     step: str
@@ -317,7 +328,7 @@ class ProgressNoted(Event):
     message: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class LogMessage(Event):
     type: Literal["log"] = "log"
     server: str
@@ -328,7 +339,7 @@ class LogMessage(Event):
     item: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class StreamResumed(Event):
     type: Literal["stream_resumed"] = "stream_resumed"
     step: str
@@ -336,7 +347,7 @@ class StreamResumed(Event):
     last_event_id: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class TaskCreated(Event):
     """The server took the item's call as a task: fsynced before the client polls it (write-ahead), so a
     resume collects the result by ``task_id`` instead of calling again. ``ttl`` and ``poll_interval`` are the
@@ -353,7 +364,7 @@ class TaskCreated(Event):
     poll_interval: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class TaskUpdated(Event):
     """A task's status changed, or its status message did (``working``, ``input_required``, ...)."""
 
@@ -365,7 +376,7 @@ class TaskUpdated(Event):
     message: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class ItemSucceeded(Event):
     type: Literal["item_succeeded"] = "item_succeeded"
     step: str
@@ -374,7 +385,7 @@ class ItemSucceeded(Event):
     result: _JsonObject
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class ItemFailed(Event):
     """``retrying``: another attempt follows (``retry_in`` seconds later for a call safe to repeat)."""
 
@@ -389,7 +400,7 @@ class ItemFailed(Event):
     retry_in: float | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class StepFinished(Event):
     """``kind`` and ``error`` when the step failed as a whole (its items could not even be listed)."""
 
@@ -401,7 +412,7 @@ class StepFinished(Event):
     kind: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class RunFinished(Event):
     """The run is closed: every item has a definite answer. ``counts``: the run's items as it ended, as
     ``runs`` lists them (``succeeded``, ``failed``, ``in_doubt``), so that listing a run reads only the ends
@@ -414,7 +425,7 @@ class RunFinished(Event):
     counts: dict[str, int] | None = None  # absent from journals of earlier versions
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class RunStopped(Event):
     """The run ended without a definite answer for every item (in doubt, incomplete): it stays open."""
 
@@ -425,7 +436,7 @@ class RunStopped(Event):
     counts: dict[str, int] | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@_event
 class RunInterrupted(Event):
     """The run stopped on a signal: it stays open."""
 
