@@ -61,7 +61,8 @@ class Harness:
         if name in self.fail_open:
             raise ConnectFailed(f"{name}: could not start")
         with single_error():
-            async with memory_transport_pair() as (client, end), trio.open_nursery() as nursery:
+            # Queued writes, as over stdio (the servers are `command:` ones): the path a fan-out's calls take.
+            async with memory_transport_pair(queued=True) as (client, end), trio.open_nursery() as nursery:
                 server = FakeServer(end)
                 self.setups[name](server)
                 self.servers.setdefault(name, []).append(server)

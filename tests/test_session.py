@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -30,6 +31,14 @@ from runner.session import WARN_FIRST, Session, SessionOptions, SessionStats, op
 from runner.testing.memory import MemoryClientTransport, MemoryServerEnd, memory_transport_pair
 from runner.transports.base import RequestLost
 from tests.fakes.server import FakeCall, FakeServer, text_result
+
+
+@pytest.fixture(autouse=True, params=["awaited", "queued"])
+def _writes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test runs over a transport whose ``send`` is awaited (as HTTP's is), then over one whose writes are
+    queued (as stdio's are: the session parks once per call and keeps its deadlines in one task)."""
+    if request.param == "queued":
+        monkeypatch.setitem(globals(), "memory_transport_pair", functools.partial(memory_transport_pair, queued=True))
 
 
 @asynccontextmanager

@@ -8,7 +8,8 @@ Each call's write has an explicit state, because it decides what a dying connect
 
 When the connection dies, ``fail_all`` fails every waiting call with the kind that matches its write:
 ``NotDelivered`` while UNSENT, ``OutcomeUnknown`` once WRITTEN; a call still SENDING is left to its own
-write (``NotDelivered`` if it raises, ``OutcomeUnknown`` if it completes: the session checks).
+write (``NotDelivered`` if it fails, ``OutcomeUnknown`` if it completes: the session checks after an awaited
+send; a queued one's ``written`` does it, with the error ``fail_all`` left in ``lost``).
 """
 
 from __future__ import annotations
@@ -42,10 +43,13 @@ class PendingCall:
     allowed without progress (each progress notification pushes it back, never past the hard cap)."""
 
     __slots__ = (
+        "deadline",
         "done",
         "error",
+        "expired",
         "first_deadline",
         "idle",
+        "lost",
         "method",
         "on_progress",
         "on_resumed",
@@ -80,6 +84,12 @@ class PendingCall:
         self.first_deadline = self.timeout_at if idle_timeout is None else min(self.timeout_at, now + idle_timeout)
         # The scope the caller waits in, once it has one: progress moves its deadline.
         self.scope: trio.CancelScope | None = None
+        # Without a scope, the session's :class:`~runner.session.deadlines.Deadlines` keeps it: progress moves
+        # ``deadline``, and ``expire`` ends the wait.
+        self.deadline = self.first_deadline
+        self.expired = False
+        # The connection died while the request was being written: the outcome if the write completes.
+        self.lost: OutcomeUnknown | None = None
 
     def start_write(self) -> None:
         if self.write is not Write.UNSENT:
@@ -93,10 +103,28 @@ class PendingCall:
 
     def progressed(self, progress: Progress) -> None:
         """A progress notification for this call: push back its idle deadline, tell its owner."""
-        if self.idle is not None and self.scope is not None:
-            self.scope.deadline = min(self.timeout_at, trio.current_time() + self.idle)
+        if self.idle is not None:
+            self.deadline = min(self.timeout_at, trio.current_time() + self.idle)
+            if self.scope is not None:
+                self.scope.deadline = self.deadline
         if self.on_progress is not None:
             self.on_progress(progress)
+
+    def written(self, failure: NotDelivered | None) -> None:
+        """How the write of a queued request ended (called by the transport's writer): ``failure`` when its line
+        did not go out whole (surely not delivered), None when it did."""
+        if self.write is Write.SENDING:  # (a timeout may have withdrawn it meanwhile)
+            self.end_write(written=failure is None)
+        if failure is not None:
+            self.finish(None, failure)
+        elif self.lost is not None:
+            self.finish(None, self.lost)
+
+    def expire(self) -> None:
+        """The deadline passed with no outcome: the caller's wait ends, and it reports the timeout."""
+        if not self.done.is_set():
+            self.expired = True
+            self.done.set()
 
     def finish(self, result: dict[str, Any] | None, error: McpRunError | None) -> None:
         """The call's outcome: the first one set wins."""
@@ -130,7 +158,12 @@ class PendingCalls:
         reason = first_line(exc)
         for rid, call in list(self._calls.items()):
             if call.write is Write.SENDING:
-                continue  # decided by its write: NotDelivered if it fails, OutcomeUnknown if it completes
+                # Decided by its write: NotDelivered if it fails, this if it completes (see ``written``).
+                call.lost = OutcomeUnknown(
+                    f"{name}: {what} after {call.method} request {rid} was sent: {reason}", stderr=stderr
+                )
+                call.lost.__cause__ = exc
+                continue
             if call.write is Write.WRITTEN:
                 err: McpRunError = OutcomeUnknown(
                     f"{name}: {what} after {call.method} request {rid} was sent: {reason}", stderr=stderr

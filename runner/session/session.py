@@ -49,6 +49,7 @@ from runner.protocol.mcp import (
     parse_tool_result,
 )
 from runner.session.answers import URL_ELICITATION_REQUIRED, Answer, answer_request, url_elicitation_text
+from runner.session.deadlines import Deadlines
 from runner.session.era import LEGACY_VERSIONS, Era, LegacyEra, ModernEra, modern_error
 from runner.session.handshake import (
     client_capabilities,
@@ -64,7 +65,7 @@ from runner.session.results import INPUT_REQUIRED, complete_result
 from runner.session.sendable import sendable
 from runner.session.stray import SessionStats, StrayInput
 from runner.session.text import first_line
-from runner.transports.base import RequestLost, StreamResumed, Transport
+from runner.transports.base import Queued, RequestLost, StreamResumed, Transport
 
 __all__ = ["CANCEL_NOTIFY_TIMEOUT", "MAX_REINITIALIZE", "MAX_TOOL_PAGES", "Session", "open_session"]
 
@@ -83,6 +84,9 @@ class Session:
         self._nursery = nursery
         self._ids = IdAllocator()
         self._pending = PendingCalls()
+        # A transport that queues its writes (stdio): a call parks once, its deadline kept by one task.
+        self._queue = transport.queue if isinstance(transport, Queued) else None
+        self._deadlines = Deadlines()
         self._broken: McpRunError | None = None
         self._broken_event = trio.Event()
         self._tools: list[Tool] | None = None
@@ -411,6 +415,8 @@ class Session:
         raise NotDelivered(f"{self.name}: the server keeps forgetting our session; the request was not run")
 
     async def _send_and_wait(self, request: Request, entry: PendingCall) -> dict[str, Any]:
+        if self._queue is not None:
+            return await self._queue_and_wait(request, entry)
         rid, method = request.id, request.method
         self._pending.add(rid, entry)
         deadline = entry.first_deadline
@@ -426,12 +432,7 @@ class Session:
                     await self._send(request, entry)
                     await entry.done.wait()
             if not entry.done.is_set():
-                hard = trio.current_time() >= entry.timeout_at
-                what = f"{entry.timeout:g} s timeout" if hard else f"no progress for {entry.idle:g} s"
-                if method == "initialize":  # never cancelled
-                    raise CallTimeout(f"{self.name}: no answer to initialize ({what})")
-                await self._notify_cancelled(rid, "timeout")
-                raise CallTimeout(f"{self.name}: {method} got no result ({what}); cancellation sent", idle=not hard)
+                await self._timed_out(rid, entry)
         except trio.Cancelled:
             if entry.write is Write.WRITTEN and not entry.done.is_set() and method != "initialize":
                 with trio.CancelScope(shield=True):
@@ -443,6 +444,56 @@ class Session:
             raise entry.error
         assert entry.result is not None
         return entry.result
+
+    async def _queue_and_wait(self, request: Request, entry: PendingCall) -> dict[str, Any]:
+        """:meth:`_send_and_wait` where the transport queues writes: one park for the whole call (the write's
+        outcome comes to ``entry.written``), no cancel scope (its deadline is kept by ``Deadlines``)."""
+        assert self._queue is not None
+        rid, method = request.id, request.method
+        self._pending.add(rid, entry)
+        entry.start_write()
+        try:
+            withdraw = self._queue(request, entry.written)
+        except BaseException:
+            entry.end_write(written=False)
+            self._pending.remove(rid)
+            raise
+        timed = entry.deadline != math.inf
+        if timed:
+            self._deadlines.add(entry)
+            if not self._deadlines.started:
+                self._deadlines.started = True
+                self._nursery.start_soon(self._deadlines.run)
+        try:
+            await entry.done.wait()
+            if entry.expired:
+                if entry.write is Write.SENDING and withdraw():
+                    entry.end_write(written=False)
+                await self._timed_out(rid, entry)
+        except trio.Cancelled:
+            if entry.write is Write.SENDING and withdraw():
+                entry.end_write(written=False)
+            elif entry.write is Write.WRITTEN and not entry.done.is_set() and method != "initialize":
+                with trio.CancelScope(shield=True):
+                    await self._notify_cancelled(rid, "cancelled by the client")
+            raise
+        finally:
+            if timed:
+                self._deadlines.remove(entry)
+            self._pending.remove(rid)
+        if entry.error is not None:
+            raise entry.error
+        assert entry.result is not None
+        return entry.result
+
+    async def _timed_out(self, rid: RequestId, entry: PendingCall) -> None:
+        """``entry`` got no outcome in time: tell the server (not for ``initialize``), raise ``CallTimeout``."""
+        hard = trio.current_time() >= entry.timeout_at
+        what = f"{entry.timeout:g} s timeout" if hard else f"no progress for {entry.idle:g} s"
+        if entry.method == "initialize":  # never cancelled
+            raise CallTimeout(f"{self.name}: no answer to initialize ({what})")
+        await self._notify_cancelled(rid, "timeout")
+        raise CallTimeout(f"{self.name}: {entry.method} got no result ({what}); cancellation sent", idle=not hard)
 
     async def _send(self, request: Request, entry: PendingCall) -> None:
         """Write ``request``. While the write is under way, a dying connection does not decide the call's

@@ -4,22 +4,26 @@ scripted fake drives.
 The server end can break the connection (``break_connection``), which makes the client's ``receive``
 raise and its ``send`` fail, so session tests can reproduce a dying server without processes. The client end
 records what it was asked to do: ``sent`` (every message, in order), ``abandoned`` (the request ids the
-session gave up on) and ``protocol_version``.
+session gave up on) and ``protocol_version``. With ``queued=True`` the client end also queues requests, as
+stdio's does (``runner.transports.base.Queued``): a writer task hands each queued message to ``send`` in order,
+so a test that replaces ``send`` slows down or fails the write of queued messages too.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
+from collections import deque
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import trio
 
+from runner._trio import single_error
 from runner.errors import NotDelivered, TransportError
 from runner.protocol.jsonrpc import Message, RequestId
-from runner.transports.base import TransportEvent
+from runner.transports.base import TransportEvent, Written
 
-__all__ = ["MemoryClientTransport", "MemoryServerEnd", "memory_transport_pair"]
+__all__ = ["MemoryClientTransport", "MemoryServerEnd", "QueuedMemoryClientTransport", "memory_transport_pair"]
 
 
 class MemoryClientTransport:
@@ -65,6 +69,48 @@ class MemoryClientTransport:
         return self._description
 
 
+class QueuedMemoryClientTransport(MemoryClientTransport):
+    """A client end that also queues messages (see the module docstring); ``write_queued`` is its writer task."""
+
+    def __init__(
+        self,
+        outgoing: trio.MemorySendChannel[Message],
+        incoming: trio.MemoryReceiveChannel[TransportEvent],
+        description: str = "memory",
+    ) -> None:
+        super().__init__(outgoing, incoming, description)
+        self._queued: deque[tuple[Message, Written]] = deque()
+        self._wake = trio.Event()
+
+    def queue(self, message: Message, written: Written, /) -> Callable[[], bool]:
+        if self.broken is not None:
+            raise NotDelivered(f"connection is closed: {self.broken}")
+        slot = (message, written)
+        self._queued.append(slot)
+        self._wake.set()
+
+        def withdraw() -> bool:
+            if any(queued is slot for queued in self._queued):
+                self._queued.remove(slot)
+                return True
+            return False
+
+        return withdraw
+
+    async def write_queued(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            while self._queued:
+                message, written = self._queued.popleft()
+                try:
+                    await self.send(message)
+                except NotDelivered as exc:
+                    written(exc)
+                else:
+                    written(None)
+
+
 class MemoryServerEnd:
     """What a scripted fake server holds: receive what the client sent, send events back."""
 
@@ -93,16 +139,24 @@ class MemoryServerEnd:
 
 @asynccontextmanager
 async def memory_transport_pair(
-    description: str = "memory",
+    description: str = "memory", *, queued: bool = False
 ) -> AsyncIterator[tuple[MemoryClientTransport, MemoryServerEnd]]:
     """A connected pair; ``description`` is what the client's ``describe()`` says (``"stdio: cmd"`` to pass
-    for a stdio server)."""
+    for a stdio server); ``queued``: the client end is a :class:`QueuedMemoryClientTransport`."""
     to_server_send, to_server_recv = trio.open_memory_channel[Message](math.inf)
     to_client_send, to_client_recv = trio.open_memory_channel[TransportEvent](math.inf)
-    client = MemoryClientTransport(to_server_send, to_client_recv, description)
+    kind = QueuedMemoryClientTransport if queued else MemoryClientTransport
+    client = kind(to_server_send, to_client_recv, description)
     server = MemoryServerEnd(to_server_recv, to_client_send, client)
     try:
-        yield client, server
+        if isinstance(client, QueuedMemoryClientTransport):
+            with single_error():  # what the body raises comes out as itself, not in a group
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(client.write_queued)
+                    yield client, server
+                    nursery.cancel_scope.cancel()
+        else:
+            yield client, server
     finally:
         to_server_send.close()
         to_client_send.close()

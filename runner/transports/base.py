@@ -29,13 +29,18 @@ Failures are reported in the error tree's terms:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, TypeAlias
+from typing import Protocol, TypeAlias, runtime_checkable
 
-from runner.errors import TransportError
+from runner.errors import NotDelivered, TransportError
 from runner.protocol.jsonrpc import InvalidMessage, Message, RequestId
 
-__all__ = ["RequestLost", "StreamResumed", "Transport", "TransportEvent"]
+__all__ = ["Queued", "RequestLost", "StreamResumed", "Transport", "TransportEvent", "Written"]
+
+# How the write of a queued message ended: called once, by the transport's writer, with the ``NotDelivered``
+# error when the message surely did not go out whole, or None when it did.
+Written: TypeAlias = Callable[[NotDelivered | None], None]
 
 
 @dataclass(slots=True, frozen=True)
@@ -74,3 +79,16 @@ class Transport(Protocol):
 
     def describe(self) -> str:
         """A short human name for the peer: ``stdio: python server.py`` or the URL."""
+
+
+@runtime_checkable
+class Queued(Protocol):
+    """What a transport whose writes are queued for one writer task offers besides ``send`` (stdio): a request
+    handed over without waiting for its write, so that its caller parks once, for the outcome."""
+
+    def queue(self, message: Message, written: Written, /) -> Callable[[], bool]:
+        """Queue ``message``; ``written`` is told how its write ended (once, unless it is withdrawn). Raises
+        ``NotDelivered`` when the connection is already gone. Returns ``withdraw``: it takes the message back
+        when the writer has not taken it yet (True: surely not sent, and ``written`` is never called), and does
+        nothing once it has (False: it goes out whole)."""
+        ...

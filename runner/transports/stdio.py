@@ -32,11 +32,12 @@ its death.
 
 **Writing.** ``send`` may be called from many tasks. It queues its line and waits for one writer task, which
 writes every line queued since its last write with one ``os.write`` when the pipe has room (with many calls in
-flight: fewer system calls, and fewer wake-ups of the server). ``send`` returns once its line is written.
-Lines go out whole and in order: a send cancelled before the writer took its line withdraws it (surely not
-sent); cancelled later, its line is still written whole, so the server never sees a torn line (and the
-cancelled message may reach it). A failed write raises ``NotDelivered`` in every send whose line was not
-written completely.
+flight: fewer system calls, and fewer wake-ups of the server). ``send`` returns once its line is written;
+``queue`` (``runner.transports.base.Queued``) returns at once and has the writer say how the write ended.
+Lines go out whole and in order: a send cancelled (a queued line withdrawn) before the writer took its line
+takes it back (surely not sent); later, its line is still written whole, so the server never sees a torn line
+(and the cancelled message may reach it). A failed write raises ``NotDelivered`` in every send whose line was
+not written completely, and says so to every queued line in that case.
 
 **Shutdown** (leaving the ``async with``, also when cancelled; each wait lasts ``shutdown_timeout`` at most):
 
@@ -68,7 +69,7 @@ from runner._trio import single_error
 from runner.errors import ConnectFailed, FrameTooLarge, NotDelivered, ServerError, TransportError
 from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE, LineDecoder
 from runner.protocol.jsonrpc import InvalidMessage, Message, RequestId, decode, encode
-from runner.transports.base import TransportEvent
+from runner.transports.base import TransportEvent, Written
 
 __all__ = [
     "ALLOWED_ENV_VARS",
@@ -125,10 +126,11 @@ class _Batch:
     """Lines queued for one write. ``ends[i]`` is where line ``i`` ends in the written data, ``written`` how
     much of it went out; ``failure`` says why the rest did not."""
 
-    __slots__ = ("done", "ends", "failure", "lines", "written")
+    __slots__ = ("done", "ends", "failure", "lines", "told", "written")
 
     def __init__(self) -> None:
         self.lines: list[bytes] = []
+        self.told: list[Written | None] = []  # per line: whom to tell how its write ended (queued lines)
         self.ends: list[int] = []
         self.written = 0
         self.failure: NotDelivered | None = None
@@ -137,6 +139,14 @@ class _Batch:
     def fail(self, message: str, stderr: str, cause: BaseException | None = None) -> None:
         self.failure = NotDelivered(message, stderr=stderr)
         self.failure.__cause__ = cause
+
+    def finish(self) -> None:
+        """The writer is done with this batch: tell each queued line how its write ended, wake the senders."""
+        failure = self.failure
+        for index, told in enumerate(self.told):
+            if told is not None:
+                told(failure if failure is not None and self.written < self.ends[index] else None)
+        self.done.set()
 
 
 class StdioTransport:
@@ -185,6 +195,7 @@ class StdioTransport:
             self._writer_wake.set()
         index = len(batch.lines)
         batch.lines.append(data)
+        batch.told.append(None)
         try:
             await batch.done.wait()
         except trio.Cancelled:
@@ -194,6 +205,29 @@ class StdioTransport:
         if batch.failure is not None and batch.written < batch.ends[index]:
             failure = batch.failure
             raise NotDelivered(_text(failure), stderr=failure.stderr) from failure.__cause__
+
+    def queue(self, message: Message, written: Written, /) -> Callable[[], bool]:
+        """Queue ``message`` for the writer and return at once (see ``runner.transports.base.Queued``)."""
+        data = encode(message) + b"\n"
+        if self._error is not None:
+            error = self._error
+            raise NotDelivered(f"connection is closed: {_text(error)}", stderr=self.stderr_tail()) from error
+        batch = self._queued
+        if batch is None:
+            batch = self._queued = _Batch()
+            self._writer_wake.set()
+        index = len(batch.lines)
+        batch.lines.append(data)
+        batch.told.append(written)
+
+        def withdraw() -> bool:
+            if batch is not self._queued:
+                return False  # the writer has it: it goes out whole
+            batch.lines[index] = b""
+            batch.told[index] = None
+            return True
+
+        return withdraw
 
     async def _write_stdin(self) -> None:
         """The writer task: each batch of queued lines in one write (several when the pipe is full)."""
@@ -211,7 +245,7 @@ class StdioTransport:
                     batch.fail(f"connection is closed: {_text(error)}", self.stderr_tail(), error)
                 else:
                     await self._write(batch)
-                batch.done.set()
+                batch.finish()
                 batch = None
         finally:  # the transport is closing: nothing more will be written
             for unfinished in (batch, self._queued):
@@ -220,7 +254,7 @@ class StdioTransport:
                         unfinished.ends = list(itertools.accumulate(map(len, unfinished.lines)))
                     if unfinished.failure is None:
                         unfinished.fail("cannot write to the server: the transport is closed", self.stderr_tail())
-                    unfinished.done.set()
+                    unfinished.finish()
 
     async def _write(self, batch: _Batch) -> None:
         # os.write rather than send_all: a failed send_all cannot say how much of the data went out.
