@@ -1,13 +1,13 @@
 """The ``Session``: one MCP session per server, shared by many concurrent callers (see :mod:`runner.session`).
 
 It owns the handshake (its pure parts in :mod:`.handshake`), the id multiplexing (the table of
-:mod:`.pending`), the routing of what the server sends, timeouts and cancellation, and re-initialization
-when the server forgot the session. What matches nothing is :mod:`.stray`'s to count and show.
+:mod:`.pending`), the routing of what the server sends, and re-initialization when the server forgot the
+session. Sending a request and waiting for it (its write, timeouts, cancellation) is :mod:`.waiting`'s. What
+matches nothing is :mod:`.stray`'s to count and show.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Final
@@ -23,7 +23,6 @@ from runner.errors import (
     MalformedMessage,
     McpRunError,
     NotDelivered,
-    OutcomeUnknown,
     ProtocolError,
     SessionExpired,
     TransportError,
@@ -60,21 +59,21 @@ from runner.session.handshake import (
 from runner.session.input_required import resolve_input_required
 from runner.session.negotiate import DiscoverInfo, negotiate
 from runner.session.options import BeforeSend, ProgressHandler, SessionOptions
-from runner.session.pending import PendingCall, PendingCalls, Write
+from runner.session.pending import PendingCall, PendingCalls
 from runner.session.results import INPUT_REQUIRED, complete_result
 from runner.session.sendable import sendable
 from runner.session.stray import SessionStats, StrayInput
 from runner.session.text import first_line
+from runner.session.waiting import CANCEL_NOTIFY_TIMEOUT, Waiting
 from runner.transports.base import Queued, RequestLost, StreamResumed, Transport
 
 __all__ = ["CANCEL_NOTIFY_TIMEOUT", "MAX_REINITIALIZE", "MAX_TOOL_PAGES", "Session", "open_session"]
 
 MAX_TOOL_PAGES: Final = 1000
 MAX_REINITIALIZE: Final = 3
-CANCEL_NOTIFY_TIMEOUT: Final = 5.0
 
 
-class Session:
+class Session(Waiting):
     """A live MCP session. Create it with :func:`open_session`; everything here is safe to call from many
     tasks at once."""
 
@@ -413,122 +412,6 @@ class Session:
                     # so every dispatch in the journal has an end.
                     raise
         raise NotDelivered(f"{self.name}: the server keeps forgetting our session; the request was not run")
-
-    async def _send_and_wait(self, request: Request, entry: PendingCall) -> dict[str, Any]:
-        if self._queue is not None:
-            return await self._queue_and_wait(request, entry)
-        rid, method = request.id, request.method
-        self._pending.add(rid, entry)
-        deadline = entry.first_deadline
-        try:
-            if deadline == math.inf:  # nothing can move a deadline that is not there: no scope to keep
-                await self._send(request, entry)
-                await entry.done.wait()
-            else:
-                # The deadline covers the send too: an HTTP POST returns only once the server sends headers,
-                # which a server answering with JSON does when the tool is done.
-                with trio.CancelScope(deadline=deadline) as scope:
-                    entry.scope = scope
-                    await self._send(request, entry)
-                    await entry.done.wait()
-            if not entry.done.is_set():
-                await self._timed_out(rid, entry)
-        except trio.Cancelled:
-            if entry.write is Write.WRITTEN and not entry.done.is_set() and method != "initialize":
-                with trio.CancelScope(shield=True):
-                    await self._notify_cancelled(rid, "cancelled by the client")
-            raise
-        finally:
-            self._pending.remove(rid)
-        if entry.error is not None:
-            raise entry.error
-        assert entry.result is not None
-        return entry.result
-
-    async def _queue_and_wait(self, request: Request, entry: PendingCall) -> dict[str, Any]:
-        """:meth:`_send_and_wait` where the transport queues writes: one park for the whole call (the write's
-        outcome comes to ``entry.written``), no cancel scope (its deadline is kept by ``Deadlines``)."""
-        assert self._queue is not None
-        rid, method = request.id, request.method
-        self._pending.add(rid, entry)
-        entry.start_write()
-        try:
-            withdraw = self._queue(request, entry.written)
-        except BaseException:
-            entry.end_write(written=False)
-            self._pending.remove(rid)
-            raise
-        timed = entry.deadline != math.inf
-        if timed:
-            self._deadlines.add(entry)
-            if not self._deadlines.started:
-                self._deadlines.started = True
-                self._nursery.start_soon(self._deadlines.run)
-        try:
-            await entry.done.wait()
-            if entry.expired:
-                if entry.write is Write.SENDING and withdraw():
-                    entry.end_write(written=False)
-                await self._timed_out(rid, entry)
-        except trio.Cancelled:
-            if entry.write is Write.SENDING and withdraw():
-                entry.end_write(written=False)
-            elif entry.write is Write.WRITTEN and not entry.done.is_set() and method != "initialize":
-                with trio.CancelScope(shield=True):
-                    await self._notify_cancelled(rid, "cancelled by the client")
-            raise
-        finally:
-            if timed:
-                self._deadlines.remove(entry)
-            self._pending.remove(rid)
-        if entry.error is not None:
-            raise entry.error
-        assert entry.result is not None
-        return entry.result
-
-    async def _timed_out(self, rid: RequestId, entry: PendingCall) -> None:
-        """``entry`` got no outcome in time: tell the server (not for ``initialize``), raise ``CallTimeout``."""
-        hard = trio.current_time() >= entry.timeout_at
-        what = f"{entry.timeout:g} s timeout" if hard else f"no progress for {entry.idle:g} s"
-        if entry.method == "initialize":  # never cancelled
-            raise CallTimeout(f"{self.name}: no answer to initialize ({what})")
-        await self._notify_cancelled(rid, "timeout")
-        raise CallTimeout(f"{self.name}: {entry.method} got no result ({what}); cancellation sent", idle=not hard)
-
-    async def _send(self, request: Request, entry: PendingCall) -> None:
-        """Write ``request``. While the write is under way, a dying connection does not decide the call's
-        fate (see :meth:`PendingCalls.fail_all`): the write's own outcome does."""
-        entry.start_write()
-        written = False
-        try:
-            await self._transport.send(request)
-            written = True
-        finally:
-            entry.end_write(written=written)
-        if self._broken is not None and not entry.done.is_set():
-            reason = first_line(self._broken)
-            error = OutcomeUnknown(
-                f"{self.name}: connection lost after {entry.method} request {request.id} was sent: {reason}",
-                stderr=self._broken.stderr if isinstance(self._broken, TransportError) else None,
-            )
-            error.__cause__ = self._broken
-            entry.finish(None, error)
-
-    async def _notify_cancelled(self, rid: RequestId, reason: str) -> None:
-        """We gave up on ``rid``: tell the server (``notifications/cancelled``), then the transport, which may
-        let go of what it holds for that request (an HTTP stream) whether or not the notification went out."""
-        try:
-            if self._broken is not None or not self._era.cancels_by_notification:
-                return  # 2026-07-28 over HTTP: closing the response stream (abandon, below) is the cancellation
-            with trio.move_on_after(CANCEL_NOTIFY_TIMEOUT):
-                try:
-                    await self._transport.send(
-                        Notification("notifications/cancelled", {"requestId": rid, "reason": reason})
-                    )
-                except McpRunError as exc:
-                    self._warn(f"{self.name}: could not send cancellation for request {rid}: {first_line(exc)}")
-        finally:
-            self._transport.abandon(rid)
 
     # -- what the server sends -------------------------------------------------------------------------
 
