@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -254,6 +255,44 @@ async def test_a_send_cancelled_while_queued_is_withdrawn() -> None:
             await transport.send(Request(3, "echo"))
             assert await transport.receive() == Response(1, {"params": {"big": big}})
             assert await transport.receive() == Response(3, {"params": None})  # 2 never went out
+
+
+async def test_queued_lines_are_told_how_their_write_ended_and_can_be_withdrawn_until_taken() -> None:
+    big = "y" * (512 * 1024)  # the writer blocks on it part-way; the lines queued after it wait
+    told: dict[int, object] = {}
+
+    def tell(rid: int) -> Callable[[NotDelivered | None], None]:
+        return lambda failure: told.__setitem__(rid, failure)
+
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(params("stdio_echo", "--hold")) as transport:
+            assert await transport.receive() == Notification("ready")
+            withdraw_1 = transport.queue(Request(1, "echo", {"big": big}), tell(1))
+            await trio.testing.wait_all_tasks_blocked()  # the writer took line 1 and blocks on the full pipe
+            withdraw_2 = transport.queue(Request(2, "echo"), tell(2))
+            transport.queue(Request(3, "echo"), tell(3))
+            assert withdraw_1() is False  # taken: it goes out whole
+            assert withdraw_2() is True  # still queued: taken back, never written, never told
+            assert told == {}
+            os.kill(transport.pid, signal.SIGUSR1)  # the server starts reading
+            assert await transport.receive() == Response(1, {"params": {"big": big}})
+            assert await transport.receive() == Response(3, {"params": None})
+            assert told == {1: None, 3: None}
+
+
+async def test_a_queued_line_whose_write_fails_is_told_not_delivered() -> None:
+    script = 'import os, sys, time\nos.close(0)\nprint(\'{"jsonrpc":"2.0","method":"ready"}\', flush=True)\n'
+    script += "time.sleep(60)\n"
+    p = StdioParams([*fake_command("stdio_echo")[:1], "-c", script], shutdown_timeout=0.5)
+    told: list[NotDelivered | None] = []
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(p) as transport:
+            assert await transport.receive() == Notification("ready")
+            transport.queue(Request(1, "ping"), told.append)
+            with pytest.raises(NotDelivered):  # the same write: its end comes after line 1 was told
+                await transport.send(Request(2, "ping"))
+    assert len(told) == 1 and isinstance(told[0], NotDelivered)
+    assert "cannot write to the server: Broken pipe" in str(told[0])
 
 
 async def test_a_send_blocked_on_a_full_pipe_fails_when_the_transport_closes() -> None:
