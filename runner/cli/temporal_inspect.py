@@ -41,12 +41,6 @@ def _run(make: Callable[[Any], Awaitable[T]], args: argparse.Namespace) -> T:
     return asyncio.run(main())
 
 
-def _where(args: argparse.Namespace) -> str:
-    from runner.cli.temporal import where
-
-    return where(args)
-
-
 def _iso(value: Any) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value is not None else None
 
@@ -104,6 +98,8 @@ def _run_id(args: argparse.Namespace) -> str:
 def show_temporal(args: argparse.Namespace) -> int:
     from runner.cli.runrecord import Loaded, show_record
     from runner.cli.runtext import render_show
+    from runner.cli.temporal import engine_args
+    from runner.cli.where import resume_hint, show_hint
     from runner.engine.events import decode
     from runner.engine.listing import from_state
     from runner.engine.rundir import RunDir
@@ -130,13 +126,13 @@ def show_temporal(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps(record, indent=2, default=str))
     else:
-        where = _where(args)
+        where = engine_args(args)
         print(
             terminal(
                 render_show(
                     record,
-                    resume=f"mcp-run resume {run_id}{where}",
-                    logs_command=f"mcp-run logs {run_id}{where}",
+                    resume=resume_hint(None, run_id, None, *where),
+                    logs_command=show_hint(None, run_id, None, *where, command="logs"),
                     retry=False,
                 )
             )
