@@ -34,7 +34,7 @@ def journal_counts_agree(journal: Path) -> list[str]:
     at its two ends (the counts its last record carries): this checks those against the fold."""
     import time
 
-    from runner.cli.inspect import load, run_record, show_record
+    from runner.cli.runrecord import load, run_record, show_record
     from runner.engine.journal import read_journal
     from runner.engine.listing import summarize
     from runner.engine.rundir import RunDir

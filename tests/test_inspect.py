@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from runner.cli import main
-from runner.cli.inspect import JournalTail, follow, format_event, load, run_record, show_record
+from runner.cli.journaltail import JournalTail, follow
+from runner.cli.runrecord import load, run_record, show_record
+from runner.cli.runtext import format_event
 from runner.engine.events import encode
 from runner.engine.rundir import RunDir, RunLock
 from tests.snapshots import JOURNALS, SNAPSHOTS, check, events

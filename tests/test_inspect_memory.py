@@ -14,7 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from runner.cli.inspect import follow, load, run_record
+from runner.cli.journaltail import follow
+from runner.cli.runrecord import load, run_record
 from runner.engine.listing import summarize
 from runner.engine.rundir import RunDir
 from tests.support import write_big_journal

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from runner.cli import main
-from runner.cli.where import parse_target, resume_hint, run_hint, runs_hint, state_dir_args
+from runner.cli.where import inputs_args, parse_target, resume_hint, run_hint, runs_hint, show_hint, state_dir_args
 from runner.engine.listing import list_runs, prune
 from runner.engine.rundir import (
     AmbiguousRun,
@@ -96,6 +96,29 @@ def test_printed_commands_name_the_state_dir_only_when_the_rule_would_not_find_i
     assert run_hint(tmp_path / ".mcp-run", named_like_a_command) == "mcp-run ./runs"
     monkeypatch.setenv("MCP_RUN_STATE_DIR", str(tmp_path / "env-state"))
     assert state_dir_args(tmp_path / "env-state", workflow) == []  # the same shell has the variable
+
+
+def test_printed_commands_of_a_run_in_no_state_dir_carry_the_flags_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run on Temporal has no state directory (None): no --state-dir, whatever the rule would find; the
+    engine's flags and the inputs as given follow the workflow, quoted for the shell."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MCP_RUN_STATE_DIR", str(tmp_path / "elsewhere"))
+    odd = workflow_in(tmp_path, "my runs.yaml")
+    given = inputs_args(['items=["a b"]', "n=1"], "my inputs.yaml")
+    assert given == ["--input", 'items=["a b"]', "--input", "n=1", "--inputs-file", "my inputs.yaml"]
+    assert inputs_args([], None) == []
+    assert shlex.split(run_hint(None, odd, "--resume", "--engine", "temporal", *given))[1:] == [
+        "my runs.yaml", "--resume", "--engine", "temporal", *given
+    ]  # fmt: skip
+    assert run_hint(None, workflow_in(tmp_path, "-wf.yaml"), "--resume") == "mcp-run ./-wf.yaml --resume"
+    assert resume_hint(None, "r1-abc", odd, "--engine", "temporal") == (
+        "mcp-run resume 'my runs.yaml' r1-abc --engine temporal"
+    )
+    assert show_hint(None, "r1-abc", None, "--engine", "temporal", "--follow", command="logs") == (
+        "mcp-run logs r1-abc --engine temporal --follow"
+    )
 
 
 def test_workflow_or_run_id_on_the_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -227,49 +226,57 @@ def export_command(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def where(args: argparse.Namespace) -> str:
-    """``--engine temporal`` and the address when it is not the default: what a hint's command needs."""
-    address = "" if args.temporal_address == DEFAULT_ADDRESS else f" --temporal-address {args.temporal_address}"
-    return f" --engine temporal{address}"
+def engine_args(args: argparse.Namespace) -> list[str]:
+    """``--engine temporal`` and the address when it is not the default: what a hint's command needs (the
+    hints are made by :mod:`runner.cli.where`, with no state directory: a run on Temporal has none)."""
+    address = [] if args.temporal_address == DEFAULT_ADDRESS else ["--temporal-address", args.temporal_address]
+    return ["--engine", "temporal", *address]
 
 
 def _refused(exc: Any, path: Path, args: argparse.Namespace) -> McpRunError:
     """A start refused because a run of the file is open on Temporal (``RunAlreadyOpen``), said as a local
     start says it: busy (exit 6) while the run runs, as when another process holds the workflow's lock;
     unfinished (exit 2) when it waits for a decision about items in doubt, as an interrupted local run."""
-    name, rid = shlex.quote(str(path)), exc.run_id or "(unknown)"
+    from runner.cli.where import inputs_args, run_hint, show_hint
+
+    rid = exc.run_id or "(unknown)"
     # the inputs as given: without them the pasted --resume would be refused as a change of inputs
-    given = [part for value in args.input for part in ("--input", value)]
-    given += ["--inputs-file", args.inputs_file] if args.inputs_file else []
-    follow = f"mcp-run {name} --resume{where(args)}" + "".join(" " + shlex.quote(part) for part in given)
-    cancel = f"mcp-run cancel {rid}{where(args)}"
+    given = inputs_args(args.input, args.inputs_file)
+
+    def follow(*flags: str) -> str:
+        return run_hint(None, path, "--resume", *engine_args(args), *given, *flags)
+
+    cancel = show_hint(None, rid, None, *engine_args(args), command="cancel")
     beside = " --new-run cannot start another beside it (one open run per workflow file on Temporal)."
     beside = beside if args.new_run else ""
     if exc.waiting:
         return UsageError(
             f"run {rid} of {path} is unfinished (in doubt: it waits on Temporal for a decision).{beside} Finish it "
-            f"with:\n  {follow} --rerun-in-doubt\nor:\n  {follow} --skip-in-doubt\nor cancel it with:\n  {cancel}"
+            f"with:\n  {follow('--rerun-in-doubt')}\nor:\n  {follow('--skip-in-doubt')}\nor cancel it with:\n"
+            f"  {cancel}"
         )
     return BusyError(
         f"run {rid} of {path} is running on Temporal; one run at a time per workflow.{beside} Follow it with:\n"
-        f"  {follow}\nor cancel it with:\n  {cancel}"
+        f"  {follow()}\nor cancel it with:\n  {cancel}"
     )
 
 
 async def _same_definition(found: Any, spec: Any, path: Path, args: argparse.Namespace) -> None:
     """``--resume`` of an open run refuses a changed workflow file or inputs (exit 2), as a local resume does;
     on Temporal the run goes on with the definition it started with, so there is no ``--allow-changed``."""
+    from runner.cli.where import show_hint
     from runner.temporal.changes import changes_since
 
     run_id = found.run_id
     changes = changes_since(await found.description.memo(), spec)
     if changes:
+        logs = show_hint(None, run_id, None, *engine_args(args), "--follow", command="logs")
+        cancel = show_hint(None, run_id, None, *engine_args(args), command="cancel")
         raise UsageError(
             f"run {run_id} of {path} cannot be resumed as is:\n  - "
             + "\n  - ".join(changes)
             + "\nOn Temporal the run goes on with the definition it started with (--allow-changed is not available "
-            f"there). Restore the file, or follow it with:\n  mcp-run logs {run_id}{where(args)} --follow\nor "
-            f"cancel it with:\n  mcp-run cancel {run_id}{where(args)}"
+            f"there). Restore the file, or follow it with:\n  {logs}\nor cancel it with:\n  {cancel}"
         )
 
 
@@ -399,10 +406,12 @@ def resume_temporal(args: argparse.Namespace) -> int:
 
 
 def _decision_hint(console: Any, outcome: Any, args: argparse.Namespace) -> None:
+    from runner.cli.where import resume_hint
+
     if not outcome.in_doubt or outcome.run_id is None:
         return
     console.error(
-        f"the run waits on Temporal for a decision: mcp-run resume {outcome.run_id}{where(args)} "
+        f"the run waits on Temporal for a decision: {resume_hint(None, outcome.run_id, None, *engine_args(args))} "
         "--rerun-in-doubt (call them again) or --skip-in-doubt (record them as failed)"
     )
 

@@ -2,7 +2,7 @@
 
 ``runs`` lists the ``mcp-run/*`` workflows (Temporal's list API) with their status. ``show`` and ``logs``
 read a run's events as ``export`` does (replayed from the workflow's history: no worker needed) and feed
-them to the local renderers of :mod:`runner.cli.inspect`: the same text and ``--json`` as for a local run.
+them to the local renderers of :mod:`runner.cli.runtext`: the same text and ``--json`` as for a local run.
 ``runner.temporal`` is imported only inside the functions: the base install runs without the ``temporal``
 extra.
 """
@@ -41,19 +41,14 @@ def _run(make: Callable[[Any], Awaitable[T]], args: argparse.Namespace) -> T:
     return asyncio.run(main())
 
 
-def _where(args: argparse.Namespace) -> str:
-    from runner.cli.temporal import where
-
-    return where(args)
-
-
 def _iso(value: Any) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value is not None else None
 
 
 @leaves_by_exit
 def runs_temporal(args: argparse.Namespace) -> int:
-    from runner.cli.inspect import RECORD_VERSION, render_runs
+    from runner.cli.runrecord import RECORD_VERSION
+    from runner.cli.runtext import render_runs
 
     if args.prune or args.keep is not None:
         raise UsageError("--prune is for local runs; runs on Temporal are kept by Temporal's retention")
@@ -101,7 +96,10 @@ def _run_id(args: argparse.Namespace) -> str:
 
 @leaves_by_exit
 def show_temporal(args: argparse.Namespace) -> int:
-    from runner.cli.inspect import Loaded, render_show, show_record
+    from runner.cli.runrecord import Loaded, show_record
+    from runner.cli.runtext import render_show
+    from runner.cli.temporal import engine_args
+    from runner.cli.where import resume_hint, show_hint
     from runner.engine.events import decode
     from runner.engine.listing import from_state
     from runner.engine.rundir import RunDir
@@ -128,13 +126,13 @@ def show_temporal(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps(record, indent=2, default=str))
     else:
-        where = _where(args)
+        where = engine_args(args)
         print(
             terminal(
                 render_show(
                     record,
-                    resume=f"mcp-run resume {run_id}{where}",
-                    logs_command=f"mcp-run logs {run_id}{where}",
+                    resume=resume_hint(None, run_id, None, *where),
+                    logs_command=show_hint(None, run_id, None, *where, command="logs"),
                     retry=False,
                 )
             )
@@ -144,7 +142,7 @@ def show_temporal(args: argparse.Namespace) -> int:
 
 @leaves_by_exit
 def logs_temporal(args: argparse.Namespace) -> int:
-    from runner.cli.inspect import format_event
+    from runner.cli.runtext import format_event
     from runner.view.text import level_index
 
     run_id = _run_id(args)

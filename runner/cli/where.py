@@ -8,13 +8,16 @@ a run id, full or abbreviated.
 
 Every command printed as advice (``mcp-run resume ...``, ``mcp-run runs ...``) must work when pasted into
 the same shell in the same directory: the workflow is named relative to the current directory when that is
-shorter, and ``--state-dir`` is added whenever the rule would not find the run without it.
+shorter, and ``--state-dir`` is added whenever the rule would not find the run without it. The hints of both
+engines are made here: a Temporal run has no state directory (``state_dir=None``: no ``--state-dir``), and
+its hints carry ``--engine temporal`` and the inputs given as extra arguments (:func:`inputs_args`).
 """
 
 from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "find_named_run",
+    "inputs_args",
     "parse_target",
     "resume_hint",
     "run_hint",
@@ -78,14 +82,21 @@ def short(path: Path | str) -> str:
     return relative if len(relative) < len(absolute) else absolute
 
 
-def state_dir_args(state_dir: Path, workflow: Path | None) -> list[str]:
+def state_dir_args(state_dir: Path | None, workflow: Path | None) -> list[str]:
     """``["--state-dir", DIR]`` when the default rule (for a command naming ``workflow``, or none) would not
-    find ``state_dir`` from here, else nothing."""
+    find ``state_dir`` from here, else nothing (nothing either for a run kept in no state directory: None)."""
     from runner.engine.rundir import resolve_state_dir
 
-    if resolve_state_dir(None, workflow).resolve() == state_dir.resolve():
+    if state_dir is None or resolve_state_dir(None, workflow).resolve() == state_dir.resolve():
         return []
     return ["--state-dir", short(state_dir)]
+
+
+def inputs_args(input_pairs: Sequence[str], inputs_file: str | None) -> list[str]:
+    """The inputs of a command line as given (``--input NAME=VALUE``..., ``--inputs-file FILE``), for a hint
+    that must give them again: a resume on Temporal compares them with the run's (nothing is journaled here)."""
+    given = [part for pair in input_pairs for part in ("--input", pair)]
+    return given + (["--inputs-file", inputs_file] if inputs_file else [])
 
 
 def _command(*parts: str) -> str:
@@ -96,7 +107,7 @@ def _existing(workflow: Path | str | None) -> Path | None:
     return Path(workflow) if workflow is not None and Path(workflow).is_file() else None
 
 
-def resume_hint(state_dir: Path, run_id: str, workflow: Path | str | None, *extra: str) -> str:
+def resume_hint(state_dir: Path | None, run_id: str, workflow: Path | str | None, *extra: str) -> str:
     """``mcp-run resume WORKFLOW RUN_ID [--state-dir DIR] EXTRA...`` (the run-id form when the workflow file
     is gone)."""
     path = _existing(workflow)
@@ -105,15 +116,18 @@ def resume_hint(state_dir: Path, run_id: str, workflow: Path | str | None, *extr
     return _command("resume", run_id, *state_dir_args(state_dir, None), *extra)
 
 
-def show_hint(state_dir: Path, run_id: str, workflow: Path | str | None, command: str = "show") -> str:
-    """``mcp-run show WORKFLOW RUN_ID [--state-dir DIR]`` (or ``logs``)."""
+def show_hint(
+    state_dir: Path | None, run_id: str, workflow: Path | str | None, *extra: str, command: str = "show"
+) -> str:
+    """``mcp-run show WORKFLOW RUN_ID [--state-dir DIR] EXTRA...`` (or ``logs``, or ``cancel`` with no
+    workflow: any command that takes a run)."""
     path = _existing(workflow)
     if path is not None:
-        return _command(command, short(path), run_id, *state_dir_args(state_dir, path))
-    return _command(command, run_id, *state_dir_args(state_dir, None))
+        return _command(command, short(path), run_id, *state_dir_args(state_dir, path), *extra)
+    return _command(command, run_id, *state_dir_args(state_dir, None), *extra)
 
 
-def runs_hint(state_dir: Path, workflow: Path | str | None) -> str:
+def runs_hint(state_dir: Path | None, workflow: Path | str | None) -> str:
     """``mcp-run runs WORKFLOW [--state-dir DIR]``."""
     path = _existing(workflow)
     if path is not None:
@@ -121,7 +135,7 @@ def runs_hint(state_dir: Path, workflow: Path | str | None) -> str:
     return _command("runs", *state_dir_args(state_dir, None))
 
 
-def run_hint(state_dir: Path, workflow: Path, *flags: str) -> str:
+def run_hint(state_dir: Path | None, workflow: Path, *flags: str) -> str:
     """``mcp-run WORKFLOW FLAGS... [--state-dir DIR]``."""
     from runner.cli import COMMANDS
 

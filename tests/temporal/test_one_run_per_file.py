@@ -67,6 +67,30 @@ def test_a_refused_start_names_the_inputs_it_was_given(
     assert f"{path} --resume --engine temporal --input 'items=[\"a b\"]' --rerun-in-doubt" in err, err
 
 
+@pytest.mark.parametrize("name", ["-wf.yaml", "show"])
+def test_a_refused_start_names_a_workflow_the_command_line_would_misread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """Given as ``./-wf.yaml`` or ``./show``, the workflow is named so in the command that follows the open
+    run: as ``-wf.yaml`` it would be read as an option, as ``show`` as the command of that name."""
+    from runner.temporal import client as client_module
+
+    path = fan_out_workflow(tmp_path, 1).rename(tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+
+    async def connect(address: str) -> object:
+        return object()
+
+    async def start_run(client: object, spec: object, task_queue: str) -> object:
+        raise client_module.RunAlreadyOpen("r1-0123456789abcdef", str(path), waiting=False)
+
+    monkeypatch.setattr(client_module, "connect", connect)
+    monkeypatch.setattr(client_module, "start_run", start_run)
+    assert main([f"./{name}", "--engine", "temporal"]) == 6
+    err = capsys.readouterr().err
+    assert f"Follow it with:\n  mcp-run ./{name} --resume --engine temporal\n" in err, err
+
+
 @pytest.mark.slow
 def test_racing_starts_give_one_run_and_a_closed_run_lets_the_next_start(tmp_path: Path) -> None:
     from runner.cli.temporal import run_temporal  # noqa: F401  (the CLI module imports)

@@ -1,0 +1,186 @@
+"""The text of ``mcp-run runs``, ``show`` and ``logs``, from the plain data of :mod:`runner.cli.runrecord`
+(and the events of a journal). Times are shown in UTC, as the journal records them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from runner.words import plural
+
+__all__ = ["LOG_TAIL", "format_event", "render_runs", "render_show"]
+
+LOG_TAIL = 50  # `show` prints the last LOG_TAIL log messages; `logs` prints them all
+
+
+def _when(ts: Any) -> str:
+    from runner.view.text import ts_seconds
+
+    seconds = ts_seconds(ts) if ts else None
+    if seconds is None:
+        return "-"
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _dur(value: Any) -> str:
+    from runner.view.text import format_elapsed as format_duration
+
+    return format_duration(value) if isinstance(value, int | float) else "-"
+
+
+def render_runs(records: list[dict[str, Any]]) -> str:
+    """A table, oldest first (the newest nearest the prompt)."""
+    header = ("RUN ID", "WORKFLOW", "STARTED (UTC)", "DURATION", "STATUS", "DONE", "FAILED", "RUNNING", "IN DOUBT")
+    rows = [
+        (
+            r["run_id"],
+            Path(r["workflow"]).name if r["workflow"] else "-",
+            _when(r["started"]),
+            _dur(r["duration_s"]),
+            r["status"] + (f" (pid {r['pid']})" if r["pid"] and r["pid"] > 0 else ""),
+            *(str((r["items"] or {}).get(k, "-")) for k in ("succeeded", "failed", "running", "in_doubt")),
+        )
+        for r in records
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    right = {5, 6, 7, 8}
+    lines = []
+    for row in [header, *rows]:
+        cells = [c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(row)]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def _indent(text: Any, prefix: str = "      ", max_lines: int = 12) -> str:
+    lines = str(text).splitlines() or [""]
+    more = len(lines) - max_lines
+    lines = lines[:max_lines] + ([f"... ({more} more lines)"] if more > 0 else [])
+    return "\n".join(prefix + line for line in lines)
+
+
+def render_show(
+    record: dict[str, Any], *, resume: str | None = None, logs_command: str | None = None, retry: bool = True
+) -> str:
+    """``show``'s text. ``resume`` and ``logs_command`` are the commands to print as advice (``mcp-run resume
+    WORKFLOW RUN_ID``, ``mcp-run logs ...``, with ``--state-dir`` when needed); by default, the run id form.
+    ``retry``: whether ``--retry-failed`` is advised for a failed run (not on Temporal yet)."""
+    from runner.view.text import format_log, kind_words, one_line, where
+
+    resume = resume or f"mcp-run resume {record['run_id']}"
+    logs_command = logs_command or f"mcp-run logs {record['run_id']}"
+
+    status = record["status"]
+    if record.get("exit_code") is not None:
+        status += f" (exit {record['exit_code']})"
+    lines = [f"run {record['run_id']}: {status}"]
+    lines.append(f"  workflow  {record['workflow'] or '-'}")
+    lines.append(f"  started   {_when(record['started'])} UTC, duration {_dur(record['duration_s'])}")
+    if record.get("inputs"):
+        lines.append(f"  inputs    {one_line(record['inputs'], 200)}")
+    damage = record.get("damaged")
+    if damage:
+        at = f"{damage['file']}:{damage['line']}" if damage.get("line") is not None else f"{damage['file']}"
+        lines.append(f"  journal   damaged at {at}: {damage['reason']}")
+        if damage.get("line") is not None and damage["line"] > 1:
+            lines.append("            (shown: what the lines before it say; a resume refuses this run)")
+        else:
+            lines.append("            (nothing of the run can be read; a resume refuses it)")
+    if record["steps"]:
+        lines.append("")
+        lines.append("steps")
+        width = max(len(s) for s in record["steps"])
+        for sid, step in record["steps"].items():
+            text = f"  {sid.ljust(width)}  {step['status']}"
+            if "items" in step:
+                parts = [f"{step['succeeded']} succeeded"]
+                parts += [f"{step['failed']} failed"] if step["failed"] else []
+                parts += [f"{step['in_doubt']} in doubt"] if step["in_doubt"] else []
+                text += f"  {plural(step['items'], 'item')}: {', '.join(parts)}"
+            elif step.get("reason"):
+                text += f": {step['reason']}"
+            lines.append(text)
+    if record["failures"]:
+        lines.append("")
+        lines.append(f"failures ({len(record['failures'])})")
+        for failure in record["failures"]:
+            if failure.get("server") is not None:
+                head = f"server {failure['server']}: {kind_words(failure['kind'])}"
+            else:
+                head = f"{where(failure['step'], failure['item'])}: {kind_words(failure['kind'])}"
+            lines.append(f"  {head}")
+            lines.append(_indent(failure["error"]))
+    if record["running"]:
+        lines.append("")
+        lines.append(f"running ({len(record['running'])}): calls in flight")
+        for item in record["running"]:
+            sent = f"dispatched {_when(item['dispatched_at'])}, attempt {item['attempts']}"
+            lines.append(f"  {where(item['step'], item['item'])}: {sent}")
+    if record["in_doubt"]:
+        lines.append("")
+        lines.append(f"in doubt ({len(record['in_doubt'])}): the server may or may not have run these calls")
+        for item in record["in_doubt"]:
+            sent = f"dispatched {_when(item['dispatched_at'])}, attempt {item['attempts']}"
+            if item["kind"]:
+                what = f"{kind_words(item['kind'])} ({sent}): {one_line(item['error'], 200)}"
+            else:
+                what = f"no outcome recorded ({sent})"
+            lines.append(f"  {where(item['step'], item['item'])}: {what}")
+        if record["status"] not in ("running", "damaged"):
+            lines.append("  check them on the server, then resume with one of:")
+            lines.append(f"    {resume} --rerun-in-doubt    # call them again")
+            lines.append(f"    {resume} --skip-in-doubt     # mark them failed")
+    elif record["status"] == "failed" and retry:
+        lines.append("")
+        lines.append(f"re-attempt what failed with: {resume} --retry-failed")
+    elif record["status"] not in ("succeeded", "running", "damaged", "failed"):
+        lines.append("")
+        lines.append(f"resume it with: {resume}")
+    if record["logs"]:
+        lines.append("")
+        logs = record["logs"]
+        shown = logs[-LOG_TAIL:]
+        more = f", the last {len(shown)} (all: {logs_command})" if len(shown) < len(logs) else ""
+        lines.append(f"server log ({len(logs)} messages{more})")
+        for event in shown:
+            lines.append(f"  {_time_of(event.get('ts'))} {format_log(event)}")
+    return "\n".join(lines)
+
+
+def _time_of(ts: Any) -> str:
+    """``21:33:16.623``: the clock time of an event, to the millisecond."""
+    text = str(ts or "")
+    return text[11:23] if len(text) >= 23 and text[10] == "T" else text
+
+
+def format_event(event: dict[str, Any]) -> str | None:
+    """One journal event as a line of ``mcp-run logs``, or None for the events it does not show."""
+    from runner.view.text import format_log, one_line, where
+
+    kind = event.get("type")
+    when = _time_of(event.get("ts"))
+    if kind == "log":
+        return f"{when} {format_log(event)}"
+    if kind == "progress":
+        total = event.get("total")
+        amount = _num(event.get("progress")) + (f"/{_num(total)}" if total else "")
+        message = f" {one_line(event['message'], 200)}" if event.get("message") else ""
+        return f"{when} progress {where(event.get('step'), event.get('item'))} {amount}{message}"
+    if kind in ("run_started", "run_resumed", "run_finished", "run_stopped", "run_interrupted"):
+        status = f" {event['status']}" if event.get("status") else ""
+        return f"{when} {kind.replace('_', ' ')}{status}"
+    if kind == "step_started":
+        items = f": {plural(event['items'], 'item')}" if event.get("items") is not None else ""
+        return f"{when} step {event.get('step')} started{items}"
+    if kind == "step_finished":
+        error = f": {one_line(event['error'], 200)}" if event.get("error") else ""
+        return f"{when} step {event.get('step')} {event.get('status')}{error}"
+    if kind == "step_skipped":
+        return f"{when} step {event.get('step')} skipped: {event.get('reason')}"
+    return None
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
