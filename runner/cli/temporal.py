@@ -243,8 +243,11 @@ def _refused(exc: Any, path: Path, args: argparse.Namespace) -> McpRunError:
     # the inputs as given: without them the pasted --resume would be refused as a change of inputs
     given = inputs_args(args.input, args.inputs_file)
 
+    # and the task queue: should the open run end before the command is pasted, it starts one on that queue
+    queue = ["--task-queue", args.task_queue] if args.task_queue != DEFAULT_TASK_QUEUE else []
+
     def follow(*flags: str) -> str:
-        return run_hint(None, path, "--resume", *engine_args(args), *given, *flags)
+        return run_hint(None, path, "--resume", *engine_args(args), *queue, *given, *flags)
 
     cancel = show_hint(None, rid, None, *engine_args(args), command="cancel")
     beside = " --new-run cannot start another beside it (one open run per workflow file on Temporal)."

@@ -65,6 +65,10 @@ def test_a_refused_start_names_the_inputs_it_was_given(
     assert main([str(path), "--engine", "temporal", "--input", 'items=["a b"]']) == 2
     err = capsys.readouterr().err
     assert f"{path} --resume --engine temporal --input 'items=[\"a b\"]' --rerun-in-doubt" in err, err
+    # and its task queue, when not the default: if the open run ends first, the pasted command starts one there
+    assert main([str(path), "--engine", "temporal", "--task-queue", "batch", "--input", 'items=["a b"]']) == 2
+    err = capsys.readouterr().err
+    assert f"{path} --resume --engine temporal --task-queue batch --input 'items=[\"a b\"]'" in err, err
 
 
 @pytest.mark.parametrize("name", ["-wf.yaml", "show"])
