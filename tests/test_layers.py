@@ -142,6 +142,41 @@ def test_version_does_not_import_heavy_libraries() -> None:
     assert result.stdout.strip() == ""
 
 
+def _modules_after(argv: list[str]) -> set[str]:
+    """The modules loaded once ``mcp-run ARGV`` has finished, in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    code = (
+        "import contextlib, io, sys\n"
+        "from runner.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        f"    assert main({argv!r}) == 0\n"
+        "print(' '.join(sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return set(result.stdout.split())
+
+
+def test_version_builds_no_command() -> None:
+    """``--version`` is answered before any command's parser is built (each pulls in its module, and
+    ``dataclasses`` with ``inspect``: twice the instructions of the interpreter's own start)."""
+    loaded = _modules_after(["--version"])
+    assert not {m for m in loaded if m.startswith("runner.cli.")}, sorted(loaded)
+    assert "dataclasses" not in loaded
+
+
+def test_validate_opens_no_session() -> None:
+    """``validate`` and ``plan`` contact no server: they load no session, transport or scheduler, hence no trio
+    (about 40% of a run's start-up). ``runner.engine.runctl`` imports those where a session is opened."""
+    workflow = str(PACKAGE.parent / "workflows" / "convert_docs.yaml")
+    for command in ("validate", "plan"):
+        loaded = _modules_after([command, workflow])
+        assert "runner.engine.runctl" in loaded  # the test exercises the stdio servers' launch checks
+        heavy = {"trio", "runner.session", "runner.connect", "runner.engine.scheduler", "runner.transports"}
+        assert not heavy & loaded, f"{command} loads {sorted(heavy & loaded)}"
+
+
 def test_only_the_cli_imports_temporal() -> None:
     """The base install needs no temporalio: only runner.temporal imports it, and only the CLI imports that."""
     for name, path in MODULES:

@@ -110,11 +110,12 @@ def _split_server_argv(argv: list[str]) -> tuple[list[str], list[str]]:
 
 def _command_typo(word: str) -> UsageError | None:
     """``mcp-run valdate x``: a near-miss of a command that names no file is a typo, not a workflow."""
-    import difflib
     from pathlib import Path
 
     if Path(word).exists() or "/" in word or "." in word:
         return None
+    import difflib  # only for a word that may be a typo: `mcp-run FILE` never needs it
+
     close = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=0.6)
     if not close:
         return None
@@ -176,6 +177,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise typo
             args_list.insert(0, "run")  # `mcp-run FILE` means `mcp-run run FILE`
             options, server_argv = _split_server_argv(args_list)
+        if options == ["--version"]:  # what argparse's version action prints, without building every command
+            print(f"mcp-run {__version__}")
+            return ExitCode.OK
         parser = build_parser()
         if not options:
             parser.print_help(sys.stderr)

@@ -5,21 +5,11 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
+from runner.engine.runctl import workflow_folder
 from runner.session.answers import AnswerPolicy, make_policy, roots_from_config
 from runner.workflow.plan import Plan
 
-__all__ = ["answer_policy", "workflow_folder"]
-
-
-def workflow_folder(plan: Plan) -> str:
-    """Where a workflow's relative paths start: its file's folder (the current directory for a workflow that
-    was not read from a file, such as ``parse_workflow(text)``'s)."""
-    if plan.file is None or not os.path.isfile(plan.file):
-        return os.getcwd()
-    return str(Path(plan.file).resolve().parent)
+__all__ = ["answer_policy"]
 
 
 def answer_policy(plan: Plan, name: str, elicitation: str | None = None) -> AnswerPolicy:

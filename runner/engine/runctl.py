@@ -16,21 +16,22 @@ import re
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.auth.fromworkflow import auth_config, auth_secrets
-from runner.connect import HttpTarget, StdioTarget, Target, open_target
-from runner.engine.answering import workflow_folder
 from runner.engine.masking import Masker, check_secret_inputs
-from runner.engine.scheduler import SessionOpener
 from runner.jsontext import utf8
 from runner.launch import Launch, LaunchError, passed_through, resolve_launch
 from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
-from runner.session import Session, SessionOptions
 from runner.workflow.context import make_context
 from runner.workflow.model import Loc, Server
 from runner.workflow.plan import Plan
 from runner.workflow.template import canonical_json
+
+if TYPE_CHECKING:
+    from runner.connect import Target
+    from runner.engine.scheduler import SessionOpener
+    from runner.session import Session, SessionOptions
 
 __all__ = [
     "collect_secrets",
@@ -45,6 +46,14 @@ __all__ = [
     "workflow_folder",
     "workflow_hash",
 ]
+
+
+def workflow_folder(plan: Plan) -> str:
+    """Where a workflow's relative paths start: its file's folder (the current directory for a workflow that
+    was not read from a file, such as ``parse_workflow(text)``'s)."""
+    if plan.file is None or not os.path.isfile(plan.file):
+        return os.getcwd()
+    return str(Path(plan.file).resolve().parent)
 
 
 def oauth_secret_sink(masker: Masker) -> Callable[[str], None]:
@@ -168,6 +177,8 @@ def render_target(
     ``max_message_size``: the largest message accepted from the server (``--max-message-size``).
 
     ``on_secret``: told every token an HTTP server's OAuth obtains (the run's masker registers it)."""
+    from runner.connect import HttpTarget, StdioTarget  # loads the session and trio: validate needs neither
+
     ps = plan.servers[name]
     server = ps.server
     context = make_context(inputs=inputs, env=env, steps={})
@@ -232,7 +243,7 @@ def make_opener(
     inputs: Mapping[str, Any],
     env: Mapping[str, Any],
     *,
-    connect: Callable[[Target, SessionOptions], AbstractAsyncContextManager[Session]] = open_target,
+    connect: Callable[[Target, SessionOptions], AbstractAsyncContextManager[Session]] | None = None,
     legacy: bool = False,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     redact: Callable[[str], str] | None = None,
@@ -242,7 +253,10 @@ def make_opener(
     scheduler's :class:`~runner.engine.supervisor.ServerLink`). ``legacy`` and ``max_message_size``: see
     :func:`render_target`; ``redact``: what a stdio server's stderr tail passes through before it goes into an
     error (the run's :meth:`Masker.mask <runner.engine.masking.Masker.mask>`, so the raw tail is masked before
-    it is indented)."""
+    it is indented); ``connect``: how a target becomes a session (default :func:`runner.connect.open_target`)."""
+    from runner.connect import StdioTarget, open_target  # loads the session and trio: validate needs neither
+
+    open_session = open_target if connect is None else connect
 
     def opener(name: str, options: SessionOptions) -> AbstractAsyncContextManager[Session]:
         target = render_target(
@@ -250,6 +264,6 @@ def make_opener(
         )
         if redact is not None and isinstance(target, StdioTarget):
             target = dataclasses.replace(target, redact=redact)
-        return connect(target, options)
+        return open_session(target, options)
 
     return opener
