@@ -126,11 +126,19 @@ async def send_task_call(
         raise MalformedMessage(f"{session.name}: {exc}") from None
 
 
-async def get_task(session: Session, task_id: str, *, timeout: float | None) -> Task:
-    """``tasks/get``: where the task stands."""
-    result = await session.request("tasks/get", {"taskId": task_id}, timeout=timeout)
+async def get_task(
+    session: Session,
+    task_id: str,
+    *,
+    timeout: float | None,
+    meta: dict[str, Any] | None = None,
+    parse: Callable[[Any], Task] = parse_task,
+) -> Task:
+    """``tasks/get``: where the task stands, read by the era's ``parse`` (``meta``: the request's ``_meta``)."""
+    params: dict[str, Any] = {"taskId": task_id} if meta is None else {"taskId": task_id, "_meta": meta}
+    result = await session.request("tasks/get", params, timeout=timeout)
     try:
-        task = parse_task(result)
+        task = parse(result)
     except MalformedMessage as exc:
         raise MalformedMessage(f"{session.name}: {exc}") from None
     if task.task_id != task_id:

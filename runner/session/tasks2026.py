@@ -27,7 +27,7 @@ from runner.protocol.tasks2026 import (
 )
 from runner.session.results import complete_result
 from runner.session.session import Session
-from runner.session.tasks import TaskCallOptions, cancel_task, send_task_call
+from runner.session.tasks import TaskCallOptions, cancel_task, get_task, send_task_call
 
 __all__ = ["TASKS_2026", "Tasks2026"]
 
@@ -60,14 +60,7 @@ class Tasks2026:
         return await send_task_call(session, params, _task_or_result, options, progress=False)
 
     async def get(self, session: Session, task_id: str, *, timeout: float | None) -> Task:
-        result = await session.request("tasks/get", {"taskId": task_id, "_meta": _meta()}, timeout=timeout)
-        try:
-            task = parse_detailed_task(result)
-        except MalformedMessage as exc:
-            raise MalformedMessage(f"{session.name}: {exc}") from None
-        if task.task_id != task_id:
-            raise MalformedMessage(f"{session.name}: tasks/get for {task_id!r} answered about task {task.task_id!r}")
-        return task
+        return await get_task(session, task_id, timeout=timeout, meta=_meta(), parse=parse_detailed_task)
 
     async def result(self, session: Session, task: Task, *, timeout: float | None) -> ToolResult:
         if task.result is None and task.error is None:  # a seed state that was already terminal: ask
