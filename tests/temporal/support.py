@@ -25,6 +25,7 @@ import runner.temporal.batch as batch_module
 from runner.session import Session, SessionOptions
 from runner.temporal.batch import Sessions
 from runner.temporal.spec import RunSpec
+from tests.support import sigint_default
 
 ROOT = Path(__file__).resolve().parents[2]
 MODES = ROOT / "tests" / "fakes" / "mcp_modes.py"
@@ -98,6 +99,7 @@ async def start_worker(address: str, queue: str) -> asyncio.subprocess.Process:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "runner", "worker", "--engine", "temporal", "--temporal-address", address,
         "--task-queue", queue, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, cwd=ROOT,
+        preexec_fn=sigint_default,  # tests stop it with SIGINT
     )  # fmt: skip
     assert proc.stderr is not None
     line = await asyncio.wait_for(proc.stderr.readline(), 30)
