@@ -130,7 +130,8 @@ async def dispatched_by_worker(handle: Any, client: Any, out: dict[str, set[str]
         details = (await client.data_converter.decode(pending.heartbeat_details.payloads))[0]
         out.setdefault(pending.last_worker_identity, set()).update(details.get("dispatched", []))
     for child in description.raw_description.pending_children:
-        await dispatched_by_worker(client.get_workflow_handle(child.workflow_id), client, out)
+        if child.run_id:  # a child whose start is initiated but not done is not found yet (and has no activity)
+            await dispatched_by_worker(client.get_workflow_handle(child.workflow_id), client, out)
     return out
 
 
