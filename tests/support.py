@@ -3,11 +3,14 @@
 ``entry({"type": "item_dispatched", "step": "s", "item": "k"}, seq=3)`` fills the fields a test does not care
 about (a server, a tool, a request id, ...) so that tests say only what matters to them; the result is
 decoded like a journal line, so it is checked like one.
+
+``sigint_default`` is the ``preexec_fn`` of every child a test interrupts with SIGINT (see its docstring).
 """
 
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -131,3 +134,12 @@ def write_big_journal(
         if ended:
             totals = {"succeeded": items, "failed": 0, "in_doubt": 0}
             f.write(line({"type": "run_finished", "status": "succeeded", "exit_code": 0, "counts": totals}))
+
+
+def sigint_default() -> None:
+    """The ``preexec_fn`` of a child that a test interrupts with SIGINT: SIGINT's default disposition in the
+    child, whatever the test process has. An ignored signal stays ignored across ``exec``, and Python then
+    installs no ``KeyboardInterrupt`` handler; a test process started as a background job of a non-interactive
+    shell (``cmd &``) ignores SIGINT, and its child would never see the test's Ctrl-C. It runs in the child
+    between fork and exec: it only resets a disposition (no import, no lock)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

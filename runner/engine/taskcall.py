@@ -60,7 +60,7 @@ from runner.protocol.tasks import TASK_NOT_FOUND, Task, TaskMode, TaskStatus, po
 from runner.protocol.tasks2026 import new_input_requests, update_params
 from runner.session import BeforeSend, ProgressHandler, Session
 from runner.session.input_required import answer_input_requests
-from runner.session.tasks import TASKS_2025, TaskWire
+from runner.session.tasks import TASKS_2025, TaskCallOptions, TaskWire
 from runner.session.tasks2026 import TASKS_2026
 
 __all__ = [
@@ -169,11 +169,13 @@ class TaskCall:
             session,
             tool,
             arguments,
-            timeout=self._timeout,
-            idle_timeout=idle_timeout,
-            on_progress=on_progress,
-            before_send=sent,
-            on_resumed=on_resumed,
+            TaskCallOptions(
+                timeout=self._timeout,
+                idle_timeout=idle_timeout,
+                on_progress=on_progress,
+                before_send=sent,
+                on_resumed=on_resumed,
+            ),
         )
         if isinstance(created, ToolResult):
             return created  # the server ran it at once

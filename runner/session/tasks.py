@@ -39,6 +39,7 @@ from runner.session.session import Session
 __all__ = [
     "CANCEL_TIMEOUT",
     "TASKS_2025",
+    "TaskCallOptions",
     "TaskWire",
     "Tasks2025",
     "cancel_task",
@@ -51,17 +52,27 @@ __all__ = [
 CANCEL_TIMEOUT: Final = 5.0
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class TaskCallOptions:
+    """How a ``tools/call`` that may become a task is sent, the same for every era: each field is passed
+    unchanged to :meth:`Session.request` (``on_progress`` only where the era asks for progress), and
+    ``timeout``, ``idle_timeout`` and ``on_progress`` to :meth:`Session.answer_input` too (a round of answers
+    is the same call, journaled once: no ``before_send`` for it)."""
+
+    timeout: float | None = None
+    idle_timeout: float | None = None
+    on_progress: ProgressHandler | None = None
+    before_send: BeforeSend | None = None
+    on_resumed: Callable[[str], None] | None = None
+
+
 async def start_task_call(
     session: Session,
     name: str,
     arguments: Mapping[str, Any] | None,
+    options: TaskCallOptions = TaskCallOptions(),
     *,
     ttl_ms: int = DEFAULT_TTL_MS,
-    timeout: float | None = None,
-    idle_timeout: float | None = None,
-    on_progress: ProgressHandler | None = None,
-    before_send: BeforeSend | None = None,
-    on_resumed: Callable[[str], None] | None = None,
 ) -> Task | ToolResult:
     """``tools/call`` with ``params.task``: the task the server created, or the result if it ran the tool at
     once."""
@@ -70,17 +81,7 @@ async def start_task_call(
         "arguments": dict(arguments) if arguments is not None else {},
         "task": task_params(ttl_ms),
     }
-    return await send_task_call(
-        session,
-        params,
-        _task_or_result,
-        progress=True,
-        timeout=timeout,
-        idle_timeout=idle_timeout,
-        on_progress=on_progress,
-        before_send=before_send,
-        on_resumed=on_resumed,
-    )
+    return await send_task_call(session, params, _task_or_result, options, progress=True)
 
 
 def _task_or_result(result: dict[str, Any], server: str) -> Task | ToolResult:
@@ -91,31 +92,33 @@ async def send_task_call(
     session: Session,
     params: dict[str, Any],
     parse: Callable[[dict[str, Any], str], Task | ToolResult],
+    options: TaskCallOptions,
     *,
     progress: bool,
-    timeout: float | None,
-    idle_timeout: float | None,
-    on_progress: ProgressHandler | None,
-    before_send: BeforeSend | None,
-    on_resumed: Callable[[str], None] | None,
 ) -> Task | ToolResult:
     """The ``tools/call`` of a call that may become a task, each era's :meth:`TaskWire.start`: ``params`` as the
     era builds them, sent (journaled through ``before_send``), a 2026 ``input_required`` answer resolved as
     :meth:`Session.call_tool` resolves it in every era, and the raw result handed to the era's ``parse`` with
     the server's name (a ``MalformedMessage`` it raises is prefixed with it). ``progress``: ask for progress
-    with a token (2025; the 2026 extension carries none on tasks: only rounds of answers report it)."""
+    with a token (2025; the 2026 extension carries none on tasks: only rounds of answers report it, as a
+    server may ask for input before it makes the call a task)."""
     result = await session.request(
         "tools/call",
         params,
-        timeout=timeout,
-        idle_timeout=idle_timeout,
-        on_progress=on_progress if progress else None,
-        before_send=before_send,
-        on_resumed=on_resumed,
+        timeout=options.timeout,
+        idle_timeout=options.idle_timeout,
+        on_progress=options.on_progress if progress else None,
+        before_send=options.before_send,
+        on_resumed=options.on_resumed,
         progress=progress,
     )
     result = await session.answer_input(
-        "tools/call", params, result, timeout=timeout, idle_timeout=idle_timeout, on_progress=on_progress
+        "tools/call",
+        params,
+        result,
+        timeout=options.timeout,
+        idle_timeout=options.idle_timeout,
+        on_progress=options.on_progress,
     )
     try:
         return parse(result, session.name)
@@ -123,11 +126,19 @@ async def send_task_call(
         raise MalformedMessage(f"{session.name}: {exc}") from None
 
 
-async def get_task(session: Session, task_id: str, *, timeout: float | None) -> Task:
-    """``tasks/get``: where the task stands."""
-    result = await session.request("tasks/get", {"taskId": task_id}, timeout=timeout)
+async def get_task(
+    session: Session,
+    task_id: str,
+    *,
+    timeout: float | None,
+    meta: dict[str, Any] | None = None,
+    parse: Callable[[Any], Task] = parse_task,
+) -> Task:
+    """``tasks/get``: where the task stands, read by the era's ``parse`` (``meta``: the request's ``_meta``)."""
+    params: dict[str, Any] = {"taskId": task_id} if meta is None else {"taskId": task_id, "_meta": meta}
+    result = await session.request("tasks/get", params, timeout=timeout)
     try:
-        task = parse_task(result)
+        task = parse(result)
     except MalformedMessage as exc:
         raise MalformedMessage(f"{session.name}: {exc}") from None
     if task.task_id != task_id:
@@ -175,12 +186,7 @@ class TaskWire(Protocol):
         session: Session,
         name: str,
         arguments: Mapping[str, Any] | None,
-        *,
-        timeout: float | None,
-        idle_timeout: float | None,
-        on_progress: ProgressHandler | None,
-        before_send: BeforeSend | None,
-        on_resumed: Callable[[str], None] | None,
+        options: TaskCallOptions,
     ) -> Task | ToolResult: ...
 
     async def get(self, session: Session, task_id: str, *, timeout: float | None) -> Task: ...
@@ -206,23 +212,9 @@ class Tasks2025:
         session: Session,
         name: str,
         arguments: Mapping[str, Any] | None,
-        *,
-        timeout: float | None,
-        idle_timeout: float | None,
-        on_progress: ProgressHandler | None,
-        before_send: BeforeSend | None,
-        on_resumed: Callable[[str], None] | None,
+        options: TaskCallOptions,
     ) -> Task | ToolResult:
-        return await start_task_call(
-            session,
-            name,
-            arguments,
-            timeout=timeout,
-            idle_timeout=idle_timeout,
-            on_progress=on_progress,
-            before_send=before_send,
-            on_resumed=on_resumed,
-        )
+        return await start_task_call(session, name, arguments, options)
 
     async def get(self, session: Session, task_id: str, *, timeout: float | None) -> Task:
         return await get_task(session, task_id, timeout=timeout)

@@ -11,7 +11,7 @@ extension does not carry progress on tasks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 from runner.errors import MalformedMessage
@@ -25,10 +25,9 @@ from runner.protocol.tasks2026 import (
     parse_detailed_task,
     server_takes_tasks,
 )
-from runner.session.options import BeforeSend, ProgressHandler
 from runner.session.results import complete_result
 from runner.session.session import Session
-from runner.session.tasks import cancel_task, send_task_call
+from runner.session.tasks import TaskCallOptions, cancel_task, get_task, send_task_call
 
 __all__ = ["TASKS_2026", "Tasks2026"]
 
@@ -55,35 +54,13 @@ class Tasks2026:
         session: Session,
         name: str,
         arguments: Mapping[str, Any] | None,
-        *,
-        timeout: float | None,
-        idle_timeout: float | None,
-        on_progress: ProgressHandler | None,
-        before_send: BeforeSend | None,
-        on_resumed: Callable[[str], None] | None,
+        options: TaskCallOptions,
     ) -> Task | ToolResult:
         params = {"name": name, "arguments": dict(arguments) if arguments is not None else {}, "_meta": _meta()}
-        return await send_task_call(
-            session,
-            params,
-            _task_or_result,
-            progress=False,
-            timeout=timeout,
-            idle_timeout=idle_timeout,
-            on_progress=on_progress,  # a server may ask for input before it makes the call a task
-            before_send=before_send,
-            on_resumed=on_resumed,
-        )
+        return await send_task_call(session, params, _task_or_result, options, progress=False)
 
     async def get(self, session: Session, task_id: str, *, timeout: float | None) -> Task:
-        result = await session.request("tasks/get", {"taskId": task_id, "_meta": _meta()}, timeout=timeout)
-        try:
-            task = parse_detailed_task(result)
-        except MalformedMessage as exc:
-            raise MalformedMessage(f"{session.name}: {exc}") from None
-        if task.task_id != task_id:
-            raise MalformedMessage(f"{session.name}: tasks/get for {task_id!r} answered about task {task.task_id!r}")
-        return task
+        return await get_task(session, task_id, timeout=timeout, meta=_meta(), parse=parse_detailed_task)
 
     async def result(self, session: Session, task: Task, *, timeout: float | None) -> ToolResult:
         if task.result is None and task.error is None:  # a seed state that was already terminal: ask

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.support import environment, journal_events, run_cli, wait_for_dispatches, write_slow_workflow
+from tests.support import sigint_default
 
 pytestmark = pytest.mark.integration
 
@@ -26,6 +27,7 @@ def start(tmp: Path, workflow: Path, *extra: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         cwd=tmp,
+        preexec_fn=sigint_default,  # interrupted by the tests
     )
 
 

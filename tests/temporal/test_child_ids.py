@@ -11,19 +11,9 @@ from typing import Any
 import pytest
 
 from runner.temporal.spec import CHILD_ITEMS_VARIABLE
-from tests.temporal.support import cli, dev_server, fan_out_workflow, in_process_worker, target_of
+from tests.temporal.support import cli, dev_server, eventually, fan_out_workflow, in_process_worker, target_of
 
 pytestmark = pytest.mark.slow
-
-
-async def _eventually(probe: Any, what: str, timeout: float = 30) -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        found = await probe()
-        if found:
-            return found
-        assert asyncio.get_running_loop().time() < deadline, what
-        await asyncio.sleep(0.1)
 
 
 def test_the_next_run_of_a_file_starts_its_children_beside_a_closed_runs_open_children(tmp_path: Path) -> None:
@@ -52,11 +42,11 @@ def test_the_next_run_of_a_file_starts_its_children_beside_a_closed_runs_open_ch
             async with in_process_worker(env, "first"):
                 first = await start("first")
                 first = env.client.get_workflow_handle(first.id, run_id=(await first.describe()).run_id)
-                old = await _eventually(children_of(first), "the first run's two children")
+                old = await eventually(children_of(first), "the first run's two children")
             await first.terminate()  # its children are asked to cancel; no worker of "first" is left to do it
             async with in_process_worker(env, "second"):
                 second = await start("second")
-                new = await _eventually(children_of(second), "the second run's two children", timeout=20)
+                new = await eventually(children_of(second), "the second run's two children", timeout=20)
                 status = (await second.describe()).status
             return [w for w, _r in [*old, *new]], status.name if status is not None else ""
 

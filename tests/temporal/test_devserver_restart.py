@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from tests.support import sigint_default
 from tests.temporal.support import (
     ROOT,
     TEMPORAL,
@@ -95,7 +96,7 @@ def test_a_dev_server_restart_mid_run_duplicates_nothing(tmp_path: Path, how: si
             run = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "runner", str(workflow), "--engine", "temporal", "--temporal-address", address,
                 "--task-queue", "restart", "--json", "--batch-size", "20", "--heartbeat-timeout", "2",
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT, preexec_fn=sigint_default,
             )  # fmt: skip
             assert run.stderr is not None
             first = (await asyncio.wait_for(run.stderr.readline(), 30)).decode()

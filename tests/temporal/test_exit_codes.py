@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import sigint_default
 from tests.temporal.support import ROOT, cli, dev_server, fan_out_workflow, in_process_worker, summary_of, target_of
 
 pytestmark = pytest.mark.slow
@@ -24,7 +25,7 @@ async def _worker_stopped_by_ctrl_c(address: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "runner", "worker", "--engine", "temporal", "--temporal-address", address,
         "--task-queue", "exits-w", stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, cwd=ROOT,
-        env=dict(os.environ),
+        env=dict(os.environ), preexec_fn=sigint_default,
     )  # fmt: skip
     assert proc.stderr is not None
     line = await asyncio.wait_for(proc.stderr.readline(), 60)

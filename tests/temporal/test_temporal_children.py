@@ -10,19 +10,9 @@ import pytest
 
 from runner.temporal.dag import WORKFLOW_NAME
 from runner.temporal.spec import CHILD_ITEMS_VARIABLE
-from tests.temporal.support import cli, dev_server, fan_out_workflow, in_process_worker, target_of
+from tests.temporal.support import cli, dev_server, eventually, fan_out_workflow, in_process_worker, target_of
 
 pytestmark = pytest.mark.slow
-
-
-async def _eventually(probe: Any, what: str, timeout: float = 30) -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        found = await probe()
-        if found:
-            return found
-        assert asyncio.get_running_loop().time() < deadline, what
-        await asyncio.sleep(0.1)
 
 
 def test_cancelling_the_run_cancels_its_child_workflows(tmp_path: Path) -> None:
@@ -40,13 +30,13 @@ def test_cancelling_the_run_cancels_its_child_workflows(tmp_path: Path) -> None:
             async def the_run() -> Any:
                 return [w async for w in env.client.list_workflows(f'WorkflowType="{WORKFLOW_NAME}"')]
 
-            handle = env.client.get_workflow_handle((await _eventually(the_run, "the run is listed"))[0].id)
+            handle = env.client.get_workflow_handle((await eventually(the_run, "the run is listed"))[0].id)
 
             async def three_children() -> Any:
                 children = (await handle.describe()).raw_description.pending_children
                 return [c.workflow_id for c in children] if len(children) == 3 else None
 
-            children = await _eventually(three_children, "three child workflows (5 calls, at most 2 each)")
+            children = await eventually(three_children, "three child workflows (5 calls, at most 2 each)")
             code, _out, err = await cli("cancel", run_id, "--engine", "temporal", *where[:2])
             assert code == 0, err
 
@@ -56,7 +46,7 @@ def test_cancelling_the_run_cancels_its_child_workflows(tmp_path: Path) -> None:
                 names = [s.name if s is not None else "" for s in [run, *statuses]]
                 return names if "RUNNING" not in names else None
 
-            names = await _eventually(closed, "the run and its children closed")
+            names = await eventually(closed, "the run and its children closed")
             return names[0], names[1:]
 
     run, children = asyncio.run(on_temporal())

@@ -4,26 +4,18 @@ of the server and writes the messages at or above it to its stderr, masked. No T
 from __future__ import annotations
 
 import io
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
-import trio
-import trio.testing
 
-import runner.temporal.batch as batch_module
 import runner.temporal.client as client_module
 from runner.cli import main
 from runner.engine.masking import Masker
 from runner.errors import UsageError
 from runner.protocol.mcp import LogMessage
-from runner.session import Session, SessionOptions
-from runner.temporal.batch import Sessions
 from runner.temporal.serverlog import log_handlers
 from runner.temporal.spec import RunSpec
-from tests.temporal.support import fan_out_workflow
+from tests.temporal.support import fan_out_workflow, open_scripted_session
 
 
 def test_log_messages_at_or_above_the_level_are_written_masked() -> None:
@@ -54,23 +46,7 @@ async def test_the_worker_asks_the_runs_level_and_logs_through_its_handlers(
 ) -> None:
     path = fan_out_workflow(tmp_path, 1)
     spec = RunSpec(run_id="r", workflow=str(path), text=path.read_text(), server_log_level="error")
-    opened: list[SessionOptions] = []
-
-    def make_opener(*args: Any, **kwargs: Any) -> Any:
-        @asynccontextmanager
-        async def opener(name: str, options: SessionOptions) -> AsyncIterator[Session]:
-            opened.append(options)
-            await trio.sleep_forever()
-            yield  # type: ignore[misc]
-
-        return opener
-
-    monkeypatch.setattr(batch_module, "make_opener", make_opener)
-    async with trio.open_nursery() as nursery:
-        Sessions(nursery).server(spec, "modes")
-        await trio.testing.wait_all_tasks_blocked()
-        nursery.cancel_scope.cancel()
-    [options] = opened
+    options, _, _ = await open_scripted_session(monkeypatch, spec, "modes")
     assert options.server_log_level == "error"
     assert options.on_log is not None and options.on_warning is not None
     options.on_log(LogMessage(level="warning", data="below"), None)

@@ -4,22 +4,14 @@ worker cannot honour. No Temporal server: the opener is a scripted stand-in."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
-import trio
-import trio.testing
 
-import runner.temporal.batch as batch_module
 from runner.cli import main
 from runner.engine.answering import answer_policy
-from runner.session import Session, SessionOptions
-from runner.temporal.batch import Sessions
 from runner.temporal.spec import RunSpec, build_plan_of
-from tests.temporal.support import fan_out_workflow
+from tests.temporal.support import fan_out_workflow, open_scripted_session
 
 
 def _workflow(tmp_path: Path) -> Path:
@@ -37,32 +29,12 @@ async def test_the_worker_opens_sessions_with_the_servers_settings_and_masks_oau
 ) -> None:
     path = _workflow(tmp_path)
     spec = RunSpec(run_id="r", workflow=str(path), text=path.read_text())
-    opened: list[SessionOptions] = []
-    sinks: list[Any] = []
-
-    def make_opener(*args: Any, **kwargs: Any) -> Any:
-        sinks.append(kwargs.get("on_secret"))
-
-        @asynccontextmanager
-        async def opener(name: str, options: SessionOptions) -> AsyncIterator[Session]:
-            opened.append(options)
-            await trio.sleep_forever()
-            yield  # type: ignore[misc]
-
-        return opener
-
-    monkeypatch.setattr(batch_module, "make_opener", make_opener)
-    async with trio.open_nursery() as nursery:
-        sessions = Sessions(nursery)
-        sessions.server(spec, "modes")
-        await trio.testing.wait_all_tasks_blocked()
-        nursery.cancel_scope.cancel()
-    [options] = opened
+    options, made_with, sessions = await open_scripted_session(monkeypatch, spec, "modes")
     assert options.protocol == "2025-11-25"
     assert options.answers == answer_policy(build_plan_of(spec), "modes")
     assert options.answers.elicitation.value == "defaults" and len(options.answers.roots) == 1
     assert options.tasks_extension is False
-    [sink] = sinks
+    sink = made_with.get("on_secret")
     assert sink is not None
     sink("oauth-token-1234567890")
     assert "oauth-token-1234567890" not in sessions.masker(spec).mask("Bearer oauth-token-1234567890")
