@@ -188,7 +188,8 @@ def worker_command(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("mcp-run: worker stopped", file=sys.stderr)
         return ExitCode.SIGINT
-    return ExitCode.OK
+    print("mcp-run: worker stopped (SIGTERM)", file=sys.stderr)
+    return ExitCode.SIGTERM
 
 
 @leaves_by_exit

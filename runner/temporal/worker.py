@@ -8,6 +8,8 @@ holding one session per server for every activity of the process, and each serve
 from __future__ import annotations
 
 import asyncio
+import signal
+import threading
 from collections.abc import Callable
 from typing import Final
 
@@ -48,14 +50,23 @@ def start_worker(client: Client, task_queue: str, *, max_activities: int = MAX_A
     return worker, thread
 
 
-async def serve(address: str, task_queue: str, *, ready: Callable[[], None] | None = None) -> None:
-    """Run a worker until cancelled (Ctrl-C)."""
+async def serve(address: str, task_queue: str, *, ready: Callable[[], None] | None = None) -> bool:
+    """Run a worker until cancelled (Ctrl-C) or, in the main thread, until SIGTERM (what a service manager
+    sends): then the worker shuts down as on Ctrl-C, its stdio servers stopped, and this returns True."""
     client = await connect(address)
     worker, thread = start_worker(client, task_queue)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    main = threading.current_thread() is threading.main_thread()
+    if main:
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
     try:
         async with worker:
             if ready is not None:
                 ready()
-            await asyncio.Event().wait()
+            await stop.wait()
     finally:
+        if main:
+            loop.remove_signal_handler(signal.SIGTERM)
         thread.stop()
+    return True

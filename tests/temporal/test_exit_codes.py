@@ -20,8 +20,8 @@ pytestmark = pytest.mark.slow
 NOWHERE = ("--temporal-address", "127.0.0.1:9")  # nothing listens there: exit 4
 
 
-async def _worker_stopped_by_ctrl_c(address: str) -> tuple[int, str]:
-    """``mcp-run worker``, interrupted once it serves: (exit code, stderr)."""
+async def _worker_stopped_by(address: str, signum: int) -> tuple[int, str]:
+    """``mcp-run worker``, sent ``signum`` once it serves: (exit code, stderr)."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "runner", "worker", "--engine", "temporal", "--temporal-address", address,
         "--task-queue", "exits-w", stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, cwd=ROOT,
@@ -30,7 +30,7 @@ async def _worker_stopped_by_ctrl_c(address: str) -> tuple[int, str]:
     assert proc.stderr is not None
     line = await asyncio.wait_for(proc.stderr.readline(), 60)
     assert b"worker on task queue" in line, line
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     rest = await asyncio.wait_for(proc.stderr.read(), 60)
     code = await asyncio.wait_for(proc.wait(), 60)
     return code, (line + rest).decode()
@@ -98,8 +98,11 @@ def test_every_command_exits_with_its_code(tmp_path: Path) -> None:
                 check("resume a closed run", 2, await cli("resume", run_id, "--engine", "temporal", "--skip-in-doubt",
                                                           *here))  # fmt: skip
                 check("cancel a closed run", 2, await cli("cancel", run_id, "--engine", "temporal", *here))
-            code, err = await _worker_stopped_by_ctrl_c(target_of(env))
+            code, err = await _worker_stopped_by(target_of(env), signal.SIGINT)
             seen.append(("worker, Ctrl-C", 130, code, err))
+            code, err = await _worker_stopped_by(target_of(env), signal.SIGTERM)  # as a service manager stops it
+            said = "worker stopped (SIGTERM)" in err  # and says so: a missing message counts as a wrong code
+            seen.append(("worker, SIGTERM", 143, code if said else -1, err))
         return seen
 
     seen = asyncio.run(on_temporal())
