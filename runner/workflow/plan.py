@@ -2,7 +2,7 @@
 
 :func:`build_plan` takes a :class:`~runner.workflow.model.Workflow` (shape already checked) and checks everything
 that needs the whole file, collecting every problem before it raises (one
-:class:`~runner.errors.WorkflowError`, or :class:`~runner.workflow.model.WorkflowErrors` listing several):
+:class:`~runner.errors.WorkflowError`, or :class:`~runner.workflow.positions.WorkflowErrors` listing several):
 
 * a server has exactly one of ``command`` (stdio) and ``url`` (HTTP); ``env``/``env_passthrough``/``cwd`` only
   with a command, ``headers`` only with a url; server templates read only ``inputs`` and ``env``; a literal
@@ -32,7 +32,8 @@ from runner.errors import WorkflowError
 from runner.workflow.auth import auth_problems
 from runner.workflow.keys import default_key
 from runner.workflow.literals import server_problems
-from runner.workflow.model import Loc, Positions, Server, Step, Workflow, describe, format_path, raise_errors
+from runner.workflow.model import Server, Step, Workflow
+from runner.workflow.positions import Loc, Positions, describe, format_path, raise_errors
 from runner.workflow.status import status_functions_in
 from runner.workflow.template import (
     Compiled,

@@ -55,7 +55,7 @@ from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
 from runner.errors import WorkflowError
-from runner.workflow.model import format_path
+from runner.workflow.positions import format_path
 
 __all__ = ["DEFAULT_LIMITS", "Alias", "YamlLimits", "check_text", "compose", "read_text"]
 
