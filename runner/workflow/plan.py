@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from runner.errors import WorkflowError
@@ -218,15 +219,12 @@ class _Builder:
         self.edges: dict[str, dict[str, Loc]] = {}
         self.step_ids = list(workflow.steps)
         self.index = {step_id: n for n, step_id in enumerate(self.step_ids)}
+        # Kept by every compiled template (the plan's lifetime) and called only when one fails to render: it
+        # holds the positions, not this builder.
+        self.where = partial(_where, positions)
 
     def error(self, message: str, loc: Loc, *, suggestion: str | None = None, at: str = "value") -> None:
         self.errors.append(self.pos.error(message, loc, suggestion=suggestion, at="key" if at == "key" else "value"))
-
-    def where(self, loc: Loc) -> str:
-        """``file:line:column: path`` of ``loc``, for errors raised while rendering a template found there."""
-        line, column = self.pos.locate(loc)
-        place = ":".join(str(part) for part in (self.pos.file, line, column) if part is not None)
-        return ": ".join(part for part in (place, format_path(loc)) if part)
 
     def compile(self, value: Any, loc: Loc) -> Compiled | None:
         try:
@@ -483,6 +481,13 @@ class _Builder:
             at="key",
             suggestion="each step needs the next one; remove one of these dependencies",
         )
+
+
+def _where(positions: Positions, loc: Loc) -> str:
+    """``file:line:column: path`` of ``loc``, for errors raised while rendering a template found there."""
+    line, column = positions.locate(loc)
+    place = ":".join(str(part) for part in (positions.file, line, column) if part is not None)
+    return ": ".join(part for part in (place, format_path(loc)) if part)
 
 
 def _template_strings(value: Any, loc: Loc) -> list[tuple[Loc, str]]:
