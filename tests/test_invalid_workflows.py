@@ -13,7 +13,7 @@ import pytest
 
 from runner.errors import WorkflowError
 from runner.workflow.loader import parse_workflow, validate
-from runner.workflow.model import WorkflowErrors
+from runner.workflow.positions import WorkflowErrors
 
 HERE = Path(__file__).parent / "workflows_invalid"
 CASES = sorted(HERE.glob("*.yaml"))

@@ -12,18 +12,9 @@ from pydantic import ValidationError
 
 from runner.errors import WorkflowError
 from runner.workflow.durations import format_duration, parse_duration
-from runner.workflow.model import (
-    Input,
-    Positions,
-    Step,
-    Workflow,
-    WorkflowErrors,
-    describe,
-    format_path,
-    raise_errors,
-    resolve_inputs,
-    suggest_identifier,
-)
+from runner.workflow.inputs import resolve_inputs
+from runner.workflow.model import Input, Step, Workflow
+from runner.workflow.positions import Positions, WorkflowErrors, describe, format_path, raise_errors, suggest_identifier
 
 
 class TestDurations:
@@ -209,6 +200,8 @@ class TestModuleSurface:
     MODULES = (
         "runner.workflow.durations",
         "runner.workflow.model",
+        "runner.workflow.positions",
+        "runner.workflow.inputs",
         "runner.workflow.template",
         "runner.workflow.plan",
         "runner.workflow.loader",
@@ -227,7 +220,14 @@ class TestModuleSurface:
 
     @pytest.mark.parametrize(
         "name",
-        ["runner.workflow.durations", "runner.workflow.model", "runner.workflow.template", "runner.workflow.plan"],
+        [
+            "runner.workflow.durations",
+            "runner.workflow.model",
+            "runner.workflow.positions",
+            "runner.workflow.inputs",
+            "runner.workflow.template",
+            "runner.workflow.plan",
+        ],
     )
     def test_the_pure_core_imports_no_io_library(self, name: str) -> None:
         source = Path(importlib.import_module(name).__file__ or "").read_text(encoding="utf-8")

@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 from runner.errors import WorkflowError
 from runner.workflow.context import fanout_view, item_entry, make_context, step_view
 from runner.workflow.keys import default_key
-from runner.workflow.model import Workflow, WorkflowErrors
+from runner.workflow.model import Workflow
 from runner.workflow.plan import Plan, build_plan
 from runner.workflow.plantext import render_plan_text
+from runner.workflow.positions import WorkflowErrors
 from runner.workflow.template import TemplateError
 from runner.workflow.urls import url_problem
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from jmespath.parser import Parser
 
 from runner.errors import WorkflowError
 from runner.exitcodes import ExitCode
@@ -124,6 +125,29 @@ class TestReferences:
         [occurrence] = compiled.occurrences
         assert occurrence.loc == ("steps", "s", "args", "a", 1)
         assert occurrence.expression == "inputs.q"
+
+
+NAME = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,6}", fullmatch=True)
+
+
+class TestDottedNames:
+    """``a.b.c`` is built without JMESPath's parser: the tree must be the one the parser builds."""
+
+    @given(
+        st.sampled_from(["inputs", "env", "steps", "item"]),
+        st.lists(NAME, min_size=1, max_size=5),
+        st.sampled_from(["", " "]),
+    )
+    def test_same_tree_as_jmespath(self, root: str, names: list[str], pad: str) -> None:
+        text = ".".join([root, *names])
+        compiled = compile_value(f"${{{{{pad}{text}{pad}}}}}")
+        assert compiled._expression._ast == Parser().parse(text).parsed  # type: ignore[attr-defined]  # the tree itself
+
+    @pytest.mark.parametrize("text", ["steps.a.text[0]", "steps.a.'b'", 'steps.a."b"', "steps.a . text", "inputs.é"])
+    def test_anything_else_goes_to_jmespath(self, text: str) -> None:
+        with contextlib.suppress(TemplateSyntaxError):
+            compiled = compile_value(f"${{{{ {text} }}}}")
+            assert compiled._expression._ast == Parser().parse(text).parsed  # type: ignore[attr-defined]
 
 
 class TestCompileErrors:

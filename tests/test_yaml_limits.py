@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from runner.errors import WorkflowError
 from runner.workflow.loader import _Builder, load_inputs_file, load_workflow, parse_workflow, parse_yaml
-from runner.workflow.model import Positions
+from runner.workflow.positions import Positions
 from runner.workflow.yamlnodes import DEFAULT_LIMITS, YamlLimits
 
 VALID = (Path(__file__).parent / "workflows_valid" / "convert.yaml").read_text(encoding="utf-8")

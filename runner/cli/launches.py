@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from runner.errors import WorkflowError
 from runner.launch import Found, Launch, LaunchError, passed_through
-from runner.workflow.model import format_path
 from runner.workflow.plan import Plan
+from runner.workflow.positions import format_path
 from runner.workflow.template import TemplateError
 
 __all__ = ["ServerLaunch", "check_launches", "launch_lines"]

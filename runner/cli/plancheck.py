@@ -22,9 +22,9 @@ from runner.protocol.mcp import Tool
 from runner.session import SessionOptions
 from runner.words import plural
 from runner.workflow.context import make_context
-from runner.workflow.model import format_path
 from runner.workflow.partial import Partial, render_known, what_it_reads
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, Plan, PlannedStep
+from runner.workflow.positions import format_path
 from runner.workflow.suggest import did_you_mean
 from runner.workflow.template import Loc, Reference, TemplateError, canonical_json
 

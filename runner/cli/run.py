@@ -231,7 +231,7 @@ def _load_plan(args: argparse.Namespace, *, require_inputs: bool) -> Plan:
 
 def validate_command(args: argparse.Namespace) -> int:
     from runner.cli.launches import check_launches
-    from runner.workflow.model import raise_errors
+    from runner.workflow.positions import raise_errors
 
     plan = _load_plan(args, require_inputs=False)
     _servers, errors, warnings = check_launches(plan)
@@ -248,8 +248,8 @@ def validate_command(args: argparse.Namespace) -> int:
 
 def plan_command(args: argparse.Namespace) -> int:
     from runner.cli.launches import check_launches, launch_lines
-    from runner.workflow.model import raise_errors
     from runner.workflow.plantext import render_plan_text
+    from runner.workflow.positions import raise_errors
 
     plan = _load_plan(args, require_inputs=False)
     servers, errors, _warnings = check_launches(plan)  # a warning shows in the plan as "cannot start here"

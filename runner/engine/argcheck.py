@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from runner.errors import McpRunError, first_line
-from runner.workflow.model import format_path
 from runner.workflow.partial import Unknown, contains_unknown
+from runner.workflow.positions import format_path
 from runner.workflow.suggest import did_you_mean
 
 if TYPE_CHECKING:

@@ -24,8 +24,9 @@ from runner.jsontext import utf8
 from runner.launch import Launch, LaunchError, passed_through, resolve_launch
 from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
 from runner.workflow.context import make_context
-from runner.workflow.model import Loc, Server
+from runner.workflow.model import Server
 from runner.workflow.plan import Plan
+from runner.workflow.positions import Loc
 from runner.workflow.template import canonical_json
 
 if TYPE_CHECKING:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from typing import Final, NamedTuple
 
-from runner.workflow.model import Loc, Server
+from runner.workflow.model import Server
+from runner.workflow.positions import Loc
 
 __all__ = ["Problem", "server_problems"]
 

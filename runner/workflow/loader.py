@@ -9,7 +9,7 @@ Entry points::
     load_inputs_file(path) -> dict                   an --inputs-file (YAML or JSON mapping)
 
 Every problem is a :class:`~runner.errors.WorkflowError` naming file, line, column and key path; when
-there are several, one :class:`~runner.workflow.model.WorkflowErrors` lists them all (``.errors``). No input
+there are several, one :class:`~runner.workflow.positions.WorkflowErrors` lists them all (``.errors``). No input
 makes these functions raise anything else.
 
 YAML dialect. The file is composed into nodes by :mod:`runner.workflow.yamlnodes` (libyaml's parser when
@@ -42,20 +42,10 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from runner.errors import WorkflowError
-from runner.workflow.model import (
-    Input,
-    Loc,
-    Positions,
-    Server,
-    Step,
-    Workflow,
-    describe,
-    format_path,
-    raise_errors,
-    resolve_inputs,
-    suggest_identifier,
-)
+from runner.workflow.inputs import resolve_inputs
+from runner.workflow.model import Input, Server, Step, Workflow
 from runner.workflow.plan import Plan, build_plan
+from runner.workflow.positions import Loc, Positions, describe, format_path, raise_errors, suggest_identifier
 from runner.workflow.template import did_you_mean
 from runner.workflow.yamlnodes import DEFAULT_LIMITS, Alias, YamlLimits, compose, read_text
 

@@ -23,7 +23,8 @@ A workflow (YAML, ``version: 1``)::
 These models check *shape* only (unknown keys are refused, types are strict: ``"5"`` is not an integer
 and ``yes`` is not a boolean). What needs the whole workflow (servers that exist, templates, references,
 cycles, one of ``command``/``url``) is checked by :mod:`runner.workflow.plan`; where a value sits in the file is
-recorded by :mod:`runner.workflow.loader` in a :class:`Positions`.
+recorded by :mod:`runner.workflow.loader` in a :class:`~runner.workflow.positions.Positions`. A run's input values
+are resolved against the declared :class:`Input` types by :mod:`runner.workflow.inputs`.
 
 Regenerate the JSON schema with ``python -m runner.workflow.model`` (writes ``schemas/workflow.schema.json``;
 ``--check`` only compares). ``scripts/gen_schema.py`` does the same.
@@ -31,14 +32,10 @@ Regenerate the JSON schema with ``python -m runner.workflow.model`` (writes ``sc
 
 from __future__ import annotations
 
-import contextlib
-import difflib
 import json
-import math
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -53,10 +50,10 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from runner.errors import WorkflowError
 from runner.protocol.versions import ProtocolChoice
 from runner.workflow.auth import ServerAuth
 from runner.workflow.fields import Budget, Duration, Limit
+from runner.workflow.positions import describe
 
 __all__ = [
     "ENV_PATTERN",
@@ -65,20 +62,11 @@ __all__ = [
     "SCHEMA_PATH",
     "Input",
     "InputType",
-    "Loc",
-    "Positions",
     "Server",
     "Step",
     "Workflow",
-    "WorkflowErrors",
-    "coerce_input",
-    "describe",
-    "format_path",
     "json_schema",
-    "raise_errors",
-    "resolve_inputs",
     "schema_text",
-    "suggest_identifier",
     "value_has_type",
     "write_schema",
 ]
@@ -87,7 +75,6 @@ IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 INPUT_TYPES: tuple[str, ...] = ("string", "integer", "number", "boolean", "array", "object")
 InputType = Literal["string", "integer", "number", "boolean", "array", "object"]
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "workflow.schema.json"
-Loc = tuple[str | int, ...]
 
 _TEMPLATE_SCHEMA = r".*\$\{\{.*\}\}.*"
 Identifier = Annotated[
@@ -359,122 +346,6 @@ class Workflow(_Model):
         return value
 
 
-# ---------------------------------------------------------------------------------------------------
-# Positions and errors
-
-
-@dataclass(frozen=True)
-class Positions:
-    """Where keys and values sit in the source file, by key path (1-based line and column).
-
-    ``keys[loc]`` is the start of the mapping key that leads to ``loc``, ``values[loc]`` the start of
-    its value (list items have only a value). A path with no entry (inside a YAML alias, say) is located
-    at its nearest recorded ancestor.
-    """
-
-    file: str | None = None
-    keys: dict[Loc, tuple[int, int]] = field(default_factory=dict)
-    values: dict[Loc, tuple[int, int]] = field(default_factory=dict)
-
-    def locate(self, loc: Loc, *, at: Literal["key", "value"] = "value") -> tuple[int | None, int | None]:
-        """The ``(line, column)`` of ``loc``, falling back to its nearest ancestor; ``(None, None)`` if none."""
-        table = self.keys if at == "key" else self.values
-        if loc in table:
-            return table[loc]
-        for end in range(len(loc), -1, -1):
-            prefix = loc[:end]
-            if prefix in self.values:
-                return self.values[prefix]
-            if prefix in self.keys:
-                return self.keys[prefix]
-        return None, None
-
-    def error(
-        self,
-        message: str,
-        loc: Loc,
-        *,
-        suggestion: str | None = None,
-        at: Literal["key", "value"] = "value",
-    ) -> WorkflowError:
-        """A :class:`WorkflowError` located at ``loc``."""
-        line, column = self.locate(loc, at=at)
-        return WorkflowError(
-            message, file=self.file, line=line, column=column, path=format_path(loc) or None, suggestion=suggestion
-        )
-
-
-class WorkflowErrors(WorkflowError):
-    """Several problems found in one pass; ``errors`` lists each (sorted by position), ``str()`` shows all.
-
-    The location attributes (``file``, ``line``, ...) are those of the first error.
-    """
-
-    def __init__(self, errors: Sequence[WorkflowError]) -> None:
-        self.errors = list(errors)
-        first = self.errors[0]
-        super().__init__(
-            f"{len(self.errors)} problems",
-            file=first.file,
-            line=first.line,
-            column=first.column,
-            path=first.path,
-            suggestion=first.suggestion,
-        )
-
-    def __str__(self) -> str:
-        return "\n".join(str(error) for error in self.errors)
-
-
-def raise_errors(errors: Iterable[WorkflowError]) -> None:
-    """Raise nothing for no errors, the error itself for one, :class:`WorkflowErrors` for several."""
-    unique: dict[str, WorkflowError] = {}
-    for error in errors:
-        unique.setdefault(str(error), error)
-    found = sorted(unique.values(), key=lambda e: (e.line or 0, e.column or 0))
-    if len(found) == 1:
-        raise found[0]
-    if found:
-        raise WorkflowErrors(found)
-
-
-def format_path(loc: Loc) -> str:
-    """``("steps", "a", "needs", 1)`` -> ``steps.a.needs[1]``."""
-    text = ""
-    for part in loc:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        else:
-            text += f".{part}" if text else part
-    return text
-
-
-def suggest_identifier(name: str) -> str:
-    """The identifier closest to ``name``: ``convert-files`` -> ``convert_files``, ``1st`` -> ``_1st``."""
-    fixed = re.sub(r"[^A-Za-z0-9_]", "_", name) or "_"
-    return fixed if not fixed[0].isdigit() else "_" + fixed
-
-
-def describe(value: Any) -> str:
-    """A short description of a found value: ``a string ('x')``, ``an integer (5)``, ``a list``, ``null``."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"a boolean ({str(value).lower()})"
-    if isinstance(value, int):
-        return f"an integer ({value})"
-    if isinstance(value, float):
-        return f"a number ({value})"
-    if isinstance(value, str):
-        shown = value if len(value) <= 40 else value[:37] + "..."
-        return f"a string ({shown!r})"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return f"a {type(value).__name__}"
-
-
 def value_has_type(value: Any, kind: str) -> bool:
     """Whether ``value`` is of the input type ``kind`` (an integer counts as a number; a bool as neither)."""
     if kind == "string":
@@ -490,127 +361,6 @@ def value_has_type(value: Any, kind: str) -> bool:
     if kind == "object":
         return isinstance(value, dict)
     return False
-
-
-# ---------------------------------------------------------------------------------------------------
-# Inputs for a run
-
-_TRUE = frozenset({"true", "yes", "1"})
-_FALSE = frozenset({"false", "no", "0"})
-
-
-def resolve_inputs(
-    declared: Mapping[str, Input],
-    pairs: Sequence[str] = (),
-    file_values: Mapping[str, Any] | None = None,
-    *,
-    require: bool = True,
-    positions: Positions | None = None,
-) -> dict[str, Any]:
-    """The value of every declared input: ``--input`` pairs, over the inputs file, over defaults.
-
-    ``pairs`` are ``NAME=VALUE`` strings, coerced to the input's type: integer and number parse,
-    boolean takes true/false/yes/no/1/0, array and object parse JSON. ``file_values`` (an inputs file,
-    already parsed) must hold values of the right type; a string there is coerced like a pair. An input
-    neither given nor defaulted is null, or, when ``require`` and it is required, an error naming it and
-    the flag that sets it. Unknown names are errors; a secret input's value never appears in a message.
-    """
-    where = positions or Positions()
-    errors: list[WorkflowError] = []
-    given: dict[str, Any] = {}
-    names = list(declared)
-    for name, value in (file_values or {}).items():
-        if name not in declared:
-            errors.append(_unknown_input(str(name), names, "in the inputs file"))
-            continue
-        try:
-            given[name] = coerce_input(name, declared[name], value)
-        except WorkflowError as exc:
-            errors.append(exc)
-    for pair in pairs:
-        name, sep, text = pair.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            errors.append(WorkflowError(f"expected --input NAME=VALUE, found {pair!r}"))
-            continue
-        if name not in declared:
-            errors.append(_unknown_input(name, names, "in --input"))
-            continue
-        try:
-            given[name] = coerce_input(name, declared[name], text)
-        except WorkflowError as exc:
-            errors.append(exc)
-    values: dict[str, Any] = {}
-    for name, spec in declared.items():
-        if name in given:
-            values[name] = given[name]
-        elif spec.has_default:
-            values[name] = spec.default
-        elif require and spec.is_required:
-            line, column = where.locate(("inputs", name), at="key")
-            errors.append(
-                WorkflowError(
-                    f"missing required input {name!r}",
-                    file=where.file,
-                    line=line,
-                    column=column,
-                    path=f"inputs.{name}",
-                    suggestion=f"set it with --input {name}=VALUE or in an inputs file",
-                )
-            )
-        else:
-            values[name] = None
-    raise_errors(errors)
-    return values
-
-
-def coerce_input(name: str, spec: Input, value: Any) -> Any:
-    """``value`` as the input's type; a string is parsed (see :func:`resolve_inputs`)."""
-    kind = spec.type
-    if value_has_type(value, kind):
-        return value
-    if isinstance(value, str):
-        parsed = _parse_text(kind, value.strip())
-        if parsed is not _NOT_PARSED and value_has_type(parsed, kind):
-            return parsed
-    shown = "a value (hidden: the input is secret)" if spec.secret else describe(value)
-    expected = {
-        "string": "a string",
-        "integer": "an integer",
-        "number": "a number",
-        "boolean": "a boolean (true/false/yes/no/1/0)",
-        "array": "a JSON array",
-        "object": "a JSON object",
-    }[kind]
-    raise WorkflowError(f"input {name!r}: expected {expected}, found {shown}", path=f"inputs.{name}")
-
-
-_NOT_PARSED: Any = object()
-
-
-def _parse_text(kind: str, text: str) -> Any:
-    parsed = _NOT_PARSED
-    if kind == "integer":
-        with contextlib.suppress(ValueError):
-            parsed = int(text)
-    elif kind == "number":
-        with contextlib.suppress(ValueError):
-            parsed = float(text) if any(c in text.lower() for c in ".en") else int(text)
-        if isinstance(parsed, float) and not math.isfinite(parsed):
-            parsed = _NOT_PARSED
-    elif kind == "boolean":
-        parsed = True if text.lower() in _TRUE else False if text.lower() in _FALSE else _NOT_PARSED
-    elif kind in ("array", "object"):
-        with contextlib.suppress(ValueError, RecursionError):
-            parsed = json.loads(text)
-    return parsed
-
-
-def _unknown_input(name: str, names: list[str], where: str) -> WorkflowError:
-    matches = difflib.get_close_matches(name, names, n=1)
-    hint = f"did you mean {matches[0]!r}?" if matches else None
-    known = ", ".join(names) or "none declared"
-    return WorkflowError(f"unknown input {name!r} {where} (inputs: {known})", suggestion=hint)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 :func:`build_plan` takes a :class:`~runner.workflow.model.Workflow` (shape already checked) and checks everything
 that needs the whole file, collecting every problem before it raises (one
-:class:`~runner.errors.WorkflowError`, or :class:`~runner.workflow.model.WorkflowErrors` listing several):
+:class:`~runner.errors.WorkflowError`, or :class:`~runner.workflow.positions.WorkflowErrors` listing several):
 
 * a server has exactly one of ``command`` (stdio) and ``url`` (HTTP); ``env``/``env_passthrough``/``cwd`` only
   with a command, ``headers`` only with a url; server templates read only ``inputs`` and ``env``; a literal
@@ -26,13 +26,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from runner.errors import WorkflowError
 from runner.workflow.auth import auth_problems
 from runner.workflow.keys import default_key
 from runner.workflow.literals import server_problems
-from runner.workflow.model import Loc, Positions, Server, Step, Workflow, describe, format_path, raise_errors
+from runner.workflow.model import Server, Step, Workflow
+from runner.workflow.positions import Loc, Positions, describe, format_path, raise_errors
 from runner.workflow.status import status_functions_in
 from runner.workflow.template import (
     Compiled,
@@ -217,15 +219,12 @@ class _Builder:
         self.edges: dict[str, dict[str, Loc]] = {}
         self.step_ids = list(workflow.steps)
         self.index = {step_id: n for n, step_id in enumerate(self.step_ids)}
+        # Kept by every compiled template (the plan's lifetime) and called only when one fails to render: it
+        # holds the positions, not this builder.
+        self.where = partial(_where, positions)
 
     def error(self, message: str, loc: Loc, *, suggestion: str | None = None, at: str = "value") -> None:
         self.errors.append(self.pos.error(message, loc, suggestion=suggestion, at="key" if at == "key" else "value"))
-
-    def where(self, loc: Loc) -> str:
-        """``file:line:column: path`` of ``loc``, for errors raised while rendering a template found there."""
-        line, column = self.pos.locate(loc)
-        place = ":".join(str(part) for part in (self.pos.file, line, column) if part is not None)
-        return ": ".join(part for part in (place, format_path(loc)) if part)
 
     def compile(self, value: Any, loc: Loc) -> Compiled | None:
         try:
@@ -482,6 +481,13 @@ class _Builder:
             at="key",
             suggestion="each step needs the next one; remove one of these dependencies",
         )
+
+
+def _where(positions: Positions, loc: Loc) -> str:
+    """``file:line:column: path`` of ``loc``, for errors raised while rendering a template found there."""
+    line, column = positions.locate(loc)
+    place = ":".join(str(part) for part in (positions.file, line, column) if part is not None)
+    return ": ".join(part for part in (place, format_path(loc)) if part)
 
 
 def _template_strings(value: Any, loc: Loc) -> list[tuple[Loc, str]]:

@@ -46,8 +46,9 @@ Errors
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
 from jmespath import exceptions as jp_exceptions
 from jmespath.parser import ParsedResult, Parser
@@ -71,6 +72,8 @@ StepStatus = Literal["succeeded", "failed", "skipped"]
 _OPEN = "${{"
 _CLOSE = "}}"
 _MAX_CLOSE_CANDIDATES = 64
+_NAMES: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+"""Dotted plain names (JMESPath's unquoted identifiers), which JMESPath parses into fields under one subexpression."""
 _FUNCTIONS: dict[str, Any] = FUNCTIONS.FUNCTION_TABLE  # JMESPath's, the text functions, the status functions
 _INTERPRETER = TreeInterpreter(Options(custom_functions=FUNCTIONS))
 # Nodes whose first child is evaluated against the same value as the node itself, and whose other
@@ -176,12 +179,18 @@ class Compiled:
 class _Expression:
     """One compiled JMESPath expression; ``where`` is its place in the workflow file, for errors."""
 
-    __slots__ = ("_ast", "text", "where")
+    __slots__ = ("_ast", "_loc", "_where", "text")
 
     def __init__(self, text: str, parsed: ParsedResult) -> None:
         self.text = text
         self._ast = parsed.parsed
-        self.where: str | None = None
+        self._where: Where | None = None
+        self._loc: Loc = ()
+
+    @property
+    def where(self) -> str | None:
+        """``file:line:column: path``, worked out when an error needs it (most templates never fail)."""
+        return self._where(self._loc) if self._where is not None else None
 
     def evaluate(self, context: Mapping[str, Any]) -> Any:
         try:
@@ -320,7 +329,7 @@ def _compile_string(text: str, loc: Loc, where: Where | None) -> Compiled:
     pos = 0
     for start, end, expression in _split(text, loc):
         literals.append(text[pos:start])
-        expression.where = where(loc) if where is not None else None
+        expression._where, expression._loc = where, loc
         expressions.append(expression)
         pos = end
     literals.append(text[pos:])
@@ -372,6 +381,11 @@ def _parse(source: str, loc: Loc) -> _Expression:
         raise TemplateSyntaxError(
             "empty template ${{ }}", loc=loc, suggestion="write an expression, like ${{ inputs.name }}"
         )
+    if _NAMES.match(source):  # a.b.c, most templates: the tree JMESPath builds, without its lexer and parser
+        names = source.split(".")
+        fields = [{"type": "field", "children": [], "value": name} for name in names]
+        tree: Any = fields[0] if len(fields) == 1 else {"type": "subexpression", "children": fields}
+        return _Expression(source, ParsedResult(source, tree))
     _check_literals(source, loc)
     try:
         parsed = Parser().parse(source)

@@ -41,18 +41,28 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 
 import yaml
-from yaml.composer import Composer
+from yaml.composer import Composer, ComposerError
 from yaml.constructor import SafeConstructor
-from yaml.events import AliasEvent
+from yaml.events import (
+    AliasEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+)
+from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 from yaml.resolver import Resolver
 
 from runner.errors import WorkflowError
-from runner.workflow.model import format_path
+from runner.workflow.positions import format_path
 
 __all__ = ["DEFAULT_LIMITS", "Alias", "YamlLimits", "check_text", "compose", "read_text"]
 
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _PURE_REPORT_CHARS: Final = 1_000_000  # larger documents' syntax errors are libyaml's (the pure parser is slow)
+_TAGS_KEPT: Final = 4096  # distinct scalar texts whose implicit tag the composer remembers
+_TAG_TEXT_KEPT: Final = 64  # ... each at most this long
 
 
 @dataclass(frozen=True)
@@ -174,6 +184,9 @@ class _Counting(Composer):
         def check_event(self, *choices: Any) -> bool: ...
         def peek_event(self) -> Any: ...
         def get_event(self) -> Any: ...
+        def resolve(self, kind: Any, value: Any, implicit: Any) -> Any: ...
+
+        yaml_path_resolvers: dict[Any, Any]
 
     def start(self, file: str | None, limits: YamlLimits) -> None:
         self.file = file
@@ -182,34 +195,99 @@ class _Counting(Composer):
         self.sizes: dict[int, tuple[int, int]] = {}  # id(anchored node) -> (values, height), aliases expanded
         self.reached = 0  # the deepest level reached so far in the node being composed, aliases expanded
         self.loc: list[str | int | None] = []  # None: a mapping's key
+        self.tags: dict[str, str] = {}  # a plain scalar's text -> its implicit tag (see scalar_tag)
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
-        self.loc.append(_step(parent, index))
+        return self.node(_step(parent, index))
+
+    def node(self, step: str | int | None) -> yaml.Node:
+        """The next node, at ``step`` below the current one. PyYAML's ``compose_node`` and its three
+        ``compose_*_node`` methods in one, with the limits checked before a node is composed: each value costs
+        one call rather than five, and a scalar's implicit tag is looked up once per distinct text."""
+        loc = self.loc
+        loc.append(step)
         try:
-            if self.check_event(AliasEvent):
-                return self.alias()
             event = self.peek_event()
-            depth = len(self.loc)
-            if depth > self.limits.max_depth:
+            kind = type(event)
+            if kind is AliasEvent:
+                return cast(yaml.Node, self.alias())  # None only where PyYAML raises
+            depth = len(loc)
+            limits = self.limits
+            if depth > limits.max_depth:
                 raise self.limit(
-                    f"the document is nested deeper than the limit of {self.limits.max_depth} levels", event.start_mark
+                    f"the document is nested deeper than the limit of {limits.max_depth} levels", event.start_mark
                 )
             before, reached = self.total, self.reached
             self.total += 1
-            if self.total > self.limits.max_values:
+            if self.total > limits.max_values:
                 raise self.limit(
-                    f"the document holds more than the limit of {self.limits.max_values:,} values", event.start_mark
+                    f"the document holds more than the limit of {limits.max_values:,} values", event.start_mark
                 )
             self.reached = depth
-            node = cast(yaml.Node, super().compose_node(parent, index))  # never None, whatever the stub says
-            if type(node) is yaml.ScalarNode:
-                self.check_scalar(node.value, event.start_mark)
-            if event.anchor is not None:  # only an anchored node can be repeated
+            anchor = event.anchor
+            if anchor is not None and anchor in self.anchors:
+                raise ComposerError(
+                    f"found duplicate anchor {anchor!r}; first occurrence",
+                    self.anchors[anchor].start_mark,
+                    "second occurrence",
+                    event.start_mark,
+                )
+            node: yaml.Node
+            if kind is ScalarEvent:
+                self.get_event()
+                value = event.value
+                tag = event.tag
+                if tag is None or tag == "!":
+                    tag = self.scalar_tag(value, event.implicit)
+                node = ScalarNode(tag, value, event.start_mark, event.end_mark, style=event.style)
+                if anchor is not None:
+                    self.anchors[anchor] = node
+                self.check_scalar(value, event.start_mark)
+            elif kind is MappingStartEvent:
+                self.get_event()
+                tag = event.tag
+                if tag is None or tag == "!":
+                    tag = self.resolve(MappingNode, None, event.implicit)
+                node = MappingNode(tag, [], event.start_mark, None, flow_style=event.flow_style)
+                if anchor is not None:
+                    self.anchors[anchor] = node
+                pairs = node.value
+                while type(self.peek_event()) is not MappingEndEvent:
+                    key = self.node(None)
+                    pairs.append((key, self.node(_step(node, key))))
+                node.end_mark = self.get_event().end_mark
+            elif kind is SequenceStartEvent:
+                self.get_event()
+                tag = event.tag
+                if tag is None or tag == "!":
+                    tag = self.resolve(SequenceNode, None, event.implicit)
+                node = SequenceNode(tag, [], event.start_mark, None, flow_style=event.flow_style)
+                if anchor is not None:
+                    self.anchors[anchor] = node
+                items = node.value
+                while type(self.peek_event()) is not SequenceEndEvent:
+                    items.append(self.node(len(items)))
+                node.end_mark = self.get_event().end_mark
+            else:  # no other event starts a node; PyYAML's composer decides what to make of it
+                node = cast(yaml.Node, super().compose_node(None, 0))
+            if anchor is not None:  # only an anchored node can be repeated
                 self.sizes[id(node)] = (self.total - before, self.reached - depth + 1)
             self.reached = max(reached, self.reached)
             return node
         finally:
-            self.loc.pop()
+            loc.pop()
+
+    def scalar_tag(self, value: str, implicit: tuple[bool, bool]) -> str:
+        """The tag of an untagged scalar: what the resolver says, remembered for the first few thousand distinct
+        short texts (keys and repeated values), which is where a document repeats itself."""
+        if not implicit[0] or self.yaml_path_resolvers:
+            return cast(str, self.resolve(ScalarNode, value, implicit))
+        tag = self.tags.get(value)
+        if tag is None:
+            tag = cast(str, self.resolve(ScalarNode, value, implicit))
+            if len(self.tags) < _TAGS_KEPT and len(value) <= _TAG_TEXT_KEPT:
+                self.tags[value] = tag
+        return tag
 
     def check_scalar(self, value: str, mark: Any) -> None:
         if len(value) > self.limits.max_string:
