@@ -29,6 +29,7 @@ def test_a_refused_start_is_said_as_locally(
     from runner.temporal import client as client_module
 
     path = fan_out_workflow(tmp_path, 1)
+    monkeypatch.chdir(tmp_path)  # the hint names the file relative to here when shorter: the same in any checkout
 
     async def connect(address: str) -> object:
         return object()
@@ -41,7 +42,7 @@ def test_a_refused_start_is_said_as_locally(
     assert main([str(path), "--engine", "temporal"]) == code
     err = capsys.readouterr().err
     assert "run r1-0123456789abcdef of" in err and words in err, err
-    assert f"{path} --resume --engine temporal" in err
+    assert f"mcp-run {path.name} --resume --engine temporal" in err, err
     assert ("--rerun-in-doubt" in err) is bool(waiting)
 
 
@@ -53,6 +54,7 @@ def test_a_refused_start_names_the_inputs_it_was_given(
     from runner.temporal import client as client_module
 
     path = fan_out_workflow(tmp_path, 1)
+    monkeypatch.chdir(tmp_path)
 
     async def connect(address: str) -> object:
         return object()
@@ -64,11 +66,11 @@ def test_a_refused_start_names_the_inputs_it_was_given(
     monkeypatch.setattr(client_module, "start_run", start_run)
     assert main([str(path), "--engine", "temporal", "--input", 'items=["a b"]']) == 2
     err = capsys.readouterr().err
-    assert f"{path} --resume --engine temporal --input 'items=[\"a b\"]' --rerun-in-doubt" in err, err
+    assert f"mcp-run {path.name} --resume --engine temporal --input 'items=[\"a b\"]' --rerun-in-doubt" in err, err
     # and its task queue, when not the default: if the open run ends first, the pasted command starts one there
     assert main([str(path), "--engine", "temporal", "--task-queue", "batch", "--input", 'items=["a b"]']) == 2
     err = capsys.readouterr().err
-    assert f"{path} --resume --engine temporal --task-queue batch --input 'items=[\"a b\"]'" in err, err
+    assert f"mcp-run {path.name} --resume --engine temporal --task-queue batch --input 'items=[\"a b\"]'" in err, err
 
 
 @pytest.mark.parametrize("name", ["-wf.yaml", "show"])
