@@ -771,3 +771,42 @@ async def test_responses_that_match_no_request_are_shown_a_few_times_then_counte
         '{"jsonrpc":"2.0","id":"abc","error":{"code":-32603,"message":"boom"}}',
         "docs: more responses that match no request; further ones are only counted",
     ]
+
+
+async def test_a_call_whose_session_closes_while_its_dispatch_is_journaled_is_not_sent(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """The session closes (its owner leaves ``open_session``) while a journaled call waits for its dispatch's
+    fsync (``before_send``): the call ends at once, surely not sent, and nothing reaches the server. (Over a
+    queued transport it used to be written with nobody left to read its answer or keep its deadline.)"""
+    fsync, inside, ended = trio.Event(), trio.Event(), trio.Event()
+
+    async def before_send(rid: Any, token: Any) -> None:
+        inside.set()
+        await fsync.wait()
+
+    with single_error():
+        async with memory_transport_pair() as (client, end), trio.open_nursery() as nursery:
+            server = FakeServer(end)
+            server.tools["echo"] = echo
+            nursery.start_soon(server.serve)
+
+            async def owner(task_status: trio.TaskStatus[Session] = trio.TASK_STATUS_IGNORED) -> None:
+                async with open_session(client, SessionOptions()) as session:
+                    task_status.started(session)
+                    await inside.wait()
+                fsync.set()
+
+            session: Session = await nursery.start(owner)
+
+            async def call() -> None:
+                with pytest.raises(NotDelivered, match=r"connection is closed: .*session closed"):
+                    await session.call_tool("echo", {"text": "x"}, timeout=10, before_send=before_send)
+                ended.set()
+
+            with trio.fail_after(5):  # before the call's own timeout: it ends at once
+                nursery.start_soon(call)
+                await ended.wait()
+            await trio.testing.wait_all_tasks_blocked()
+            assert not [m for m in server.received if isinstance(m, Request) and m.method == "tools/call"]
+            nursery.cancel_scope.cancel()

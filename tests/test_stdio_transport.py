@@ -295,6 +295,32 @@ async def test_a_queued_line_whose_write_fails_is_told_not_delivered() -> None:
     assert "cannot write to the server: Broken pipe" in str(told[0])
 
 
+def test_a_line_cut_before_its_newline_only_may_have_reached_the_server() -> None:
+    """A failed write that stopped after a message's last byte, before its newline, does not make the message
+    "not delivered": a server may read a last line without its newline (at end of input) and act on it. One
+    cut inside the message (a JSON prefix, which no server can read as a request) surely did not deliver it."""
+    lines = [b'{"id":1}\n', b'{"id":2}\n', b'{"id":3}\n']
+    for written, unsent in [(8, [False, True, True]), (7, [True, True, True]), (17, [False, False, True])]:
+        batch = stdio._Batch()
+        told: list[NotDelivered | None] = []
+        batch.lines, batch.told = list(lines), [told.append] * 3
+        batch.ends, batch.written = [9, 18, 27], written
+        batch.fail("cannot write to the server: Broken pipe", "")
+        batch.finish()
+        assert [failure is not None for failure in told] == unsent, written
+
+
+async def test_nothing_is_queued_once_the_transport_has_closed() -> None:
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(params("stdio_echo")) as transport:
+            await transport.send(Request(1, "echo"))
+            assert await transport.receive() == Response(1, {"params": None})
+        with pytest.raises(NotDelivered, match="connection is closed"):
+            transport.queue(Request(1, "ping"), lambda failure: None)
+        with pytest.raises(NotDelivered, match="connection is closed"):
+            await transport.send(Request(2, "ping"))
+
+
 async def test_a_send_blocked_on_a_full_pipe_fails_when_the_transport_closes() -> None:
     errors: list[NotDelivered] = []
 

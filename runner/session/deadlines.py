@@ -5,8 +5,9 @@ outcome in one park: no cancel scope around it, because entering and leaving a t
 deadline cost more than the two task switches of the call itself. Its deadline goes into a heap; one task
 sleeps until the earliest and ends the waits that ran out (``PendingCall.expire``). Progress pushes a call's
 deadline back in the call itself (``PendingCall.deadline``): its place in the heap is corrected when it comes
-up. Entries of calls that ended stay in the heap until they come up or the heap is rebuilt, when it holds more
-than twice the calls still waiting: its size stays within a small multiple of the calls in flight.
+up. Entries of calls removed (answered, failed, cancelled) stay in the heap until they come up or the heap is
+rebuilt, when it holds more than twice the calls still watched: its size stays within a small multiple of the
+calls in flight.
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ class Deadlines:
         """Watch ``call`` until :meth:`remove`: it expires at ``call.deadline`` (which may only move later)."""
         self._seq += 1
         self._live += 1
+        call.watched = True
         heap = self._heap
-        if len(heap) > 2 * self._live + 64:  # mostly calls that ended: keep those still waiting
-            heap[:] = [item for item in heap if not item[2].done.is_set()]
+        if len(heap) > 2 * self._live + 64:  # mostly calls removed: keep those still watched
+            heap[:] = [item for item in heap if item[2].watched]
             heapq.heapify(heap)
         heapq.heappush(heap, (call.deadline, self._seq, call))
         scope = self._scope
@@ -47,8 +49,9 @@ class Deadlines:
             scope.deadline = call.deadline
 
     def remove(self, call: PendingCall) -> None:
-        """``call`` ended: stop counting it (its heap entry is dropped lazily)."""
+        """``call`` ended: stop watching it (its heap entry is dropped lazily)."""
         self._live -= 1
+        call.watched = False
 
     async def run(self) -> None:
         heap = self._heap
@@ -56,7 +59,7 @@ class Deadlines:
             now = trio.current_time()
             while heap and heap[0][0] <= now:
                 _, _, call = heapq.heappop(heap)
-                if call.done.is_set():
+                if not call.watched or call.done.is_set():
                     continue
                 if call.deadline > now:  # progress moved it
                     self._seq += 1

@@ -57,6 +57,7 @@ class PendingCall:
         "scope",
         "timeout",
         "timeout_at",
+        "watched",
         "write",
     )
 
@@ -88,6 +89,7 @@ class PendingCall:
         # ``deadline``, and ``expire`` ends the wait.
         self.deadline = self.first_deadline
         self.expired = False
+        self.watched = False  # in that keeper's heap, from its ``add`` to its ``remove``
         # The connection died while the request was being written: the outcome if the write completes.
         self.lost: OutcomeUnknown | None = None
 

@@ -377,11 +377,7 @@ class Session(Waiting):
             if not handshake and method != "initialize" and not self._ready.is_set():
                 await self._ready.wait()  # only while re-initializing: a set Event's wait() is a task switch
             if self._broken is not None:
-                broken = self._broken
-                raise NotDelivered(
-                    f"{self.name}: connection is closed: {first_line(broken)}",
-                    stderr=broken.stderr if isinstance(broken, TransportError) else None,
-                ) from broken
+                raise self._closed()
             generation = self._generation
             rid = self._ids.next() if request_id is None else request_id
             if progress:

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import trio
 
-from runner.errors import CallTimeout, McpRunError, OutcomeUnknown, TransportError
+from runner.errors import CallTimeout, McpRunError, NotDelivered, OutcomeUnknown, TransportError
 from runner.protocol.jsonrpc import Message, Notification, Request, RequestId
 from runner.session.deadlines import Deadlines
 from runner.session.era import Era
@@ -43,7 +43,20 @@ class Waiting:
     _broken: McpRunError | None
     _era: Era
 
+    def _closed(self) -> NotDelivered:
+        """The error of a request made on a session that broke or closed: surely not sent."""
+        broken = self._broken
+        assert broken is not None
+        error = NotDelivered(
+            f"{self._options.name}: connection is closed: {first_line(broken)}",
+            stderr=broken.stderr if isinstance(broken, TransportError) else None,
+        )
+        error.__cause__ = broken
+        return error
+
     async def _send_and_wait(self, request: Request, entry: PendingCall) -> dict[str, Any]:
+        if self._broken is not None:  # it broke or closed while the caller awaited (a journal's fsync, say)
+            raise self._closed()
         if self._queue is not None:
             return await self._queue_and_wait(request, entry)
         rid, method = request.id, request.method
@@ -79,6 +92,10 @@ class Waiting:
         outcome comes to ``entry.written``), no cancel scope (its deadline is kept by ``Deadlines``)."""
         assert self._queue is not None
         rid, method = request.id, request.method
+        timed = entry.deadline != math.inf
+        if timed and not self._deadlines.started:  # before anything is queued: a closed nursery raises here
+            self._nursery.start_soon(self._deadlines.run)
+            self._deadlines.started = True
         self._pending.add(rid, entry)
         entry.start_write()
         try:
@@ -87,17 +104,14 @@ class Waiting:
             entry.end_write(written=False)
             self._pending.remove(rid)
             raise
-        timed = entry.deadline != math.inf
         if timed:
             self._deadlines.add(entry)
-            if not self._deadlines.started:
-                self._deadlines.started = True
-                self._nursery.start_soon(self._deadlines.run)
         try:
             await entry.done.wait()
             if entry.expired:
                 if entry.write is Write.SENDING and withdraw():
                     entry.end_write(written=False)
+                    raise self._not_written(entry)
                 await self._timed_out(rid, entry)
         except trio.Cancelled:
             if entry.write is Write.SENDING and withdraw():
@@ -114,6 +128,16 @@ class Waiting:
             raise entry.error
         assert entry.result is not None
         return entry.result
+
+    def _not_written(self, entry: PendingCall) -> NotDelivered:
+        """``entry`` timed out before the writer took its line (the server was not reading what we sent): it was
+        taken back, so the server never saw it and is not told to cancel it."""
+        hard = trio.current_time() >= entry.timeout_at
+        what = f"{entry.timeout:g} s timeout" if hard else f"{entry.idle:g} s idle timeout"
+        return NotDelivered(
+            f"{self._options.name}: {entry.method} request not sent within its {what} (the server was not reading "
+            "its input); the server never saw it"
+        )
 
     async def _timed_out(self, rid: RequestId, entry: PendingCall) -> None:
         """``entry`` got no outcome in time: tell the server (not for ``initialize``), raise ``CallTimeout``."""

@@ -50,9 +50,9 @@ def start_worker(client: Client, task_queue: str, *, max_activities: int = MAX_A
     return worker, thread
 
 
-async def serve(address: str, task_queue: str, *, ready: Callable[[], None] | None = None) -> bool:
+async def serve(address: str, task_queue: str, *, ready: Callable[[], None] | None = None) -> None:
     """Run a worker until cancelled (Ctrl-C) or, in the main thread, until SIGTERM (what a service manager
-    sends): then the worker shuts down as on Ctrl-C, its stdio servers stopped, and this returns True."""
+    sends): then the worker shuts down as on Ctrl-C, its stdio servers stopped, and this returns."""
     client = await connect(address)
     worker, thread = start_worker(client, task_queue)
     stop = asyncio.Event()
@@ -69,4 +69,3 @@ async def serve(address: str, task_queue: str, *, ready: Callable[[], None] | No
         if main:
             loop.remove_signal_handler(signal.SIGTERM)
         thread.stop()
-    return True

@@ -81,10 +81,13 @@ class QueuedMemoryClientTransport(MemoryClientTransport):
         super().__init__(outgoing, incoming, description)
         self._queued: deque[tuple[Message, Written]] = deque()
         self._wake = trio.Event()
+        self._writer_done = False
 
     def queue(self, message: Message, written: Written, /) -> Callable[[], bool]:
         if self.broken is not None:
             raise NotDelivered(f"connection is closed: {self.broken}")
+        if self._writer_done:
+            raise NotDelivered("connection is closed: the transport is closed")
         slot = (message, written)
         self._queued.append(slot)
         self._wake.set()
@@ -98,17 +101,25 @@ class QueuedMemoryClientTransport(MemoryClientTransport):
         return withdraw
 
     async def write_queued(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake = trio.Event()
+        """The writer task. Unlike stdio's, it does not order what ``send`` writes directly (a notification)
+        after what was queued before it."""
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake = trio.Event()
+                while self._queued:
+                    message, written = self._queued.popleft()
+                    try:
+                        await self.send(message)
+                    except NotDelivered as exc:
+                        written(exc)
+                    else:
+                        written(None)
+        finally:  # the pair is closing: what is still queued was never written, and is told so
+            self._writer_done = True
             while self._queued:
-                message, written = self._queued.popleft()
-                try:
-                    await self.send(message)
-                except NotDelivered as exc:
-                    written(exc)
-                else:
-                    written(None)
+                _message, written = self._queued.popleft()
+                written(NotDelivered("cannot write to the fake server: the transport is closed"))
 
 
 class MemoryServerEnd:

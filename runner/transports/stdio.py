@@ -140,12 +140,17 @@ class _Batch:
         self.failure = NotDelivered(message, stderr=stderr)
         self.failure.__cause__ = cause
 
+    def unsent(self, index: int) -> bool:
+        """Line ``index`` surely did not reach the server: the write failed before the end of its message. A
+        message written whole but for its newline may have: a server may read a last line without one at EOF."""
+        return self.failure is not None and self.written < self.ends[index] - 1
+
     def finish(self) -> None:
         """The writer is done with this batch: tell each queued line how its write ended, wake the senders."""
         failure = self.failure
         for index, told in enumerate(self.told):
             if told is not None:
-                told(failure if failure is not None and self.written < self.ends[index] else None)
+                told(failure if self.unsent(index) else None)
         self.done.set()
 
 
@@ -162,6 +167,7 @@ class StdioTransport:
         self._stdout = process.stdout
         self._stderr = process.stderr
         self._queued: _Batch | None = None  # lines waiting for the writer
+        self._writer_done = False  # the writer task has ended: nothing more is written
         self._writer_wake = trio.Event()
         self._events_send, self._events = trio.open_memory_channel[TransportEvent](_EVENT_BUFFER)
         self._error: ServerError | None = None
@@ -186,9 +192,8 @@ class StdioTransport:
     async def send(self, message: Message, /) -> None:
         data = encode(message) + b"\n"
         await trio.lowlevel.checkpoint_if_cancelled()
-        if self._error is not None:
-            error = self._error
-            raise NotDelivered(f"connection is closed: {_text(error)}", stderr=self.stderr_tail()) from error
+        if self._error is not None or self._writer_done:
+            raise self._closed()
         batch = self._queued
         if batch is None:
             batch = self._queued = _Batch()
@@ -202,16 +207,16 @@ class StdioTransport:
             if batch is self._queued:  # the writer has not taken it: withdraw the line
                 batch.lines[index] = b""
             raise
-        if batch.failure is not None and batch.written < batch.ends[index]:
+        if batch.unsent(index):
             failure = batch.failure
+            assert failure is not None
             raise NotDelivered(_text(failure), stderr=failure.stderr) from failure.__cause__
 
     def queue(self, message: Message, written: Written, /) -> Callable[[], bool]:
         """Queue ``message`` for the writer and return at once (see ``runner.transports.base.Queued``)."""
         data = encode(message) + b"\n"
-        if self._error is not None:
-            error = self._error
-            raise NotDelivered(f"connection is closed: {_text(error)}", stderr=self.stderr_tail()) from error
+        if self._error is not None or self._writer_done:
+            raise self._closed()
         batch = self._queued
         if batch is None:
             batch = self._queued = _Batch()
@@ -248,6 +253,7 @@ class StdioTransport:
                 batch.finish()
                 batch = None
         finally:  # the transport is closing: nothing more will be written
+            self._writer_done = True
             for unfinished in (batch, self._queued):
                 if unfinished is not None:
                     if len(unfinished.ends) != len(unfinished.lines):  # never taken by the writer
@@ -255,6 +261,7 @@ class StdioTransport:
                     if unfinished.failure is None:
                         unfinished.fail("cannot write to the server: the transport is closed", self.stderr_tail())
                     unfinished.finish()
+            self._queued = None
 
     async def _write(self, batch: _Batch) -> None:
         # os.write rather than send_all: a failed send_all cannot say how much of the data went out.
@@ -319,6 +326,14 @@ class StdioTransport:
             tail = tail.partition(b"\n")[2]
         text = tail.decode(errors="replace")
         return self._params.redact(text) if self._params.redact is not None else text
+
+    def _closed(self) -> NotDelivered:
+        """Why nothing more can be written: the connection's error, or the writer has stopped."""
+        error = self._error
+        reason = _text(error) if error is not None else "the transport is closed"
+        failure = NotDelivered(f"connection is closed: {reason}", stderr=self.stderr_tail())
+        failure.__cause__ = error
+        return failure
 
     def _fail(self, error: ServerError) -> None:
         if self._error is None:
