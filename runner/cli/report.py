@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.cli.where import resume_hint, run_hint, runs_hint, short, show_hint
+from runner.cli.where import decision_lines, resume_hint, run_hint, runs_hint, short, show_hint
 from runner.engine.decide import (
     NoRunToRetry,
     NothingToRetry,
@@ -180,11 +180,8 @@ def report(outcome: Outcome, options: ReportOptions, console: Console, *, state_
         if len(outcome.in_doubt) > 50:
             more = f"\n  ... and {len(outcome.in_doubt) - 50} more" + (f" ({show})" if show else "")
         if resumable:
-            decide = (
-                "Check them on the server, then resume with one of:\n"
-                f"  {resume('--rerun-in-doubt')}    # call them again\n"
-                f"  {resume('--skip-in-doubt')}     # mark them failed" + _secret_note(plan)
-            )
+            decide = "Check them on the server, then resume with one of:\n" + "\n".join(decision_lines(resume))
+            decide += _secret_note(plan)
         else:
             decide = "Check them on the server (a run without a journal cannot be resumed)."
         console.error(f"{plural(len(outcome.in_doubt), 'call')} may or may not have happened:\n{rows}{more}\n{decide}")

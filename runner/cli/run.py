@@ -7,7 +7,7 @@ import gc
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from runner.cli.options import add_elicitation, add_log_levels, add_max_message_size, add_protocol_version
 from runner.cli.temporal import add_engine_options
@@ -17,6 +17,7 @@ from runner.termsafe import terminal
 from runner.words import plural
 
 if TYPE_CHECKING:
+    from runner.engine.decide import InDoubt
     from runner.engine.run import RunOptions, Watcher
     from runner.engine.state import RunState
     from runner.workflow.plan import Plan
@@ -55,7 +56,10 @@ examples:
 RESUME_HELP = (
     """\
 Resume a run from its journal: succeeded items are not called again, items that failed with a definite
-answer are, items in doubt wait for --rerun-in-doubt or --skip-in-doubt (unless safe to repeat).
+answer are, items in doubt wait for a decision (unless safe to repeat): --rerun-in-doubt (call them again),
+--skip-in-doubt (never call them: they count as failed) or --accept-in-doubt (they happened: they count as
+succeeded, with no result). A decision is journaled before it acts and settles only the items in doubt then;
+a later decision never undoes it.
 
   mcp-run resume RUN_ID             a run of the state directory (--state-dir, $MCP_RUN_STATE_DIR, else
                                     ./.mcp-run)
@@ -108,7 +112,15 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         "--rerun-in-doubt", action="store_true", help="on resume, call again items whose outcome is unknown"
     )
     parser.add_argument(
-        "--skip-in-doubt", action="store_true", help="on resume, mark items whose outcome is unknown as failed"
+        "--skip-in-doubt",
+        action="store_true",
+        help="on resume, never call again items whose outcome is unknown: they count as failed",
+    )
+    parser.add_argument(
+        "--accept-in-doubt",
+        action="store_true",
+        help="on resume, record items whose outcome is unknown as done (you checked: the call happened): they "
+        "count as succeeded, with no result, and the steps after them run",
     )
     parser.add_argument(
         "--retry-failed",
@@ -266,10 +278,20 @@ def plan_command(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def _temporal_decision(args: argparse.Namespace) -> None:
+    """Temporal runs decide items in doubt by --rerun-in-doubt or --skip-in-doubt only (for now)."""
+    if in_doubt_decision(args) == "accept":
+        raise UsageError(
+            "--accept-in-doubt is not supported with --engine temporal yet: decide there with --rerun-in-doubt "
+            "or --skip-in-doubt"
+        )
+
+
 def run_command(args: argparse.Namespace) -> int:
     if args.engine == "temporal":
         from runner.cli.temporal import run_temporal
 
+        _temporal_decision(args)
         return run_temporal(args)
     return _execute(args, Path(args.file), _options(args))
 
@@ -281,6 +303,7 @@ def resume_command(args: argparse.Namespace) -> int:
     if args.engine == "temporal":
         from runner.cli.temporal import resume_temporal
 
+        _temporal_decision(args)
         return resume_temporal(args)
     workflow, ref = parse_target(args.target, args.run_id)
     if workflow is not None and ref is None:
@@ -303,12 +326,22 @@ def resume_command(args: argparse.Namespace) -> int:
     return _execute(args, Path(recorded), options)
 
 
+_DECISIONS: Final = (("rerun", "--rerun-in-doubt"), ("skip", "--skip-in-doubt"), ("accept", "--accept-in-doubt"))
+
+
+def in_doubt_decision(args: argparse.Namespace) -> InDoubt:
+    """The decision about items in doubt the command line gives (``ask`` when none); at most one."""
+    given = [(name, flag) for name, flag in _DECISIONS if getattr(args, f"{name}_in_doubt", False)]
+    if len(given) > 1:
+        raise UsageError(f"{given[0][1]} and {given[1][1]} contradict each other: give one decision")
+    return given[0][0] if given else "ask"  # type: ignore[return-value]  # one of InDoubt's names
+
+
 def _options(args: argparse.Namespace, **overrides: Any) -> RunOptions:
     """The run's options, typed, built once from the command line (nothing below sees ``args``)."""
     from runner.engine.run import RunOptions
 
-    if args.rerun_in_doubt and args.skip_in_doubt:
-        raise UsageError("--rerun-in-doubt and --skip-in-doubt contradict each other")
+    in_doubt = in_doubt_decision(args)
     fields: dict[str, Any] = {
         "input_pairs": tuple(args.input),
         "inputs_file": args.inputs_file,
@@ -316,7 +349,7 @@ def _options(args: argparse.Namespace, **overrides: Any) -> RunOptions:
         "resume": bool(getattr(args, "resume", False)),
         "new_run": bool(getattr(args, "new_run", False)),
         "retry_failed": args.retry_failed,
-        "in_doubt": "rerun" if args.rerun_in_doubt else "skip" if args.skip_in_doubt else "ask",
+        "in_doubt": in_doubt,
         "allow_changed": args.allow_changed,
         "journal": not args.no_journal,
         "concurrency": args.concurrency,

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from runner.cli.where import decision_lines
 from runner.words import plural
 
 __all__ = ["LOG_TAIL", "format_event", "render_runs", "render_show"]
@@ -128,8 +129,7 @@ def render_show(
             lines.append(f"  {where(item['step'], item['item'])}: {what}")
         if record["status"] not in ("running", "damaged"):
             lines.append("  check them on the server, then resume with one of:")
-            lines.append(f"    {resume} --rerun-in-doubt    # call them again")
-            lines.append(f"    {resume} --skip-in-doubt     # mark them failed")
+            lines.extend(decision_lines(lambda flag: f"{resume} {flag}", "    "))
     elif record["status"] == "failed" and retry:
         lines.append("")
         lines.append(f"re-attempt what failed with: {resume} --retry-failed")

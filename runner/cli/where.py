@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from runner.errors import UsageError
 
@@ -39,6 +39,23 @@ __all__ = [
 ]
 
 _WORKFLOW_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+DECISIONS: Final = (
+    ("--rerun-in-doubt", "call them again"),
+    ("--skip-in-doubt", "never call them: count them as failed"),
+    ("--accept-in-doubt", "they happened: count them as done"),
+)
+"""The decisions about items in doubt, as every hint offers them: the flag, and what it does."""
+
+
+def decision_lines(command: Callable[[str], str], indent: str = "  ") -> list[str]:
+    """One line per decision: ``command(flag)`` (the resume command with that flag), aligned, and its words."""
+    commands = [command(flag) for flag, _words in DECISIONS]
+    width = max(map(len, commands))
+    return [
+        f"{indent}{text.ljust(width)}    # {words}" for text, (_flag, words) in zip(commands, DECISIONS, strict=True)
+    ]
 
 
 def parse_target(first: str | None, second: str | None) -> tuple[Path | None, str | None]:

@@ -59,7 +59,7 @@ __all__ = [
     "resume_plan",
 ]
 
-InDoubt = Literal["ask", "rerun", "skip"]
+InDoubt = Literal["ask", "rerun", "skip", "accept"]
 
 
 @dataclass(frozen=True, slots=True)

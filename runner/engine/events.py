@@ -32,6 +32,8 @@ from runner.exitcodes import ExitCode
 __all__ = [
     "JOURNAL_FORMAT",
     "BadEvent",
+    "Decision",
+    "DoubtDecided",
     "Entry",
     "Event",
     "FailureKind",
@@ -400,6 +402,29 @@ class ItemFailed(Event):
     retry_in: float | None = None
 
 
+class Decision(enum.StrEnum):
+    """What a person decided about items in doubt (``--rerun-in-doubt``, ``--skip-in-doubt``,
+    ``--accept-in-doubt``): each settles the items its :class:`DoubtDecided` record names, and only those."""
+
+    RERUN = "rerun"
+    """Call them again: once. A crash during that call leaves them in doubt again, and a new decision is asked."""
+    SKIP = "skip"
+    """They may have run; never call them again: they count as failed (``skipped-in-doubt``)."""
+    ACCEPT = "accept"
+    """They ran: they count as succeeded, with no result, and the steps that depend on them run."""
+
+
+@_event
+class DoubtDecided(Event):
+    """A decision about items in doubt, journaled (fsynced) before it acts: ``keys`` of ``step`` are the items
+    it settles (those in doubt when it was made, and not safe to repeat), ``decision`` a :class:`Decision`."""
+
+    type: Literal["doubt_decided"] = "doubt_decided"
+    step: str
+    keys: list[str]
+    decision: str
+
+
 @_event
 class StepFinished(Event):
     """``kind`` and ``error`` when the step failed as a whole (its items could not even be listed)."""
@@ -464,6 +489,7 @@ AnyEvent: TypeAlias = (
     | TaskUpdated
     | ItemSucceeded
     | ItemFailed
+    | DoubtDecided
     | StepFinished
     | RunFinished
     | RunStopped

@@ -44,6 +44,8 @@ from runner.engine.calls import CallSite, Drained, ItemCall
 from runner.engine.conditions import Gate, Skip
 from runner.engine.eventlog import EventLog, JournalWriteError
 from runner.engine.events import (
+    Decision,
+    DoubtDecided,
     FailureKind,
     ItemFailed,
     ItemStatus,
@@ -62,7 +64,7 @@ from runner.engine.itemargs import ArgsRenderer, args_renderer
 from runner.engine.outcome import Outcome, settle
 from runner.engine.readiness import Readiness
 from runner.engine.retry import RetryPolicy, failure_kind, is_safe_to_repeat
-from runner.engine.state import ItemState, RunState, StepState
+from runner.engine.state import SKIPPED_IN_DOUBT, ItemState, RunState, StepState
 from runner.engine.stepdecision import Fail, decide_step
 from runner.engine.supervisor import (
     LinkEvent,
@@ -86,7 +88,6 @@ __all__ = ["Outcome", "Prior", "Scheduler", "SchedulerOptions", "SessionOpener"]
 SessionOpener = Callable[[str, SessionOptions], AbstractAsyncContextManager[Session]]
 
 _PLACEHOLDER: Final = re.compile(r"\*\*\*([^*]+)\*\*\*")
-SKIPPED_NOW: Final = "in doubt; skipped by --skip-in-doubt"
 IDLE_HINT: Final = " (a slow tool without progress notifications needs a longer idle_timeout, or none)"
 
 
@@ -107,7 +108,8 @@ class SchedulerOptions:
 @dataclass
 class Prior:
     """How a resume treats what earlier attempts left: ``in_doubt`` says what to do with items in doubt that
-    are not safe to call again ("ask": stop before anything runs; "rerun"; "skip"); ``fresh_steps`` are
+    are not safe to call again and no earlier decision settled ("ask": stop before anything runs; "rerun";
+    "skip"; "accept": a :class:`~runner.engine.events.Decision`, journaled before it acts); ``fresh_steps`` are
     steps whose definition changed (their history is ignored)."""
 
     in_doubt: str = "ask"
@@ -214,35 +216,36 @@ class Scheduler:
 
     async def _resolve_in_doubt(self) -> bool:
         """Decide, before anything runs, what happens to items an earlier attempt left in doubt. True when
-        some block the run (unsafe, and neither --rerun-in-doubt nor --skip-in-doubt given)."""
+        some block the run (not safe to repeat, no decision given now, none still to carry out).
+
+        A decision given now (``--rerun-in-doubt``, ``--skip-in-doubt``, ``--accept-in-doubt``) is journaled as
+        one ``doubt_decided`` record per step naming the items it settles, and made durable before anything
+        acts on it: a crash after it cannot lose it, and a later decision never reaches the items it settled
+        (:meth:`runner.engine.state.RunState._doubt_decided`)."""
         prior = self._prior
         if prior is None:
             return False
-        blocked = False
+        undecided: dict[str, list[str]] = {}
         for sid, item in self._state.in_doubt():
             if sid not in self._plan.steps or sid in prior.fresh_steps or item.collectable:
                 continue  # (a collectable item's task is polled for its result: not in doubt)
+            if item.decided is Decision.RERUN:
+                continue  # decided by an earlier resume, journaled, not carried out yet: it is now
             try:
                 safe = await self._safe_to_repeat(self._plan.steps[sid], connect=True)
             except (McpRunError, Drained):
                 safe = False
-            if safe or prior.in_doubt == "rerun":
-                continue
-            if prior.in_doubt == "skip":
-                # Journaled now, before anything runs: the decision holds even if this resume never reaches
-                # the step (its server cannot be reached, an interrupt).
-                self._log.record(
-                    ItemFailed(
-                        step=sid,
-                        item=item.key,
-                        index=item.index,
-                        kind=FailureKind.SKIPPED_IN_DOUBT.value,
-                        error=SKIPPED_NOW,
-                    )
-                )
-                continue
-            blocked = True
-        return blocked
+            if not safe:
+                undecided.setdefault(sid, []).append(item.key)
+        if not undecided:
+            return False
+        if prior.in_doubt == "ask":
+            return True
+        decisions = [DoubtDecided(step=sid, keys=keys, decision=prior.in_doubt) for sid, keys in undecided.items()]
+        for decision in decisions[:-1]:
+            self._log.append(decision)
+        await self._log.commit(decisions[-1])  # durable, with those before it, before any call is made
+        return False
 
     def _finish(self) -> Outcome:
         outputs: dict[str, Any] = {}
@@ -438,11 +441,9 @@ class Scheduler:
         if prior is not None:
             if prior.status is ItemStatus.SUCCEEDED:
                 return item_entry("succeeded", None, prior.result)
-            assert self._prior is not None
-            if prior.status is ItemStatus.SKIPPED and self._prior.in_doubt != "rerun":
-                # Skipped in doubt (by this resume, or an earlier one): never called again unless
-                # --rerun-in-doubt says so.
-                return item_entry("failed", prior.error or SKIPPED_NOW)
+            if prior.status is ItemStatus.SKIPPED:
+                # Skipped in doubt (by this resume, or an earlier one): settled, never called again.
+                return item_entry("failed", prior.error or SKIPPED_IN_DOUBT)
         try:
             args = render(item, index)
         except TemplateError as exc:
@@ -453,7 +454,7 @@ class Scheduler:
         try:
             # An item in doubt re-run by decision may have run already: a refusal by the check would record
             # "not sent" and lose that; it goes out unchecked, as a retry does.
-            maybe_ran = prior is not None and (prior.in_doubt or prior.status is ItemStatus.SKIPPED)
+            maybe_ran = prior is not None and prior.in_doubt
             call = ItemCall(self._sites[ps.server], self._link(ps.server), ps, index, key, args, sent_before=maybe_ran)
             task_id = prior.task_id if prior is not None and prior.collectable else None
             # A task an earlier attempt started is collected, not called again (runner.engine.taskcall).

@@ -13,6 +13,9 @@ Rules, in brief (the journal module's docstring says them at length):
   skipped (counted as failed; a later resume does not undo it); any other kind, failed. A ``retrying``
   failure is the end of one attempt; the item goes on (in doubt meanwhile if that attempt's outcome is
   unknown, else *pending*: surely not run).
+- ``doubt_decided`` settles the items it names that are still in doubt, and no other: ``skip`` makes them
+  skipped (as ``skipped-in-doubt`` does), ``accept`` succeeded (with no result), ``rerun`` leaves them in
+  doubt, marked to be called once more (their next ``item_dispatched`` clears the mark).
 - A run is *closed* only when its last run-level record is ``run_finished`` with a closed status;
   ``run_stopped``, ``run_interrupted``, or no record at all (a crash) leave it open. ``run_resumed``
   reopens it.
@@ -30,6 +33,8 @@ from typing import Any, Final
 
 from runner.engine.events import (
     JOURNAL_FORMAT,
+    Decision,
+    DoubtDecided,
     Entry,
     FailureKind,
     ItemDispatched,
@@ -59,6 +64,8 @@ from runner.engine.events import (
 
 __all__ = ["CallProgress", "ItemState", "RunState", "SessionState", "StepCounts", "StepState", "fold"]
 
+SKIPPED_IN_DOUBT: Final = "in doubt; skipped by --skip-in-doubt"
+ACCEPTED_IN_DOUBT: Final = "was in doubt; recorded as done by --accept-in-doubt"
 LOG_KEEP: Final = 10_000  # log messages a state keeps (the newest); the journal has them all
 
 
@@ -84,6 +91,9 @@ class ItemState:
     request_id: Any = None
     attempts: int = 0
     task_id: str | None = None  # the server took its last attempt as this task, whose result is not yet recorded
+    decided: Decision | None = None
+    """The decision about its last doubt: ``accept`` (succeeded, no result) and ``skip`` (skipped) settled it;
+    ``rerun`` is still to be carried out (it is in doubt until its next dispatch, which clears this)."""
 
     @property
     def collectable(self) -> bool:
@@ -286,7 +296,7 @@ class RunState:
         item.dispatched_at = entry.ts
         item.request_id = event.request_id
         item.attempts += 1
-        item.result = item.error = item.kind = item.task_id = None
+        item.result = item.error = item.kind = item.task_id = item.decided = None
         step.calls[event.item] = CallProgress()
         return step
 
@@ -339,6 +349,30 @@ class RunState:
         self._set_status(step, item, status)
         item.result = event.result if kind is FailureKind.TOOL_ERROR and self._keeps(event.step) else None
         step.calls.pop(event.item, None)
+        return step
+
+    def _doubt_decided(self, entry: Entry) -> StepState | None:
+        event = entry.event
+        assert isinstance(event, DoubtDecided)
+        try:
+            decision = Decision(event.decision)
+        except ValueError:
+            return None  # a decision of a later version: nothing this one can act on
+        step = self.steps.get(event.step)
+        if step is None:
+            return None
+        for key in event.keys:
+            item = step.items.get(key)
+            if item is None or not item.in_doubt:
+                continue  # settled since (or never in doubt): a decision acts only on the doubt it names
+            item.decided = decision
+            if decision is Decision.SKIP:
+                self._set_status(step, item, ItemStatus.SKIPPED)
+                item.kind, item.error = FailureKind.SKIPPED_IN_DOUBT, SKIPPED_IN_DOUBT
+            elif decision is Decision.ACCEPT:
+                self._set_status(step, item, ItemStatus.SUCCEEDED)
+                item.kind = item.error = item.result = item.task_id = None
+            step.calls.pop(key, None)
         return step
 
     def _keeps(self, sid: str) -> bool:
@@ -494,6 +528,7 @@ _HANDLERS: Final[dict[type, Any]] = {
     ItemDispatched: RunState._dispatched,
     ItemSucceeded: RunState._succeeded,
     ItemFailed: RunState._failed,
+    DoubtDecided: RunState._doubt_decided,
     ProgressNoted: RunState._progress,
     TaskCreated: RunState._task_created,
     TaskUpdated: RunState._task_updated,

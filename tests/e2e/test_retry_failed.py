@@ -186,9 +186,9 @@ def test_the_printed_decision_after_exit_5_resumes_the_run_and_retry_failed_leav
     stopped = mcp_run(tmp_path, "workflows/batch.yaml")
     assert stopped.returncode == 5, stopped.stderr
     commands = printed_commands(stopped.stderr)
-    assert len(commands) == 2
-    rerun, skip = commands
-    assert "--rerun-in-doubt" in rerun and "--skip-in-doubt" in skip
+    assert len(commands) == 3
+    rerun, skip, accept = commands
+    assert "--rerun-in-doubt" in rerun and "--skip-in-doubt" in skip and "--accept-in-doubt" in accept
     # The run stays open: a plain run is refused, and the command it prints calls nothing and asks again.
     refused = mcp_run(tmp_path, "workflows/batch.yaml")
     assert refused.returncode == 2
