@@ -61,7 +61,8 @@ async def _resume(
 ) -> tuple[Any, Harness, list[dict[str, Any]]]:
     events: list[dict[str, Any]] = []
     harness = Harness({"s": setup})
-    outcome = await run_plan(plan_of(CHAIN), harness, prior=Resume(events=journal, in_doubt=in_doubt), events=events, **kw)
+    prior = Resume(events=journal, in_doubt=in_doubt)
+    outcome = await run_plan(plan_of(CHAIN), harness, prior=prior, events=events, **kw)
     return outcome, harness, journal + events
 
 

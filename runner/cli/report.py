@@ -73,6 +73,16 @@ def explain(exc: McpRunError, *, state_dir: Path, workflow: Path) -> McpRunError
     name = short(workflow)
     if isinstance(exc, UnfinishedRun):
         status = f"running as process {exc.running_pid}" if exc.running_pid else "interrupted or in doubt"
+        if exc.elsewhere is not None:
+            # The same workflow by name: or file name, started from another path: a moved folder, a new
+            # release directory; or another workflow that shares this state directory and its file name.
+            return UsageError(
+                f"run {exc.run_id} of {name} is unfinished ({status}); it was started from {exc.elsewhere}. "
+                f"If that is this workflow (moved, or an earlier release), finish it with:\n  "
+                f"{run_hint(state_dir, workflow, '--resume')}\nIf it is another workflow, give this one a "
+                f"`name:` of its own (workflows sharing a state directory are told apart by name:, else by file "
+                "name), or its own --state-dir."
+            )
         return UsageError(
             f"run {exc.run_id} of {name} is unfinished ({status}). "
             f"Finish it with:\n  {run_hint(state_dir, workflow, '--resume')}\nor start over with --new-run."

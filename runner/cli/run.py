@@ -323,7 +323,21 @@ def resume_command(args: argparse.Namespace) -> int:
             raise damaged_advice(refusal, state_dir=state_dir, workflow=None)
         raise UsageError(f"run {run_dir.run_id} has no record yet (it died writing its first); it cannot be resumed")
     options = _options(args, resume=True, run_id=run_dir.run_id, state_dir=str(state_dir))
-    return _execute(args, Path(recorded), options)
+    return _execute(args, workflow or _started_from(Path(recorded), state_dir, run_dir.run_id), options)
+
+
+def _started_from(recorded: Path, state_dir: Path, run_id: str) -> Path:
+    """The workflow file of run ``run_id``, which was started from ``recorded``: that file, or, when it is gone
+    (its folder was moved, with the runs beside it), the file of that name beside the state directory."""
+    if recorded.is_file():
+        return recorded
+    beside = state_dir.resolve().parent / recorded.name
+    if state_dir.name == ".mcp-run" and beside.is_file():
+        return beside
+    raise UsageError(
+        f"run {run_id} was started from {recorded}, which is not there now; name the workflow (moved, or in a "
+        f"new release directory): mcp-run resume WORKFLOW {run_id}"
+    )
 
 
 _DECISIONS: Final = (("rerun", "--rerun-in-doubt"), ("skip", "--skip-in-doubt"), ("accept", "--accept-in-doubt"))
@@ -373,7 +387,15 @@ def _options(args: argparse.Namespace, **overrides: Any) -> RunOptions:
 
 
 def _execute(args: argparse.Namespace, path: Path, options: RunOptions) -> int:
-    """Run, then report; a refusal of the library is explained with the command that does what was meant."""
+    """Run, then report; a refusal of the library is explained with the command that does what was meant. The
+    exit code is the run's, whether or not anyone still reads what it prints (:mod:`runner.cli.pipes`)."""
+    from runner.cli.pipes import readers_may_leave
+
+    with readers_may_leave():
+        return _execute_here(args, path, options)
+
+
+def _execute_here(args: argparse.Namespace, path: Path, options: RunOptions) -> int:
     import trio
 
     from runner.cli.report import Console, ReportOptions, explain, report

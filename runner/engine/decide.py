@@ -71,6 +71,7 @@ class RunInfo:
     closed: RunStatus | None = None
     running_pid: int | None = None
     damaged: str | None = None
+    elsewhere: str | None = None  # the workflow file it was started from, when that is not this one's path
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +84,12 @@ class Choice:
 class UnfinishedRun(UsageError):
     """A plain invocation found an open run of the workflow: it never starts another."""
 
-    def __init__(self, run_id: str, running_pid: int | None) -> None:
+    def __init__(self, run_id: str, running_pid: int | None, *, elsewhere: str | None = None) -> None:
         status = f"running as process {running_pid}" if running_pid else "interrupted or in doubt"
-        super().__init__(f"run {run_id} is unfinished ({status})")
+        # A run of the same workflow (by name:, file name or file) started from another path: say which.
+        where = f"; it was started from {elsewhere}" if elsewhere else ""
+        super().__init__(f"run {run_id} is unfinished ({status}){where}")
+        self.elsewhere = elsewhere
         self.run_id = run_id
         self.running_pid = running_pid
 
@@ -191,7 +195,7 @@ def choose_run(
     if open_runs:
         newest_open = open_runs[-1]
         if not resume and not retry_failed:
-            raise UnfinishedRun(newest_open.run_id, newest_open.running_pid)
+            raise UnfinishedRun(newest_open.run_id, newest_open.running_pid, elsewhere=newest_open.elsewhere)
         return Choice(newest_open.run_id)
     if retry_failed:
         if not runs:

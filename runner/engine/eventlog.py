@@ -84,7 +84,8 @@ def _dumps(obj: Any) -> str:
 # secret, before any call.
 UNMASKED_FIELDS: frozenset[str] = frozenset(
     {
-        "seq", "ts", "type", "run_id", "workflow", "workflow_hash", "fingerprints", "pid", "env", "journal",
+        "seq", "ts", "type", "run_id", "workflow", "identity", "device", "inode", "workflow_hash", "fingerprints",
+        "pid", "env", "journal", "keys", "decision",
         "allow_changed", "retry_failed", "server", "reconnects", "down_s", "attempt", "delay_s", "remaining_s",
         "kind", "step", "items", "reused", "fresh", "cause", "item", "index", "tool", "request_id",
         "progress_token", "progress", "total", "status", "counts", "exit_code", "retrying", "retry_in",

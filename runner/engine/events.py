@@ -223,11 +223,16 @@ class Event:
 @_event
 class RunStarted(Event):
     """A new run: ``inputs`` with secrets as placeholders, ``fingerprints`` per step, ``env`` the names (never
-    the values) of the environment variables it read."""
+    the values) of the environment variables it read; ``workflow`` (its file's absolute path), ``identity``,
+    ``device`` and ``inode`` are what later invocations find the run by
+    (:class:`~runner.engine.rundir.WorkflowIdentity`)."""
 
     type: Literal["run_started"] = "run_started"
     run_id: str | None = None
     workflow: str | None = None
+    identity: str | None = None  # the workflow's identity in its state directory (runner.engine.rundir)
+    device: int | None = None  # the workflow file's st_dev and st_ino when the run started
+    inode: int | None = None
     workflow_hash: str | None = None
     inputs: _JsonObject = field(default_factory=dict)
     fingerprints: dict[str, str] = field(default_factory=dict)

@@ -58,14 +58,22 @@ from runner.engine.runctl import (
     restore_env_placeholders,
     workflow_hash,
 )
-from runner.engine.rundir import RunDir, WorkflowLock, find_run, is_locked, resolve_state_dir, runs_of
+from runner.engine.rundir import (
+    RunDir,
+    WorkflowIdentity,
+    WorkflowLock,
+    find_run,
+    is_locked,
+    resolve_state_dir,
+    runs_of,
+)
 from runner.engine.scheduler import Prior, Scheduler, SchedulerOptions, SessionOpener
 from runner.engine.state import RunState
 from runner.errors import UsageError
 from runner.exitcodes import ExitCode, combine
 from runner.launch import passed_through
 from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
-from runner.workflow.loader import load_inputs_file, validate
+from runner.workflow.loader import LoadedWorkflow, load_inputs_file, load_workflow, validate
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, Plan
 
 __all__ = ["Reporter", "RunOptions", "Watcher", "execute"]
@@ -188,6 +196,7 @@ class _Prepared:
     run_dir: RunDir | None = None
     prior: Prior | None = None
     signals: list[int] = field(default_factory=list)
+    identity: WorkflowIdentity | None = None
 
 
 async def execute(
@@ -223,15 +232,17 @@ def _choose(path: Path, options: RunOptions) -> tuple[ExitStack, _Prepared]:
         _load_plan(path, options, require_inputs=False)
         raise UsageError(f"no workflow file {str(path)!r}")
     held = ExitStack()
+    loaded = load_workflow(path)  # its name: is part of its identity; parsed once, for the plan too
     if not options.journal:
-        return held, _prepare(path, options, run_dir=None)
+        return held, _prepare(path, options, run_dir=None, loaded=loaded)
     state_dir = resolve_state_dir(str(options.state_dir) if options.state_dir else None, path)
+    identity = WorkflowIdentity.of(path, loaded.workflow.name)
     try:
         # The workflow lock comes first and stays until the run ends: choosing a run (or none) and running
         # it are one decision that no other process can interleave with.
-        lock = held.enter_context(WorkflowLock(state_dir, path).acquire(wait=WORKFLOW_LOCK_WAIT))
+        lock = held.enter_context(WorkflowLock(state_dir, identity).acquire(wait=WORKFLOW_LOCK_WAIT))
         choice = choose_run(
-            _run_infos(state_dir, path),
+            _run_infos(state_dir, identity),
             run_id=options.run_id,
             resume=options.resume,
             new_run=options.new_run,
@@ -239,7 +250,8 @@ def _choose(path: Path, options: RunOptions) -> tuple[ExitStack, _Prepared]:
             start_new=options.start_new,
         )
         run_dir = find_run(state_dir, choice.run_id) if choice.run_id is not None else None
-        prepared = _prepare(path, options, run_dir=run_dir)
+        prepared = _prepare(path, options, run_dir=run_dir, loaded=loaded)
+        prepared.identity = identity
         if run_dir is None:
             try:
                 run_dir = prepared.run_dir = RunDir.create(state_dir)
@@ -255,19 +267,21 @@ def _choose(path: Path, options: RunOptions) -> tuple[ExitStack, _Prepared]:
     return held, prepared
 
 
-def _run_infos(state_dir: Path, path: Path) -> list[RunInfo]:
+def _run_infos(state_dir: Path, identity: WorkflowIdentity) -> list[RunInfo]:
     """The workflow's runs, as choosing needs them; with those whose first record cannot be read (they may
     be its runs: see :func:`runner.engine.rundir.runs_of`)."""
     infos = []
-    for run_dir in runs_of(state_dir, path):
+    for run_dir in runs_of(state_dir, identity):
         damage = run_dir.damage()
         closed = run_dir.closed_status() if damage is None else None
+        started_from = run_dir.workflow()
         infos.append(
             RunInfo(
                 run_dir.run_id,
                 RunStatus(closed) if closed else None,
                 is_locked(run_dir.path),
                 damaged=str(damage) if damage is not None else None,
+                elsewhere=started_from if started_from not in (None, identity.path) else None,
             )
         )
     return infos
@@ -282,11 +296,14 @@ def _locked(run_dir: RunDir) -> Iterator[None]:
         lock.release()
 
 
-def _load_plan(path: Path, options: RunOptions, *, require_inputs: bool, base: Mapping[str, Any] | None = None) -> Plan:
+def _load_plan(
+    path: Path | LoadedWorkflow, options: RunOptions, *, require_inputs: bool, base: Mapping[str, Any] | None = None
+) -> Plan:
     from_file = load_inputs_file(options.inputs_file) if options.inputs_file else None
     merged = {**(base or {}), **(from_file or {}), **(options.inputs or {})}
+    source = path if isinstance(path, LoadedWorkflow) else str(path)
     return validate(
-        str(path), require_inputs=require_inputs, input_pairs=list(options.input_pairs), inputs_file=merged or None
+        source, require_inputs=require_inputs, input_pairs=list(options.input_pairs), inputs_file=merged or None
     )
 
 
@@ -303,9 +320,9 @@ def _recorded_inputs(run_dir: RunDir) -> dict[str, Any]:
     }
 
 
-def _prepare(path: Path, options: RunOptions, *, run_dir: RunDir | None) -> _Prepared:
+def _prepare(path: Path, options: RunOptions, *, run_dir: RunDir | None, loaded: LoadedWorkflow) -> _Prepared:
     base = _recorded_inputs(run_dir) if run_dir is not None else None
-    plan = _load_plan(path, options, require_inputs=True, base=base)
+    plan = _load_plan(loaded, options, require_inputs=True, base=base)
     inputs = dict(plan.input_values or {})
     env = env_context(plan)
     masker = Masker(collect_secrets(plan, inputs, env))
@@ -451,6 +468,9 @@ async def _drive(
                 RunStarted(
                     run_id=run_dir.run_id if run_dir else None,
                     workflow=str(prepared.path.resolve()),
+                    identity=prepared.identity.key if prepared.identity else None,
+                    device=prepared.identity.device if prepared.identity else None,
+                    inode=prepared.identity.inode if prepared.identity else None,
                     workflow_hash=prepared.workflow_hash,
                     inputs=public,
                     fingerprints=prepared.fingerprints,

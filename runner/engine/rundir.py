@@ -4,12 +4,24 @@ Layout::
 
     <state-dir>/runs/<run-id>/journal.jsonl     the journal (0600)
     <state-dir>/runs/<run-id>/lock              flock'ed by the process running the run; holds its pid
-    <state-dir>/locks/<workflow-key>.lock       flock'ed by the process running the workflow (any run of
-                                                it); holds its pid and run id as JSON
+    <state-dir>/locks/<key>.lock                flock'ed by the process running the workflow (any run of
+                                                it), one file for each way of naming it (below); each holds
+                                                its pid and run id as JSON
 
 The state directory is ``--state-dir``, else ``$MCP_RUN_STATE_DIR``, else ``.mcp-run/`` beside the workflow
 file when the command names one, else ``./.mcp-run`` (:func:`resolve_state_dir`). Directories are 0700,
 files 0600.
+
+**What "the same workflow" is** (:class:`WorkflowIdentity`). Within a state directory, a workflow is the
+same when it has the same **identity**: its ``name:`` when it declares one, else its file's name
+(``nightly.yaml``), wherever the file lies; or when it is the same **file** (device and inode: a hard
+link, a bind mount); or when it is at the same **path** (what mcp-run before 0.2 matched on). So a project
+folder moved with its ``.mcp-run/``, a new release directory beside a shared ``MCP_RUN_STATE_DIR`` and a
+second name of the same file all find the same open run, and take the same lock. Two different workflows
+that share a state directory and a file name must declare different names (``name:``): otherwise one's open run
+makes the other refuse to start (never run twice, never mixed: a resume of another workflow's run is refused
+as changed). Any of the three matches makes a run the workflow's: matching more can only make an invocation
+refuse, matching less could make it start a new run beside an open one and call its tools again.
 
 **One run at a time per workflow.** The workflow lock is taken *before* looking for an open run and held
 until the run ends, so "is there an open run?" and "start a new one" are one atomic decision: of two
@@ -43,8 +55,10 @@ __all__ = [
     "RunLock",
     "UnknownRun",
     "WorkflowBusy",
+    "WorkflowIdentity",
     "WorkflowLock",
     "find_run",
+    "identify",
     "new_run_id",
     "resolve_state_dir",
     "runs_of",
@@ -127,37 +141,118 @@ class WorkflowBusy(BusyError):
 
 
 def workflow_key(workflow: Path) -> str:
-    """The name of a workflow's lock file: a hash of its absolute path (symlinks resolved)."""
-    return hashlib.sha256(os.fsencode(workflow.resolve())).hexdigest()[:16]  # a path need not be UTF-8
+    """A hash of a workflow's absolute path (symlinks resolved): the name of its path lock, and the key of its
+    runs on Temporal (:mod:`runner.temporal.runids`)."""
+    return _hash(os.fsencode(workflow.resolve()))  # a path need not be UTF-8
+
+
+def _hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowIdentity:
+    """What later invocations find a workflow's runs by (the module docstring says the rule): ``key`` is
+    ``name:<its name:>`` or ``file:<its file's name>``; ``path`` its absolute path, symlinks resolved;
+    ``device`` and ``inode`` its file's (None when it cannot be stat'ed)."""
+
+    key: str
+    path: str
+    device: int | None = None
+    inode: int | None = None
+
+    @classmethod
+    def of(cls, workflow: Path, name: str | None = None) -> WorkflowIdentity:
+        """The identity of the workflow file at ``workflow`` that declares ``name`` (None: none)."""
+        resolved = workflow.resolve()
+        try:
+            stat = os.stat(resolved)
+        except OSError:
+            device = inode = None
+        else:
+            device, inode = stat.st_dev, stat.st_ino
+        key = f"name:{name}" if name else f"file:{resolved.name}"
+        return cls(key, str(resolved), device, inode)
+
+    def owns(self, started: RunStarted) -> bool:
+        """Whether the run that ``started`` began is one of this workflow's: the same identity, file or path. A
+        journal of an earlier version records only the path: its identity is taken as the file's name."""
+        if started.workflow == self.path:
+            return True
+        if started.identity is not None:
+            if started.identity == self.key:
+                return True
+        elif started.workflow is not None and self.key == f"file:{Path(started.workflow).name}":
+            return True
+        return self.inode is not None and (started.device, started.inode) == (self.device, self.inode)
+
+    def may_own(self, named: str | None) -> bool:
+        """Whether a run whose first line cannot be decoded, and names the workflow ``named`` (None: names
+        none), may be one of this workflow's: counted in when in doubt."""
+        return named is None or named == self.path or self.key == f"file:{Path(named).name}"
+
+    def lock_names(self) -> list[str]:
+        """The lock files to take, in this order (identity, path, file): any two invocations that could find
+        the same run share at least one."""
+        names = [_hash(self.key.encode("utf-8", "surrogateescape")), _hash(os.fsencode(self.path))]
+        if self.inode is not None:
+            names.append(f"file-{self.device}-{self.inode}")
+        return names
+
+
+def identify(workflow: Path | WorkflowIdentity) -> WorkflowIdentity:
+    """``workflow``'s identity; for a path, its ``name:`` read from the file (a file that is not a valid
+    workflow has none: it will not run, and its runs are still found by file name, path and inode)."""
+    if isinstance(workflow, WorkflowIdentity):
+        return workflow
+    from runner.errors import WorkflowError
+    from runner.workflow.loader import load_workflow
+
+    try:
+        name = load_workflow(workflow).workflow.name
+    except (WorkflowError, OSError):
+        name = None
+    return WorkflowIdentity.of(workflow, name)
 
 
 class WorkflowLock:
-    """The per-workflow lock: an exclusive ``flock`` on ``<state-dir>/locks/<workflow-key>.lock``, held from
-    before a process looks for an open run until its run ends.
+    """The per-workflow lock: an exclusive ``flock`` on each of ``<state-dir>/locks/<name>.lock`` for the names
+    of :meth:`WorkflowIdentity.lock_names`, held from before a process looks for an open run until its run ends.
 
-    The file holds the holder's ``{"pid", "run_id", "running"}``: ``running`` is false while the holder is
+    Each file holds the holder's ``{"pid", "run_id", "running"}``: ``running`` is false while the holder is
     still deciding (a decision that may end without a run: "an unfinished run exists", "nothing to retry"),
-    true once it has chosen to run (:meth:`set_running`). A process that finds the lock held waits (up to
+    true once it has chosen to run (:meth:`set_running`). A process that finds a lock held waits (up to
     ``wait`` seconds) for a deciding holder, so that of two invocations started together the one that will
     not run never turns the one that would into a busy error; a running holder makes it busy at once."""
 
-    def __init__(self, state_dir: Path, workflow: Path) -> None:
-        self.workflow = workflow
-        self.path = state_dir / LOCKS / f"{workflow_key(workflow)}.lock"
-        self._fd: int | None = None
+    def __init__(self, state_dir: Path, workflow: Path | WorkflowIdentity) -> None:
+        self.identity = identify(workflow)
+        self.workflow = Path(self.identity.path) if isinstance(workflow, WorkflowIdentity) else workflow
+        self.paths = [state_dir / LOCKS / f"{name}.lock" for name in self.identity.lock_names()]
+        self._fds: list[int] = []
         self._run_id: str | None = None
         self._running = False
 
     def acquire(self, *, wait: float = 0.0) -> WorkflowLock:
-        """Take the lock or raise :class:`WorkflowBusy`: at once when the holder runs the workflow, after
-        ``wait`` seconds when it is still deciding."""
-        ensure_state_dir(self.path.parent.parent)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        """Take every lock, in order, or raise :class:`WorkflowBusy` (releasing those taken): at once when
+        a holder runs the workflow, after ``wait`` seconds when it is still deciding."""
+        ensure_state_dir(self.paths[0].parent.parent)
         deadline = time.monotonic() + wait
+        try:
+            for path in self.paths:
+                self._fds.append(self._take(path, deadline))
+        except BaseException:
+            self.release()
+            raise
+        self._write()
+        return self
+
+    def _take(self, path: Path, deadline: float) -> int:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
+                return fd
             except BlockingIOError:
                 holder = _read_holder(fd)
                 if not holder.get("running") and time.monotonic() < deadline:
@@ -165,9 +260,6 @@ class WorkflowLock:
                     continue
                 os.close(fd)
                 raise self._busy(holder) from None
-        self._fd = fd
-        self._write()
-        return self
 
     def _busy(self, holder: dict[str, object]) -> WorkflowBusy:
         pid, run_id = holder.get("pid"), holder.get("run_id")
@@ -188,19 +280,17 @@ class WorkflowLock:
         self._write()
 
     def _write(self) -> None:
-        if self._fd is None:
-            return
         record = {"pid": os.getpid(), "run_id": self._run_id, "running": self._running}
         data = json.dumps(record).encode() + b"\n"
-        # Overwrite, then cut: a reader sees the old record, the new one, or (for an instant) a mix it
-        # reads again; never an empty file once the first record is written.
-        os.pwrite(self._fd, data, 0)
-        os.ftruncate(self._fd, len(data))
+        for fd in self._fds:
+            # Overwrite, then cut: a reader sees the old record, the new one, or (for an instant) a mix it
+            # reads again; never an empty file once the first record is written.
+            os.pwrite(fd, data, 0)
+            os.ftruncate(fd, len(data))
 
     def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        while self._fds:
+            os.close(self._fds.pop())  # closing drops the flock
 
     def __enter__(self) -> WorkflowLock:
         return self
@@ -357,25 +447,25 @@ def iter_run_dirs(state_dir: Path) -> Iterator[RunDir]:
             yield RunDir(path)
 
 
-def runs_of(state_dir: Path, workflow: Path) -> list[RunDir]:
-    """The runs of this workflow file (matched by absolute path), oldest first; reads only the first line
-    of each journal. A run whose first record cannot be read is counted in when that line still names this
+def runs_of(state_dir: Path, workflow: Path | WorkflowIdentity) -> list[RunDir]:
+    """The runs of this workflow (:meth:`WorkflowIdentity.owns`), oldest first; reads only the first line
+    of each journal. A run whose first record cannot be read is counted in when that line may name this
     workflow, or names none: it may be one of its runs (:meth:`RunDir.damage` says why it cannot be read)."""
-    target = str(workflow.resolve())
+    identity = identify(workflow)
     out = []
     for run_dir in iter_run_dirs(state_dir):
         first, damage = run_dir.head()
         if first is not None:
-            if isinstance(first.event, RunStarted) and first.event.workflow == target:
+            if isinstance(first.event, RunStarted) and identity.owns(first.event):
                 out.append(run_dir)
-        elif damage is not None and workflow_named(run_dir.journal) in (target, None):
+        elif damage is not None and identity.may_own(workflow_named(run_dir.journal)):
             out.append(run_dir)
     return out
 
 
-def unfinished_runs(state_dir: Path, workflow: Path) -> list[RunDir]:
-    """Open runs of this workflow file, oldest first. Reads only the ends of each journal: a run is closed
-    when its last complete event is ``run_finished`` with a closed status (see :mod:`runner.engine.journal`)."""
+def unfinished_runs(state_dir: Path, workflow: Path | WorkflowIdentity) -> list[RunDir]:
+    """Open runs of this workflow, oldest first. Reads only the ends of each journal: a run is closed when its
+    last complete event is ``run_finished`` with a closed status (see :mod:`runner.engine.journal`)."""
     return [run_dir for run_dir in runs_of(state_dir, workflow) if run_dir.closed_status() is None]
 
 
@@ -391,12 +481,12 @@ class AmbiguousRun(UsageError):
         self.candidates = candidates
 
 
-def find_run(state_dir: Path, ref: str, *, workflow: Path | None = None) -> RunDir:
+def find_run(state_dir: Path, ref: str, *, workflow: Path | WorkflowIdentity | None = None) -> RunDir:
     """The run ``ref`` names: its full id, or a unique prefix (``20261129T2135``) or suffix (the random part,
     ``3f9a1c``) of one. With ``workflow``, only that workflow's runs are candidates. Raises
     :class:`UnknownRun` naming recent runs when nothing matches, and :class:`AmbiguousRun` listing the
     candidates when several do."""
-    of = f" of {workflow}" if workflow is not None else ""
+    of = f" of {workflow.path if isinstance(workflow, WorkflowIdentity) else workflow}" if workflow is not None else ""
     candidates = runs_of(state_dir, workflow) if workflow is not None else list(iter_run_dirs(state_dir))
     exact = [r for r in candidates if r.run_id == ref]
     if exact:
