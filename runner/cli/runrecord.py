@@ -115,7 +115,7 @@ def run_record(run: RunSummary | Loaded, now: float) -> dict[str, Any]:
 def show_record(run: Loaded, now: float) -> dict[str, Any]:
     """Everything ``mcp-run show`` prints: steps, failures with their error text, in-doubt items, logs. All of
     it is read off the run's state: the same counts as ``runs`` and the run's summary."""
-    from runner.engine.events import ItemStatus, StepStatus, encode
+    from runner.engine.events import Decision, ItemStatus, StepStatus, encode
 
     state = run.state
     live = run.running_pid is not None
@@ -160,6 +160,11 @@ def show_record(run: Loaded, now: float) -> dict[str, Any]:
     in_doubt: list[dict[str, Any]] = []
     for sid, item in state.in_doubt():
         (running if live and item.status is ItemStatus.DISPATCHED else in_doubt).append(entry_of(sid, item))
+    accepted = [
+        {"step": sid, "item": item.key, "index": item.index, "dispatched_at": item.dispatched_at}
+        for sid, item in state.items_in(ItemStatus.SUCCEEDED)
+        if item.decided is Decision.ACCEPT
+    ]
     logs = [{k: v for k, v in encode(e).items() if k != "seq"} for e in state.logs]
     return {
         "version": RECORD_VERSION,
@@ -170,6 +175,7 @@ def show_record(run: Loaded, now: float) -> dict[str, Any]:
         "failures": failures,
         "running": running,
         "in_doubt": in_doubt,
+        "accepted": accepted,
         "logs": logs,
         "outputs": state.outputs,
     }

@@ -117,6 +117,10 @@ def render_show(
         for item in record["running"]:
             sent = f"dispatched {_when(item['dispatched_at'])}, attempt {item['attempts']}"
             lines.append(f"  {where(item['step'], item['item'])}: {sent}")
+    if record.get("accepted"):
+        lines.append("")
+        lines.append(f"recorded as done ({len(record['accepted'])}): were in doubt, accepted by --accept-in-doubt")
+        lines.extend(f"  {where(item['step'], item['item'])}" for item in record["accepted"])
     if record["in_doubt"]:
         lines.append("")
         lines.append(f"in doubt ({len(record['in_doubt'])}): the server may or may not have run these calls")
