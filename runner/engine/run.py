@@ -48,6 +48,7 @@ from runner.engine.events import (
 )
 from runner.engine.journal import JournalCorrupt, peek_journal
 from runner.engine.outcome import Outcome
+from runner.engine.preflight import StateDirUnusable, check_state_dir, state_dir_named_by
 from runner.engine.retry import RetryPolicy
 from runner.engine.runctl import (
     collect_secrets,
@@ -203,7 +204,12 @@ async def execute(
     options.check()
     say = reporter or _Quiet()
     # Choosing reads files and may wait for the workflow lock: in a thread, not on trio's loop.
-    held, prepared = await trio.to_thread.run_sync(_choose, path, options)
+    try:
+        held, prepared = await trio.to_thread.run_sync(_choose, path, options)
+    except OSError as exc:  # the state directory's: the workflow and inputs files raise errors of their own
+        state_dir = resolve_state_dir(str(options.state_dir) if options.state_dir else None, path)
+        named_by = state_dir_named_by(str(options.state_dir) if options.state_dir else None)
+        raise StateDirUnusable.from_os_error(state_dir, exc, named_by=named_by) from None
     say = _Masked(say, prepared.masker)
     with held:
         if prepared.run_dir is not None:
@@ -219,13 +225,17 @@ async def execute(
 def _choose(path: Path, options: RunOptions) -> tuple[ExitStack, _Prepared]:
     """Steps 1 and 2 of the module docstring. Returns the locks held (the workflow's and the run's, to be
     released when the run ends) and what was prepared."""
+    # Read before any lock is taken (a file that cannot be read fails here, while nothing is held).
+    from_file = load_inputs_file(options.inputs_file) if options.inputs_file else None
     if not path.is_file():  # the loader's error, before any state directory is made beside a typo
-        _load_plan(path, options, require_inputs=False)
+        _load_plan(path, options, require_inputs=False, from_file=from_file)
         raise UsageError(f"no workflow file {str(path)!r}")
     held = ExitStack()
     if not options.journal:
-        return held, _prepare(path, options, run_dir=None)
-    state_dir = resolve_state_dir(str(options.state_dir) if options.state_dir else None, path)
+        return held, _prepare(path, options, run_dir=None, from_file=from_file)
+    flag = str(options.state_dir) if options.state_dir else None
+    state_dir = resolve_state_dir(flag, path)
+    check_state_dir(state_dir, named_by=state_dir_named_by(flag))
     try:
         # The workflow lock comes first and stays until the run ends: choosing a run (or none) and running
         # it are one decision that no other process can interleave with.
@@ -239,7 +249,7 @@ def _choose(path: Path, options: RunOptions) -> tuple[ExitStack, _Prepared]:
             start_new=options.start_new,
         )
         run_dir = find_run(state_dir, choice.run_id) if choice.run_id is not None else None
-        prepared = _prepare(path, options, run_dir=run_dir)
+        prepared = _prepare(path, options, run_dir=run_dir, from_file=from_file)
         if run_dir is None:
             try:
                 run_dir = prepared.run_dir = RunDir.create(state_dir)
@@ -282,8 +292,14 @@ def _locked(run_dir: RunDir) -> Iterator[None]:
         lock.release()
 
 
-def _load_plan(path: Path, options: RunOptions, *, require_inputs: bool, base: Mapping[str, Any] | None = None) -> Plan:
-    from_file = load_inputs_file(options.inputs_file) if options.inputs_file else None
+def _load_plan(
+    path: Path,
+    options: RunOptions,
+    *,
+    require_inputs: bool,
+    from_file: Mapping[str, Any] | None,
+    base: Mapping[str, Any] | None = None,
+) -> Plan:
     merged = {**(base or {}), **(from_file or {}), **(options.inputs or {})}
     return validate(
         str(path), require_inputs=require_inputs, input_pairs=list(options.input_pairs), inputs_file=merged or None
@@ -303,9 +319,11 @@ def _recorded_inputs(run_dir: RunDir) -> dict[str, Any]:
     }
 
 
-def _prepare(path: Path, options: RunOptions, *, run_dir: RunDir | None) -> _Prepared:
+def _prepare(
+    path: Path, options: RunOptions, *, run_dir: RunDir | None, from_file: Mapping[str, Any] | None
+) -> _Prepared:
     base = _recorded_inputs(run_dir) if run_dir is not None else None
-    plan = _load_plan(path, options, require_inputs=True, base=base)
+    plan = _load_plan(path, options, require_inputs=True, from_file=from_file, base=base)
     inputs = dict(plan.input_values or {})
     env = env_context(plan)
     masker = Masker(collect_secrets(plan, inputs, env))
@@ -356,10 +374,13 @@ def _journal(prepared: _Prepared) -> Iterator[int | None]:
     if run_dir is None:
         yield None
         return
-    if prepared.prior is not None:
-        fd = run_dir.open_for_append()
-    else:
-        fd = os.open(run_dir.journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        if prepared.prior is not None:
+            fd = run_dir.open_for_append()
+        else:
+            fd = os.open(run_dir.journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    except OSError as exc:
+        raise StateDirUnusable.from_os_error(run_dir.state_dir, exc) from None
     try:
         yield fd
     finally:
