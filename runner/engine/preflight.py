@@ -26,7 +26,7 @@ from typing import Final
 
 from runner.engine.rundir import ensure_state_dir
 from runner.errors import UsageError
-from runner.workflow.loader import file_kind
+from runner.workflow.yamlnodes import file_kind
 
 __all__ = [
     "PROBE_BYTES",

@@ -32,7 +32,6 @@ import difflib
 import gc
 import math
 import os
-import stat
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -52,7 +51,6 @@ from runner.workflow.yamlnodes import DEFAULT_LIMITS, Alias, YamlLimits, compose
 
 __all__ = [
     "LoadedWorkflow",
-    "file_kind",
     "load_inputs_file",
     "load_workflow",
     "parse_workflow",
@@ -343,34 +341,11 @@ def validate(
     return replace(plan, input_values=values)
 
 
-def file_kind(mode: int) -> str:
-    """``a directory``, ``a regular file``, ``a character device`` (``/dev/null``)...: what ``mode`` is."""
-    kinds = (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISREG, "a regular file"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-    )
-    return next((name for test, name in kinds if test(mode)), "not a regular file")
-
-
 def load_inputs_file(path: str | os.PathLike[str], *, limits: YamlLimits = DEFAULT_LIMITS) -> dict[str, Any]:
     """Read an inputs file (YAML or JSON) that must hold a mapping of input names to values. A regular file
     only: a FIFO (``<(...)``, ``/dev/stdin`` on a pipe) or a device would make the run wait on whoever writes
     it, or read without end."""
     file = os.fspath(path)
-    try:
-        mode = os.stat(path).st_mode  # stat, not open: opening a FIFO waits for a writer
-    except OSError as exc:
-        raise WorkflowError(f"cannot read the inputs file: {exc.strerror or exc}", file=file) from None
-    if not stat.S_ISREG(mode):
-        raise WorkflowError(
-            f"the inputs file is {file_kind(mode)}; expected a regular file",
-            file=file,
-            suggestion="write the inputs to a file, or give each with --input NAME=VALUE",
-        )
     data, _positions = parse_yaml(read_text(path, "inputs file", limits), file=file, limits=limits)
     if not isinstance(data, dict):
         raise WorkflowError(f"an inputs file holds a mapping of names to values, found {describe(data)}", file=file)

@@ -292,6 +292,18 @@ def test_an_inputs_file_that_is_a_fifo_is_refused_before_anything_is_held(tmp_pa
     assert calls(tmp_path) == []
 
 
+@pytest.mark.parametrize("command", [["validate"], ["run", "--state-dir", "state"]], ids=["validate", "run"])
+def test_a_workflow_that_is_a_fifo_is_refused(tmp_path: Path, command: list[str]) -> None:
+    os.mkfifo(tmp_path / "wf.yaml")
+    result = run_cli(tmp_path, command[0], "wf.yaml", *command[1:], timeout=60)
+    assert (result.returncode, result.stderr) == (
+        2,
+        "mcp-run: error: wf.yaml: the workflow is a FIFO; expected a regular file\n"
+        "  hint: save the workflow as a file and give its name\n",
+    )
+    assert not (tmp_path / "state").exists()
+
+
 def test_an_inputs_file_that_is_a_device_is_refused(tmp_path: Path) -> None:
     write_workflow(tmp_path)
     result = run_cli(tmp_path, "validate", "wf.yaml", "--inputs-file", "/dev/zero", timeout=60)
