@@ -75,7 +75,7 @@ class OutputUnusable(UsageError):
 def _why(exc: OSError, around: Path) -> str:
     """``ro/runs: Read-only file system``: the OS's reason, with the file it concerns when that is not ``around``."""
     reason = exc.strerror or str(exc)
-    if exc.filename is not None and Path(os.fsdecode(exc.filename)) != around:
+    if isinstance(exc.filename, (str, bytes)) and Path(os.fsdecode(exc.filename)) != around:
         return f"{os.fsdecode(exc.filename)}: {reason}"
     return reason
 

@@ -113,6 +113,19 @@ _INSTEAD: Final = {"inputs file": "write the inputs to a file, or give each with
 than saving it as one."""
 
 
+def _read_at_most(fd: int, size: int) -> bytes:
+    """Up to ``size`` bytes of the file open as ``fd``, from its start: fewer only at its end."""
+    chunks: list[bytes] = []
+    left = size
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
 def read_text(path: str | os.PathLike[str], what: str, limits: YamlLimits = DEFAULT_LIMITS) -> str:
     """The file at ``path`` as text; a located :class:`WorkflowError` when it is no regular file (a FIFO, a
     device, a directory: reading would wait for a writer or never end), cannot be read, is larger than
@@ -122,18 +135,21 @@ def read_text(path: str | os.PathLike[str], what: str, limits: YamlLimits = DEFA
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once (and is refused below)
     except OSError as exc:
         raise WorkflowError(f"cannot read the {what}: {exc.strerror or exc}", file=file) from exc
-    with open(fd, "rb") as stream:
+    try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise WorkflowError(
                 f"the {what} is {file_kind(mode)}; expected a regular file",
                 file=file,
-                suggestion=_INSTEAD.get(what, f"save the {what} as a file and give its name"),
+                suggestion=None
+                if stat.S_ISDIR(mode)
+                else _INSTEAD.get(what, f"save the {what} as a file and give its name"),
             )
-        try:
-            raw = stream.read(limits.max_bytes + 1)
-        except OSError as exc:
-            raise WorkflowError(f"cannot read the {what}: {exc.strerror or exc}", file=file) from exc
+        raw = _read_at_most(fd, limits.max_bytes + 1)
+    except OSError as exc:
+        raise WorkflowError(f"cannot read the {what}: {exc.strerror or exc}", file=file) from exc
+    finally:
+        os.close(fd)
     if len(raw) > limits.max_bytes:
         raise _too_large(what, limits, file, *_position(raw, _character_start(raw, limits.max_bytes)))
     skip = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0

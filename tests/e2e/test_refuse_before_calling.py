@@ -309,6 +309,13 @@ def test_an_inputs_file_that_is_a_device_is_refused(tmp_path: Path) -> None:
     result = run_cli(tmp_path, "validate", "wf.yaml", "--inputs-file", "/dev/zero", timeout=60)
     assert result.returncode == 2
     assert result.stderr.startswith("mcp-run: error: /dev/zero: the inputs file is a character device; expected a")
+    (tmp_path / "folder").mkdir()
+    result = run_cli(tmp_path, "wf.yaml", "--state-dir", "state", "--inputs-file", "folder", timeout=60)
+    assert (result.returncode, result.stderr) == (
+        2,
+        "mcp-run: error: folder: the inputs file is a directory; expected a regular file\n",
+    )
+    assert calls(tmp_path) == []
 
 
 # -- outputs that fail to render -----------------------------------------------------------------------------
