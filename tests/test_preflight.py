@@ -14,6 +14,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+import runner
 from runner.cli import main
 from runner.engine.preflight import PROBE_BYTES, OutputUnusable, StateDirUnusable, check_output, check_state_dir
 from runner.engine.rundir import WorkflowLock
@@ -114,3 +115,10 @@ def test_an_output_bind_mounted_onto_the_workflow_is_the_workflow(tmp_path: Path
             check_output(other, workflow=workflow)
     finally:
         os.system(f"umount {other}")
+
+
+def test_the_python_api_refuses_a_state_dir_that_is_a_file(tmp_path: Path) -> None:
+    workflow = tmp_path / "wf.yaml"
+    workflow.write_text(WORKFLOW)
+    with pytest.raises(StateDirUnusable, match="it is a character device, not a directory; nothing was called"):
+        runner.run_workflow(workflow, state_dir="/dev/null")
