@@ -11,9 +11,11 @@
 options of :class:`~runner.engine.run.RunOptions` as keywords, raise the typed errors of
 :mod:`runner.errors` and :mod:`runner.engine.decide` (a refusal never prints), and return an
 :class:`~runner.engine.outcome.Outcome`: ``status`` (``succeeded``, ``failed``, ``in-doubt``,
-``incomplete``, ``interrupted``), ``exit_code`` (the CLI's), ``outputs``, ``failures``, ``in_doubt``,
-``run_id``, and ``summary()`` (the ``--json`` summary). Unlike the CLI, nothing is printed and signals are
-left alone unless ``watch_signals=True``.
+``incomplete``, ``interrupted``), ``exit_code`` (the CLI's), ``outputs``, ``output_failures`` (those that
+failed to render), ``failures``, ``in_doubt``, ``run_id``, and ``summary()`` (the ``--json`` summary). A state
+directory that cannot keep runs is refused before anything is called
+(:class:`~runner.engine.preflight.StateDirUnusable`, a ``UsageError``). Unlike the CLI, nothing is printed
+and signals are left alone unless ``watch_signals=True``.
 """
 
 from __future__ import annotations

@@ -22,8 +22,9 @@ class ExitCode(enum.IntEnum):
 
 _MEANING: dict[ExitCode, str] = {
     ExitCode.OK: "success",
-    ExitCode.FAILED: "failed: a tool error, a failed step or item",
-    ExitCode.USAGE: "usage error, invalid workflow, or a damaged journal",
+    ExitCode.FAILED: "failed: a tool error, a failed step or item, an output not rendered or not written",
+    ExitCode.USAGE: "usage error, invalid workflow, an unusable state dir, --output or --inputs-file, or a damaged "
+    "journal",
     ExitCode.PROTOCOL: "protocol error: the server answered with a JSON-RPC error or broke the protocol",
     ExitCode.UNREACHABLE: "server unreachable: could not connect or initialize (the run stays open)",
     ExitCode.OUTCOME_UNKNOWN: "outcome unknown: a call may or may not have happened",

@@ -302,6 +302,15 @@ class TestRendering:
         view = fanout_view(["a"], [item_entry("failed", "boom")], "failed")
         assert p.render_outputs(make_context(inputs={}, env={}, steps={"c": view})) == {"n": 1, "fixed": [1]}
 
+    def test_each_output_renders_on_its_own(self) -> None:
+        outputs = {"n": "${{ length(steps.c.items) }}", "bad": "${{ abs(steps.c.status) }}", "fixed": [1]}
+        p = plan({"c": call(for_each=["a"])}, outputs=outputs)
+        view = fanout_view(["a"], [item_entry("failed", "boom")], "failed")
+        rendered, failed = p.render_each_output(make_context(inputs={}, env={}, steps={"c": view}))
+        assert rendered == {"n": 1, "fixed": [1]}
+        assert [(f.name, f.file) for f in failed] == [("bad", p.file)]
+        assert failed[0].error.startswith("${{ abs(steps.c.status) }}: "), failed[0].error
+
     def test_plan_text(self) -> None:
         p = plan(
             {

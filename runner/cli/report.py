@@ -31,9 +31,10 @@ from runner.engine.masking import Masker
 from runner.engine.outcome import Outcome
 from runner.engine.rundir import WorkflowBusy
 from runner.errors import BusyError, McpRunError, UsageError
+from runner.exitcodes import ExitCode, combine
 from runner.jsontext import escape
 from runner.termsafe import terminal
-from runner.view.text import format_group, group_failures, kind_words, skip_label, where
+from runner.view.text import format_group, group_failures, kind_words, one_line, skip_label, where
 from runner.words import plural
 from runner.workflow.plan import Plan
 
@@ -170,16 +171,27 @@ def report(outcome: Outcome, options: ReportOptions, console: Console, *, state_
     show = show_hint(state_dir, run_id, workflow) if resumable and state_dir and run_id and workflow else None
     # Values are masked before they are serialized: a secret's JSON-escaped form never reaches the text.
     outputs = masker.mask_value(outcome.outputs)
+    code = outcome.exit_code
+    unwritten: str | None = None
     if options.output:
-        text = escape(json.dumps(outputs, indent=2, ensure_ascii=False))
-        Path(options.output).write_text(text + "\n", encoding="utf-8")
+        unwritten = _write_outputs(Path(options.output), outputs)
+        if unwritten is not None:
+            code = combine([code, ExitCode.FAILED])
+            summary = {**summary, "exit_code": int(code), "output_file_error": unwritten}
     if options.json:
         print(escape(json.dumps(summary, indent=2, ensure_ascii=False)))
     else:
         if not options.quiet:
             console.info(render_summary(summary, show=show))
-        if outputs:
+        if outputs or unwritten is not None:
             print(escape(json.dumps(outputs, indent=2, ensure_ascii=False)))
+    if options.json or options.quiet:  # (the text summary names them already)
+        for line in _output_failure_lines(summary):
+            console.error(f"error: {line}")
+    if unwritten is not None:  # the outputs are not lost: say where they are
+        printed = "in the summary's outputs on stdout" if options.json else "printed on stdout"
+        kept = f", and kept in the run's journal: {show} --json" if show else ""
+        console.error(f"error: {unwritten}; the outputs are {printed}{kept}")
     if outcome.blocked or outcome.in_doubt:
         rows = "\n".join(
             f"  {where(d['step'], d.get('item'))}: {kind_words(d.get('kind'))}"
@@ -199,7 +211,27 @@ def report(outcome: Outcome, options: ReportOptions, console: Console, *, state_
         console.error(f"run interrupted; resume it with:\n  {resume()}{_secret_note(plan)}")
     elif resumable and outcome.status is RunStatus.INCOMPLETE:
         console.error(f"run {run_id} is incomplete and stays open; resume it with:\n  {resume()}{_secret_note(plan)}")
-    return int(outcome.exit_code)
+    return int(code)
+
+
+def _write_outputs(path: Path, outputs: dict[str, Any]) -> str | None:
+    """Write ``outputs`` (masked) as JSON to ``path`` (``--output``); None when written, else why not (a disk
+    that filled up during the run: what can be checked before the first call was, see
+    :func:`runner.engine.preflight.check_output`)."""
+    text = escape(json.dumps(outputs, indent=2, ensure_ascii=False))
+    try:
+        path.write_text(text + "\n", encoding="utf-8")
+    except OSError as exc:
+        return f"cannot write the outputs to --output {path}: {exc.strerror or exc}"
+    return None
+
+
+def _output_failure_lines(summary: dict[str, Any]) -> list[str]:
+    """``output report failed to render: wf.yaml:12:11: outputs.report: ${{ ... }}: ...``, one per output."""
+    return [
+        f"output {failure['output']} failed to render: {one_line(failure['error'], 300)}"
+        for failure in summary.get("outputs_failed", [])
+    ]
 
 
 _STATUS_ORDER = ("succeeded", "failed", "incomplete", "interrupted", "not-run", "skipped")
@@ -238,6 +270,10 @@ def render_summary(summary: dict[str, Any], *, show: str | None = None) -> str:
         if counts.get("unmatched_responses"):
             said.append(f"{counts['unmatched_responses']} response(s) to requests never sent")
         lines.append(f"  server {server} sent {' and '.join(said)}; they were ignored")
+    outputs_failed = summary.get("outputs_failed", [])
+    if outputs_failed:
+        lines[0] += f"; {plural(len(outputs_failed), 'output')} failed to render"
+    lines += [f"  {line}" for line in _output_failure_lines(summary)]
     groups = group_failures(summary["failed"])
     lines += [f"  {format_group(group)}" for group in groups[:20]]
     if len(groups) > 20:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -379,10 +378,6 @@ def _options(args: argparse.Namespace, **overrides: Any) -> RunOptions:
     }
     options = RunOptions(**{**fields, **overrides})
     options.check()
-    if args.output:
-        folder = Path(args.output).resolve().parent
-        if not folder.is_dir() or not os.access(folder, os.W_OK):
-            raise UsageError(f"--output {args.output}: cannot write in {folder}")
     return options
 
 
@@ -399,10 +394,13 @@ def _execute_here(args: argparse.Namespace, path: Path, options: RunOptions) -> 
     import trio
 
     from runner.cli.report import Console, ReportOptions, explain, report
+    from runner.engine.preflight import check_output
     from runner.engine.run import execute
     from runner.engine.rundir import resolve_state_dir
     from runner.view.plain import ViewOptions, make_view
 
+    if args.output:  # before the first call: outputs with nowhere to go are found out now, not after the run
+        check_output(Path(args.output), workflow=path, inputs_file=options.inputs_file)
     state_dir = resolve_state_dir(str(options.state_dir) if options.state_dir else None, path)
     console = Console(args.quiet)
     view = ViewOptions(quiet=args.quiet, progress=not args.no_progress, log_level=args.log_level)

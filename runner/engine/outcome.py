@@ -8,12 +8,15 @@ doubt, and the ``--json`` summary. Pure: the same state always settles the same 
 - **The exit code** is the strongest of what applies (see :func:`runner.exitcodes.combine`): each failure's
   kind says its code (:class:`~runner.engine.events.FailureKind`), except that a ``continue_on_error`` step's
   failures do not count, and items never sent (their server could not be reached) always do.
+- **Outputs** are rendered each on its own: one that fails is left out and named (``output_failures``), the
+  others are kept; a failed output fails the run (exit 1), as a failed step does.
 - **The status**: ``interrupted`` on a signal; else ``in-doubt`` while items are in doubt; else
   ``incomplete`` when something was never sent (a resume finishes it); else ``failed`` or ``succeeded``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -22,7 +25,7 @@ from runner.engine.events import FailureKind, ItemStatus, RunStatus, SkipCause, 
 from runner.engine.masking import Masker
 from runner.engine.state import ItemState, RunState
 from runner.exitcodes import ExitCode, combine
-from runner.workflow.plan import Plan
+from runner.workflow.plan import OutputFailure, Plan
 
 __all__ = ["SUMMARY_VERSION", "Outcome", "StepOutcome", "masked_summary", "settle", "summary"]
 
@@ -68,6 +71,8 @@ class Outcome:
     in_doubt: list[dict[str, Any]]
     blocked: bool = False
     stray: dict[str, dict[str, int]] = field(default_factory=dict)
+    output_failures: list[OutputFailure] = field(default_factory=list)
+    """The outputs that failed to render (absent from ``outputs``), in the workflow's order."""
     # Filled by the run lifecycle (runner.engine.run): which run, where, what it ran, how long it took.
     run_id: str | None = None
     run_dir: Path | None = None
@@ -127,9 +132,12 @@ def settle(
     blocked: bool = False,
     outputs: dict[str, Any] | None = None,
     outputs_failed: bool = False,
+    output_failures: Sequence[OutputFailure] = (),
     stray: dict[str, dict[str, int]] | None = None,
 ) -> Outcome:
-    """The outcome of a run whose events ``state`` folded (see the module docstring)."""
+    """The outcome of a run whose events ``state`` folded (see the module docstring). ``output_failures``:
+    the outputs that failed to render; ``outputs_failed``: some did, unnamed (an engine that renders the
+    outputs as one)."""
     codes: set[ExitCode] = set()
     failures: list[dict[str, Any]] = []
     in_doubt: list[dict[str, Any]] = []
@@ -152,7 +160,7 @@ def settle(
                 failures.append(_item_entry(sid, item, kind, item.error))
                 if kind is FailureKind.NOT_SENT or not lenient:
                     codes.add(kind.exit_code)
-    if outputs_failed:
+    if outputs_failed or output_failures:
         codes.add(ExitCode.FAILED)
     if interrupted:
         status = RunStatus.INTERRUPTED
@@ -174,6 +182,7 @@ def settle(
         in_doubt=in_doubt,
         blocked=blocked,
         stray=stray or {},
+        output_failures=list(output_failures),
     )
 
 
@@ -193,6 +202,7 @@ def masked_summary(data: dict[str, Any], masker: Masker) -> dict[str, Any]:
         "steps": {sid: texts(step, "reason") for sid, step in data["steps"].items()},
         "failed": [texts(entry, "error") for entry in data["failed"]],
         "in_doubt": [texts(entry, "error") for entry in data["in_doubt"]],
+        "outputs_failed": [texts(entry, "error") for entry in data.get("outputs_failed", [])],
     }
 
 
@@ -224,4 +234,8 @@ def summary(plan: Plan, outcome: Outcome, *, run_id: str | None, duration: float
         "failed": outcome.failures,
         "in_doubt": outcome.in_doubt,
         "stray": outcome.stray,
+        "outputs_failed": [
+            {"output": f.name, "error": f.error, "file": f.file, "line": f.line, "column": f.column}
+            for f in outcome.output_failures
+        ],
     }

@@ -48,6 +48,7 @@ from runner.engine.events import (
 )
 from runner.engine.journal import JournalCorrupt, peek_journal
 from runner.engine.outcome import Outcome
+from runner.engine.preflight import StateDirUnusable, check_state_dir, state_dir_named_by
 from runner.engine.retry import RetryPolicy
 from runner.engine.runctl import (
     collect_secrets,
@@ -212,7 +213,12 @@ async def execute(
     options.check()
     say = reporter or _Quiet()
     # Choosing reads files and may wait for the workflow lock: in a thread, not on trio's loop.
-    held, prepared = await trio.to_thread.run_sync(_choose, path, options)
+    try:
+        held, prepared = await trio.to_thread.run_sync(_choose, path, options)
+    except OSError as exc:  # the state directory's: the workflow and inputs files raise errors of their own
+        state_dir = resolve_state_dir(str(options.state_dir) if options.state_dir else None, path)
+        named_by = state_dir_named_by(str(options.state_dir) if options.state_dir else None)
+        raise StateDirUnusable.from_os_error(state_dir, exc, named_by=named_by) from None
     say = _Masked(say, prepared.masker)
     with held:
         if prepared.run_dir is not None:
@@ -228,14 +234,18 @@ async def execute(
 def _choose(path: Path, options: RunOptions) -> tuple[ExitStack, _Prepared]:
     """Steps 1 and 2 of the module docstring. Returns the locks held (the workflow's and the run's, to be
     released when the run ends) and what was prepared."""
+    # Read before any lock is taken (a file that cannot be read fails here, while nothing is held).
+    from_file = load_inputs_file(options.inputs_file) if options.inputs_file else None
     if not path.is_file():  # the loader's error, before any state directory is made beside a typo
-        _load_plan(path, options, require_inputs=False)
+        _load_plan(path, options, require_inputs=False, from_file=from_file)
         raise UsageError(f"no workflow file {str(path)!r}")
     held = ExitStack()
     loaded = load_workflow(path)  # its name: is part of its identity; parsed once, for the plan too
     if not options.journal:
-        return held, _prepare(path, options, run_dir=None, loaded=loaded)
-    state_dir = resolve_state_dir(str(options.state_dir) if options.state_dir else None, path)
+        return held, _prepare(path, options, run_dir=None, loaded=loaded, from_file=from_file)
+    flag = str(options.state_dir) if options.state_dir else None
+    state_dir = resolve_state_dir(flag, path)
+    check_state_dir(state_dir, named_by=state_dir_named_by(flag))
     identity = WorkflowIdentity.of(path, loaded.workflow.name)
     try:
         # The workflow lock comes first and stays until the run ends: choosing a run (or none) and running
@@ -250,7 +260,7 @@ def _choose(path: Path, options: RunOptions) -> tuple[ExitStack, _Prepared]:
             start_new=options.start_new,
         )
         run_dir = find_run(state_dir, choice.run_id) if choice.run_id is not None else None
-        prepared = _prepare(path, options, run_dir=run_dir, loaded=loaded)
+        prepared = _prepare(path, options, run_dir=run_dir, loaded=loaded, from_file=from_file)
         prepared.identity = identity
         if run_dir is None:
             try:
@@ -297,9 +307,13 @@ def _locked(run_dir: RunDir) -> Iterator[None]:
 
 
 def _load_plan(
-    path: Path | LoadedWorkflow, options: RunOptions, *, require_inputs: bool, base: Mapping[str, Any] | None = None
+    path: Path | LoadedWorkflow,
+    options: RunOptions,
+    *,
+    require_inputs: bool,
+    from_file: Mapping[str, Any] | None,
+    base: Mapping[str, Any] | None = None,
 ) -> Plan:
-    from_file = load_inputs_file(options.inputs_file) if options.inputs_file else None
     merged = {**(base or {}), **(from_file or {}), **(options.inputs or {})}
     source = path if isinstance(path, LoadedWorkflow) else str(path)
     return validate(
@@ -320,9 +334,16 @@ def _recorded_inputs(run_dir: RunDir) -> dict[str, Any]:
     }
 
 
-def _prepare(path: Path, options: RunOptions, *, run_dir: RunDir | None, loaded: LoadedWorkflow) -> _Prepared:
+def _prepare(
+    path: Path,
+    options: RunOptions,
+    *,
+    run_dir: RunDir | None,
+    loaded: LoadedWorkflow,
+    from_file: Mapping[str, Any] | None,
+) -> _Prepared:
     base = _recorded_inputs(run_dir) if run_dir is not None else None
-    plan = _load_plan(loaded, options, require_inputs=True, base=base)
+    plan = _load_plan(loaded, options, require_inputs=True, from_file=from_file, base=base)
     inputs = dict(plan.input_values or {})
     env = env_context(plan)
     masker = Masker(collect_secrets(plan, inputs, env))
@@ -373,10 +394,13 @@ def _journal(prepared: _Prepared) -> Iterator[int | None]:
     if run_dir is None:
         yield None
         return
-    if prepared.prior is not None:
-        fd = run_dir.open_for_append()
-    else:
-        fd = os.open(run_dir.journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        if prepared.prior is not None:
+            fd = run_dir.open_for_append()
+        else:
+            fd = os.open(run_dir.journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    except OSError as exc:
+        raise StateDirUnusable.from_os_error(run_dir.state_dir, exc) from None
     try:
         yield fd
     finally:

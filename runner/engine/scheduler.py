@@ -80,7 +80,7 @@ from runner.errors import CallTimeout, MalformedMessage, McpRunError, first_line
 from runner.protocol.mcp import LogMessage as McpLogMessage
 from runner.session import Session, SessionOptions
 from runner.workflow.context import fanout_view, identified, item_entry, make_context, step_view
-from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECONNECT, Plan, PlannedStep
+from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECONNECT, OutputFailure, Plan, PlannedStep
 from runner.workflow.template import TemplateError
 
 __all__ = ["Outcome", "Prior", "Scheduler", "SchedulerOptions", "SessionOpener"]
@@ -249,19 +249,15 @@ class Scheduler:
 
     def _finish(self) -> Outcome:
         outputs: dict[str, Any] = {}
-        outputs_failed = False
-        if not self._draining:
-            try:
-                outputs = self._plan.render_outputs(self._context())
-            except TemplateError as exc:
-                self._warn(f"outputs: {exc}")
-                outputs_failed = True
+        output_failures: tuple[OutputFailure, ...] = ()
+        if not self._draining:  # (the outcome reports an output that fails: the summary names it)
+            outputs, output_failures = self._plan.render_each_output(self._context())
         return settle(
             self._plan,
             self._state,
             interrupted=self._draining,
             outputs=outputs,
-            outputs_failed=outputs_failed,
+            output_failures=output_failures,
             stray=self._stray(),
         )
 

@@ -63,6 +63,14 @@ class Failure(BaseModel):
     dispatched_at: str | None = None
 
 
+class OutputFailure(BaseModel):
+    output: str = Field(description="The output's name (it is absent from `outputs`).")
+    error: str = Field(description="Why it could not be rendered, with the expression's file:line:column.")
+    file: str | None = None
+    line: int | None = Field(None, description="Where the output sits in the workflow file.")
+    column: int | None = None
+
+
 class Summary(BaseModel):
     """The one JSON object ``mcp-run ... --json`` prints at the end of a run."""
 
@@ -82,6 +90,16 @@ class Summary(BaseModel):
         default_factory=dict,
         description="Per server, what it sent that matched nothing and was ignored: `invalid_lines` (not "
         "JSON-RPC) and `unmatched_responses` (to ids never sent). Only servers with something to report.",
+    )
+    outputs_failed: list[OutputFailure] = Field(
+        default_factory=list,
+        description="The outputs that could not be rendered after the run; the others are in `outputs`. Any "
+        "makes the run fail (exit 1).",
+    )
+    output_file_error: str | None = Field(
+        None,
+        description="Why --output could not be written at the end (the outputs are in `outputs`, and in the "
+        "journal); the exit code is then at least 1.",
     )
 
 

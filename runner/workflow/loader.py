@@ -342,7 +342,9 @@ def validate(
 
 
 def load_inputs_file(path: str | os.PathLike[str], *, limits: YamlLimits = DEFAULT_LIMITS) -> dict[str, Any]:
-    """Read an inputs file (YAML or JSON) that must hold a mapping of input names to values."""
+    """Read an inputs file (YAML or JSON) that must hold a mapping of input names to values. A regular file
+    only: a FIFO (``<(...)``, ``/dev/stdin`` on a pipe) or a device would make the run wait on whoever writes
+    it, or read without end."""
     file = os.fspath(path)
     data, _positions = parse_yaml(read_text(path, "inputs file", limits), file=file, limits=limits)
     if not isinstance(data, dict):

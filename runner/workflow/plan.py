@@ -54,6 +54,7 @@ __all__ = [
     "DEFAULT_RECONNECT",
     "FANOUT_FIELDS",
     "STEP_FIELDS",
+    "OutputFailure",
     "Plan",
     "PlannedServer",
     "PlannedStep",
@@ -161,6 +162,18 @@ class PlannedStep:
 
 
 @dataclass(frozen=True, slots=True)
+class OutputFailure:
+    """An output that could not be rendered after the run: its ``name``, the template's error (which names
+    the expression's place in the file), and where the output sits in the workflow file."""
+
+    name: str
+    error: str
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     """A valid workflow, ready to run. ``steps`` is in ``order`` (a topological order); ``positions`` locates
     its parts in the file (``plan --check`` reports a bad argument at its line and column)."""
@@ -179,9 +192,26 @@ class Plan:
     built without them)."""
 
     def render_outputs(self, context: Mapping[str, Any]) -> dict[str, Any]:
-        """The ``outputs`` mapping rendered in ``context`` (after the run)."""
+        """The ``outputs`` mapping rendered in ``context`` (after the run); the first output that fails raises
+        its :class:`TemplateError` (:meth:`render_each_output` keeps the others)."""
         result: dict[str, Any] = self.outputs.render(context)
         return result
+
+    def render_each_output(self, context: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[OutputFailure, ...]]:
+        """Each output rendered in ``context`` (after the run) on its own: those that render, and those that
+        failed (left out of the first), in the order the workflow lists them. One output reading a result that
+        is not what it expected does not take the others with it."""
+        where = partial(_where, self.positions) if self.positions is not None else None
+        rendered: dict[str, Any] = {}
+        failed: list[OutputFailure] = []
+        for name, value in self.workflow.outputs.items():
+            loc = ("outputs", name)
+            try:
+                rendered[name] = compile_value(value, loc=loc, where=where).render(context)
+            except TemplateError as exc:
+                line, column = self.positions.locate(loc) if self.positions is not None else (None, None)
+                failed.append(OutputFailure(name, str(exc), file=self.file, line=line, column=column))
+        return rendered, tuple(failed)
 
 
 def _effective(step: float | None, server: float | None, default: float | None) -> float | None:

@@ -2,7 +2,8 @@
 
 Entry points::
 
-    read_text(path, what, limits) -> str        the file's bytes as UTF-8 text; refuses a file too large
+    read_text(path, what, limits) -> str        the file's bytes as UTF-8 text; refuses what is no regular
+                                                 file (a FIFO would wait for a writer), a file too large
                                                  before parsing it, bad UTF-8 with its line and column
     check_text(text, what, file, limits)         the same checks for text given as a string
     compose(text, file, limits, fast) -> Node    one document's nodes (None when the file is empty)
@@ -37,6 +38,7 @@ from __future__ import annotations
 import codecs
 import os
 import re
+import stat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -93,15 +95,61 @@ class Alias(yaml.Node):
 # Bytes -> text
 
 
+def file_kind(mode: int) -> str:
+    """``a directory``, ``a regular file``, ``a character device`` (``/dev/null``)...: what ``mode`` is."""
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+_INSTEAD: Final = {"inputs file": "write the inputs to a file, or give each with --input NAME=VALUE"}
+"""What to do instead of giving a ``what`` that is no regular file, when there is something better to say
+than saving it as one."""
+
+
+def _read_at_most(fd: int, size: int) -> bytes:
+    """Up to ``size`` bytes of the file open as ``fd``, from its start: fewer only at its end."""
+    chunks: list[bytes] = []
+    left = size
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
 def read_text(path: str | os.PathLike[str], what: str, limits: YamlLimits = DEFAULT_LIMITS) -> str:
-    """The file at ``path`` as text; a located :class:`WorkflowError` when it cannot be read, is larger than
+    """The file at ``path`` as text; a located :class:`WorkflowError` when it is no regular file (a FIFO, a
+    device, a directory: reading would wait for a writer or never end), cannot be read, is larger than
     ``limits.max_bytes`` (at most that many bytes are read) or is not UTF-8."""
     file = os.fspath(path)
     try:
-        with open(path, "rb") as stream:
-            raw = stream.read(limits.max_bytes + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once (and is refused below)
     except OSError as exc:
         raise WorkflowError(f"cannot read the {what}: {exc.strerror or exc}", file=file) from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise WorkflowError(
+                f"the {what} is {file_kind(mode)}; expected a regular file",
+                file=file,
+                suggestion=None
+                if stat.S_ISDIR(mode)
+                else _INSTEAD.get(what, f"save the {what} as a file and give its name"),
+            )
+        raw = _read_at_most(fd, limits.max_bytes + 1)
+    except OSError as exc:
+        raise WorkflowError(f"cannot read the {what}: {exc.strerror or exc}", file=file) from exc
+    finally:
+        os.close(fd)
     if len(raw) > limits.max_bytes:
         raise _too_large(what, limits, file, *_position(raw, _character_start(raw, limits.max_bytes)))
     skip = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
