@@ -59,7 +59,7 @@ def test_a_state_dir_whose_lock_cannot_be_opened_is_a_clean_error(
     workflow.write_text(WORKFLOW)
     state = tmp_path / "state"
     check_state_dir(state)
-    lock = WorkflowLock(state, workflow).path
+    lock = WorkflowLock(state, workflow).paths[0]
     lock.mkdir()  # a directory where the lock file goes: opening it fails
     assert main([str(workflow), "--state-dir", str(state), "--json"]) == 2
     out = capsys.readouterr()
