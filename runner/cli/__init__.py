@@ -164,6 +164,15 @@ AS_PROGRAM = False
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``mcp-run`` command: its exit code, whether or not anyone still reads what it prints (a pipe closed
+    early never cuts a run or changes its exit code: :mod:`runner.cli.pipes`)."""
+    from runner.cli.pipes import readers_may_leave
+
+    with readers_may_leave():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     global AS_PROGRAM
     AS_PROGRAM = argv is None
     args_list = list(sys.argv[1:] if argv is None else argv)
@@ -199,5 +208,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("mcp-run: interrupted", file=sys.stderr)
         return ExitCode.SIGINT
     except BrokenPipeError:
-        # stdout closed early (`mcp-run ... | head`): not an error of ours.
+        # A stream that is a terminal closed early (others are guarded): not an error of ours.
         return ExitCode.OK

@@ -382,15 +382,7 @@ def _options(args: argparse.Namespace, **overrides: Any) -> RunOptions:
 
 
 def _execute(args: argparse.Namespace, path: Path, options: RunOptions) -> int:
-    """Run, then report; a refusal of the library is explained with the command that does what was meant. The
-    exit code is the run's, whether or not anyone still reads what it prints (:mod:`runner.cli.pipes`)."""
-    from runner.cli.pipes import readers_may_leave
-
-    with readers_may_leave():
-        return _execute_here(args, path, options)
-
-
-def _execute_here(args: argparse.Namespace, path: Path, options: RunOptions) -> int:
+    """Run, then report; a refusal of the library is explained with the command that does what was meant."""
     import trio
 
     from runner.cli.report import Console, ReportOptions, explain, report

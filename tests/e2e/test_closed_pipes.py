@@ -67,3 +67,19 @@ def test_every_item_runs_and_the_exit_code_is_the_runs(tmp_path: Path, flags: tu
 def test_a_run_in_doubt_exits_5_unread(tmp_path: Path) -> None:
     path = workflow(tmp_path, "silent", 1)
     assert run_unread(tmp_path, path) == 5
+
+
+def test_an_error_with_json_to_a_closed_pipe_keeps_its_exit_code(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runner", "missing.yaml", "--json"],
+        env=environment_without_state_dir(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+        text=True,
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in err, err
