@@ -44,6 +44,7 @@ ALLOWED: dict[str, set[str]] = {
     "runner.workflow.loader": set(),
     "runner.workflow.yamlnodes": set(),
     "runner.launch": set(),
+    "runner.pipes": set(),  # the standard streams of the command (os.dup2): I/O, so not the core
     "runner.engine": {
         "runner.engine",
         "runner.session",

@@ -165,8 +165,8 @@ AS_PROGRAM = False
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``mcp-run`` command: its exit code, whether or not anyone still reads what it prints (a pipe closed
-    early never cuts a run or changes its exit code: :mod:`runner.cli.pipes`)."""
-    from runner.cli.pipes import readers_may_leave
+    early never cuts a run or changes its exit code: :mod:`runner.pipes`)."""
+    from runner.pipes import readers_may_leave
 
     with readers_may_leave():
         return _main(argv)
