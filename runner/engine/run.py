@@ -123,6 +123,8 @@ class RunOptions:
             raise UsageError("--resume and --new-run contradict each other")
         if self.retry_failed and self.new_run:
             raise UsageError("--retry-failed and --new-run contradict each other: --retry-failed resumes a run")
+        if self.in_doubt not in ("ask", "rerun", "skip", "accept"):
+            raise UsageError(f"in_doubt must be 'ask', 'rerun', 'skip' or 'accept', not {self.in_doubt!r}")
         if self.concurrency < 1:
             raise UsageError("--concurrency must be at least 1")
         if self.connect_timeout is not None and not self.connect_timeout > 0:

@@ -70,3 +70,9 @@ def test_an_open_run_refuses_a_plain_run(tmp_path: Path) -> None:
     with pytest.raises(UnfinishedRun) as info:
         runner.run_workflow(stuck, state_dir=tmp_path / "state")
     assert info.value.run_id == first.run_id
+
+
+def test_an_unknown_decision_about_items_in_doubt_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(runner.errors.UsageError, match="in_doubt must be 'ask', 'rerun', 'skip' or 'accept'"):
+        runner.run_workflow(workflow(tmp_path), state_dir=tmp_path / "state", in_doubt="accpet")
+    assert not (tmp_path / "state").exists()  # refused before anything
