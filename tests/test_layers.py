@@ -30,6 +30,7 @@ CORE = {
     "runner.engine.events",
     "runner.engine.state",
     "runner.engine.journal",
+    "runner.engine.masking",  # the journal's text encoding, which the journal reader decodes: sans-IO
     "runner.engine.schemas",
 }
 CORE_EXCEPT = {"runner.workflow.loader", "runner.workflow.yamlnodes"}  # read YAML files: a layer of their own
