@@ -25,6 +25,7 @@ CORE = {
     "runner.words",
     "runner.termsafe",
     "runner.jsontext",
+    "runner.quoting",
     "runner.protocol",
     "runner.workflow",
     "runner.engine.events",

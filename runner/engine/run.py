@@ -65,6 +65,7 @@ from runner.errors import UsageError
 from runner.exitcodes import ExitCode, combine
 from runner.launch import passed_through
 from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
+from runner.quoting import masking
 from runner.workflow.loader import load_inputs_file, validate
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, Plan
 
@@ -210,7 +211,8 @@ async def execute(
             verb = "run" if prepared.prior is None else "resuming run"
             say.info(f"{verb} {prepared.run_dir.run_id} (journal: {prepared.run_dir.journal})")
         try:
-            return await _run(prepared, options, say, watcher, opener)
+            with masking(prepared.masker.mask):  # values quoted into errors are masked before they are cut
+                return await _run(prepared, options, say, watcher, opener)
         except Exception as exc:
             prepared.masker.scrub(exc)  # what the caller prints of it: secrets masked, in place
             raise

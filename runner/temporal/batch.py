@@ -34,6 +34,7 @@ from runner.engine.runctl import (
 from runner.engine.supervisor import LinkPolicy, ServerLink
 from runner.engine.toolcheck import ToolChecks
 from runner.errors import InvalidCall, McpRunError, NotDelivered, OutcomeUnknown, SessionExpired, first_line
+from runner.quoting import masking
 from runner.session import Session, SessionOptions
 from runner.temporal.markers import Markers
 from runner.temporal.serverlog import log_handlers
@@ -160,9 +161,11 @@ class Batch:
             if on_done is not None:
                 on_done()
 
-        async with trio.open_nursery() as nursery:
-            for i in range(len(self._items)):
-                nursery.start_soon(one, i)
+        # The calls' arguments hold the worker's secrets: a value quoted into an error is masked before it is cut.
+        with masking(self._sessions.masker(self._spec).mask):
+            async with trio.open_nursery() as nursery:
+                for i in range(len(self._items)):
+                    nursery.start_soon(one, i)
         await self._markers.flush()  # the ends, recorded before the activity returns them
         return outcomes
 
