@@ -72,6 +72,11 @@ StepStatus = Literal["succeeded", "failed", "skipped"]
 _OPEN = "${{"
 _CLOSE = "}}"
 _MAX_CLOSE_CANDIDATES = 64
+MAX_NESTING: Final = 100
+"""How deeply an expression may nest: brackets (``(``, ``[``, ``{``) and prefix operators (``!``, ``&``) one
+inside the other. JMESPath's parser and evaluator recurse once per level (or more); far below Python's
+recursion limit, and far above what a workflow needs."""
+_EXCERPT = 80  # characters of an expression an error quotes
 _NAMES: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 """Dotted plain names (JMESPath's unquoted identifiers), which JMESPath parses into fields under one subexpression."""
 _FUNCTIONS: dict[str, Any] = FUNCTIONS.FUNCTION_TABLE  # JMESPath's, the text functions, the status functions
@@ -197,9 +202,12 @@ class _Expression:
             return _INTERPRETER.visit(self._ast, context)
         except (jp_exceptions.JMESPathError, TypeError, ValueError, ArithmeticError, RecursionError) as exc:
             where = f"{self.where}: " if self.where else ""
-            raise TemplateError(
-                f"{where}${{{{ {self.text} }}}}: {_lower_first(str(exc).splitlines()[0])}", expression=self.text
-            ) from exc
+            if isinstance(exc, RecursionError):
+                message = f"{where}{_too_deep(_shorten(self.text, _EXCERPT))}"
+            else:
+                shown = _shorten(self.text, _EXCERPT)
+                message = f"{where}${{{{ {shown} }}}}: {_lower_first(str(exc).splitlines()[0])}"
+            raise TemplateError(message, expression=self.text) from exc
 
 
 class _Whole(Compiled):
@@ -386,27 +394,73 @@ def _parse(source: str, loc: Loc) -> _Expression:
         fields = [{"type": "field", "children": [], "value": name} for name in names]
         tree: Any = fields[0] if len(fields) == 1 else {"type": "subexpression", "children": fields}
         return _Expression(source, ParsedResult(source, tree))
+    shown = _shorten(source, _EXCERPT)
+    depth = _nesting(source)
+    if depth > MAX_NESTING:
+        raise TemplateSyntaxError(_too_deep(shown, depth), loc=loc, suggestion=_FLATTER)
     _check_literals(source, loc)
     try:
         parsed = Parser().parse(source)
     except jp_exceptions.LexerError as exc:
         raise TemplateSyntaxError(
-            f"invalid expression ${{{{ {source} }}}}: {_lower_first(exc.message)} at column {exc.lexer_position + 1}",
+            f"invalid expression ${{{{ {shown} }}}}: {_lower_first(exc.message)} at column {exc.lexer_position + 1}",
             loc=loc,
         ) from exc
     except jp_exceptions.IncompleteExpressionError as exc:
-        raise TemplateSyntaxError(f"invalid expression ${{{{ {source} }}}}: incomplete expression", loc=loc) from exc
+        raise TemplateSyntaxError(f"invalid expression ${{{{ {shown} }}}}: incomplete expression", loc=loc) from exc
     except jp_exceptions.ParseError as exc:
         detail = _parse_detail(exc)
         raise TemplateSyntaxError(
-            f"invalid expression ${{{{ {source} }}}}: {detail} at column {exc.lex_position + 1}", loc=loc
+            f"invalid expression ${{{{ {shown} }}}}: {detail} at column {exc.lex_position + 1}", loc=loc
         ) from exc
-    except (jp_exceptions.JMESPathError, ValueError, TypeError, KeyError, IndexError, RecursionError) as exc:
+    except RecursionError:
+        raise TemplateSyntaxError(_too_deep(shown), loc=loc, suggestion=_FLATTER) from None
+    except (jp_exceptions.JMESPathError, ValueError, TypeError, KeyError, IndexError) as exc:
         # The parser raises a few plain exceptions for odd input; each is still a bad expression.
-        raise TemplateSyntaxError(f"invalid expression ${{{{ {source} }}}}", loc=loc) from exc
+        raise TemplateSyntaxError(f"invalid expression ${{{{ {shown} }}}}", loc=loc) from exc
     expression = _Expression(source, parsed)
-    _check_nodes(parsed.parsed, source, loc)
+    try:
+        _check_nodes(parsed.parsed, shown, loc)
+    except RecursionError:
+        raise TemplateSyntaxError(_too_deep(shown), loc=loc, suggestion=_FLATTER) from None
     return expression
+
+
+_FLATTER = "nest less; a JSON literal (`[[1]]`) may be as deep as you like"
+
+
+def _too_deep(shown: str, depth: int | None = None) -> str:
+    levels = f"{depth} levels deep" if depth is not None else "too deeply"
+    return f"expression ${{{{ {shown} }}}} nests {levels}; mcp-run reads at most {MAX_NESTING} levels"
+
+
+def _nesting(source: str) -> int:
+    """How deeply ``source`` nests (see ``MAX_NESTING``): the most brackets open at once, each run of ``!`` or
+    ``&`` prefixes counted as that many levels more; quoted text and JSON literals are skipped."""
+    deepest = depth = pos = 0
+    run = 0  # prefix operators in a row, just before this point
+    while pos < len(source):
+        char = source[pos]
+        if char in "'\"`":
+            pos = _skip_quoted(source, pos, char)
+            run = 0
+            continue
+        if char in "([{":
+            depth += 1
+            deepest = max(deepest, depth + run)
+        elif char in ")]}":
+            depth -= 1
+            run = 0
+        elif (char == "!" and source[pos + 1 : pos + 2] != "=") or (char == "&" and source[pos + 1 : pos + 2] != "&"):
+            if pos and source[pos - 1] == "&":  # the second & of &&
+                run = 0
+            else:
+                run += 1
+                deepest = max(deepest, depth + run)
+        elif not char.isspace():
+            run = 0
+        pos += 1
+    return deepest
 
 
 def _check_literals(source: str, loc: Loc) -> None:
