@@ -61,7 +61,7 @@ from runner.workflow.suggest import did_you_mean
 
 __all__ = [
     "ROOTS", "Compiled", "Loc", "Occurrence", "Reference", "StepStatus", "TemplateError", "TemplateSyntaxError",
-    "canonical_json", "compile_value", "did_you_mean", "is_truthy", "render_text",
+    "canonical_json", "compile_value", "did_you_mean", "is_truthy", "render_text", "shown_expression",
 ]  # fmt: skip
 
 ROOTS: tuple[str, ...] = ("inputs", "env", "steps", "item", "index")
@@ -203,10 +203,9 @@ class _Expression:
         except (jp_exceptions.JMESPathError, TypeError, ValueError, ArithmeticError, RecursionError) as exc:
             where = f"{self.where}: " if self.where else ""
             if isinstance(exc, RecursionError):
-                message = f"{where}{_too_deep(_shorten(self.text, _EXCERPT))}"
+                message = f"{where}{_too_deep(self.text)}"
             else:
-                shown = _shorten(self.text, _EXCERPT)
-                message = f"{where}${{{{ {shown} }}}}: {_lower_first(str(exc).splitlines()[0])}"
+                message = f"{where}{shown_expression(self.text)}: {_lower_first(str(exc).splitlines()[0])}"
             raise TemplateError(message, expression=self.text) from exc
 
 
@@ -394,44 +393,52 @@ def _parse(source: str, loc: Loc) -> _Expression:
         fields = [{"type": "field", "children": [], "value": name} for name in names]
         tree: Any = fields[0] if len(fields) == 1 else {"type": "subexpression", "children": fields}
         return _Expression(source, ParsedResult(source, tree))
-    shown = _shorten(source, _EXCERPT)
     depth = _nesting(source)
     if depth > MAX_NESTING:
-        raise TemplateSyntaxError(_too_deep(shown, depth), loc=loc, suggestion=_FLATTER)
+        raise TemplateSyntaxError(_too_deep(source, depth), loc=loc, suggestion=_FLATTER)
     _check_literals(source, loc)
     try:
         parsed = Parser().parse(source)
     except jp_exceptions.LexerError as exc:
         raise TemplateSyntaxError(
-            f"invalid expression ${{{{ {shown} }}}}: {_lower_first(exc.message)} at column {exc.lexer_position + 1}",
+            f"invalid expression {shown_expression(source)}: {_lower_first(exc.message)} "
+            f"at column {exc.lexer_position + 1}",
             loc=loc,
         ) from exc
     except jp_exceptions.IncompleteExpressionError as exc:
-        raise TemplateSyntaxError(f"invalid expression ${{{{ {shown} }}}}: incomplete expression", loc=loc) from exc
+        raise TemplateSyntaxError(
+            f"invalid expression {shown_expression(source)}: incomplete expression", loc=loc
+        ) from exc
     except jp_exceptions.ParseError as exc:
         detail = _parse_detail(exc)
         raise TemplateSyntaxError(
-            f"invalid expression ${{{{ {shown} }}}}: {detail} at column {exc.lex_position + 1}", loc=loc
+            f"invalid expression {shown_expression(source)}: {detail} at column {exc.lex_position + 1}", loc=loc
         ) from exc
     except RecursionError:
-        raise TemplateSyntaxError(_too_deep(shown), loc=loc, suggestion=_FLATTER) from None
+        raise TemplateSyntaxError(_too_deep(source), loc=loc, suggestion=_FLATTER) from None
     except (jp_exceptions.JMESPathError, ValueError, TypeError, KeyError, IndexError) as exc:
         # The parser raises a few plain exceptions for odd input; each is still a bad expression.
-        raise TemplateSyntaxError(f"invalid expression ${{{{ {shown} }}}}", loc=loc) from exc
+        raise TemplateSyntaxError(f"invalid expression {shown_expression(source)}", loc=loc) from exc
     expression = _Expression(source, parsed)
     try:
-        _check_nodes(parsed.parsed, shown, loc)
+        _check_nodes(parsed.parsed, source, loc)
     except RecursionError:
-        raise TemplateSyntaxError(_too_deep(shown), loc=loc, suggestion=_FLATTER) from None
+        raise TemplateSyntaxError(_too_deep(source), loc=loc, suggestion=_FLATTER) from None
     return expression
 
 
 _FLATTER = "nest less; a JSON literal (`[[1]]`) may be as deep as you like"
 
 
-def _too_deep(shown: str, depth: int | None = None) -> str:
+def _too_deep(source: str, depth: int | None = None) -> str:
     levels = f"{depth} levels deep" if depth is not None else "too deeply"
-    return f"expression ${{{{ {shown} }}}} nests {levels}; mcp-run reads at most {MAX_NESTING} levels"
+    return f"expression {shown_expression(source)} nests {levels}; mcp-run reads at most {MAX_NESTING} levels"
+
+
+def shown_expression(source: str) -> str:
+    """An expression as an error quotes it: ``${{ source }}``, cut to ``_EXCERPT`` characters (an expression
+    can be as long as the file: an error names its place, and shows its start)."""
+    return f"${{{{ {_shorten(source, _EXCERPT)} }}}}"
 
 
 def _nesting(source: str) -> int:
@@ -483,7 +490,7 @@ def _check_literals(source: str, loc: Loc) -> None:
                 json.loads(lexeme)
             except (ValueError, RecursionError):
                 raise TemplateSyntaxError(
-                    f"invalid expression ${{{{ {source} }}}}: `{_shorten(lexeme, 30)}` is not a JSON literal "
+                    f"invalid expression {shown_expression(source)}: `{_shorten(lexeme, 30)}` is not a JSON literal "
                     f"at column {pos + 1}",
                     loc=loc,
                     suggestion="write strings as 'text' (or `\"text\"`)",
@@ -526,7 +533,8 @@ def _check_nodes(node: Any, source: str, loc: Loc) -> None:
         children = current.get("children") or ()
         if current.get("type") in _CHAIN and children and children[0].get("type") == "not_expression":
             raise TemplateSyntaxError(
-                f"${{{{ {source} }}}}: ! applies only to the name right after it (JMESPath reads !a.b as (!a).b)",
+                f"{shown_expression(source)}: ! applies only to the name right after it "
+                "(JMESPath reads !a.b as (!a).b)",
                 loc=loc,
                 suggestion="put the path in parentheses: !(a.b)",
             )
@@ -534,7 +542,7 @@ def _check_nodes(node: Any, source: str, loc: Loc) -> None:
             name = current["value"]
             if name not in _FUNCTIONS:
                 raise TemplateSyntaxError(
-                    f"unknown function {name}() in ${{{{ {source} }}}}",
+                    f"unknown function {name}() in {shown_expression(source)}",
                     loc=loc,
                     suggestion=did_you_mean(name, _FUNCTIONS),
                 )
@@ -542,7 +550,7 @@ def _check_nodes(node: Any, source: str, loc: Loc) -> None:
                 check_call(current)
             except FunctionError as exc:
                 raise TemplateSyntaxError(
-                    f"{exc.message} in ${{{{ {source} }}}}", loc=loc, suggestion=f"usage: {exc.usage}"
+                    f"{exc.message} in {shown_expression(source)}", loc=loc, suggestion=f"usage: {exc.usage}"
                 ) from None
         stack.extend(current.get("children", ()))
 
@@ -566,7 +574,7 @@ def _references(expression: _Expression, loc: Loc) -> list[Reference]:
             stack.append(node["children"][0])
         elif kind in ("current", "identity"):
             raise TemplateSyntaxError(
-                f"${{{{ {expression.text} }}}} reads the whole context; start from one of {', '.join(ROOTS)}",
+                f"{shown_expression(expression.text)} reads the whole context; start from one of {', '.join(ROOTS)}",
                 loc=loc,
                 suggestion="name what you use, like inputs.<name> or steps.<id>.text",
             )
@@ -601,16 +609,18 @@ def _reference(names: list[str], text: str, loc: Loc) -> Reference:
     field = names[2] if len(names) > 2 else None
     if root not in ROOTS:
         raise TemplateSyntaxError(
-            f"unknown name {root!r} in ${{{{ {text} }}}}: expressions start from one of {', '.join(ROOTS)}",
+            f"unknown name {root!r} in {shown_expression(text)}: expressions start from one of {', '.join(ROOTS)}",
             loc=loc,
             suggestion=did_you_mean(root, ROOTS),
         )
     if root == "steps" and name is None:
         raise TemplateSyntaxError(
-            f"${{{{ {text} }}}}: references to steps must name a step, like steps.<id>.text", loc=loc
+            f"{shown_expression(text)}: references to steps must name a step, like steps.<id>.text", loc=loc
         )
     if root == "env" and name is None:
-        raise TemplateSyntaxError(f"${{{{ {text} }}}}: references to env must name a variable, like env.HOME", loc=loc)
+        raise TemplateSyntaxError(
+            f"{shown_expression(text)}: references to env must name a variable, like env.HOME", loc=loc
+        )
     return Reference(root, name, field)
 
 
