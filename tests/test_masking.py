@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from runner.engine.eventlog import UNMASKED_FIELDS, EventLog
 from runner.engine.events import LogMessage, SessionOpened, encode
-from runner.engine.masking import Masker, check_secret_inputs, forms
+from runner.engine.masking import Masker, check_secret_inputs, decode_fields, escape, forms, placeholders, shown
 from runner.errors import ConnectFailed, UsageError, WorkflowError
 
 QUOTED = 'pa"ss\\word-é'
@@ -156,3 +156,80 @@ def test_a_resume_reads_back_exactly_what_was_recorded(value: object, secret: st
         planted.append(json.loads(at.replace("{}", secret)))  # the secret's digits inside a number
     line = json.dumps(masker.encode_value({"v": planted}), ensure_ascii=False)
     assert masker.decode_value(json.loads(line)) == {"v": planted}
+
+
+# -- the encoding: placeholders nobody else can write ---------------------------------------------------------
+
+PIECES = st.sampled_from(
+    [
+        *("*", "**", "***", "=", "***=", "***env.S***", "***env.S:json***", "***env.T***=", "env.S"),
+        *(":", ".", "a", "Z", '"', "\\", "\n", " ", "é"),
+    ]
+)
+TEXTS = st.lists(PIECES, max_size=12).map("".join)
+SECRET_VALUES = st.lists(
+    st.sampled_from(["*", "=", "a", "b", '"', "\\", "\n", "§", "***"]), min_size=1, max_size=8
+).map("".join)
+
+
+@given(text=TEXTS, secrets=st.dictionaries(st.sampled_from(["env.S", "env.T", "inputs.pw"]), SECRET_VALUES))
+def test_decoding_an_encoding_gives_back_the_text_whatever_it_holds(text: str, secrets: dict[str, str]) -> None:
+    """``decode(encode(t)) == t`` for any text and any secrets, placeholder-like text, marks and secrets that
+    hold ``*`` included; what is shown is what masking prints."""
+    masker = Masker(secrets)
+    for sample in (text, *(text + value + text for value in secrets.values())):
+        encoded = masker.encode(sample)
+        assert masker.decode(encoded) == sample
+        assert shown(encoded) == masker.mask(sample)
+        value = {sample: [sample, 1, None]}
+        assert masker.decode_value(masker.encode_value(value)) == value
+
+
+@given(text=TEXTS, secrets=st.dictionaries(st.sampled_from(["env.S", "env.T"]), SECRET_VALUES, min_size=1))
+def test_a_text_that_held_no_secret_decodes_to_itself_placeholder_like_or_not(
+    text: str, secrets: dict[str, str]
+) -> None:
+    """Unforgeable: a text in which the masker found no secret (a server's ``***env.S***`` included) is
+    encoded with no placeholder, and decodes to itself, never to a secret."""
+    masker = Masker(secrets)
+    if masker.secrets_in(text):
+        return
+    encoded = masker.encode(text)
+    assert encoded == escape(text) and placeholders(encoded) == []
+    assert masker.decode(encoded) == text
+
+
+def test_a_placeholder_a_server_writes_reads_back_as_that_text() -> None:
+    masker = Masker({"env.S": "sk-live-123456"})
+    for forged in ("***env.S***", "***env.S:json***", "x***env.S***y", "******env.S******", "***=env.S***="):
+        encoded = masker.encode(forged)
+        assert masker.decode(encoded) == forged and placeholders(encoded) == []
+    # The masker's own placeholder, next to a server's stars, still reads back as the secret.
+    assert masker.decode(masker.encode("**sk-live-123456***")) == "**sk-live-123456***"
+    assert placeholders(masker.encode("a sk-live-123456 b")) == ["env.S"]
+
+
+def test_text_without_a_mark_or_a_secret_is_its_own_encoding() -> None:
+    masker, text = Masker({"env.S": "sk-live-123456"}), "plain text, *stars* and ** two"
+    assert masker.encode(text) is text and Masker().encode(text) is text and escape(text) is text
+    value = {"a": [text, 1]}
+    assert masker.encode_value(value) is value
+
+
+def test_a_journal_before_format_3_keeps_its_meaning() -> None:
+    """Format 2 wrote masked text: its placeholders read back as the secrets (as they did then), and ``***=``
+    is text; a display shows it as it is."""
+    masker = Masker({"env.S": "sk-live-123456"})
+    obj = {"type": "log", "server": "s", "data": "***env.S*** and ***=x"}
+    assert decode_fields(obj, masker, journal=2)["data"] == "sk-live-123456 and ***=x"
+    assert decode_fields(obj, None, journal=2) is obj
+    assert decode_fields(obj, masker, journal=3)["data"] == "sk-live-123456 and ***x"
+    assert decode_fields(obj, None, journal=3)["data"] == "***env.S*** and ***x"
+
+
+def test_secrets_in_names_the_secrets_as_the_masker_finds_them() -> None:
+    masker = Masker({"env.S": 'sk"live', "env.DEBUG": "1"})
+    assert masker.secrets_in('key-sk"live') == ["env.S"]
+    assert masker.secrets_in(json.dumps('sk"live')) == ["env.S"]  # its JSON form
+    assert masker.secrets_in("1") == ["env.DEBUG"] and masker.secrets_in("x1") == []
+    assert masker.secrets_in("***env.S***") == []  # text that looks like a placeholder holds no secret
