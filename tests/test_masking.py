@@ -233,3 +233,12 @@ def test_secrets_in_names_the_secrets_as_the_masker_finds_them() -> None:
     assert masker.secrets_in(json.dumps('sk"live')) == ["env.S"]  # its JSON form
     assert masker.secrets_in("1") == ["env.DEBUG"] and masker.secrets_in("x1") == []
     assert masker.secrets_in("***env.S***") == []  # text that looks like a placeholder holds no secret
+
+
+def test_a_name_a_placeholder_cannot_hold_is_percent_encoded() -> None:
+    """A header may be named ``X-*``: its placeholder must still be one (no ``*`` in it, no ``=`` first), and
+    two names never share one."""
+    masker = Masker({"servers.s.headers.X-*": "sk-live-1", "servers.s.headers.X-%2A": "sk-live-2", "=x": "sk-live-3"})
+    encoded = masker.encode("sk-live-1 sk-live-2 sk-live-3")
+    assert encoded == "***servers.s.headers.X-%2A*** ***servers.s.headers.X-%252A*** ***%3Dx***"
+    assert masker.decode(encoded) == "sk-live-1 sk-live-2 sk-live-3"

@@ -31,13 +31,15 @@ masker writes a ``***`` that is not followed by ``=``, in its placeholders ``***
 (:meth:`Masker.decode`) reads the text left to right: ``***=`` is ``***`` again, ``***NAME***`` is the form it
 stands for. So ``decode(encode(t)) == t`` for any text, and a text a server sent (or an input) that looks like a
 placeholder is encoded as ``***=env.API_KEY***=`` and decodes to itself, never to a secret: a placeholder cannot
-be forged. (Why it is exact: after ``str.replace("***", "***=")`` every run of three stars in the original's
-encoding is followed by ``=`` and what is left between them is at most two stars, so the only ``***`` followed
-by another character are the masker's; a placeholder's name holds no ``*`` and never starts with ``=``.) Text
-without ``***`` and without secrets is its own encoding: the hot path is one substring test per string.
+be forged. (Why it is exact: ``str.replace("***", "***=")`` replaces from the left, so in the escaped text
+every ``***`` is followed by ``=`` and the stars left between two of them are at most two; a placeholder's
+name holds no ``*`` and never starts with ``=``; so read from the left, every ``***`` followed by anything but
+``=`` opens one of the masker's placeholders, and stars next to one never merge with it.) Text without
+``***`` and without secrets is its own encoding: the hot path is one substring test per string.
 :func:`shown` is the encoded text as a person reads it (``***=`` as ``***``, placeholders as they are): what
 ``show``, ``logs`` and ``export`` print. Journals before format 3 (``MARKED_FORMAT``) hold masked, not
-encoded, text; they keep that meaning (``decode(..., legacy=True)``).
+encoded, text; they keep that meaning (:meth:`Masker.legacy_decode`: a placeholder the masker knows reads back
+as its secret, whoever wrote it), and a resume goes on writing them in their format.
 """
 
 from __future__ import annotations
@@ -124,6 +126,15 @@ def _variants(text: str) -> list[tuple[str, str]]:
                     following.append((out[escaped], escaped))
         level = following
     return [(suffix, form) for form, suffix in out.items()]
+
+
+def _name_in_placeholder(name: str) -> str:
+    """``name`` as a placeholder can hold it: without ``*`` and not starting with ``=`` (a header may be named
+    ``X-*``), percent-encoded, so that two names never share a placeholder."""
+    if "*" not in name and "%" not in name and not name.startswith("="):
+        return name
+    name = name.replace("%", "%25").replace("*", "%2A")
+    return "%3D" + name[1:] if name.startswith("=") else name
 
 
 def placeholder(name: str) -> str:
@@ -254,8 +265,7 @@ class Masker:
         """Add secret ``name``, matched in all its forms."""
         if not isinstance(value, str):
             raise TypeError(f"secret {name} is not text but {type(value).__name__}")
-        if not name or MARK[0] in name or name.startswith("="):
-            raise ValueError(f"a secret's name cannot hold '*' nor start with '=': {name!r}")
+        name = _name_in_placeholder(name)
         if value:
             self._add_text(name, value)
         else:  # nothing to mask, but its placeholder (a Temporal template's env.NAME) still reads back as ""
