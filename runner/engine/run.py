@@ -300,8 +300,9 @@ def _recorded_inputs(run_dir: RunDir) -> dict[str, Any]:
     if first is None or not isinstance(first.event, RunStarted):
         raise UsageError(f"run {run_dir.run_id} has no run_started record; it cannot be resumed")
     env = Masker({f"env.{name}": os.environ[name] for name in first.event.env if name in os.environ})
-    decoded = first_record(run_dir.journal, unmask=env)
-    assert decoded is not None and isinstance(decoded.event, RunStarted)  # the same line, read again
+    decoded = first_record(run_dir.journal, unmask=env)  # the same line, read again with the environment
+    if decoded is None or not isinstance(decoded.event, RunStarted):
+        raise UsageError(f"run {run_dir.run_id} has no run_started record; it cannot be resumed")
     recorded = decoded.event
     if recorded.secret_inputs is not None:
         hidden = set(recorded.secret_inputs)
