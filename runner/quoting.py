@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Final
 
-__all__ = ["QUOTE_CHARS", "cut", "masking", "quote"]
+__all__ = ["QUOTE_CHARS", "cut", "masked", "masking", "quote"]
 
 QUOTE_CHARS: Final = 40
 """How much of a value a message quotes (``...`` included)."""
@@ -36,11 +36,16 @@ def masking(mask: Callable[[str], str]) -> Iterator[None]:
         _MASK.reset(token)
 
 
+def masked(text: str) -> str:
+    """``text`` masked by the run's masking, when one is installed (before a message is cut in any way: to
+    its first line, say)."""
+    mask = _MASK.get()
+    return mask(text) if mask is not None else text
+
+
 def cut(text: str, limit: int = QUOTE_CHARS) -> str:
     """``text`` masked (when a run's masking is installed), then cut to ``limit`` characters with ``...``."""
-    mask = _MASK.get()
-    if mask is not None:
-        text = mask(text)
+    text = masked(text)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -56,7 +56,8 @@ from jmespath.visitor import Options, TreeInterpreter
 
 from runner.errors import McpRunError, WorkflowError
 from runner.exitcodes import ExitCode
-from runner.workflow.functions import FUNCTIONS, FunctionError, check_call
+from runner.quoting import masked
+from runner.workflow.functions import FUNCTIONS, FunctionError, check_call, describe
 from runner.workflow.suggest import did_you_mean
 
 __all__ = [
@@ -204,8 +205,15 @@ class _Expression:
             where = f"{self.where}: " if self.where else ""
             if isinstance(exc, RecursionError):
                 message = f"{where}{_too_deep(self.text)}"
+            elif isinstance(exc, jp_exceptions.JMESPathTypeError):  # its text holds the value whole
+                expected = " or ".join(map(str, exc.expected_types or ()))
+                found = describe(exc.current_value)
+                detail = f"{exc.function_name}() expects {expected} values, found {found}"
+                message = f"{where}{shown_expression(self.text)}: {detail}"
             else:
-                message = f"{where}{shown_expression(self.text)}: {_lower_first(str(exc).splitlines()[0])}"
+                # JMESPath's own messages quote values whole: masked before the first line is taken.
+                detail = (masked(str(exc)).splitlines() or [""])[0]
+                message = f"{where}{shown_expression(self.text)}: {_lower_first(detail)}"
             raise TemplateError(message, expression=self.text) from exc
 
 
