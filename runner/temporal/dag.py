@@ -438,9 +438,10 @@ class DagWorkflow:
         seen: dict[str, int] = {}
         for index, item in enumerate(items):
             key = ps.render_key(self._context(item, index))
-            if placeholders(key):  # the masker's own answer: a server's text that looks like one is escaped
+            held = placeholders(key)  # the masker's own answer: a server's text that looks like one is escaped
+            if held:
                 raise TemplateError(
-                    f"the key of item {index} of step {ps.id!r} reads an environment variable; keys travel "
+                    f"the key of item {index} of step {ps.id!r} holds the value of {', '.join(held)}; keys travel "
                     "through Temporal's history as they are: give the step a `key` without secrets"
                 )
             first = seen.setdefault(key, index)
