@@ -25,11 +25,13 @@ CORE = {
     "runner.words",
     "runner.termsafe",
     "runner.jsontext",
+    "runner.quoting",
     "runner.protocol",
     "runner.workflow",
     "runner.engine.events",
     "runner.engine.state",
     "runner.engine.journal",
+    "runner.engine.masking",  # the journal's text encoding, which the journal reader decodes: sans-IO
     "runner.engine.schemas",
 }
 CORE_EXCEPT = {"runner.workflow.loader", "runner.workflow.yamlnodes"}  # read YAML files: a layer of their own

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from runner.engine.eventlog import UNMASKED_FIELDS, EventLog
 from runner.engine.events import LogMessage, SessionOpened, encode
-from runner.engine.masking import Masker, check_secret_inputs, forms
+from runner.engine.masking import Masker, check_secret_inputs, decode_fields, escape, forms, placeholders, shown
 from runner.errors import ConnectFailed, UsageError, WorkflowError
 
 QUOTED = 'pa"ss\\word-é'
@@ -24,12 +24,12 @@ def test_each_form_of_a_secret_has_its_own_placeholder() -> None:
     assert masker.mask(f'{{"v": "{escaped}"}}') == '{"v": "***env.T:json***"}'
     assert masker.mask(ascii_escaped) == "***env.T:ascii***"
     assert masker.mask(f"got {by_repr}") == "got '***env.T:repr***'"
-    # The way back: each placeholder becomes the text it stood for, JSON-escaped (it stands in a JSON line).
+    # The way back: each placeholder of the encoded text becomes the text it stood for.
     for text in (raw, escaped, ascii_escaped, by_repr):
         line = json.dumps({"t": f"<{text}>"}, ensure_ascii=False)
-        masked = json.dumps(masker.mask_value(json.loads(line)), ensure_ascii=False)
-        assert "word" not in masked
-        assert json.loads(masker.unmask(masked)) == {"t": f"<{text}>"}
+        encoded = masker.encode_value(json.loads(line))
+        assert "word" not in json.dumps(encoded, ensure_ascii=False)
+        assert masker.decode_value(encoded) == {"t": f"<{text}>"}
 
 
 def test_a_multi_line_secret_is_masked_line_by_line_once_cut_and_reindented() -> None:
@@ -119,7 +119,7 @@ def leaks(secret: str, text: str) -> list[str]:
 
 
 @given(st.text(ALPHABET, min_size=2, max_size=20).map(lambda t: "§" + t + "§"))
-def test_no_form_of_a_secret_survives_masking_and_unmask_restores_it(secret: str) -> None:
+def test_no_form_of_a_secret_survives_encoding_and_decoding_restores_it(secret: str) -> None:
     masker = Masker({"env.S": secret})
     samples = [
         f"x {secret} y",
@@ -129,10 +129,9 @@ def test_no_form_of_a_secret_survives_masking_and_unmask_restores_it(secret: str
         "\n".join("  " + line.strip() for line in secret.splitlines()),
     ]
     for sample in samples:
-        masked = masker.mask(sample)
+        masked = masker.encode(sample)
         assert leaks(secret, masked) == []
-        back = masker.unmask(json.dumps({"t": masked}, ensure_ascii=False))
-        assert json.loads(back) == {"t": sample}
+        assert masker.decode(masked) == sample
 
 
 JSON_VALUES = st.recursive(
@@ -155,5 +154,91 @@ def test_a_resume_reads_back_exactly_what_was_recorded(value: object, secret: st
     planted = [value, at.replace("{}", secret) if at else secret]
     if at.replace("{}", secret).lstrip("-").replace(".", "", 1).isdigit():
         planted.append(json.loads(at.replace("{}", secret)))  # the secret's digits inside a number
-    line = json.dumps(masker.mask_value({"v": planted}), ensure_ascii=False)
-    assert json.loads(masker.unmask(line)) == {"v": planted}
+    line = json.dumps(masker.encode_value({"v": planted}), ensure_ascii=False)
+    assert masker.decode_value(json.loads(line)) == {"v": planted}
+
+
+# -- the encoding: placeholders nobody else can write ---------------------------------------------------------
+
+PIECES = st.sampled_from(
+    [
+        *("*", "**", "***", "=", "***=", "***env.S***", "***env.S:json***", "***env.T***=", "env.S"),
+        *(":", ".", "a", "Z", '"', "\\", "\n", " ", "é"),
+    ]
+)
+TEXTS = st.lists(PIECES, max_size=12).map("".join)
+SECRET_VALUES = st.lists(
+    st.sampled_from(["*", "=", "a", "b", '"', "\\", "\n", "§", "***"]), min_size=1, max_size=8
+).map("".join)
+
+
+@given(text=TEXTS, secrets=st.dictionaries(st.sampled_from(["env.S", "env.T", "inputs.pw"]), SECRET_VALUES))
+def test_decoding_an_encoding_gives_back_the_text_whatever_it_holds(text: str, secrets: dict[str, str]) -> None:
+    """``decode(encode(t)) == t`` for any text and any secrets, placeholder-like text, marks and secrets that
+    hold ``*`` included; what is shown is what masking prints."""
+    masker = Masker(secrets)
+    for sample in (text, *(text + value + text for value in secrets.values())):
+        encoded = masker.encode(sample)
+        assert masker.decode(encoded) == sample
+        assert shown(encoded) == masker.mask(sample)
+        value = {sample: [sample, 1, None]}
+        assert masker.decode_value(masker.encode_value(value)) == value
+
+
+@given(text=TEXTS, secrets=st.dictionaries(st.sampled_from(["env.S", "env.T"]), SECRET_VALUES, min_size=1))
+def test_a_text_that_held_no_secret_decodes_to_itself_placeholder_like_or_not(
+    text: str, secrets: dict[str, str]
+) -> None:
+    """Unforgeable: a text in which the masker found no secret (a server's ``***env.S***`` included) is
+    encoded with no placeholder, and decodes to itself, never to a secret."""
+    masker = Masker(secrets)
+    if masker.secrets_in(text):
+        return
+    encoded = masker.encode(text)
+    assert encoded == escape(text) and placeholders(encoded) == []
+    assert masker.decode(encoded) == text
+
+
+def test_a_placeholder_a_server_writes_reads_back_as_that_text() -> None:
+    masker = Masker({"env.S": "sk-live-123456"})
+    for forged in ("***env.S***", "***env.S:json***", "x***env.S***y", "******env.S******", "***=env.S***="):
+        encoded = masker.encode(forged)
+        assert masker.decode(encoded) == forged and placeholders(encoded) == []
+    # The masker's own placeholder, next to a server's stars, still reads back as the secret.
+    assert masker.decode(masker.encode("**sk-live-123456***")) == "**sk-live-123456***"
+    assert placeholders(masker.encode("a sk-live-123456 b")) == ["env.S"]
+
+
+def test_text_without_a_mark_or_a_secret_is_its_own_encoding() -> None:
+    masker, text = Masker({"env.S": "sk-live-123456"}), "plain text, *stars* and ** two"
+    assert masker.encode(text) is text and Masker().encode(text) is text and escape(text) is text
+    value = {"a": [text, 1]}
+    assert masker.encode_value(value) is value
+
+
+def test_a_journal_before_format_3_keeps_its_meaning() -> None:
+    """Format 2 wrote masked text: its placeholders read back as the secrets (as they did then), and ``***=``
+    is text; a display shows it as it is."""
+    masker = Masker({"env.S": "sk-live-123456"})
+    obj = {"type": "log", "server": "s", "data": "***env.S*** and ***=x"}
+    assert decode_fields(obj, masker, journal=2)["data"] == "sk-live-123456 and ***=x"
+    assert decode_fields(obj, None, journal=2) is obj
+    assert decode_fields(obj, masker, journal=3)["data"] == "sk-live-123456 and ***x"
+    assert decode_fields(obj, None, journal=3)["data"] == "***env.S*** and ***x"
+
+
+def test_secrets_in_names_the_secrets_as_the_masker_finds_them() -> None:
+    masker = Masker({"env.S": 'sk"live', "env.DEBUG": "1"})
+    assert masker.secrets_in('key-sk"live') == ["env.S"]
+    assert masker.secrets_in(json.dumps('sk"live')) == ["env.S"]  # its JSON form
+    assert masker.secrets_in("1") == ["env.DEBUG"] and masker.secrets_in("x1") == []
+    assert masker.secrets_in("***env.S***") == []  # text that looks like a placeholder holds no secret
+
+
+def test_a_name_a_placeholder_cannot_hold_is_percent_encoded() -> None:
+    """A header may be named ``X-*``: its placeholder must still be one (no ``*`` in it, no ``=`` first), and
+    two names never share one."""
+    masker = Masker({"servers.s.headers.X-*": "sk-live-1", "servers.s.headers.X-%2A": "sk-live-2", "=x": "sk-live-3"})
+    encoded = masker.encode("sk-live-1 sk-live-2 sk-live-3")
+    assert encoded == "***servers.s.headers.X-%2A*** ***servers.s.headers.X-%252A*** ***%3Dx***"
+    assert masker.decode(encoded) == "sk-live-1 sk-live-2 sk-live-3"

@@ -15,6 +15,7 @@ from runner.errors import WorkflowError
 from runner.exitcodes import ExitCode
 from runner.workflow.context import fanout_view, item_entry, make_context, step_view
 from runner.workflow.template import (
+    MAX_NESTING,
     Reference,
     TemplateError,
     TemplateSyntaxError,
@@ -287,3 +288,48 @@ def test_arithmetic_overflow_is_a_template_error() -> None:
 @given(st.integers(min_value=-(2**100), max_value=2**100) | st.booleans() | st.floats())
 def test_a_number_reads_in_text_as_json_writes_it(value: Any) -> None:
     assert render_text(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+NESTED = {
+    "brackets": lambda n: "[" * n + "inputs.x" + "]" * n,
+    "parentheses": lambda n: "(" * n + "inputs.x" + ")" * n,
+    "objects": lambda n: "{a: " * n + "inputs.x" + " }" * n,
+    "not": lambda n: "!" * (n - 1) + "(inputs.x)",
+    "functions": lambda n: "length(" * n + "inputs.x" + ")" * n,
+}
+
+
+@pytest.mark.parametrize("shape", list(NESTED))
+def test_an_expression_nested_past_the_limit_is_refused_by_name_with_a_short_excerpt(shape: str) -> None:
+    assert compile_value("${{ " + NESTED[shape](MAX_NESTING) + " }}") is not None  # at the limit: read
+    for depth in (MAX_NESTING + 1, 330, 10_000):
+        with pytest.raises(TemplateSyntaxError) as caught:
+            compile_value("${{ " + NESTED[shape](depth) + " }}", loc=("steps", "a", "args", "v"))
+        message = str(caught.value)
+        assert f"nests {depth} levels deep; mcp-run reads at most {MAX_NESTING} levels" in message
+        assert "invalid expression" not in message and len(message) < 300  # an excerpt, not 40 KB
+
+
+def test_an_expression_at_the_limit_evaluates() -> None:
+    context = make_context(inputs={"x": "a"}, env={}, steps={})
+    assert compile_value("${{ " + NESTED["parentheses"](MAX_NESTING) + " }}").render(context) == "a"
+    deep = compile_value("${{ " + NESTED["brackets"](MAX_NESTING) + " }}").render(context)
+    for _ in range(MAX_NESTING):
+        (deep,) = deep
+    assert deep == "a"
+
+
+def test_nesting_the_scanner_does_not_see_is_still_a_clear_error_never_a_traceback() -> None:
+    """A chain of 3,000 ``||`` nests as deep in JMESPath's tree without a bracket: Python's recursion limit
+    stops it, and the error says so, with an excerpt."""
+    expression = " || ".join(["inputs.x"] * 3_000)
+    with pytest.raises(TemplateError) as caught:
+        compile_value("${{ " + expression + " }}").render(make_context(inputs={"x": None}, env={}, steps={}))
+    message = str(caught.value)
+    assert f"nests too deeply; mcp-run reads at most {MAX_NESTING} levels" in message and len(message) < 300
+
+
+def test_quoted_text_and_json_literals_do_not_count_as_nesting() -> None:
+    text = "'" + "(" * 500 + "'"
+    literal = "`" + "[" * 500 + "]" * 500 + "`"
+    assert compile_value("${{ [" + text + ", " + literal + "] }}") is not None

@@ -24,13 +24,14 @@ class JournalTail:
         self._line = 0
         self.source = source
         self.problem: JournalCorrupt | None = None
+        self._format: int | None = None  # the journal's (its run_started says): how its text is decoded
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
         return list(self.events(data))
 
     def events(self, data: bytes) -> Iterator[dict[str, Any]]:
         """:meth:`feed`, one event at a time (a chunk of a journal need not be held as events)."""
-        from runner.engine.events import encode
+        from runner.engine.events import JOURNAL_FORMAT, RunStarted, encode
         from runner.engine.journal import JournalCorrupt, decode_line
 
         if self.problem is not None:
@@ -46,11 +47,15 @@ class JournalTail:
             if not line.strip():
                 continue
             try:
-                event = encode(decode_line(line, source=self.source, line_no=self._line))
+                entry = decode_line(
+                    line, source=self.source, line_no=self._line, journal=self._format or JOURNAL_FORMAT
+                )
             except JournalCorrupt as exc:
                 self.problem = exc
                 return
-            yield event
+            if isinstance(entry.event, RunStarted):
+                self._format = entry.event.journal or 1
+            yield encode(entry)
 
 
 READ_CHUNK = 1 << 18

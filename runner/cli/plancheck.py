@@ -19,6 +19,7 @@ from runner.engine.toolcheck import unknown_tool
 from runner.errors import McpRunError, TransportError
 from runner.exitcodes import ExitCode, combine
 from runner.protocol.mcp import Tool
+from runner.quoting import cut, masking
 from runner.session import SessionOptions
 from runner.words import plural
 from runner.workflow.context import make_context
@@ -90,11 +91,12 @@ def check_plan(plan: Plan, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) 
     lines = [f"error: server {name}: {masker.scrub(failures[name])}" for name in plan.servers if name in failures]
     checker = _StepChecker(plan, inputs, env)
     findings: list[str] = []
-    for sid in plan.order:
-        step = plan.steps[sid]
-        found = tools.get(step.server)
-        if found is not None:
-            findings += checker.check(step, found)
+    with masking(masker.mask):  # a value quoted into a finding is masked before it is cut
+        for sid in plan.order:
+            step = plan.steps[sid]
+            found = tools.get(step.server)
+            if found is not None:
+                findings += checker.check(step, found)
     lines += [masker.mask(line) for line in findings]
     if failures:
         # Listing tools has no side effects: a connection lost on the way means unreachable, not in doubt.
@@ -265,5 +267,4 @@ def _unlisted(step: PlannedStep, tool: Tool) -> list[str]:
 
 
 def _short(item: Any) -> str:
-    text = canonical_json(item)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return cut(canonical_json(item))  # masked, then cut: a secret never shows in part

@@ -17,6 +17,7 @@ from runner.errors import ConnectFailed, TransportError, UsageError
 from runner.exitcodes import ExitCode
 from runner.jsontext import dumps
 from runner.protocol.mcp import LOG_LEVELS
+from runner.quoting import masking
 from runner.termsafe import encodable, terminal
 
 if TYPE_CHECKING:
@@ -261,9 +262,11 @@ def run_tools(args: argparse.Namespace) -> int:
 
 @contextmanager
 def _scrubbed(masker: Masker) -> Iterator[None]:
-    """An error raised inside leaves with the secrets masked in what it prints."""
+    """An error raised inside leaves with the secrets masked in what it prints; a value quoted into a message
+    inside is masked before it is cut."""
     try:
-        yield
+        with masking(masker.mask):
+            yield
     except Exception as exc:
         masker.scrub(exc)
         raise

@@ -102,6 +102,7 @@ def show_temporal(args: argparse.Namespace) -> int:
     from runner.cli.where import resume_hint, show_hint
     from runner.engine.events import decode
     from runner.engine.listing import from_state
+    from runner.engine.masking import shown_fields
     from runner.engine.rundir import RunDir
     from runner.engine.state import RunState
 
@@ -117,7 +118,7 @@ def show_temporal(args: argparse.Namespace) -> int:
     open_, events = _run(read, args)
     state = RunState(keep_results=set())
     for obj in events:
-        state.apply(decode(obj))
+        state.apply(decode(shown_fields(obj)))  # encoded text, shown as a person reads it
     from runner.temporal.client import waits_for_decision
 
     live = open_ and not waits_for_decision(state) and state.ended_by is None
@@ -143,6 +144,7 @@ def show_temporal(args: argparse.Namespace) -> int:
 @leaves_by_exit
 def logs_temporal(args: argparse.Namespace) -> int:
     from runner.cli.runtext import format_event
+    from runner.engine.masking import shown_fields
     from runner.view.text import level_index
 
     run_id = _run_id(args)
@@ -172,7 +174,7 @@ def logs_temporal(args: argparse.Namespace) -> int:
             batch = await follower.events(start=seen)
             seen += len(batch)
             for event in batch:
-                emit(event)
+                emit(shown_fields(event))
             ended = any(e.get("type") in ("run_finished", "run_stopped", "run_interrupted") for e in batch)
             if not args.follow or not open_ or ended:
                 return

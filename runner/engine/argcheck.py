@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from runner.errors import McpRunError, first_line
+from runner.quoting import quote
 from runner.workflow.partial import Unknown, contains_unknown
 from runner.workflow.positions import format_path
 from runner.workflow.suggest import did_you_mean
@@ -517,4 +518,4 @@ def _mentions(schema: Any, keyword: str) -> bool:
 
 
 def _short(text: str, limit: int = 40) -> str:
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+    return quote(text, limit)  # masked, then cut: a secret never shows in part

@@ -38,7 +38,11 @@ the next one and share its fsync: group commit by design.
 
 Secrets never reach the file or an observer in clear: every event is masked value by value before it is
 serialized (:class:`~runner.engine.masking.Masker`: each form of each secret by its named placeholder,
-``***env.API_TOKEN***``), every field but those mcp-run fills itself (``UNMASKED_FIELDS``).
+``***env.API_TOKEN***``), every field but those mcp-run fills itself (``UNMASKED_FIELDS``). The journal holds
+the *encoded* text (:meth:`~runner.engine.masking.Masker.encode`: a ``***`` of a server's text is written
+``***=``, so that only the masker's placeholders read back as secrets); observers get it as shown
+(placeholders as they are, the server's text as it was sent). A journal of a format before 3, resumed, keeps
+being written as it was (masked, not encoded): ``journal_format``.
 
 Without a journal (``--no-journal``) the same object still numbers events and feeds observers.
 """
@@ -55,12 +59,12 @@ from typing import Any
 import trio
 
 from runner.engine.diskthread import DiskThread
-from runner.engine.events import AnyEvent, Entry, decode, encode
-from runner.engine.masking import Masker
+from runner.engine.events import JOURNAL_FORMAT, AnyEvent, Entry, decode, encode
+from runner.engine.masking import MARK, MARKED_FORMAT, UNMASKED_FIELDS, Masker, shown_value
 from runner.errors import McpRunError
 from runner.jsontext import escape
 
-__all__ = ["EventLog", "JournalWriteError", "Masker", "Observer"]
+__all__ = ["UNMASKED_FIELDS", "EventLog", "JournalWriteError", "Masker", "Observer"]
 
 Observer = Callable[[Entry], object]
 
@@ -77,20 +81,7 @@ def _dumps(obj: Any) -> str:
     return escape("".join(_encode(obj, 0)))
 
 
-# Fields that mcp-run itself fills (the record's frame, ids and names from the workflow, counts, vocabularies):
-# never masked, so a secret that happens to equal ``log`` or a timestamp's digits cannot break a record.
-# Every other field (results, errors, log data, inputs, outputs, what a server says about itself) is masked,
-# including any field added later. A fan-out item's key (``item``) is refused by the scheduler when it holds a
-# secret, before any call.
-UNMASKED_FIELDS: frozenset[str] = frozenset(
-    {
-        "seq", "ts", "type", "run_id", "workflow", "identity", "device", "inode", "workflow_hash", "fingerprints",
-        "pid", "env", "journal", "keys", "decision",
-        "allow_changed", "retry_failed", "server", "reconnects", "down_s", "attempt", "delay_s", "remaining_s",
-        "kind", "step", "items", "reused", "fresh", "cause", "item", "index", "tool", "request_id",
-        "progress_token", "progress", "total", "status", "counts", "exit_code", "retrying", "retry_in",
-    }
-)  # fmt: skip
+# UNMASKED_FIELDS (runner.engine.masking): the fields mcp-run fills itself, never masked nor encoded.
 
 
 class JournalWriteError(McpRunError):
@@ -139,9 +130,11 @@ class EventLog:
         sync_interval: float = 0.1,
         fsync: bool = True,
         offload: Callable[..., Awaitable[None]] | None = None,
+        journal_format: int = JOURNAL_FORMAT,
     ) -> None:
         self._fd = fd
         self._masker = masker or Masker()
+        self._encoded = journal_format >= MARKED_FORMAT
         self._seq = start_seq
         self._flush_interval = flush_interval
         self._write_interval = write_interval
@@ -183,11 +176,20 @@ class EventLog:
         if self._fd is not None or self._masker:  # else nothing to write or mask: observers get the event as is
             obj = encode(entry)
             if self._masker:
-                masked = self._masker.mask_fields(obj, UNMASKED_FIELDS)
-                if masked is not obj:  # a secret in it: observers see the masked event too
-                    obj = masked
-                    entry = decode(masked)
+                if self._encoded:
+                    masked = self._masker.encode_fields(obj, UNMASKED_FIELDS)
+                    if masked is not obj:  # a secret (or a mark) in it: observers see it masked, as shown
+                        obj = masked
+                        entry = decode(shown_value(masked))
+                else:
+                    masked = self._masker.mask_fields(obj, UNMASKED_FIELDS)
+                    if masked is not obj:
+                        obj = masked
+                        entry = decode(masked)
             line = _dumps(obj) if self._fd is not None else None
+            if line is not None and self._encoded and not self._masker and MARK in line:
+                # No secrets, but text that holds a mark: escaped, so that no later read takes it for a secret.
+                line = _dumps(self._masker.encode_fields(obj, UNMASKED_FIELDS))
         for observer in self._observers:
             observer(entry)
         return line

@@ -67,10 +67,13 @@ __all__ = [
     "event_adapter",
 ]
 
-JOURNAL_FORMAT: Final = 2
+JOURNAL_FORMAT: Final = 3
 """The journal format this version writes (``run_started.journal``; absent means 1). It reads every format
 up to this one. Format 2 keys a fan-out item without a ``key`` by a readable label instead of its full
-SHA-256 (:mod:`runner.workflow.keys`); a format-1 run keeps its keys when it resumes."""
+SHA-256 (:mod:`runner.workflow.keys`); a format-1 run keeps its keys when it resumes. Format 3 encodes text
+(:mod:`runner.engine.masking`: a ``***`` that is not a placeholder is written ``***=``, so that no text a
+server sent reads back as a secret); a run of an older format is resumed, and written on, as it was (its
+placeholders read back as they did then)."""
 
 
 # -- vocabularies -------------------------------------------------------------------------------------------
@@ -223,9 +226,10 @@ class Event:
 @_event
 class RunStarted(Event):
     """A new run: ``inputs`` with secrets as placeholders, ``fingerprints`` per step, ``env`` the names (never
-    the values) of the environment variables it read; ``workflow`` (its file's absolute path), ``identity``,
-    ``device`` and ``inode`` are what later invocations find the run by
-    (:class:`~runner.engine.rundir.WorkflowIdentity`)."""
+    the values) of the environment variables it read; ``secret_inputs`` the inputs whose values were never
+    written (a resume asks for them again; absent before format 3, where a value equal to its placeholder said
+    so); ``workflow`` (its file's absolute path), ``identity``, ``device`` and ``inode`` are what later
+    invocations find the run by (:class:`~runner.engine.rundir.WorkflowIdentity`)."""
 
     type: Literal["run_started"] = "run_started"
     run_id: str | None = None
@@ -239,6 +243,7 @@ class RunStarted(Event):
     pid: int = 0
     env: list[str] = field(default_factory=list)  # absent from journals of mcp-run before 0.1
     journal: int | None = None
+    secret_inputs: list[str] | None = None
 
 
 @_event

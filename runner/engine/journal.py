@@ -10,7 +10,8 @@ key) and ``index`` they concern. The types, in the order a run writes them:
 ``run_started``     ``run_id``, ``workflow`` (absolute path), ``workflow_hash``, ``inputs`` (secrets masked),
                     ``fingerprints`` (step -> hash of its definition and its upstream steps), ``env`` (names
                     of the environment variables the run read, never their values), ``pid``, ``journal``
-                    (the format that wrote it: 2; absent means 1, whose fan-out keys are full hashes)
+                    (the format that wrote it: 3; absent means 1, whose fan-out keys are full hashes; before
+                    3 text was masked, not encoded), ``secret_inputs`` (inputs never written)
 ``run_resumed``     ``pid``, ``fingerprints``, ``allow_changed``, ``retry_failed``
 ``session_opened``  ``server``, ``protocol_version``, ``server_info``; after a reconnect also
                     ``reconnects`` and ``down_s``
@@ -62,6 +63,11 @@ such a line (:func:`read_journal` raises); ``show`` folds what comes before it (
 A journal whose first record is not a readable ``run_started`` cannot be known at all, not even its workflow
 (:func:`first_record` raises; :func:`workflow_named` reads the line as text for a hint); one without a
 complete line yet is a run that died writing its first record (nothing ran).
+
+**Text.** Lines hold encoded text (:mod:`runner.engine.masking`); each line is decoded as it is read: with the
+run's masker (``unmask``: a resume, the secrets back in place) or as shown (placeholders kept, a server's
+``***`` as it sent it). The format is the journal's (its ``run_started``); a lone line read without it (the
+last record) is taken as of this version's format.
 """
 
 from __future__ import annotations
@@ -69,11 +75,12 @@ from __future__ import annotations
 import json
 import re
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO, Final
 
 from runner.engine.events import JOURNAL_FORMAT, BadEvent, Entry, RunFinished, RunStarted, RunStatus, decode
+from runner.engine.masking import Masker, decode_fields
 from runner.engine.state import RunState, fold
 from runner.errors import McpRunError
 from runner.exitcodes import ExitCode
@@ -126,32 +133,51 @@ def iter_journal(
     lines: Iterable[bytes],
     *,
     source: str = "journal.jsonl",
-    unmask: Callable[[str], str] | None = None,
+    unmask: Masker | None = None,
     first_line: int = 1,
 ) -> Iterator[Entry]:
     """Entries from journal lines (each with its newline), lazily: a 100,000-event journal is never held as
     a list. A last line without its newline is a torn write and is skipped; any other bad line raises
-    ``JournalCorrupt`` naming it (``first_line`` is the number of the first of ``lines`` in the file)."""
+    ``JournalCorrupt`` naming it (``first_line`` is the number of the first of ``lines`` in the file). Text is
+    decoded by ``unmask`` or as shown (the module docstring), in the format its ``run_started`` names."""
     line_no = first_line - 1
+    journal = JOURNAL_FORMAT
     for line in lines:
         line_no += 1
         if not line.endswith(b"\n"):
             return  # torn tail: the process died mid-write
         if not line.strip():
             continue
-        yield decode_line(line, source=source, line_no=line_no, unmask=unmask)
+        entry = decode_line(line, source=source, line_no=line_no, unmask=unmask, journal=journal)
+        if isinstance(entry.event, RunStarted):
+            journal = entry.event.journal or 1
+        yield entry
 
 
 def decode_line(
-    line: bytes, *, source: str = "journal.jsonl", line_no: int = 1, unmask: Callable[[str], str] | None = None
+    line: bytes,
+    *,
+    source: str = "journal.jsonl",
+    line_no: int = 1,
+    unmask: Masker | None = None,
+    journal: int = JOURNAL_FORMAT,
 ) -> Entry:
-    """The entry one complete journal line holds, or ``JournalCorrupt`` naming ``source:line_no``."""
+    """The entry one complete journal line holds, or ``JournalCorrupt`` naming ``source:line_no``. Its text is
+    decoded (by ``unmask``, or as shown) as of format ``journal``; a ``run_started`` line, as of its own."""
     try:
-        obj = json.loads(unmask(line.decode()) if unmask is not None and b"***" in line else line)
+        obj = json.loads(line)
     except (ValueError, RecursionError) as exc:
         raise JournalCorrupt(f"not JSON ({_cut(str(exc))})", file=source, line=line_no) from None
     if not isinstance(obj, dict):
         raise JournalCorrupt(f"not an event: a JSON {type(obj).__name__}", file=source, line=line_no)
+    if b"***" in line:
+        if obj.get("type") == "run_started":
+            own = obj.get("journal")
+            journal = own if isinstance(own, int) and not isinstance(own, bool) else 1
+        try:
+            obj = decode_fields(obj, unmask, journal=journal)
+        except RecursionError:
+            raise JournalCorrupt("not an event: nested too deeply", file=source, line=line_no) from None
     try:
         entry = decode(obj)
     except BadEvent as exc:
@@ -180,9 +206,7 @@ def parse_journal(data: bytes, *, source: str = "journal.jsonl", first_line: int
     return list(iter_journal(data[:end].splitlines(keepends=True), source=source, first_line=first_line)), end
 
 
-def read_journal(
-    path: Path, *, keep_results: set[str] | None = None, unmask: Callable[[str], str] | None = None
-) -> RunState:
+def read_journal(path: Path, *, keep_results: set[str] | None = None, unmask: Masker | None = None) -> RunState:
     """Fold the journal file at ``path`` line by line; ``JournalCorrupt`` at its first bad line."""
     with path.open("rb") as f:
         return fold(iter_journal(f, source=str(path), unmask=unmask), keep_results=keep_results)
@@ -223,10 +247,11 @@ def last_record(path: Path) -> Entry | None:
         return _entry_or_none(_last_line(f))
 
 
-def first_record(path: Path) -> Entry | None:
+def first_record(path: Path, *, unmask: Masker | None = None) -> Entry | None:
     """The first entry of the journal at ``path``: None when it has no complete line yet (the process died
     writing its first record: nothing ran); ``JournalCorrupt`` when that line is not an event, or the first
-    event is not ``run_started`` (then the run cannot be known: not even its workflow)."""
+    event is not ``run_started`` (then the run cannot be known: not even its workflow). Its text is decoded
+    by ``unmask``, or as shown."""
     with path.open("rb") as f:
         line = f.readline()
         line_no = 1
@@ -234,7 +259,7 @@ def first_record(path: Path) -> Entry | None:
             line, line_no = f.readline(), line_no + 1
     if not line.endswith(b"\n"):
         return None
-    entry = decode_line(line, source=str(path), line_no=line_no)
+    entry = decode_line(line, source=str(path), line_no=line_no, unmask=unmask)
     if not isinstance(entry.event, RunStarted):
         raise JournalCorrupt(
             f"the first record is {entry.event.type}, not run_started", file=str(path), line=line_no, path="type"
@@ -297,6 +322,11 @@ def _entry_or_none(line: bytes) -> Entry | None:
         return None
     try:
         obj = json.loads(line)
-        return decode(obj) if isinstance(obj, dict) else None
+        if not isinstance(obj, dict):
+            return None
+        if b"***" in line:
+            own = obj.get("journal") if obj.get("type") == "run_started" else JOURNAL_FORMAT
+            obj = decode_fields(obj, None, journal=own if isinstance(own, int) else 1)
+        return decode(obj)
     except (ValueError, RecursionError):
         return None

@@ -46,7 +46,8 @@ from runner.engine.events import (
     RunStatus,
     RunStopped,
 )
-from runner.engine.journal import JournalCorrupt, peek_journal
+from runner.engine.journal import JournalCorrupt, first_record, peek_journal
+from runner.engine.masking import placeholder
 from runner.engine.outcome import Outcome
 from runner.engine.preflight import StateDirUnusable, check_state_dir, state_dir_named_by
 from runner.engine.retry import RetryPolicy
@@ -56,7 +57,6 @@ from runner.engine.runctl import (
     fingerprints,
     make_opener,
     oauth_secret_sink,
-    restore_env_placeholders,
     workflow_hash,
 )
 from runner.engine.rundir import (
@@ -74,6 +74,7 @@ from runner.errors import UsageError
 from runner.exitcodes import ExitCode, combine
 from runner.launch import passed_through
 from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
+from runner.quoting import masking
 from runner.workflow.loader import LoadedWorkflow, load_inputs_file, load_workflow, validate
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, Plan
 
@@ -227,7 +228,8 @@ async def execute(
             verb = "run" if prepared.prior is None else "resuming run"
             say.info(f"{verb} {prepared.run_dir.run_id} (journal: {prepared.run_dir.journal})")
         try:
-            return await _run(prepared, options, say, watcher, opener)
+            with masking(prepared.masker.mask):  # values quoted into errors are masked before they are cut
+                return await _run(prepared, options, say, watcher, opener)
         except Exception as exc:
             prepared.masker.scrub(exc)  # what the caller prints of it: secrets masked, in place
             raise
@@ -324,16 +326,22 @@ def _load_plan(
 
 
 def _recorded_inputs(run_dir: RunDir) -> dict[str, Any]:
-    """A resumed run's inputs from its journal, environment placeholders re-expanded; secret inputs were
+    """A resumed run's inputs from its journal, the placeholders of environment variables read back from the
+    environment (by the masker's decoding: a text that only looks like one stays text); secret inputs were
     never written, so they must be given again."""
     first, _last = peek_journal(run_dir.journal)
     if first is None or not isinstance(first.event, RunStarted):
         raise UsageError(f"run {run_dir.run_id} has no run_started record; it cannot be resumed")
-    return {
-        name: restore_env_placeholders(value)
-        for name, value in first.event.inputs.items()
-        if value != f"***inputs.{name}***"
-    }
+    env = Masker({f"env.{name}": os.environ[name] for name in first.event.env if name in os.environ})
+    decoded = first_record(run_dir.journal, unmask=env)  # the same line, read again with the environment
+    if decoded is None or not isinstance(decoded.event, RunStarted):
+        raise UsageError(f"run {run_dir.run_id} has no run_started record; it cannot be resumed")
+    recorded = decoded.event
+    if recorded.secret_inputs is not None:
+        hidden = set(recorded.secret_inputs)
+    else:  # before journal format 3: a secret input was written as its placeholder
+        hidden = {name for name, value in recorded.inputs.items() if value == placeholder(f"inputs.{name}")}
+    return {name: value for name, value in recorded.inputs.items() if name not in hidden}
 
 
 def _prepare(
@@ -358,7 +366,7 @@ def _prepare(
         return prepared
     keep = {sid for sid, s in plan.steps.items() if s.referenced}
     try:
-        state = run_dir.read(keep_results=keep, unmask=masker.unmask)
+        state = run_dir.read(keep_results=keep, unmask=masker)
     except JournalCorrupt as exc:  # never a resume on part of a journal
         raise RunDamaged(run_dir.run_id, str(exc), first=False) from None
     state.keep_results = set()
@@ -419,7 +427,7 @@ async def _run(
     plan, state = prepared.plan, prepared.state
     started = time.monotonic()
     with _journal(prepared) as fd:
-        log = EventLog(fd, masker=prepared.masker, start_seq=state.last_seq)
+        log = EventLog(fd, masker=prepared.masker, start_seq=state.last_seq, journal_format=state.journal_format)
         log.subscribe(state.apply)
         watcher = watcher_factory(plan, state) if watcher_factory is not None else None
         if watcher is not None:
@@ -485,9 +493,10 @@ async def _drive(
     async with trio.open_nursery() as outer:
         await outer.start(log.run)
         if prepared.prior is None:
-            # Secret inputs are written as their placeholder whatever their type (masking covers strings only).
+            # Secret inputs are never written: their values are the masker's (a placeholder), their names are listed.
+            secret = sorted(name for name in prepared.inputs if plan.workflow.inputs[name].secret)
             public = {
-                name: f"***inputs.{name}***" if plan.workflow.inputs[name].secret else value
+                name: placeholder(f"inputs.{name}") if name in secret and not isinstance(value, str) else value
                 for name, value in prepared.inputs.items()
             }
             await log.commit(
@@ -503,6 +512,7 @@ async def _drive(
                     env=_env_names(prepared),
                     pid=os.getpid(),
                     journal=JOURNAL_FORMAT,
+                    secret_inputs=secret,
                 )
             )
         else:

@@ -12,7 +12,6 @@ import dataclasses
 import hashlib
 import itertools
 import os
-import re
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -80,7 +79,7 @@ def collect_secrets(plan: Plan, inputs: Mapping[str, Any], env: Mapping[str, Any
     (:func:`~runner.engine.masking.check_secret_inputs`)."""
     secrets: dict[str, str] = {}
     for name, value in env.items():
-        if value:
+        if value is not None:  # an empty one is never masked, but its placeholder reads back as "" (Temporal)
             secrets[f"env.{name}"] = value
     for ps in plan.servers.values():
         for name, value in passed_through(ps.server.env_passthrough or ()).items():
@@ -102,21 +101,6 @@ def collect_secrets(plan: Plan, inputs: Mapping[str, Any], env: Mapping[str, Any
                     secrets[f"servers.{server_name}.headers.{header}"] = str(value)
     check_secret_inputs(secrets)
     return secrets
-
-
-_ENV_PLACEHOLDER = re.compile(r"\*\*\*env\.([A-Za-z_][A-Za-z0-9_]*)\*\*\*")
-
-
-def restore_env_placeholders(value: Any) -> Any:
-    """``value`` (a recorded input) with ``***env.NAME***`` placeholders re-expanded from the environment;
-    placeholders of unset variables stay (the resume then refuses: the run used a variable now missing)."""
-    if isinstance(value, str):
-        return _ENV_PLACEHOLDER.sub(lambda m: os.environ.get(m.group(1), m.group(0)), value)
-    if isinstance(value, list):
-        return [restore_env_placeholders(v) for v in value]
-    if isinstance(value, dict):
-        return {k: restore_env_placeholders(v) for k, v in value.items()}
-    return value
 
 
 def workflow_hash(path: Path) -> str:

@@ -39,15 +39,19 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runner.engine.events import Entry, RunStarted
 from runner.engine.journal import JournalCorrupt, closes, first_record, last_record, read_journal, workflow_named
 from runner.engine.state import RunState
 from runner.errors import BusyError, UsageError
+
+if TYPE_CHECKING:
+    from runner.engine.masking import Masker
 
 __all__ = [
     "AmbiguousRun",
@@ -422,7 +426,7 @@ class RunDir:
                 os.fsync(fd)
         return fd
 
-    def read(self, *, keep_results: set[str] | None = None, unmask: Callable[[str], str] | None = None) -> RunState:
+    def read(self, *, keep_results: set[str] | None = None, unmask: Masker | None = None) -> RunState:
         return read_journal(self.journal, keep_results=keep_results, unmask=unmask)
 
 

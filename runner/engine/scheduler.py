@@ -30,7 +30,6 @@ Rules it keeps (the README states them for users):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -87,7 +86,6 @@ __all__ = ["Outcome", "Prior", "Scheduler", "SchedulerOptions", "SessionOpener"]
 
 SessionOpener = Callable[[str, SessionOptions], AbstractAsyncContextManager[Session]]
 
-_PLACEHOLDER: Final = re.compile(r"\*\*\*([^*]+)\*\*\*")
 IDLE_HINT: Final = " (a slow tool without progress notifications needs a longer idle_timeout, or none)"
 
 
@@ -398,11 +396,11 @@ class Scheduler:
         masker = self._log.masker if self._log.masker else None  # no secrets: nothing to look for
         for index, item in enumerate(items):
             key = ps.render_key(self._context(item, index), full_hash=full_hash)
-            masked = masker.mask(key) if masker is not None else key
-            if masked != key:
+            held = masker.secrets_in(key) if masker is not None else []
+            if held:
                 # A key is an item's identity in the journal, written as it is: masked, it would no longer
                 # match its item once the secret changes, and a resume would call that item again.
-                secrets = ", ".join(dict.fromkeys(_PLACEHOLDER.findall(masked)))
+                secrets = ", ".join(held)
                 raise TemplateError(
                     f"the key of item {index} of step {ps.id!r} holds the value of {secrets}; keys are "
                     "journaled as they are, never masked: give the step a `key` without secrets"

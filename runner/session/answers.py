@@ -40,6 +40,7 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from runner.protocol.jsonrpc import METHOD_NOT_FOUND
+from runner.quoting import cut
 
 __all__ = [
     "ELICITATION_POLICIES",
@@ -305,4 +306,4 @@ def _quote(value: Any) -> str:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         text = repr(value)
-    return text if len(text) <= _MAX_QUOTE else text[: _MAX_QUOTE - 3] + "..."
+    return cut(text, _MAX_QUOTE)  # masked, then cut: a secret never shows in part

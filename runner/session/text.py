@@ -6,6 +6,7 @@ from typing import Final
 
 from runner.errors import first_line, printable
 from runner.protocol.jsonrpc import RequestId
+from runner.quoting import masked
 
 __all__ = ["QUOTE_CHARS", "first_line", "quote", "quote_id"]
 
@@ -13,8 +14,9 @@ QUOTE_CHARS: Final = 160  # of a stray line shown in a warning or an error
 
 
 def quote(raw: bytes, *, quotes: bool = True) -> str:
-    """Stray input as a reader can see it: decoded, cut, control characters escaped, in quotes."""
-    text = raw.decode(errors="replace")
+    """Stray input as a reader can see it: decoded, masked (a server may echo a secret), cut, control characters
+    escaped, in quotes."""
+    text = masked(raw.decode(errors="replace"))
     cut = len(text) > QUOTE_CHARS
     shown = printable(text[:QUOTE_CHARS]) + ("…" if cut else "")
     return f'"{shown}"' if quotes else shown

@@ -130,7 +130,7 @@ class CallActivities:
                 await self.thread.run(markers.flush)
             raise exc
         masker = self.sessions.masker(spec)
-        outcomes: list[dict[str, Any]] = masker.mask_value(own_outcomes(items, markers.details(), exc))
+        outcomes: list[dict[str, Any]] = masker.encode_value(own_outcomes(items, markers.details(), exc))
         activity.logger.warning("the last attempt of a call batch failed; its items are settled from its markers")
         return outcomes
 

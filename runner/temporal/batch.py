@@ -30,11 +30,11 @@ from runner.engine.runctl import (
     env_context,
     make_opener,
     oauth_secret_sink,
-    restore_env_placeholders,
 )
 from runner.engine.supervisor import LinkPolicy, ServerLink
 from runner.engine.toolcheck import ToolChecks
 from runner.errors import InvalidCall, McpRunError, NotDelivered, OutcomeUnknown, SessionExpired, first_line
+from runner.quoting import masking
 from runner.session import Session, SessionOptions
 from runner.temporal.markers import Markers
 from runner.temporal.serverlog import log_handlers
@@ -161,9 +161,11 @@ class Batch:
             if on_done is not None:
                 on_done()
 
-        async with trio.open_nursery() as nursery:
-            for i in range(len(self._items)):
-                nursery.start_soon(one, i)
+        # The calls' arguments hold the worker's secrets: a value quoted into an error is masked before it is cut.
+        with masking(self._sessions.masker(self._spec).mask):
+            async with trio.open_nursery() as nursery:
+                for i in range(len(self._items)):
+                    nursery.start_soon(one, i)
         await self._markers.flush()  # the ends, recorded before the activity returns them
         return outcomes
 
@@ -177,14 +179,15 @@ class Batch:
             out = {**base, "status": "in_doubt", "kind": FailureKind.OUTCOME_UNKNOWN.value, "error": IN_DOUBT_FOUND}
             self._markers.ended(key, out)
             return out
-        out = {**base, **await self._call(key, restore_env_placeholders(item["args"]))}
+        masker = self._sessions.masker(self._spec)
+        # The arguments the workflow rendered are encoded: only the masker's own placeholders (the env the
+        # templates saw, secrets masked in earlier results) read back as values; a server's text stays text.
+        out = {**base, **await self._call(key, masker.decode_value(item["args"]))}
         progress = self._markers.progress.latest(key)
         self._markers.progress.done(key)
         if progress is not None:
             out["progress"] = progress  # the workflow journals it before the item's end
-        masker = self._sessions.masker(self._spec)
-        if masker:
-            out = masker.mask_value(out)
+        out = dict(masker.encode_value(out))  # secrets masked, and any other mark escaped (even without secrets)
         self._markers.ended(key, out)
         return out
 

@@ -35,6 +35,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from runner.engine.events import RunStatus, decode
+from runner.engine.masking import shown_fields
 from runner.engine.outcome import Outcome, settle
 from runner.engine.runctl import fingerprints, workflow_hash
 from runner.engine.state import RunState
@@ -187,7 +188,7 @@ async def follow(
         while True:
             batch: list[dict[str, Any]] = await handle.query(DagWorkflow.events, seen)
             for obj in batch:
-                entry = decode(obj)
+                entry = decode(shown_fields(obj))  # the events hold encoded text: shown as a person reads it
                 state.apply(entry)
                 if on_entry is not None:
                     on_entry(entry)

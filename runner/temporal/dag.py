@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         encode,
     )
     from runner.engine.itemargs import args_renderer
+    from runner.engine.masking import escape_value, placeholders
     from runner.engine.outcome import settle
     from runner.engine.readiness import Readiness
     from runner.engine.state import RunState
@@ -66,7 +67,7 @@ with workflow.unsafe.imports_passed_through():
         slices,
     )
     from runner.temporal.slices import by_reference, slice_of
-    from runner.temporal.spec import RunSpec, build_plan_of, env_placeholders
+    from runner.temporal.spec import RunSpec, build_plan_of, encoded_inputs, env_placeholders
     from runner.workflow.context import fanout_view, identified, item_entry, make_context, step_view
     from runner.workflow.plan import Plan, PlannedStep
     from runner.workflow.template import TemplateError
@@ -113,7 +114,7 @@ class DagWorkflow:
     async def run(self, arg: dict[str, Any]) -> dict[str, Any]:
         spec = self._spec = RunSpec.from_json(arg)
         plan = self._plan = build_plan_of(spec)
-        self._inputs = dict(plan.input_values or {})
+        self._inputs = encoded_inputs(plan)
         self._env = env_placeholders(spec)
         self._pending = asyncio.Semaphore(max(1, spec.max_pending))
         self._children = asyncio.Semaphore(MAX_CHILDREN)
@@ -122,7 +123,7 @@ class DagWorkflow:
                 run_id=spec.run_id,
                 workflow=spec.workflow,
                 workflow_hash=spec.workflow_hash or None,
-                inputs=spec.inputs,
+                inputs=escape_value(spec.inputs),
                 fingerprints=spec.fingerprints,
                 env=sorted(name for name, is_set in spec.env.items() if is_set),
                 journal=JOURNAL_FORMAT,
@@ -437,9 +438,10 @@ class DagWorkflow:
         seen: dict[str, int] = {}
         for index, item in enumerate(items):
             key = ps.render_key(self._context(item, index))
-            if "***env." in key:
+            held = placeholders(key)  # the masker's own answer: a server's text that looks like one is escaped
+            if held:
                 raise TemplateError(
-                    f"the key of item {index} of step {ps.id!r} reads an environment variable; keys travel "
+                    f"the key of item {index} of step {ps.id!r} holds the value of {', '.join(held)}; keys travel "
                     "through Temporal's history as they are: give the step a `key` without secrets"
                 )
             first = seen.setdefault(key, index)

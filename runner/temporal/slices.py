@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from runner.engine.events import FailureKind
 from runner.engine.itemargs import args_renderer
-from runner.temporal.spec import RunSpec, env_placeholders
+from runner.temporal.spec import RunSpec, encoded_inputs, env_placeholders
 from runner.workflow.context import make_context
 from runner.workflow.plan import Plan, PlannedStep
 from runner.workflow.template import TemplateError
@@ -70,7 +70,7 @@ def render_slice(spec: RunSpec, plan: Plan, step: str, piece: Mapping[str, Any])
     workflow renders them. A call whose arguments do not render gets an ``error`` instead (the run rendered
     them before giving the slice, so this is not expected). ``TemplateError`` when the items do not render."""
     ps = plan.steps[step]
-    inputs = dict(plan.input_values or {})
+    inputs = encoded_inputs(plan)
     env = env_placeholders(spec)
 
     def context(item: Any = None, index: int | None = None) -> Mapping[str, Any]:

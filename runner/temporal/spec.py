@@ -11,10 +11,19 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Final
 
+from runner.engine.masking import escape_value, placeholder
 from runner.workflow.loader import parse_workflow, validate
 from runner.workflow.plan import Plan
 
-__all__ = ["BATCH_SIZE", "CHILD_ITEMS", "MAX_PENDING", "RunSpec", "build_plan_of", "env_placeholders"]
+__all__ = [
+    "BATCH_SIZE",
+    "CHILD_ITEMS",
+    "MAX_PENDING",
+    "RunSpec",
+    "build_plan_of",
+    "encoded_inputs",
+    "env_placeholders",
+]
 
 BATCH_SIZE: Final = 100  # items per call activity (the prototype measured 50-200 as the sweet spot)
 MAX_PENDING: Final = 50  # call activities pending at once per workflow (Temporal struggles past ~100)
@@ -73,5 +82,14 @@ def build_plan_of(spec: RunSpec) -> Plan:
 
 
 def env_placeholders(spec: RunSpec) -> dict[str, str | None]:
-    """The ``env`` templates see in the workflow: a placeholder for each variable set, None for the others."""
-    return {name: f"***env.{name}***" if is_set else None for name, is_set in sorted(spec.env.items())}
+    """The ``env`` templates see in the workflow: a placeholder for each variable set, None for the others.
+    What the workflow renders is encoded text (:mod:`runner.engine.masking`): results are encoded by the
+    activity that got them, inputs by :func:`encoded_inputs`, so only these placeholders (and those of
+    secrets masked in results) read back as values where an activity decodes its arguments."""
+    return {name: placeholder(f"env.{name}") if is_set else None for name, is_set in sorted(spec.env.items())}
+
+
+def encoded_inputs(plan: Plan) -> dict[str, Any]:
+    """The inputs as the workflow's templates see them: encoded (a ``***`` in them escaped), so that an input
+    that looks like a placeholder stays text when an activity decodes its arguments."""
+    return dict(escape_value(dict(plan.input_values or {})))

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from jmespath import exceptions as jp_exceptions
 from jmespath.functions import Functions
 
+from runner.quoting import quote
 from runner.words import plural
 from runner.workflow.status import StatusFunctions
 
@@ -444,8 +445,8 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _show(text: str, limit: int = 40) -> str:
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+def _show(text: str) -> str:
+    return quote(text)  # masked, then cut: a secret never shows in part
 
 
 def _lower_first(text: str) -> str:

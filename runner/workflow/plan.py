@@ -45,6 +45,7 @@ from runner.workflow.template import (
     did_you_mean,
     is_truthy,
     render_text,
+    shown_expression,
 )
 from runner.workflow.urls import url_problem
 
@@ -377,7 +378,7 @@ class _Builder:
                     what = " and ".join(f"{name}()" for name in names)
                     are = "is a status function" if len(names) == 1 else "are status functions"
                     self.error(
-                        f"{what} {are}, allowed only in a step's if, found in {where}: ${{{{ {expression} }}}}",
+                        f"{what} {are}, allowed only in a step's if, found in {where}: {shown_expression(expression)}",
                         place,
                         suggestion="to read how a step ended, use steps.<id>.status",
                     )

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from runner.errors import WorkflowError
+from runner.quoting import quote
 
 __all__ = [
     "Loc",
@@ -131,8 +132,7 @@ def describe(value: Any) -> str:
     if isinstance(value, float):
         return f"a number ({value})"
     if isinstance(value, str):
-        shown = value if len(value) <= 40 else value[:37] + "..."
-        return f"a string ({shown!r})"
+        return f"a string ({quote(value)})"
     if isinstance(value, list):
         return "a list"
     if isinstance(value, dict):

@@ -56,12 +56,13 @@ from jmespath.visitor import Options, TreeInterpreter
 
 from runner.errors import McpRunError, WorkflowError
 from runner.exitcodes import ExitCode
-from runner.workflow.functions import FUNCTIONS, FunctionError, check_call
+from runner.quoting import masked
+from runner.workflow.functions import FUNCTIONS, FunctionError, check_call, describe
 from runner.workflow.suggest import did_you_mean
 
 __all__ = [
     "ROOTS", "Compiled", "Loc", "Occurrence", "Reference", "StepStatus", "TemplateError", "TemplateSyntaxError",
-    "canonical_json", "compile_value", "did_you_mean", "is_truthy", "render_text",
+    "canonical_json", "compile_value", "did_you_mean", "is_truthy", "render_text", "shown_expression",
 ]  # fmt: skip
 
 ROOTS: tuple[str, ...] = ("inputs", "env", "steps", "item", "index")
@@ -72,6 +73,11 @@ StepStatus = Literal["succeeded", "failed", "skipped"]
 _OPEN = "${{"
 _CLOSE = "}}"
 _MAX_CLOSE_CANDIDATES = 64
+MAX_NESTING: Final = 100
+"""How deeply an expression may nest: brackets (``(``, ``[``, ``{``) and prefix operators (``!``, ``&``) one
+inside the other. JMESPath's parser and evaluator recurse once per level (or more); far below Python's
+recursion limit, and far above what a workflow needs."""
+_EXCERPT = 80  # characters of an expression an error quotes
 _NAMES: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 """Dotted plain names (JMESPath's unquoted identifiers), which JMESPath parses into fields under one subexpression."""
 _FUNCTIONS: dict[str, Any] = FUNCTIONS.FUNCTION_TABLE  # JMESPath's, the text functions, the status functions
@@ -197,9 +203,18 @@ class _Expression:
             return _INTERPRETER.visit(self._ast, context)
         except (jp_exceptions.JMESPathError, TypeError, ValueError, ArithmeticError, RecursionError) as exc:
             where = f"{self.where}: " if self.where else ""
-            raise TemplateError(
-                f"{where}${{{{ {self.text} }}}}: {_lower_first(str(exc).splitlines()[0])}", expression=self.text
-            ) from exc
+            if isinstance(exc, RecursionError):
+                message = f"{where}{_too_deep(self.text)}"
+            elif isinstance(exc, jp_exceptions.JMESPathTypeError):  # its text holds the value whole
+                expected = " or ".join(map(str, exc.expected_types or ()))
+                found = describe(exc.current_value)
+                detail = f"{exc.function_name}() expects {expected} values, found {found}"
+                message = f"{where}{shown_expression(self.text)}: {detail}"
+            else:
+                # JMESPath's own messages quote values whole: masked before the first line is taken.
+                detail = (masked(str(exc)).splitlines() or [""])[0]
+                message = f"{where}{shown_expression(self.text)}: {_lower_first(detail)}"
+            raise TemplateError(message, expression=self.text) from exc
 
 
 class _Whole(Compiled):
@@ -386,27 +401,81 @@ def _parse(source: str, loc: Loc) -> _Expression:
         fields = [{"type": "field", "children": [], "value": name} for name in names]
         tree: Any = fields[0] if len(fields) == 1 else {"type": "subexpression", "children": fields}
         return _Expression(source, ParsedResult(source, tree))
+    depth = _nesting(source)
+    if depth > MAX_NESTING:
+        raise TemplateSyntaxError(_too_deep(source, depth), loc=loc, suggestion=_FLATTER)
     _check_literals(source, loc)
     try:
         parsed = Parser().parse(source)
     except jp_exceptions.LexerError as exc:
         raise TemplateSyntaxError(
-            f"invalid expression ${{{{ {source} }}}}: {_lower_first(exc.message)} at column {exc.lexer_position + 1}",
+            f"invalid expression {shown_expression(source)}: {_lower_first(exc.message)} "
+            f"at column {exc.lexer_position + 1}",
             loc=loc,
         ) from exc
     except jp_exceptions.IncompleteExpressionError as exc:
-        raise TemplateSyntaxError(f"invalid expression ${{{{ {source} }}}}: incomplete expression", loc=loc) from exc
+        raise TemplateSyntaxError(
+            f"invalid expression {shown_expression(source)}: incomplete expression", loc=loc
+        ) from exc
     except jp_exceptions.ParseError as exc:
         detail = _parse_detail(exc)
         raise TemplateSyntaxError(
-            f"invalid expression ${{{{ {source} }}}}: {detail} at column {exc.lex_position + 1}", loc=loc
+            f"invalid expression {shown_expression(source)}: {detail} at column {exc.lex_position + 1}", loc=loc
         ) from exc
-    except (jp_exceptions.JMESPathError, ValueError, TypeError, KeyError, IndexError, RecursionError) as exc:
+    except RecursionError:
+        raise TemplateSyntaxError(_too_deep(source), loc=loc, suggestion=_FLATTER) from None
+    except (jp_exceptions.JMESPathError, ValueError, TypeError, KeyError, IndexError) as exc:
         # The parser raises a few plain exceptions for odd input; each is still a bad expression.
-        raise TemplateSyntaxError(f"invalid expression ${{{{ {source} }}}}", loc=loc) from exc
+        raise TemplateSyntaxError(f"invalid expression {shown_expression(source)}", loc=loc) from exc
     expression = _Expression(source, parsed)
-    _check_nodes(parsed.parsed, source, loc)
+    try:
+        _check_nodes(parsed.parsed, source, loc)
+    except RecursionError:
+        raise TemplateSyntaxError(_too_deep(source), loc=loc, suggestion=_FLATTER) from None
     return expression
+
+
+_FLATTER = "nest less; a JSON literal (`[[1]]`) may be as deep as you like"
+
+
+def _too_deep(source: str, depth: int | None = None) -> str:
+    levels = f"{depth} levels deep" if depth is not None else "too deeply"
+    return f"expression {shown_expression(source)} nests {levels}; mcp-run reads at most {MAX_NESTING} levels"
+
+
+def shown_expression(source: str) -> str:
+    """An expression as an error quotes it: ``${{ source }}``, cut to ``_EXCERPT`` characters (an expression
+    can be as long as the file: an error names its place, and shows its start)."""
+    return f"${{{{ {_shorten(source, _EXCERPT)} }}}}"
+
+
+def _nesting(source: str) -> int:
+    """How deeply ``source`` nests (see ``MAX_NESTING``): the most brackets open at once, each run of ``!`` or
+    ``&`` prefixes counted as that many levels more; quoted text and JSON literals are skipped."""
+    deepest = depth = pos = 0
+    run = 0  # prefix operators in a row, just before this point
+    while pos < len(source):
+        char = source[pos]
+        if char in "'\"`":
+            pos = _skip_quoted(source, pos, char)
+            run = 0
+            continue
+        if char in "([{":
+            depth += 1
+            deepest = max(deepest, depth + run)
+        elif char in ")]}":
+            depth -= 1
+            run = 0
+        elif (char == "!" and source[pos + 1 : pos + 2] != "=") or (char == "&" and source[pos + 1 : pos + 2] != "&"):
+            if pos and source[pos - 1] == "&":  # the second & of &&
+                run = 0
+            else:
+                run += 1
+                deepest = max(deepest, depth + run)
+        elif not char.isspace():
+            run = 0
+        pos += 1
+    return deepest
 
 
 def _check_literals(source: str, loc: Loc) -> None:
@@ -429,7 +498,7 @@ def _check_literals(source: str, loc: Loc) -> None:
                 json.loads(lexeme)
             except (ValueError, RecursionError):
                 raise TemplateSyntaxError(
-                    f"invalid expression ${{{{ {source} }}}}: `{_shorten(lexeme, 30)}` is not a JSON literal "
+                    f"invalid expression {shown_expression(source)}: `{_shorten(lexeme, 30)}` is not a JSON literal "
                     f"at column {pos + 1}",
                     loc=loc,
                     suggestion="write strings as 'text' (or `\"text\"`)",
@@ -472,7 +541,8 @@ def _check_nodes(node: Any, source: str, loc: Loc) -> None:
         children = current.get("children") or ()
         if current.get("type") in _CHAIN and children and children[0].get("type") == "not_expression":
             raise TemplateSyntaxError(
-                f"${{{{ {source} }}}}: ! applies only to the name right after it (JMESPath reads !a.b as (!a).b)",
+                f"{shown_expression(source)}: ! applies only to the name right after it "
+                "(JMESPath reads !a.b as (!a).b)",
                 loc=loc,
                 suggestion="put the path in parentheses: !(a.b)",
             )
@@ -480,7 +550,7 @@ def _check_nodes(node: Any, source: str, loc: Loc) -> None:
             name = current["value"]
             if name not in _FUNCTIONS:
                 raise TemplateSyntaxError(
-                    f"unknown function {name}() in ${{{{ {source} }}}}",
+                    f"unknown function {name}() in {shown_expression(source)}",
                     loc=loc,
                     suggestion=did_you_mean(name, _FUNCTIONS),
                 )
@@ -488,7 +558,7 @@ def _check_nodes(node: Any, source: str, loc: Loc) -> None:
                 check_call(current)
             except FunctionError as exc:
                 raise TemplateSyntaxError(
-                    f"{exc.message} in ${{{{ {source} }}}}", loc=loc, suggestion=f"usage: {exc.usage}"
+                    f"{exc.message} in {shown_expression(source)}", loc=loc, suggestion=f"usage: {exc.usage}"
                 ) from None
         stack.extend(current.get("children", ()))
 
@@ -512,7 +582,7 @@ def _references(expression: _Expression, loc: Loc) -> list[Reference]:
             stack.append(node["children"][0])
         elif kind in ("current", "identity"):
             raise TemplateSyntaxError(
-                f"${{{{ {expression.text} }}}} reads the whole context; start from one of {', '.join(ROOTS)}",
+                f"{shown_expression(expression.text)} reads the whole context; start from one of {', '.join(ROOTS)}",
                 loc=loc,
                 suggestion="name what you use, like inputs.<name> or steps.<id>.text",
             )
@@ -547,16 +617,18 @@ def _reference(names: list[str], text: str, loc: Loc) -> Reference:
     field = names[2] if len(names) > 2 else None
     if root not in ROOTS:
         raise TemplateSyntaxError(
-            f"unknown name {root!r} in ${{{{ {text} }}}}: expressions start from one of {', '.join(ROOTS)}",
+            f"unknown name {root!r} in {shown_expression(text)}: expressions start from one of {', '.join(ROOTS)}",
             loc=loc,
             suggestion=did_you_mean(root, ROOTS),
         )
     if root == "steps" and name is None:
         raise TemplateSyntaxError(
-            f"${{{{ {text} }}}}: references to steps must name a step, like steps.<id>.text", loc=loc
+            f"{shown_expression(text)}: references to steps must name a step, like steps.<id>.text", loc=loc
         )
     if root == "env" and name is None:
-        raise TemplateSyntaxError(f"${{{{ {text} }}}}: references to env must name a variable, like env.HOME", loc=loc)
+        raise TemplateSyntaxError(
+            f"{shown_expression(text)}: references to env must name a variable, like env.HOME", loc=loc
+        )
     return Reference(root, name, field)
 
 

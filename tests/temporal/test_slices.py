@@ -4,10 +4,13 @@ run's workflow renders them."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, cast
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runner.temporal.batch import Sessions
 from runner.temporal.slices import by_reference, index_batches, render_slice, slice_of
 from runner.temporal.spec import RunSpec, build_plan_of
 
@@ -91,3 +94,28 @@ def test_rendered_calls_are_cut_by_count_and_by_the_size_of_their_arguments() ->
     assert [c["key"] for part in alone for c in part] == [f"k{i}" for i in range(7)]
     assert ["k2"] in [[c["key"] for c in part] for part in alone]
     assert slices([], 3) == []
+
+
+def test_an_input_that_looks_like_a_placeholder_reaches_the_server_as_that_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workflow renders encoded text; the activity decodes it with the worker's masker: the env the
+    templates saw as a placeholder becomes the worker's value, an input (or a server's result) that only looks
+    like one stays the text it was."""
+    monkeypatch.setenv("TOKEN", "tok-0123456789")
+    forged = ["***env.TOKEN***", "x ***env.TOKEN:json*** ***"]
+    spec = RunSpec(
+        run_id="r", workflow=str(tmp_path / "w.yaml"), text=WORKFLOW, inputs={"names": forged}, env={"TOKEN": True}
+    )
+    calls = render_slice(spec, build_plan_of(spec), "first", {"start": 0, "stop": 2, "skip": []})
+    masker = Sessions(cast(Any, None)).masker(spec)  # the worker's: its environment's values
+    sent = [masker.decode_value(call["args"]) for call in calls]
+    assert sent == [
+        {"text": "***env.TOKEN*** 0 tok-0123456789"},
+        {"text": "x ***env.TOKEN:json*** *** 1 tok-0123456789"},
+    ]
+    # What a call returns is encoded before it enters the history: a later call's arguments built from it
+    # decode to the server's text, and a secret it echoed back to the secret.
+    result = masker.encode_value({"text": "***env.TOKEN*** and tok-0123456789"})
+    assert result == {"text": "***=env.TOKEN***= and ***env.TOKEN***"}
+    assert masker.decode_value(result) == {"text": "***env.TOKEN*** and tok-0123456789"}

@@ -197,6 +197,52 @@ outputs:
     assert secret not in out
 
 
+def test_text_that_looks_like_a_placeholder_reaches_the_server_as_that_text(tmp_path: Path) -> None:
+    """An input, and a server's result, holding ``***env.NAME***`` are text: the activity decodes only the
+    placeholders the workflow's own templates made (``env.NAME``), so the server gets the text back, as from
+    a local run, and the real value only where the workflow read the variable."""
+    secret = "s3cr3t-value-of-the-token"
+    forged = "***env.MCP_RUN_TEST_TOKEN***"
+    calls = tmp_path / "calls"
+    command = json.dumps([sys.executable, str(MODES), "typed", "--count-file", str(calls)])
+    workflow = tmp_path / "forged.yaml"
+    workflow.write_text(
+        f"""\
+version: 1
+name: forged
+servers:
+  modes:
+    command: {command}
+inputs:
+  note: {{type: string}}
+steps:
+  first:
+    server: modes
+    tool: convert_time
+    args: {{text: "${{{{ inputs.note }}}}", real: "${{{{ env.MCP_RUN_TEST_TOKEN }}}}"}}
+  second:
+    server: modes
+    tool: convert_time
+    args: {{text: "${{{{ from_json(steps.first.text).text }}}}"}}
+"""
+    )
+
+    async def on_temporal() -> tuple[int, str, str]:
+        async with dev_server() as env, in_process_worker(env, "forged"):
+            where = ("--temporal-address", target_of(env), "--task-queue", "forged")
+            return await cli(str(workflow), "--engine", "temporal", *where, "--json", "--input", f"note={forged}",
+                             env={"MCP_RUN_TEST_TOKEN": secret})  # fmt: skip
+
+    os.environ["MCP_RUN_TEST_TOKEN"] = secret  # the in-process worker's environment
+    try:
+        code, _, err = asyncio.run(on_temporal())
+    finally:
+        del os.environ["MCP_RUN_TEST_TOKEN"]
+    assert code == 0, err
+    sent = [json.loads(line.split(" ", 1)[1]) for line in calls.read_text().splitlines()]
+    assert sent == [{"real": secret, "text": forged}, {"text": forged}]
+
+
 def test_detach_resume_export_and_cancel(tmp_path: Path) -> None:
     gate = tmp_path / "gate"  # never opened: the calls wait until the run is cancelled
     workflow = fan_out_workflow(tmp_path, 5, mode="count", extra=f"--count-file {tmp_path / 'counts'} --gate {gate}")
