@@ -37,9 +37,10 @@ __all__ = [
     "state_dir_named_by",
 ]
 
-PROBE_BYTES: Final = 64 * 1024
-"""What the state directory must take at the start: room for a run's first records (a file this size is
-written there and removed), so that a full disk refuses the run instead of failing its first journal write."""
+PROBE_BYTES: Final = 8 * 1024
+"""What the state directory must take at the start: room for a run's first records, a few KiB (a file this
+size is written there and removed), so that a full disk refuses the run instead of failing its first journal
+write."""
 
 
 class StateDirUnusable(UsageError):
