@@ -50,6 +50,7 @@ from runner.engine.journal import JournalCorrupt, peek_journal
 from runner.engine.outcome import Outcome
 from runner.engine.retry import RetryPolicy
 from runner.engine.runctl import (
+    check_headers,
     collect_secrets,
     env_context,
     fingerprints,
@@ -309,6 +310,7 @@ def _prepare(path: Path, options: RunOptions, *, run_dir: RunDir | None) -> _Pre
     inputs = dict(plan.input_values or {})
     env = env_context(plan)
     masker = Masker(collect_secrets(plan, inputs, env))
+    check_headers(plan, inputs, env)  # a header HTTP cannot carry: refused before the run starts
     fps = fingerprints(plan, inputs)
     wf_hash = workflow_hash(path)
     # The live state keeps no results of this attempt: the scheduler holds what templates read, while they read
