@@ -162,7 +162,11 @@ class ItemCall:
             if not checked:
                 # Against the session it is about to go out on; once: a later attempt repeats a call that was
                 # already checked (and maybe sent), so its outcome is never turned into "not sent".
-                await site.check(self._ps, self._args, session)
+                try:
+                    await site.check(self._ps, self._args, session)
+                except NotDelivered as exc:  # the server answers nothing: this session is no use (not sent)
+                    link.lost(session, exc)
+                    continue
                 checked = True
             try:
                 result = await self._one_attempt(session)
