@@ -10,7 +10,8 @@ string form: ``"7"`` for ``7``), ``bad-version`` (answers initialize with a vers
 schemas; its calls echo their arguments as JSON text, and with ``--count-file`` write the tool's name and
 them as a line there), ``progress`` (as ``ok``, after a progress notification and two log messages, debug
 and warning, per call; with ``--delay S``, a second progress notification S seconds later), ``flood`` (as
-``ok``, after ``--flood N`` progress notifications and ``N`` info log messages per call), ``deaf`` (answers
+``ok``, after ``--flood N`` progress notifications and ``N`` info log messages per call; with ``--count-file``,
+the text is written there once the flood is sent), ``deaf`` (answers
 initialize, then never reads stdin again nor answers; exits when its parent is gone).
 
 ``count`` serves a ``count`` tool (``{key}``) that records each execution as a line in ``--count-file``
@@ -180,6 +181,8 @@ def main() -> None:
                         send({"jsonrpc": "2.0", "method": "notifications/progress", "params": note})
                     log = {"level": "info", "logger": "modes", "data": f"line {i} of a flood"}
                     send({"jsonrpc": "2.0", "method": "notifications/message", "params": log})
+                if OPTIONS.count_file:  # the call was executed: its text goes to the ground truth
+                    count(msg["params"]["arguments"].get("text", ""))
             if MODE == "count" and msg["params"].get("name") == "count":
                 key = str(msg["params"]["arguments"].get("key", ""))
                 ok = count(key)
