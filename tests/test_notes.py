@@ -171,6 +171,32 @@ async def test_settle_writes_the_last_progress_and_the_log_count(
     assert len(seen) == len(progress) + len(logs)  # nothing left to write
 
 
+async def test_messages_of_no_call_keep_a_burst_then_a_rate_with_each_gap_marked(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    notes, seen = gate(limit=10)  # a burst of 10, then 100 a second (LOG_RATE)
+    for i in range(50):  # a flood: 50 at once
+        notes.log("srv", None, McpLogMessage(level="info", data=i))
+    assert [e.data for e in seen] == list(range(10))
+    await trio.sleep(0.05)  # 5 more allowed
+    for i in range(50, 60):
+        notes.log("srv", None, McpLogMessage(level="warning" if i == 58 else "info", data=i))
+    gap = seen[10]
+    assert (gap.omitted, gap.logger, gap.level, gap.item) == (40, "mcp-run", "info", None)
+    assert gap.data == "40 log messages left out of the journal (past the first 10, 100 a second are kept)"
+    assert [e.data for e in seen[11:]] == [50, 51, 52, 53, 54]
+    await trio.sleep(0.05)  # 5 more allowed, but a gap record was written less than a second ago
+    for i in range(60, 70):
+        notes.log("srv", None, McpLogMessage(level="info", data=i))
+    assert [e.data for e in seen[16:]] == [60, 61, 62, 63, 64]
+    await trio.sleep(10)  # quiet: the budget refills, up to its burst
+    notes.close()
+    assert (seen[-1].omitted, seen[-1].level) == (10, "warning")  # 55..59 (one a warning) and 65..69
+    for i in range(12):
+        notes.log("srv", None, McpLogMessage(level="info", data=i))
+    assert len([e for e in seen[22:] if e.omitted is None]) == 10
+
+
 def test_no_log_limit_journals_every_message() -> None:
     notes, seen = gate(limit=None)
     for i in range(10):

@@ -13,8 +13,13 @@ stream:
   (:meth:`Notes.settle`), so the journal holds the last progress before every result.
 - **Log messages**, per item: the first ``log_limit`` (1,000 by default) are journaled; the rest are only
   counted, and one record (``logger: "mcp-run"``, ``omitted: N``, the highest level among them) says how
-  many were left out, before the item's result. Messages that belong to no call in flight are capped the
-  same way per server; their record is written at the end of the run (:meth:`Notes.close`).
+  many were left out, before the item's result.
+- **Log messages of no call**, per server (a stdio server's messages are never tied to a request, so this is
+  where all of them go; so do an HTTP server's on its own stream): a budget of ``log_limit`` messages that
+  refills at ``log_rate`` a second (100 by default). A long batch that logs a line per call keeps every
+  line; a flood keeps its first thousand and then a hundred a second. Where messages were left out, a
+  record (as above) says how many, in their place: before the next message journaled, at most one such
+  record a second (``GAP_INTERVAL``), and the rest at the end of the run (:meth:`Notes.close`).
 
 Per notification this costs a counter and a comparison with the clock; a record is built only for what is
 written. Nothing here changes what a resume does: progress and log records are notes
@@ -34,12 +39,16 @@ from runner.engine.events import LogMessage, ProgressNoted
 from runner.protocol.mcp import LOG_LEVELS, Progress
 from runner.protocol.mcp import LogMessage as McpLogMessage
 
-__all__ = ["LOG_LIMIT", "PROGRESS_INTERVAL", "Notes", "Tally"]
+__all__ = ["GAP_INTERVAL", "LOG_LIMIT", "LOG_RATE", "PROGRESS_INTERVAL", "Notes", "Tally"]
 
 PROGRESS_INTERVAL: Final = 1.0
 """Seconds: an item journals at most one progress record per interval (the last notification in it)."""
 LOG_LIMIT: Final = 1000
-"""Log messages journaled per item (and per server, for messages of no call in flight); the rest are counted."""
+"""Log messages journaled per item (and the burst per server, for messages of no call); the rest are counted."""
+LOG_RATE: Final = 100.0
+"""Log messages of no call journaled per second and server, once a burst of ``LOG_LIMIT`` is spent."""
+GAP_INTERVAL: Final = 1.0
+"""Seconds: a server's record of the messages of no call left out is written at most once per interval."""
 
 _RANK: Final = {level: rank for rank, level in enumerate(LOG_LEVELS)}
 
@@ -59,6 +68,9 @@ class Tally:
     omitted: int = 0
     omitted_rank: int = -1
     server: str = ""
+    tokens: float = 0.0  # a server's budget of log messages of no call, as of ``at``
+    at: float = 0.0
+    gap_at: float = -math.inf  # when its last record of messages left out was written
 
 
 class Notes:
@@ -71,10 +83,12 @@ class Notes:
         *,
         progress_interval: float = PROGRESS_INTERVAL,
         log_limit: int | None = LOG_LIMIT,
+        log_rate: float = LOG_RATE,
     ) -> None:
         self._log = log
         self._interval = progress_interval
         self._limit = math.inf if log_limit is None else log_limit
+        self._rate = log_rate
         self._items: dict[tuple[str | None, str | None], Tally] = {}
         self._servers: dict[str, Tally] = {}
         self._waiting: set[Tally] = set()  # tallies holding a progress to write when its interval is over
@@ -111,13 +125,27 @@ class Notes:
         if where is None:
             tally = self._servers.get(server)
             if tally is None:
-                tally = self._servers[server] = Tally(None, None)
+                tally = self._servers[server] = Tally(None, None, server=server, tokens=self._limit)
+                tally.at = trio.current_time() if self._limit != math.inf else 0.0
+            now = 0.0
+            if self._limit != math.inf:
+                now = trio.current_time()
+                tally.tokens = min(self._limit, tally.tokens + (now - tally.at) * self._rate)
+                tally.at = now
+            admitted = tally.tokens >= 1
+            if admitted:
+                tally.tokens -= 1
+                if tally.omitted and now - tally.gap_at >= GAP_INTERVAL:
+                    tally.gap_at = now
+                    self._write_omitted(tally)  # the gap, in its place
+            step = item = None
         else:
             tally = self._items.get(where) or self.tally(*where)
-        tally.server = server
-        if tally.logs < self._limit:
+            tally.server = server
+            admitted = tally.logs < self._limit
+            step, item = where
+        if admitted:
             tally.logs += 1
-            step, item = where if where is not None else (None, None)
             self._log.note(
                 LogMessage(
                     server=server, level=message.level, logger=message.logger, data=message.data, step=step, item=item
@@ -160,21 +188,30 @@ class Notes:
         if tally.pending is not None:
             self._write_pending(tally, trio.current_time())
         if tally.omitted:
+            self._write_omitted(tally)
+
+    def _write_omitted(self, tally: Tally) -> None:
+        if tally.item is not None:
             said = f"{tally.omitted} more log messages, left out of the journal (the first {tally.logs} are in it)"
-            level = LOG_LEVELS[tally.omitted_rank] if 0 <= tally.omitted_rank < len(LOG_LEVELS) else "info"
-            self._log.note(
-                LogMessage(
-                    server=tally.server,
-                    level=level,
-                    logger="mcp-run",
-                    data=said,
-                    step=tally.step,
-                    item=tally.item,
-                    omitted=tally.omitted,
-                )
+        else:
+            said = (
+                f"{tally.omitted} log messages left out of the journal (past the first {self._limit:,}, "
+                f"{self._rate:g} a second are kept)"
             )
-            tally.omitted = 0
-            tally.omitted_rank = -1
+        level = LOG_LEVELS[tally.omitted_rank] if 0 <= tally.omitted_rank < len(LOG_LEVELS) else "info"
+        self._log.note(
+            LogMessage(
+                server=tally.server,
+                level=level,
+                logger="mcp-run",
+                data=said,
+                step=tally.step,
+                item=tally.item,
+                omitted=tally.omitted,
+            )
+        )
+        tally.omitted = 0
+        tally.omitted_rank = -1
 
     def _write_pending(self, tally: Tally, now: float) -> None:
         p = tally.pending

@@ -58,7 +58,7 @@ from runner.engine.events import (
     StepStatus,
 )
 from runner.engine.itemargs import ArgsRenderer, args_renderer
-from runner.engine.notes import LOG_LIMIT, PROGRESS_INTERVAL, Notes
+from runner.engine.notes import LOG_LIMIT, LOG_RATE, PROGRESS_INTERVAL, Notes
 from runner.engine.outcome import Outcome, settle
 from runner.engine.readiness import Readiness
 from runner.engine.retry import RetryPolicy, failure_kind, is_safe_to_repeat
@@ -106,6 +106,7 @@ class SchedulerOptions:
     backoff: Backoff = field(default_factory=Backoff)
     progress_interval: float = PROGRESS_INTERVAL  # an item journals one progress record per interval at most
     log_limit: int | None = LOG_LIMIT  # log messages journaled per item (None: all); see runner.engine.notes
+    log_rate: float = LOG_RATE  # ... per second and server past a burst of log_limit, for those of no call
 
 
 @dataclass

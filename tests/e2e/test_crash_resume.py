@@ -215,4 +215,5 @@ steps:
         [sys.executable, "-m", "runner", "show", str(workflow), "--state-dir", str(tmp_path / "state")],
         env=environment(), capture_output=True, text=True, timeout=60, cwd=tmp_path,
     )  # fmt: skip
-    assert shown.returncode == 0 and "more log messages, left out of the journal" in shown.stdout, shown.stderr
+    assert shown.returncode == 0, shown.stderr
+    assert "log messages left out of the journal (past the first 1,000" in shown.stdout
