@@ -122,6 +122,26 @@ async def test_a_resume_cut_in_the_middle_of_a_flood_calls_only_what_did_not_fin
     assert outcome.steps["each"].reused == 2
 
 
+async def test_progress_left_waiting_by_a_burst_is_journaled_during_the_silence_after_it(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    def bursty(server: FakeServer) -> None:
+        async def burst(call: FakeCall) -> dict[str, Any]:
+            for i in range(1, 6):
+                await call.progress(i, 6)
+            await trio.sleep(5)  # silence: the last of the burst must not wait for the next notification
+            await call.progress(6, 6)
+            return text_result("done")
+
+        server.tools["burst"] = burst
+
+    text = FLOOD.replace("tool: flood", "tool: burst").replace("[a, b, c]", "[a]")
+    events: list[dict[str, Any]] = []
+    await run_plan(plan_of(text), Harness({"s": bursty}), events=events)
+    progress = [(e["progress"], e.get("folded")) for e in events if e["type"] == "progress"]
+    assert progress == [(1, None), (5, 3), (6, None)]
+
+
 # -- the gate alone ------------------------------------------------------------------------------------------
 
 

@@ -9,7 +9,9 @@ stream:
 - **Progress**, per item: the first notification is journaled at once; after it, at most one record per
   ``progress_interval`` (1 s by default): the last notification of the interval, whose ``folded`` field
   counts the notifications left out since the previous record. One that waits is written when its interval
-  is over (by :meth:`Notes.run`, within two intervals at most), and always before the item's result
+  is over (by :meth:`Notes.run`, within two intervals at most; started in the nursery given to
+  :meth:`Notes.attach` when a first progress waits, as even a parked task costs each item of a run
+  instructions), and always before the item's result
   (:meth:`Notes.settle`), so the journal holds the last progress before every result.
 - **Log messages**, per item: the first ``log_limit`` (1,000 by default) are journaled; the rest are only
   counted, and one record (``logger: "mcp-run"``, ``omitted: N``, the highest level among them) says how
@@ -93,6 +95,12 @@ class Notes:
         self._servers: dict[str, Tally] = {}
         self._waiting: set[Tally] = set()  # tallies holding a progress to write when its interval is over
         self._wake = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self._scope: trio.CancelScope | None = None  # of the writer of waiting progress, once started
+
+    def attach(self, nursery: trio.Nursery) -> None:
+        """Where :meth:`run` is started when a first progress waits (and cancelled by :meth:`close`)."""
+        self._nursery = nursery
 
     def tally(self, step: str, item: str) -> Tally:
         """The item's tally (an :class:`~runner.engine.calls.ItemCall` keeps it for its progress)."""
@@ -116,6 +124,9 @@ class Notes:
         if tally.pending is None:
             self._waiting.add(tally)
             self._wake.set()
+            if self._scope is None and self._nursery is not None:
+                self._scope = trio.CancelScope()
+                self._nursery.start_soon(self._run_in, self._scope)
         else:
             tally.folded += 1
         tally.pending = p
@@ -165,6 +176,8 @@ class Notes:
 
     def close(self) -> None:
         """At the end of the run: whatever is still waiting, items' and servers'."""
+        if self._scope is not None:
+            self._scope.cancel()
         for tally in list(self._items.values()) + list(self._servers.values()):
             self._flush(tally)
         self._items.clear()
@@ -182,6 +195,10 @@ class Notes:
                 for tally in [t for t in self._waiting if t.next_at <= now]:
                     self._waiting.discard(tally)
                     self._write_pending(tally, now)
+
+    async def _run_in(self, scope: trio.CancelScope) -> None:
+        with scope:
+            await self.run()
 
     def _flush(self, tally: Tally) -> None:
         self._waiting.discard(tally)

@@ -203,8 +203,7 @@ class Scheduler:
     async def run(self) -> Outcome:
         async with trio.open_nursery() as sessions:
             self._sessions_nursery = sessions
-            notes_scope = trio.CancelScope()
-            sessions.start_soon(self._run_notes, notes_scope)
+            self._notes.attach(sessions)
             try:
                 with trio.CancelScope() as scope:
                     self._work_scope = scope
@@ -217,15 +216,10 @@ class Scheduler:
                         for sid in self._readiness.first():
                             steps.start_soon(self._step_task, sid)
             finally:
-                notes_scope.cancel()
                 self._notes.close()
                 for link in self._links.values():
                     link.close()
         return self._finish()
-
-    async def _run_notes(self, scope: trio.CancelScope) -> None:
-        with scope:
-            await self._notes.run()
 
     async def _resolve_in_doubt(self) -> bool:
         """Decide, before anything runs, what happens to items an earlier attempt left in doubt. True when
