@@ -157,7 +157,7 @@ async def test_progress_waiting_at_the_end_of_a_burst_is_written_when_its_interv
 ) -> None:
     notes, seen = gate()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(notes.run)
+        notes.attach(nursery)
         tally = notes.tally("s", "k")
         for i in range(5):
             notes.progress(tally, Progress(progress=i))
@@ -166,7 +166,12 @@ async def test_progress_waiting_at_the_end_of_a_burst_is_written_when_its_interv
         assert len(seen) == 1  # not before its interval is over
         await trio.sleep(1.0)  # within two intervals, with no further notification
         assert [(e.progress, e.folded) for e in seen] == [(0, None), (4, 3)]
-        nursery.cancel_scope.cancel()
+        await trio.sleep(5)
+        notes.progress(tally, Progress(progress=5))  # its interval is over: at once
+        notes.progress(tally, Progress(progress=6))  # waits; the writer, ended once none waited, starts again
+        await trio.sleep(2)
+        assert [(e.progress, e.folded) for e in seen[2:]] == [(5, None), (6, None)]
+    notes.close()  # the nursery ended: the writer had ended by itself
 
 
 @pytest.mark.parametrize("interval", [0.0, 1.0])

@@ -9,10 +9,9 @@ stream:
 - **Progress**, per item: the first notification is journaled at once; after it, at most one record per
   ``progress_interval`` (1 s by default): the last notification of the interval, whose ``folded`` field
   counts the notifications left out since the previous record. One that waits is written when its interval
-  is over (by :meth:`Notes.run`, within two intervals at most; started in the nursery given to
-  :meth:`Notes.attach` when a first progress waits, as even a parked task costs each item of a run
-  instructions), and always before the item's result
-  (:meth:`Notes.settle`), so the journal holds the last progress before every result.
+  is over (within two intervals at most, by a task started in the nursery given to :meth:`Notes.attach`
+  while some progress waits: even a parked task costs each item of a run instructions), and always before
+  the item's result (:meth:`Notes.settle`), so the journal holds the last progress before every result.
 - **Log messages**, per item: the first ``log_limit`` (1,000 by default) are journaled; the rest are only
   counted, and one record (``logger: "mcp-run"``, ``omitted: N``, the highest level among them) says how
   many were left out, before the item's result.
@@ -94,12 +93,11 @@ class Notes:
         self._items: dict[tuple[str | None, str | None], Tally] = {}
         self._servers: dict[str, Tally] = {}
         self._waiting: set[Tally] = set()  # tallies holding a progress to write when its interval is over
-        self._wake = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._scope: trio.CancelScope | None = None  # of the writer of waiting progress, once started
 
     def attach(self, nursery: trio.Nursery) -> None:
-        """Where :meth:`run` is started when a first progress waits (and cancelled by :meth:`close`)."""
+        """Where the writer of waiting progress runs while some waits (cancelled by :meth:`close`)."""
         self._nursery = nursery
 
     def tally(self, step: str, item: str) -> Tally:
@@ -123,7 +121,6 @@ class Notes:
             return
         if tally.pending is None:
             self._waiting.add(tally)
-            self._wake.set()
             if self._scope is None and self._nursery is not None:
                 self._scope = trio.CancelScope()
                 self._nursery.start_soon(self._run_in, self._scope)
@@ -183,22 +180,18 @@ class Notes:
         self._items.clear()
         self._servers.clear()
 
-    async def run(self) -> None:
-        """Writes each waiting progress once its interval is over (within two intervals of its arrival). Runs
-        until cancelled."""
-        while True:
-            await self._wake.wait()
-            self._wake = trio.Event()
+    async def _run_in(self, scope: trio.CancelScope) -> None:
+        """Writes each waiting progress once its interval is over (within two intervals of its arrival); ends
+        when none waits (the next progress that waits starts it again)."""
+        with scope:
             while self._waiting:
                 await trio.sleep(self._interval)
                 now = trio.current_time()
                 for tally in [t for t in self._waiting if t.next_at <= now]:
                     self._waiting.discard(tally)
                     self._write_pending(tally, now)
-
-    async def _run_in(self, scope: trio.CancelScope) -> None:
-        with scope:
-            await self.run()
+        if self._scope is scope:
+            self._scope = None
 
     def _flush(self, tally: Tally) -> None:
         self._waiting.discard(tally)
