@@ -140,6 +140,16 @@ async def test_a_post_carries_its_body_and_headers_and_the_response_is_read() ->
     assert body == b'{"id":1}'
 
 
+async def test_a_header_value_that_is_not_ascii_is_refused_naming_the_header() -> None:
+    http = LeanClient("http://127.0.0.1:9/mcp", max_connections=1, connect_timeout=5.0, write_timeout=5.0)
+    with pytest.raises(httpx2.LocalProtocolError) as info:
+        await http.open("POST", {"Accept": "application/json", "X-Team": "\u00e9quipe"}, b"{}")
+    assert str(info.value) == (
+        "the request cannot be sent: the value of header 'X-Team' holds U+00E9 at character 1, which is not ASCII"
+    )
+    await http.aclose()
+
+
 async def test_keep_alive_connections_are_reused() -> None:
     async with serving(answer_json) as server:
         http = client(server)

@@ -13,8 +13,8 @@ import pytest
 import trio
 
 from runner.connect import HttpTarget, StdioTarget, Target
-from runner.engine.runctl import collect_secrets, fingerprints, make_opener, render_target
-from runner.errors import ConnectFailed, HTTPStatusError
+from runner.engine.runctl import check_headers, collect_secrets, fingerprints, make_opener, render_target
+from runner.errors import ConnectFailed, HTTPStatusError, WorkflowError
 from runner.launch import LaunchError
 from runner.session import SessionOptions
 from runner.workflow.loader import parse_workflow, validate
@@ -86,6 +86,22 @@ def test_secrets_collected_from_env_headers_and_secret_inputs() -> None:
         "inputs.pw": "hunter22",
         "servers.web.headers.Authorization": "Bearer tok-123",
     }
+
+
+def test_a_header_rendered_to_text_http_cannot_carry_is_refused_naming_server_and_header() -> None:
+    p = validate(parse_workflow(WORKFLOW, file="w.yaml"), input_pairs=["pw=x"])
+    expected = (
+        "w.yaml:6:30: servers.web.headers.Authorization: server web: the value of header 'Authorization' holds "
+        "U+00E9 at character 12, which is not ASCII (as rendered from its template)\n"
+        "  hint: HTTP header values are ASCII: percent-encode or base64 the text as the server expects it, or send "
+        "it in the tool's arguments instead"
+    )
+    with pytest.raises(WorkflowError) as info:
+        check_headers(p, {"pw": "x", "n": 1}, {"TOKEN": "tok-\u00e9-secret"})
+    assert str(info.value) == expected  # and not the value: it may be a secret
+    with pytest.raises(WorkflowError):  # also when the server's target is made (a session opened later)
+        render_target(p, "web", {"pw": "x", "n": 1}, {"TOKEN": "tok-\u00e9-secret"})
+    check_headers(p, {"pw": "x", "n": 1}, {"TOKEN": "tok-123"})  # ASCII: fine
 
 
 def test_fingerprints_flow_downstream_and_ignore_secrets() -> None:

@@ -327,6 +327,39 @@ steps:
 """
 
 
+async def test_a_server_that_stops_answering_after_initialize_gets_no_call_and_the_run_stays_open(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    text = """
+version: 1
+servers:
+  s: {command: [fake], connect_timeout: 2s, reconnect: 10s}
+steps:
+  one: {server: s, tool: echo, args: {text: a}}
+  two: {server: s, tool: echo, for_each: [b, c], args: {text: "${{ item }}"}}
+"""
+
+    def deaf(server: FakeServer) -> None:
+        echo_tools(server)
+        server.deaf = True
+
+    harness = Harness({"s": deaf})
+    events: list[dict[str, Any]] = []
+    start = trio.current_time()
+    outcome = await run_plan(plan_of(text), harness, events=events)
+    # tools/list got no answer: nothing was sent, so nothing is in doubt, and the run stays open (exit 4)
+    assert (outcome.status, outcome.exit_code) == ("incomplete", ExitCode.UNREACHABLE)
+    assert harness.calls("s") == [] and outcome.in_doubt == []
+    assert not [e for e in events if e["type"] == "item_dispatched"]
+    failed = [e for e in events if e["type"] == "item_failed"]
+    assert sorted(e.get("item") for e in failed) == ["", "b", "c"]
+    assert {e["kind"] for e in failed} == {"connection-before-send"}  # "not sent (no connection)"
+    lost = [e for e in events if e["type"] == "session_lost"]
+    assert lost and "the server answered nothing to tools/list" in lost[0]["error"]
+    assert "the call was not sent" in lost[0]["error"]
+    assert trio.current_time() - start < 2 + 10 + 5  # the connect timeout and the reconnect budget, no more
+
+
 async def test_outcome_unknown_is_not_retried_unless_idempotent(autojump_clock: trio.abc.Clock) -> None:
     harness = Harness({"s": lambda srv: _dropping(srv, written=True)})
     outcome = await run_plan(plan_of(FLAKY.replace("IDEMPOTENT", "false")), harness)

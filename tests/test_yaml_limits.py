@@ -189,6 +189,35 @@ class TestExpansion:
             "f:2:9: b[0][0][0][0][0]: the alias *a nests the document deeper than the limit of 10 levels"
         )
 
+    @pytest.mark.parametrize("fast", [True, False])
+    def test_aliases_of_a_long_string_count_its_characters(self, fast: bool, peak_memory: Callable[[], int]) -> None:
+        # A million-character string and aliases of it: few values, but each alias another megabyte of text.
+        text = "version: 1\ninputs:\n  big:\n    default:\n      - &s " + "x" * 999_990 + "\n"
+        text += "      - *s\n" * 3_000
+        message = error_of(lambda: parse_yaml(text, file="w.yaml", fast=fast))
+        assert message == (
+            "w.yaml:15:9: inputs.big.default[10]: the alias *s repeats 999,990 characters, taking the document "
+            f"past the limit of {DEFAULT_LIMITS.max_chars:,} characters (aliases expanded)\n"
+            "  hint: an alias repeats all the text its anchor holds: keep large data in a file the tool reads, and "
+            "pass its path"
+        )
+        assert peak_memory() < 30_000_000  # the document's text and one copy of the string, not 3,000
+
+    def test_characters_count_through_nested_anchors(self) -> None:
+        limits = YamlLimits(max_chars=110)
+        text = "a: &a [abcdefghij, abcdefghij]\nb: &b [*a, *a]\nc: [*b, *a]\n"  # keys 3, a 20, b 40, c 60
+        assert error_of(lambda: parse_yaml(text, file="f", limits=limits)) == (
+            "f:3:9: c[1]: the alias *a repeats 20 characters, taking the document past the limit of 110 "
+            "characters (aliases expanded)\n"
+            "  hint: an alias repeats all the text its anchor holds: keep large data in a file the tool reads, and "
+            "pass its path"
+        )
+        assert parse_yaml(text.replace("c: [*b, *a]", "c: [*b]"), limits=limits)[0]["c"] == [[["abcdefghij"] * 2] * 2]
+        written = "k: [" + ", ".join(["abcdefghij"] * 11) + "]"  # written out: 111 characters with the key
+        assert "k[10]: the document holds more than the limit of 110 characters (aliases expanded)" in error_of(
+            lambda: parse_yaml(written, limits=limits)
+        )
+
     def test_values_written_out_count_as_well(self) -> None:
         limits = YamlLimits(max_values=100_000)  # the default's 2,000,000 would take a minute to compose
         text = "[" + ", ".join(["1"] * 100_000) + "]"  # the list and 100,000 numbers

@@ -169,7 +169,8 @@ def format_event(event: dict[str, Any]) -> str | None:
         total = event.get("total")
         amount = _num(event.get("progress")) + (f"/{_num(total)}" if total else "")
         message = f" {one_line(event['message'], 200)}" if event.get("message") else ""
-        return f"{when} progress {where(event.get('step'), event.get('item'))} {amount}{message}"
+        folded = f" ({plural(event['folded'], 'earlier notification')} folded in)" if event.get("folded") else ""
+        return f"{when} progress {where(event.get('step'), event.get('item'))} {amount}{message}{folded}"
     if kind in ("run_started", "run_resumed", "run_finished", "run_stopped", "run_interrupted"):
         status = f" {event['status']}" if event.get("status") else ""
         return f"{when} {kind.replace('_', ' ')}{status}"

@@ -16,6 +16,7 @@ from runner.cli.options import add_elicitation, add_log_levels, add_max_message_
 from runner.errors import ConnectFailed, TransportError, UsageError
 from runner.exitcodes import ExitCode
 from runner.jsontext import dumps
+from runner.protocol.headers import header_value_problem
 from runner.protocol.mcp import LOG_LEVELS
 from runner.quoting import masking
 from runner.termsafe import encodable, terminal
@@ -188,6 +189,9 @@ def _headers(pairs: list[str]) -> dict[str, str]:
         if not sep or not name:
             raise UsageError(f"--header expects 'Name: value', got {pair.split(':')[0]!r}...")
         headers[name] = _expand_env(name, value)
+        problem = header_value_problem(name, headers[name])
+        if problem is not None:
+            raise UsageError(f"--header {name}: {problem}; HTTP header values are ASCII")
     return headers
 
 

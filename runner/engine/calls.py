@@ -30,7 +30,8 @@ import trio
 
 from runner.backoff import Backoff
 from runner.engine.eventlog import EventLog
-from runner.engine.events import FailureKind, ItemDispatched, ItemFailed, ProgressNoted, StreamResumed
+from runner.engine.events import FailureKind, ItemDispatched, ItemFailed, StreamResumed
+from runner.engine.notes import Notes, Tally
 from runner.engine.retry import RetryPolicy, failure_kind
 from runner.engine.supervisor import ServerLink
 from runner.engine.taskcall import TaskCall, TaskSite, TaskUncollected, wants_task_now
@@ -58,13 +59,15 @@ class Drained(McpRunError):
 
 @dataclass(frozen=True, slots=True)
 class CallSite:
-    """What an item's call needs from the run: where to journal, how to pace and bound retries, the server's
-    link, the concurrency limits, whether the run is draining, the table of calls in flight (which routes
-    a server's log messages to their item), whether a call is safe to repeat (asking the server if need be:
-    ``safe_to_repeat``; by what is known, without waiting: ``known_safe``), and the check a call passes
-    before it is first sent (:mod:`runner.engine.toolcheck`: raises ``InvalidCall``)."""
+    """What an item's call needs from the run: where to journal, the gate of its notifications (``notes``),
+    how to pace and bound retries, the server's link, the concurrency limits, whether the run is draining, the
+    table of calls in flight (which routes a server's log messages to their item), whether a call is safe to
+    repeat (asking the server if need be: ``safe_to_repeat``; by what is known, without waiting:
+    ``known_safe``), and the check a call passes before it is first sent (:mod:`runner.engine.toolcheck`:
+    raises ``InvalidCall``)."""
 
     log: EventLog
+    notes: Notes
     retry: RetryPolicy
     backoff: Backoff
     wait_for: Callable[[ServerLink], Awaitable[Session]]
@@ -115,6 +118,7 @@ class ItemCall:
         self._dispatched: list[Any] = []  # request ids of the current attempt, once journaled
         self._taskcall: TaskCall | None = None  # the current attempt's, when it is made as a task
         self._session: Session | None = None  # the session of the current attempt
+        self._tally: Tally | None = None  # the item's notifications (runner.engine.notes), from the first one
 
     async def run(self) -> ToolResult:
         try:
@@ -158,7 +162,11 @@ class ItemCall:
             if not checked:
                 # Against the session it is about to go out on; once: a later attempt repeats a call that was
                 # already checked (and maybe sent), so its outcome is never turned into "not sent".
-                await site.check(self._ps, self._args, session)
+                try:
+                    await site.check(self._ps, self._args, session)
+                except NotDelivered as exc:  # the server answers nothing: this session is no use (not sent)
+                    link.lost(session, exc)
+                    continue
                 checked = True
             try:
                 result = await self._one_attempt(session)
@@ -293,9 +301,10 @@ class ItemCall:
         site.in_flight[(ps.server, rid)] = (ps.id, self._key)
 
     def _on_progress(self, p: Progress) -> None:
-        self._site.log.note(
-            ProgressNoted(step=self._ps.id, item=self._key, progress=p.progress, total=p.total, message=p.message)
-        )
+        tally = self._tally
+        if tally is None:
+            tally = self._tally = self._site.notes.tally(self._ps.id, self._key)
+        self._site.notes.progress(tally, p)
 
     def _on_resumed(self, last_event_id: str) -> None:
         self._site.log.record(StreamResumed(step=self._ps.id, item=self._key, last_event_id=last_event_id))

@@ -25,6 +25,9 @@ session and run-end records        ``sync_interval`` (100 ms),
                                    ``flush_interval`` (0.2 s)
 =================================  =============================  ===========================================
 
+How many notes reach this log is bounded before they get here (:mod:`runner.engine.notes`: progress coalesced
+per item, log messages capped per item and per server).
+
 At the end (:meth:`EventLog.close`) everything is written and fsynced; a signal asks for an fsync at once
 (:meth:`EventLog.sync_soon`). A lost record can make an item in doubt, or make a safe call again; it can
 never make an unsafe call twice, because a record is lost only with every record after it, and an unsafe

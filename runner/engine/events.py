@@ -332,16 +332,24 @@ class ItemDispatched(Event):
 
 @_event
 class ProgressNoted(Event):
+    """An item's progress notification. ``folded``: how many of the item's notifications since its previous
+    record were left out of the journal in favour of this one, the last of them (see :mod:`runner.engine.notes`)."""
+
     type: Literal["progress"] = "progress"
     step: str
     item: str
     progress: float
     total: float | None = None
     message: str | None = None
+    folded: int | None = None
 
 
 @_event
 class LogMessage(Event):
+    """A server's log message. ``omitted``: set on the record mcp-run writes (``logger: "mcp-run"``) in place
+    of the messages past the journal's cap, as how many they were (see :mod:`runner.engine.notes`); ``level``
+    is then the highest level among them."""
+
     type: Literal["log"] = "log"
     server: str
     level: str
@@ -349,6 +357,7 @@ class LogMessage(Event):
     data: Any = None
     step: str | None = None
     item: str | None = None
+    omitted: int | None = None
 
 
 @_event

@@ -52,6 +52,7 @@ from runner.engine.outcome import Outcome
 from runner.engine.preflight import StateDirUnusable, check_state_dir, state_dir_named_by
 from runner.engine.retry import RetryPolicy
 from runner.engine.runctl import (
+    check_headers,
     collect_secrets,
     env_context,
     fingerprints,
@@ -357,6 +358,7 @@ def _prepare(
     inputs = dict(plan.input_values or {})
     env = env_context(plan)
     masker = Masker(collect_secrets(plan, inputs, env))
+    check_headers(plan, inputs, env)  # a header HTTP cannot carry: refused before the run starts
     fps = fingerprints(plan, inputs)
     wf_hash = workflow_hash(path)
     # The live state keeps no results of this attempt: the scheduler holds what templates read, while they read

@@ -1,6 +1,7 @@
 """Run control: everything between a valid plan and the scheduler.
 
 - what must never be written in clear (:func:`collect_secrets`);
+- HTTP servers' headers as rendered, checked before the run starts (:func:`check_headers`);
 - step fingerprints and the workflow hash, so a resume can tell what changed;
 - how to open each server's session (:func:`make_opener`), a stdio server's program, working directory and
   environment resolved (:func:`render_target`, :func:`server_launch`);
@@ -19,10 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from runner.auth.fromworkflow import auth_config, auth_secrets
 from runner.engine.masking import Masker, check_secret_inputs
+from runner.errors import WorkflowError
 from runner.jsontext import utf8
 from runner.launch import Launch, LaunchError, passed_through, resolve_launch
 from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
 from runner.workflow.context import make_context
+from runner.workflow.literals import ascii_hint, header_value_problem
 from runner.workflow.model import Server
 from runner.workflow.plan import Plan
 from runner.workflow.positions import Loc
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
     from runner.session import Session, SessionOptions
 
 __all__ = [
+    "check_headers",
     "collect_secrets",
     "env_context",
     "fingerprints",
@@ -103,6 +107,29 @@ def collect_secrets(plan: Plan, inputs: Mapping[str, Any], env: Mapping[str, Any
     return secrets
 
 
+def check_headers(plan: Plan, inputs: Mapping[str, Any], env: Mapping[str, Any], only: str | None = None) -> None:
+    """Refuse, before anything is sent, a header of an HTTP server (``only``: of that server) that renders to a
+    value HTTP cannot carry (not ASCII: an ``env`` or input value in its template): a ``WorkflowError`` at the
+    header's line naming the server and the header (and not the value, which may be a secret)."""
+    context = make_context(inputs=inputs, env=env, steps={})
+    for name, ps in plan.servers.items():
+        if ps.headers is None or (only is not None and name != only):
+            continue
+        for header, value in (ps.headers.render(context) or {}).items():
+            problem = header_value_problem(header, "" if value is None else str(value))
+            if problem is not None:
+                loc: Loc = ("servers", name, "headers", header)
+                line, column = plan.positions.locate(loc) if plan.positions is not None else (None, None)
+                raise WorkflowError(
+                    f"server {name}: {problem} (as rendered from its template)",
+                    file=plan.file,
+                    line=line,
+                    column=column,
+                    path=f"servers.{name}.headers.{header}",
+                    suggestion=ascii_hint(),
+                )
+
+
 def workflow_hash(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -169,6 +196,7 @@ def render_target(
     context = make_context(inputs=inputs, env=env, steps={})
     if ps.transport == "http":
         assert ps.url is not None
+        check_headers(plan, inputs, env, only=name)
         headers = ps.headers.render(context) if ps.headers is not None else {}
         return HttpTarget(
             url=str(ps.url.render(context)),

@@ -49,7 +49,6 @@ from runner.engine.events import (
     ItemFailed,
     ItemStatus,
     ItemSucceeded,
-    LogMessage,
     SessionFailed,
     SessionLost,
     SessionOpened,
@@ -60,6 +59,7 @@ from runner.engine.events import (
     StepStatus,
 )
 from runner.engine.itemargs import ArgsRenderer, args_renderer
+from runner.engine.notes import LOG_LIMIT, LOG_RATE, PROGRESS_INTERVAL, Notes
 from runner.engine.outcome import Outcome, settle
 from runner.engine.readiness import Readiness
 from runner.engine.retry import RetryPolicy, failure_kind, is_safe_to_repeat
@@ -92,7 +92,9 @@ IDLE_HINT: Final = " (a slow tool without progress notifications needs a longer 
 @dataclass(frozen=True)
 class SchedulerOptions:
     """``retry`` bounds calling again a tool that is safe to repeat after its outcome was unknown;
-    ``connect_timeout`` is the default for servers that set none; ``backoff`` paces every wait."""
+    ``connect_timeout`` is the default for servers that set none; ``backoff`` paces every wait;
+    ``progress_interval`` and ``log_limit`` bound the notifications journaled per item
+    (:mod:`runner.engine.notes`)."""
 
     concurrency: int = 16
     retry: RetryPolicy = field(default_factory=RetryPolicy)
@@ -101,6 +103,9 @@ class SchedulerOptions:
     protocol: str | None = None  # pins every server's protocol revision; None: each server's own protocol:
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     backoff: Backoff = field(default_factory=Backoff)
+    progress_interval: float = PROGRESS_INTERVAL  # an item journals one progress record per interval at most
+    log_limit: int | None = LOG_LIMIT  # log messages journaled per item (None: all); see runner.engine.notes
+    log_rate: float = LOG_RATE  # ... per second and server past a burst of log_limit, for those of no call
 
 
 @dataclass
@@ -155,10 +160,12 @@ class Scheduler:
         self._sessions_nursery: trio.Nursery | None = None
         self._in_flight: dict[tuple[str, Any], tuple[str, str]] = {}
         self._global = trio.Semaphore(self._options.concurrency)
+        self._notes = Notes(log, progress_interval=self._options.progress_interval, log_limit=self._options.log_limit)
         self._server_limits = {name: trio.Semaphore(ps.server.max_concurrency) for name, ps in plan.servers.items()}
         self._sites = {
             name: CallSite(
                 log=log,
+                notes=self._notes,
                 retry=self._options.retry,
                 backoff=self._options.backoff,
                 wait_for=self._wait_for,
@@ -196,6 +203,7 @@ class Scheduler:
     async def run(self) -> Outcome:
         async with trio.open_nursery() as sessions:
             self._sessions_nursery = sessions
+            self._notes.attach(sessions)
             try:
                 with trio.CancelScope() as scope:
                     self._work_scope = scope
@@ -208,6 +216,7 @@ class Scheduler:
                         for sid in self._readiness.first():
                             steps.start_soon(self._step_task, sid)
             finally:
+                self._notes.close()
                 for link in self._links.values():
                     link.close()
         return self._finish()
@@ -467,6 +476,7 @@ class Scheduler:
             text = result.text or "tool reported an error"
             self._item_failed(ps, index, key, FailureKind.TOOL_ERROR, text, result.raw)
             return item_entry("failed", text, result.raw)
+        self._notes.settle(ps.id, key)  # the item's last progress and its log count, before its result
         self._log.record(ItemSucceeded(step=ps.id, item=key, index=index, result=result.raw))
         # The entry (its text parsed as JSON, among others) is made only for a step whose results are kept.
         return item_entry("succeeded", None, result.raw) if ps.referenced else None
@@ -480,6 +490,7 @@ class Scheduler:
         error: str,
         result: dict[str, Any] | None = None,
     ) -> str:
+        self._notes.settle(ps.id, key)
         self._log.record(ItemFailed(step=ps.id, item=key, index=index, kind=kind.value, error=error, result=result))
         return error
 
@@ -599,9 +610,7 @@ class Scheduler:
 
     def _on_log(self, server: str, message: McpLogMessage, rid: Any) -> None:
         where = self._in_flight.get((server, rid)) if rid is not None else None
-        step, item = where if where is not None else (None, None)
-        level, logger, data = message.level, message.logger, message.data
-        self._log.note(LogMessage(server=server, level=level, logger=logger, data=data, step=step, item=item))
+        self._notes.log(server, where, message)
 
 
 def _view_status(status: StepStatus) -> Any:

@@ -16,8 +16,13 @@ Nothing is sent in either case; the failure kind is ``invalid-call`` (definite, 
 ``--retry-failed`` calls it once the workflow or the server is fixed.
 
 The check never fails a call for a reason of its own: a server that cannot list its tools (it answers
-``tools/list`` with an error, or not in time) is warned about once, and its calls on that session go out
-unchecked; a connection lost while listing is left to the call, which finds the same; a tool whose
+``tools/list`` with an error) is warned about once, and its calls on that session go out unchecked; a
+connection lost while listing is left to the call, which finds the same. A server that answers nothing to
+``tools/list`` within ``connect_timeout`` (it answered ``initialize``, then stopped reading or answering) is
+not ready: the check raises ``NotDelivered`` (the call was not sent, nor is any other on that session), the
+call reports the session lost to its link, and waits for the next session as after any loss; a link that
+cannot get an answering session within its budget fails, and its calls end "not sent" (exit 4, the run stays
+open). A tool whose
 ``inputSchema`` is not a valid schema (or refers to one that cannot be found) is warned about once, and its
 calls go out unchecked. So is a tool whose schema has a pattern that searched an argument for longer than
 :data:`~runner.engine.argcheck.PATTERN_TIMEOUT` (it backtracks too much): that call and the tool's later ones
@@ -34,7 +39,7 @@ from typing import Any
 import trio
 
 from runner.engine import argcheck
-from runner.errors import InvalidCall, McpRunError, first_line
+from runner.errors import CallTimeout, InvalidCall, McpRunError, NotDelivered, first_line
 from runner.protocol.mcp import Tool
 from runner.session import Session
 from runner.workflow.suggest import did_you_mean
@@ -59,6 +64,7 @@ class _Listed:
 class _SessionTools:
     lock: trio.Lock = field(default_factory=trio.Lock)
     unlisted: bool = False  # listing failed on this session: its calls go out unchecked
+    unanswered: NotDelivered | None = None  # listing got no answer in time: nothing is sent on this session
     listed: _Listed | None = None
 
 
@@ -92,7 +98,8 @@ class ToolChecks:
 
     async def check(self, server: str, session: Session, name: str, args: Mapping[str, Any]) -> None:
         """Raise :class:`~runner.errors.InvalidCall` when ``session`` has no tool ``name`` or the tool's
-        ``inputSchema`` refuses ``args``; return when the call may be sent (or cannot be checked)."""
+        ``inputSchema`` refuses ``args``, ``NotDelivered`` when the server answers nothing to ``tools/list``;
+        return when the call may be sent (or cannot be checked)."""
         listed = await self._listed(server, session)
         if listed is None:
             return
@@ -120,6 +127,8 @@ class ToolChecks:
         elif entry.listed is not None and session.listed_tools is entry.listed.source:
             return entry.listed  # the list is current: no lock, no wait (every call but the first comes here)
         async with entry.lock:
+            if entry.unanswered is not None:
+                raise entry.unanswered
             if entry.unlisted:
                 return None
             try:
@@ -128,6 +137,12 @@ class ToolChecks:
             except McpRunError as exc:
                 if session.broken is not None:
                     return None  # the connection is gone: the call finds out, and a new session lists again
+                if isinstance(exc, CallTimeout):
+                    entry.unanswered = NotDelivered(
+                        f"{server}: the server answered nothing to tools/list ({first_line(exc)}), though it "
+                        "answered initialize; the call was not sent"
+                    )
+                    raise entry.unanswered from exc
                 entry.unlisted = True
                 self._warn(
                     server,

@@ -14,6 +14,8 @@ schema marks with ``x-mcp-header``.
   the client drops that tool from its list.
 - :func:`param_headers`: the ``Mcp-Param-*`` headers of one call's arguments (a missing or null value sends
   no header).
+- :func:`header_value_problem`: why a header's value (one the user gave: a workflow's ``headers:``,
+  ``--header``) cannot be sent as it is: it is not ASCII. Those are sent as given, never encoded.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ __all__ = [
     "encode_header_value",
     "header_marks",
     "header_text",
+    "header_value_problem",
     "param_headers",
 ]
 
@@ -183,3 +186,14 @@ def param_headers(marks: tuple[HeaderMark, ...], arguments: Mapping[str, Any]) -
         if text is not None:
             headers[mark.header] = encode_header_value(text)
     return headers
+
+
+def header_value_problem(name: str, value: str, *, quote: bool = False) -> str | None:
+    """Why ``value`` cannot be the value of header ``name`` (its first character that is not ASCII), or None.
+    ``quote``: name the character itself (a value written in the workflow); else only its code point and
+    position, since a rendered value may hold a secret."""
+    if value.isascii():
+        return None
+    index, char = next((i, c) for i, c in enumerate(value) if not c.isascii())
+    shown = f"{char!r} (U+{ord(char):04X})" if quote else f"U+{ord(char):04X}"
+    return f"the value of header {name!r} holds {shown} at character {index + 1}, which is not ASCII"

@@ -2,9 +2,10 @@
 
 An argument, a path or an environment variable is a C string for the operating system: a NUL character
 (``"\\0"`` or ``"\\x00"`` in a double-quoted YAML string) cannot be in one, and an environment variable's
-name cannot hold ``=`` either. An HTTP header cannot hold a line break or a NUL, and its name is a token
-(letters, digits and ``!#$%&'*+-.^_`|~``). Template parts are checked as written; what a template renders
-to at run time is checked when the server starts.
+name cannot hold ``=`` either. An HTTP header cannot hold a line break or a NUL, its value is ASCII (HTTP
+sends header bytes, and mcp-run sends no other encoding), and its name is a token (letters, digits and
+``!#$%&'*+-.^_`|~``). Template parts are checked as written; what a template renders to is checked before the
+run starts (:func:`header_value_problem`, used by :mod:`runner.engine.runctl`).
 """
 
 from __future__ import annotations
@@ -12,12 +13,18 @@ from __future__ import annotations
 import re
 from typing import Final, NamedTuple
 
+from runner.protocol.headers import header_value_problem
 from runner.workflow.model import Server
 from runner.workflow.positions import Loc
 
-__all__ = ["Problem", "server_problems"]
+__all__ = ["Problem", "ascii_hint", "header_value_problem", "server_problems"]
 
 _HEADER_NAME: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_EXPRESSION: Final = re.compile(r"\$\{\{.*?\}\}", re.DOTALL)  # a template's expression: checked once rendered
+_ASCII_HINT: Final = (
+    "HTTP header values are ASCII: percent-encode or base64 the text as the server expects it, or send it in "
+    "the tool's arguments instead"
+)
 _NUL_HINT: Final = 'remove the "\\0" or "\\x00" escape'
 
 
@@ -55,6 +62,11 @@ def server_problems(server: Server) -> list[Problem]:
                     at="key",
                 )
             )
+        # (each expression stands in as ASCII of its length: the position named is the character's in the text)
+        literal = _EXPRESSION.sub(lambda m: "x" * len(m.group()), value) if "${{" in value else value
+        problem = header_value_problem(name, literal, quote=True)
+        if problem is not None:
+            found.append(Problem(("headers", name), problem, _ASCII_HINT))
         if any(char in value for char in "\0\r\n"):
             found.append(
                 Problem(
@@ -64,3 +76,8 @@ def server_problems(server: Server) -> list[Problem]:
                 )
             )
     return found
+
+
+def ascii_hint() -> str:
+    """The hint that goes with :func:`header_value_problem`."""
+    return _ASCII_HINT

@@ -17,7 +17,12 @@ A :class:`YamlLimits` caps, for every file mcp-run reads as YAML (workflows and 
   document is composed: nothing is expanded to measure it, and nothing after the loader ever walks a tree
   larger than the limit;
 * **depth** (``max_depth``, 100 levels, aliases expanded): ``[[[[...`` is an error, never a RecursionError;
-* **one string** (``max_string``, a million characters): a value that large is data, better read from a file.
+* **one string** (``max_string``, a million characters): a value that large is data, better read from a file;
+* **characters after alias expansion** (``max_chars``, 10,000,000): the text of every scalar (keys included),
+  an alias counting all the text its anchor holds, each time it appears. Written out, a document within
+  ``max_bytes`` is within it (a character is at least a byte); an alias of a megabyte string, repeated, is
+  not: each alias would be another megabyte in memory, in every rendered argument and in the journal. Like
+  the value limit, it is checked at the alias that crosses it, without expanding anything.
 
 The largest shipped workflow (``workflows/shout_copies.yaml``) is 2.5 kB, 99 values and 5 levels deep: the
 limits leave it 4,000 times the size, 20,000 times the values and 20 times the depth. Generated workflows
@@ -75,6 +80,7 @@ class YamlLimits:
     max_values: int = 2_000_000
     max_depth: int = 100
     max_string: int = 1_000_000
+    max_chars: int = 10_000_000
 
 
 DEFAULT_LIMITS: Final = YamlLimits()
@@ -240,7 +246,9 @@ class _Counting(Composer):
         self.file = file
         self.limits = limits
         self.total = 0  # values so far, aliases expanded
-        self.sizes: dict[int, tuple[int, int]] = {}  # id(anchored node) -> (values, height), aliases expanded
+        self.chars = 0  # characters of scalars so far, aliases expanded
+        # id(anchored node) -> (values, height, characters), aliases expanded
+        self.sizes: dict[int, tuple[int, int, int]] = {}
         self.reached = 0  # the deepest level reached so far in the node being composed, aliases expanded
         self.loc: list[str | int | None] = []  # None: a mapping's key
         self.tags: dict[str, str] = {}  # a plain scalar's text -> its implicit tag (see scalar_tag)
@@ -265,7 +273,7 @@ class _Counting(Composer):
                 raise self.limit(
                     f"the document is nested deeper than the limit of {limits.max_depth} levels", event.start_mark
                 )
-            before, reached = self.total, self.reached
+            before, reached, chars = self.total, self.reached, self.chars
             self.total += 1
             if self.total > limits.max_values:
                 raise self.limit(
@@ -319,7 +327,7 @@ class _Counting(Composer):
             else:  # no other event starts a node; PyYAML's composer decides what to make of it
                 node = cast(yaml.Node, super().compose_node(None, 0))
             if anchor is not None:  # only an anchored node can be repeated
-                self.sizes[id(node)] = (self.total - before, self.reached - depth + 1)
+                self.sizes[id(node)] = (self.total - before, self.reached - depth + 1, self.chars - chars)
             self.reached = max(reached, self.reached)
             return node
         finally:
@@ -338,11 +346,19 @@ class _Counting(Composer):
         return tag
 
     def check_scalar(self, value: str, mark: Any) -> None:
-        if len(value) > self.limits.max_string:
+        size = len(value)
+        if size > self.limits.max_string:
             raise self.limit(
-                f"a value of {len(value):,} characters is longer than the limit of {self.limits.max_string:,}",
+                f"a value of {size:,} characters is longer than the limit of {self.limits.max_string:,}",
                 mark,
                 suggestion="keep large data in a file the tool reads, and pass its path",
+            )
+        self.chars += size
+        if self.chars > self.limits.max_chars:  # only aliases before it can take written-out text this far
+            raise self.limit(
+                f"the document holds more than the limit of {self.limits.max_chars:,} characters (aliases expanded)",
+                mark,
+                suggestion="an alias repeats all the text its anchor holds",
             )
         found = None if value.isascii() else _SURROGATE.search(value)
         if found is not None:
@@ -355,7 +371,7 @@ class _Counting(Composer):
             return super().compose_node(None, 0)  # PyYAML's error for an undefined alias
         self.get_event()
         # An alias inside the node it names has no size yet: the loader refuses it.
-        values, height = self.sizes.get(id(target), (1, 1))
+        values, height, chars = self.sizes.get(id(target), (1, 1, 0))
         name = f"the alias *{event.anchor}"
         if self.total + values > self.limits.max_values:
             raise self.limit(
@@ -369,7 +385,16 @@ class _Counting(Composer):
             raise self.limit(
                 f"{name} nests the document deeper than the limit of {self.limits.max_depth} levels", event.start_mark
             )
+        if self.chars + chars > self.limits.max_chars:
+            raise self.limit(
+                f"{name} repeats {chars:,} characters, taking the document past the limit of "
+                f"{self.limits.max_chars:,} characters (aliases expanded)",
+                event.start_mark,
+                suggestion="an alias repeats all the text its anchor holds: keep large data in a file the tool "
+                "reads, and pass its path",
+            )
         self.total += values
+        self.chars += chars
         self.reached = max(self.reached, deepest)
         return Alias(target, event.anchor, event.start_mark, event.end_mark)
 

@@ -175,3 +175,45 @@ def test_a_journal_that_cannot_be_written_stops_the_run_cleanly(tmp_path: Path) 
     dispatched = {e["item"] for e in events if e["type"] == "item_dispatched"}
     executed = set(count_file.read_text().split()) if count_file.exists() else set()
     assert executed <= dispatched  # every execution the server saw had its dispatch record
+
+
+def test_a_crash_in_the_middle_of_a_notification_flood_resumes_soundly(tmp_path: Path) -> None:
+    # Each call sends 20,000 progress notifications and 20,000 log messages before its answer; the journal
+    # holds a bounded part of them (runner.engine.notes). Killed while the first flood is journaled.
+    count_file = tmp_path / "executions.txt"
+    (tmp_path / "inputs.json").write_text(json.dumps({"items": ["a", "b", "c"]}))
+    workflow = tmp_path / "flood.yaml"
+    workflow.write_text(
+        f"""
+version: 1
+servers:
+  peer:
+    command: [{json.dumps(sys.executable)}, {json.dumps(str(ROOT / "tests/fakes/mcp_modes.py"))},
+              flood, --flood, "20000", --count-file, {json.dumps(str(count_file))}]
+    max_concurrency: 1
+inputs:
+  items: {{type: array}}
+steps:
+  each: {{server: peer, tool: echo, for_each: "${{{{ inputs.items }}}}", args: {{text: "${{{{ item }}}}"}}}}
+"""
+    )
+    args = run_args(tmp_path, workflow)
+    run_and_kill_at(tmp_path, args, 500)  # in the first item's flood: its log messages are being journaled
+    cut = journal_events(tmp_path)
+    assert "a" in dispatched_without_result(cut) and not succeeded_keys(cut)
+    code, summary = finish(tmp_path, [*args, "--resume", "--rerun-in-doubt"])
+    assert code == 0, summary
+    executions = Counter(count_file.read_text().split())
+    assert executions["b"] == executions["c"] == 1 and executions["a"] <= 2  # a: in doubt, called again by decision
+    final = journal_events(tmp_path)
+    assert sorted(succeeded_keys(final)) == ["a", "b", "c"]
+    assert sum(len(json.dumps(e)) for e in final) < 400_000  # 120,000 notifications: ~30 MB one record each
+    for item in "bc":
+        progress = [e for e in final if e["type"] == "progress" and e["item"] == item]
+        assert sum(1 + p.get("folded", 0) for p in progress) == 20_000 and progress[-1]["progress"] == 20_000
+    shown = subprocess.run(
+        [sys.executable, "-m", "runner", "show", str(workflow), "--state-dir", str(tmp_path / "state")],
+        env=environment(), capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert "log messages left out of the journal (past the first 1,000" in shown.stdout

@@ -150,3 +150,31 @@ steps:
     # the first few of each are shown, then only counted
     assert stderr.count("that is not JSON-RPC (not JSON)") == 3 and stderr.count("matches no request") == 3, stderr
     assert "further lines are only counted" in stderr and "further ones are only counted" in stderr
+
+
+def test_a_stdio_server_that_stops_reading_after_initialize_leaves_the_run_open_with_exit_4(tmp_path: Path) -> None:
+    # It answers initialize, then reads and answers nothing: tools/list goes unanswered, so no call is sent.
+    modes = Path(__file__).resolve().parents[1] / "fakes" / "mcp_modes.py"
+    (tmp_path / "inputs.json").write_text("{}")
+    workflow = tmp_path / "deaf.yaml"
+    workflow.write_text(
+        f"""
+version: 1
+servers:
+  deaf:
+    command: [{json.dumps(sys.executable)}, {json.dumps(str(modes))}, deaf]
+    connect_timeout: 1s
+    reconnect: 2s
+    idle_timeout: 3s
+steps:
+  one: {{server: deaf, tool: echo, args: {{text: hi}}}}
+"""
+    )
+    code, summary, stderr = run(tmp_path, workflow)
+    assert (code, summary["status"]) == (4, "incomplete"), stderr
+    assert summary["in_doubt"] == []
+    assert "the server answered nothing to tools/list" in stderr and "the call was not sent" in stderr
+    events = journal_events(tmp_path)
+    assert not [e for e in events if e["type"] == "item_dispatched"]
+    assert [e["type"] for e in events][-1] == "run_stopped"  # open: a resume goes on with this run
+    assert "resume" in stderr

@@ -9,7 +9,10 @@ string form: ``"7"`` for ``7``), ``bad-version`` (answers initialize with a vers
 (answers tools/call with a line over 2 MiB), ``typed`` (lists the tools of :data:`TYPED_TOOLS`, with stricter
 schemas; its calls echo their arguments as JSON text, and with ``--count-file`` write the tool's name and
 them as a line there), ``progress`` (as ``ok``, after a progress notification and two log messages, debug
-and warning, per call; with ``--delay S``, a second progress notification S seconds later).
+and warning, per call; with ``--delay S``, a second progress notification S seconds later), ``flood`` (as
+``ok``, after ``--flood N`` progress notifications and ``N`` info log messages per call; with ``--count-file``,
+the text is written there once the flood is sent), ``deaf`` (answers
+initialize, then never reads stdin again nor answers; exits when its parent is gone).
 
 ``count`` serves a ``count`` tool (``{key}``) that records each execution as a line in ``--count-file``
 (the ground truth of what ran), answers a tool error for the keys listed in ``--fail`` (comma-separated) the
@@ -30,6 +33,7 @@ _options.add_argument("--count-file")
 _options.add_argument("--fail", default="")
 _options.add_argument("--gate")
 _options.add_argument("--delay", type=float, default=0.0)
+_options.add_argument("--flood", type=int, default=0)
 OPTIONS = _options.parse_args(sys.argv[2:])
 PARENT = os.getppid()
 
@@ -114,6 +118,10 @@ def main() -> None:
                     },
                 }
             )
+            if MODE == "deaf":  # answered initialize; reads nothing more, answers nothing more
+                while os.getppid() == PARENT:
+                    time.sleep(0.05)
+                sys.exit(0)
         elif method == "tools/list":
             if MODE == "die-on-list":
                 sys.stderr.write("fatal: out of memory\n")
@@ -165,6 +173,16 @@ def main() -> None:
                     time.sleep(OPTIONS.delay)
                     note = {"progressToken": token, "progress": 2, "total": 2, "message": "done"}
                     send({"jsonrpc": "2.0", "method": "notifications/progress", "params": note})
+            if MODE == "flood":  # N progress notifications and N log messages, then the echo's answer
+                token = (msg["params"].get("_meta") or {}).get("progressToken")
+                for i in range(OPTIONS.flood):
+                    if token is not None:
+                        note = {"progressToken": token, "progress": i + 1, "total": OPTIONS.flood}
+                        send({"jsonrpc": "2.0", "method": "notifications/progress", "params": note})
+                    log = {"level": "info", "logger": "modes", "data": f"line {i} of a flood"}
+                    send({"jsonrpc": "2.0", "method": "notifications/message", "params": log})
+                if OPTIONS.count_file:  # the call was executed: its text goes to the ground truth
+                    count(msg["params"]["arguments"].get("text", ""))
             if MODE == "count" and msg["params"].get("name") == "count":
                 key = str(msg["params"]["arguments"].get("key", ""))
                 ok = count(key)

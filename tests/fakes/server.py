@@ -63,6 +63,7 @@ class FakeServer:
     calls: list[Request] = field(default_factory=list)
     cancelled: list[Any] = field(default_factory=list)
     initialize_handler: Handler | None = None
+    deaf: bool = False  # after answering initialize, answers nothing (a server that stopped reading)
     tasks: FakeTasks | None = None  # task support (2025-11-25): its capability is added to ``capabilities``
     _nursery: trio.Nursery | None = field(default=None, init=False, repr=False)
 
@@ -96,6 +97,8 @@ class FakeServer:
         if self.tasks is not None and request.method != "initialize":
             assert self._nursery is not None
             answer = await self.tasks.handle(self, request, self._nursery)
+        if self.deaf and request.method != "initialize":
+            return
         if answer is not NotImplemented:
             reply = answer
         elif request.method == "initialize":

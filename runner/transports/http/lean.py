@@ -34,6 +34,8 @@ import h11
 import httpx2
 import trio
 
+from runner.protocol.headers import header_value_problem
+
 __all__ = ["LeanClient", "LeanResponse"]
 
 _READ_SIZE: Final = 65536
@@ -232,7 +234,11 @@ class LeanClient:
     def _encode(self, method: str, headers: Mapping[str, str], body: bytes | None) -> tuple[h11.Event, ...]:
         fields: list[tuple[bytes, bytes]] = [(b"Host", self._authority), (b"User-Agent", _USER_AGENT)]
         for name, value in headers.items():
-            fields.append((name.encode("ascii"), value.encode("ascii")))
+            try:
+                fields.append((name.encode("ascii"), value.encode("ascii")))
+            except UnicodeEncodeError:
+                said = header_value_problem(name, value) or f"the header name {name!r} is not ASCII"
+                raise ValueError(said) from None
         if body is not None:
             fields.append((b"Content-Length", str(len(body)).encode("ascii")))
             request = h11.Request(method=method.encode("ascii"), target=self._target, headers=fields)
