@@ -16,7 +16,7 @@ from typing import Final
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from runner.temporal.activities import CallActivities
+from runner.temporal.activities import CORE_THROTTLE, CallActivities
 from runner.temporal.batch import Sessions
 from runner.temporal.bridge import TrioThread
 from runner.temporal.client import connect
@@ -46,6 +46,7 @@ def start_worker(client: Client, task_queue: str, *, max_activities: int = MAX_A
         workflows=[DagWorkflow, FanOutWorkflow],
         activities=[activities.call_batch, activities.slice_keys],
         max_concurrent_activities=max_activities,
+        max_heartbeat_throttle_interval=CORE_THROTTLE,  # the keeper's beats go out as handed over (.markers)
     )
     return worker, thread
 

@@ -15,6 +15,8 @@ and warning, per call; with ``--delay S``, a second progress notification S seco
 (the ground truth of what ran), answers a tool error for the keys listed in ``--fail`` (comma-separated) the
 first time it sees them (a failing-then-succeeding tool), and with ``--gate PATH`` waits for that file to
 exist before executing (a test holds calls in flight with it); a server whose parent died stops waiting.
+
+``--answer-after S`` (any mode): each tools/call is answered S seconds after it is read (a slow server).
 """
 
 import argparse
@@ -30,6 +32,7 @@ _options.add_argument("--count-file")
 _options.add_argument("--fail", default="")
 _options.add_argument("--gate")
 _options.add_argument("--delay", type=float, default=0.0)
+_options.add_argument("--answer-after", type=float, default=0.0)
 OPTIONS = _options.parse_args(sys.argv[2:])
 PARENT = os.getppid()
 
@@ -141,6 +144,8 @@ def main() -> None:
                 }
             )
         elif method == "tools/call":
+            if OPTIONS.answer_after:
+                time.sleep(OPTIONS.answer_after)  # a slow server: one call at a time, each this long
             if MODE == "die-on-call":
                 sys.exit(1)
             if MODE == "silent":
