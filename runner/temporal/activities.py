@@ -30,6 +30,7 @@ from runner.temporal.batch import Batch, Sessions
 from runner.temporal.bridge import TrioThread
 from runner.temporal.lost import own_outcomes, settled
 from runner.temporal.markers import Markers
+from runner.temporal.progress import ProgressBoard
 from runner.temporal.slices import render_slice, unrendered
 from runner.temporal.spec import RunSpec
 from runner.workflow.template import TemplateError
@@ -115,7 +116,8 @@ class CallActivities:
         async def attempt() -> list[dict[str, Any]]:
             import trio
 
-            markers = Markers(record, prior, alive=alive)
+            board = ProgressBoard(self.sessions.masker(spec))  # messages masked before they reach the history
+            markers = Markers(record, prior, board, alive=alive)
             held.append(markers)
             batch = Batch(self.sessions, spec, step, items, markers)
             async with trio.open_nursery() as nursery:
