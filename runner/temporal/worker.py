@@ -16,10 +16,11 @@ from typing import Final
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from runner.errors import first_line
 from runner.temporal.activities import CORE_THROTTLE, CallActivities
 from runner.temporal.batch import Sessions
 from runner.temporal.bridge import TrioThread
-from runner.temporal.client import connect
+from runner.temporal.client import TemporalUnreachable, connect
 from runner.temporal.dag import DagWorkflow
 from runner.temporal.fanout import FanOutWorkflow
 
@@ -66,6 +67,9 @@ async def serve(address: str, task_queue: str, *, ready: Callable[[], None] | No
             if ready is not None:
                 ready()
             await stop.wait()
+    except RuntimeError as exc:  # the SDK's "Worker failed": its pollers gave up (Temporal gone for too long)
+        cause = exc.__cause__ or exc
+        raise TemporalUnreachable(f"the worker stopped, Temporal at {address} lost: {first_line(cause)}") from None
     finally:
         if main:
             loop.remove_signal_handler(signal.SIGTERM)
