@@ -11,7 +11,7 @@ import json
 import shlex
 import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,9 +153,18 @@ def _secret_note(plan: Plan) -> str:
     return "\n(secret inputs are never journaled: add " + " ".join(f"--input {n}=..." for n in secret) + ")"
 
 
-def report(outcome: Outcome, options: ReportOptions, console: Console, *, state_dir: Path | None) -> int:
+def report(
+    outcome: Outcome,
+    options: ReportOptions,
+    console: Console,
+    *,
+    state_dir: Path | None,
+    resume_command: Callable[..., str] | None = None,
+) -> int:
     """Print the summary (text on stderr, or ``--json`` on stdout), the outputs, and what to do about items
-    in doubt or a run left open; return the exit code."""
+    in doubt or a run left open; return the exit code. ``resume_command(*flags)``: the resume command of a run
+    kept in no state directory that can be resumed all the same (a run on Temporal waits for the decision
+    about its items in doubt)."""
     plan = outcome.plan
     assert plan is not None
     masker = console.masker
@@ -165,8 +174,12 @@ def report(outcome: Outcome, options: ReportOptions, console: Console, *, state_
     resumable = run_id is not None and state_dir is not None and workflow is not None
 
     def resume(*flags: str) -> str:
+        if resume_command is not None:
+            return resume_command(*flags)
         assert run_id is not None and state_dir is not None and workflow is not None
         return resume_hint(state_dir, run_id, workflow, *flags)
+
+    decidable = resumable or (resume_command is not None and run_id is not None)
 
     show = show_hint(state_dir, run_id, workflow) if resumable and state_dir and run_id and workflow else None
     # Values are masked before they are serialized: a secret's JSON-escaped form never reaches the text.
@@ -201,8 +214,10 @@ def report(outcome: Outcome, options: ReportOptions, console: Console, *, state_
         more = ""
         if len(outcome.in_doubt) > 50:
             more = f"\n  ... and {len(outcome.in_doubt) - 50} more" + (f" ({show})" if show else "")
-        if resumable:
-            decide = "Check them on the server, then resume with one of:\n" + "\n".join(decision_lines(resume))
+        if decidable:
+            # (A run on Temporal is not yet told --accept-in-doubt: runner.cli.run refuses it there.)
+            choices = decision_lines(resume, accept=resume_command is None)
+            decide = "Check them on the server, then resume with one of:\n" + "\n".join(choices)
             decide += _secret_note(plan)
         else:
             decide = "Check them on the server (a run without a journal cannot be resumed)."

@@ -354,9 +354,8 @@ def run_temporal(args: argparse.Namespace) -> int:
         followed = await remote.follow(handle, on_entry=view.entry)
         outcome = remote.outcome_of(plan, followed)
         outcome.duration = time.monotonic() - started_at
-        return report(
-            outcome, ReportOptions(json=args.json, output=args.output, quiet=args.quiet), console, state_dir=None
-        )
+        options = ReportOptions(json=args.json, output=args.output, quiet=args.quiet)
+        return report(outcome, options, console, state_dir=None, resume_command=_resume_command(outcome, args))
 
     try:
         return asyncio.run(main())
@@ -396,11 +395,8 @@ def resume_temporal(args: argparse.Namespace) -> int:
         followed = await follow(handle, on_entry=view.entry)
         outcome = outcome_of(plan, followed)
         outcome.duration = time.monotonic() - started
-        code = report(
-            outcome, ReportOptions(json=args.json, output=args.output, quiet=args.quiet), console, state_dir=None
-        )
-        _decision_hint(console, outcome, args)
-        return code
+        options = ReportOptions(json=args.json, output=args.output, quiet=args.quiet)
+        return report(outcome, options, console, state_dir=None, resume_command=_resume_command(outcome, args))
 
     try:
         return asyncio.run(main())
@@ -409,15 +405,15 @@ def resume_temporal(args: argparse.Namespace) -> int:
         return ExitCode.SIGINT
 
 
-def _decision_hint(console: Any, outcome: Any, args: argparse.Namespace) -> None:
+def _resume_command(outcome: Any, args: argparse.Namespace) -> Callable[..., str] | None:
+    """How the run's resume command is written in the hints (``mcp-run resume RUN_ID --engine temporal
+    [--temporal-address A] FLAGS``), when the run waits for a decision about its items in doubt; else None."""
     from runner.cli.where import resume_hint
 
-    if not outcome.in_doubt or outcome.run_id is None:
-        return
-    console.error(
-        f"the run waits on Temporal for a decision: {resume_hint(None, outcome.run_id, None, *engine_args(args))} "
-        "--rerun-in-doubt (call them again) or --skip-in-doubt (record them as failed)"
-    )
+    run_id = outcome.run_id
+    if run_id is None or not outcome.in_doubt:
+        return None
+    return lambda *flags: resume_hint(None, run_id, None, *engine_args(args), *flags)
 
 
 class _Progress:

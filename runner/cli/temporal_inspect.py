@@ -108,14 +108,14 @@ def show_temporal(args: argparse.Namespace) -> int:
 
     run_id = _run_id(args)
 
-    async def read(client: Any) -> tuple[bool, list[dict[str, Any]]]:
+    async def read(client: Any) -> tuple[str, bool, list[dict[str, Any]]]:
         from runner.temporal.history import located_events
         from runner.temporal.runids import locate
 
-        run = await locate(client, run_id)
-        return run.open, await located_events(client, run)
+        run = await locate(client, run_id)  # a short id names its run: the full one from here on
+        return run.run_id, run.open, await located_events(client, run)
 
-    open_, events = _run(read, args)
+    run_id, open_, events = _run(read, args)
     state = RunState(keep_results=set())
     for obj in events:
         state.apply(decode(shown_fields(obj)))  # encoded text, shown as a person reads it

@@ -49,13 +49,13 @@ DECISIONS: Final = (
 """The decisions about items in doubt, as every hint offers them: the flag, and what it does."""
 
 
-def decision_lines(command: Callable[[str], str], indent: str = "  ") -> list[str]:
-    """One line per decision: ``command(flag)`` (the resume command with that flag), aligned, and its words."""
-    commands = [command(flag) for flag, _words in DECISIONS]
-    width = max(map(len, commands))
-    return [
-        f"{indent}{text.ljust(width)}    # {words}" for text, (_flag, words) in zip(commands, DECISIONS, strict=True)
-    ]
+def decision_lines(command: Callable[[str], str], indent: str = "  ", *, accept: bool = True) -> list[str]:
+    """One line per decision: ``command(flag)`` (the resume command with that flag), aligned, and its words;
+    without ``--accept-in-doubt`` unless ``accept``."""
+    offered = [(flag, words) for flag, words in DECISIONS if accept or flag != "--accept-in-doubt"]
+    commands = [(command(flag), words) for flag, words in offered]
+    width = max(len(text) for text, _words in commands)
+    return [f"{indent}{text.ljust(width)}    # {words}" for text, words in commands]
 
 
 def parse_target(first: str | None, second: str | None) -> tuple[Path | None, str | None]:

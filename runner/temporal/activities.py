@@ -2,8 +2,10 @@
 
 Its heartbeats are the dispatch markers (:mod:`runner.temporal.markers`): each one an awaited
 ``RecordActivityTaskHeartbeat`` through the worker's client, never the SDK's throttled background heartbeat
-(whose late send of older details could overwrite newer ones). A heartbeat also goes out every third of the
-heartbeat timeout while calls are slow, so a dead worker is told from a slow one.
+alone (whose late send of older details could overwrite newer ones). The keeper beats every third of the
+heartbeat timeout whatever the calls do, to the server and to the worker's core (which otherwise cancels an
+activity that has not heartbeated through it for the heartbeat timeout and 5 s: a slow batch on a live worker),
+so a dead worker is told from a slow one.
 
 How an attempt ends: with every item's outcome; or, when some items were surely not run (their server
 could not be reached) or ran with an unknown outcome but are safe to repeat, with a *retryable* failure after
@@ -15,7 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from temporalio import activity
@@ -26,15 +30,26 @@ from runner.temporal.batch import Batch, Sessions
 from runner.temporal.bridge import TrioThread
 from runner.temporal.lost import own_outcomes, settled
 from runner.temporal.markers import Markers
+from runner.temporal.progress import ProgressBoard
 from runner.temporal.slices import render_slice, unrendered
 from runner.temporal.spec import RunSpec
 from runner.workflow.template import TemplateError
 
-__all__ = ["CALL_ACTIVITY", "NOT_SENT_RETRY", "SLICE_KEYS_ACTIVITY", "SPECS_KEPT", "CallActivities"]
+__all__ = [
+    "CALL_ACTIVITY",
+    "CORE_THROTTLE",
+    "NOT_SENT_RETRY",
+    "SLICE_KEYS_ACTIVITY",
+    "SPECS_KEPT",
+    "CallActivities",
+    "keeper_interval",
+]
 
 CALL_ACTIVITY = "mcp-run.call-batch"
 SLICE_KEYS_ACTIVITY = "mcp-run.slice-keys"
 SPECS_KEPT = 32  # runs whose definitions a worker keeps (asked again of the run when dropped)
+CORE_THROTTLE = timedelta(milliseconds=100)  # the worker's max_heartbeat_throttle_interval: under the keeper's
+# interval (0.2 s at least), so the core sends each beat as it is handed over, never a held one later
 NOT_SENT_RETRY = "McpRunNotSentYet"  # the retryable error type: some items of the batch are to be called again
 
 
@@ -82,6 +97,13 @@ class CallActivities:
         async def record(details: dict[str, Any]) -> None:
             await self.thread.to_asyncio(loop, lambda: handle.heartbeat(details))
 
+        context = contextvars.copy_context()  # the activity's: the SDK's heartbeat finds its activity there
+
+        def alive(details: dict[str, Any]) -> None:
+            """The keeper's beat, to the worker's core (from the trio thread; sent by the core, not awaited)."""
+            with contextlib.suppress(RuntimeError):  # the loop is closing: the worker is going away
+                loop.call_soon_threadsafe(activity.heartbeat, details, context=context)
+
         async def report(markers: Markers) -> None:
             """Progress only: a heartbeat (unless one is in flight), then the workflow is told (best effort)."""
             fresh = markers.progress.fresh()
@@ -94,11 +116,12 @@ class CallActivities:
         async def attempt() -> list[dict[str, Any]]:
             import trio
 
-            markers = Markers(record, prior)
+            board = ProgressBoard(self.sessions.masker(spec))  # messages masked before they reach the history
+            markers = Markers(record, prior, board, alive=alive)
             held.append(markers)
             batch = Batch(self.sessions, spec, step, items, markers)
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(markers.keep_alive, max(spec.heartbeat_timeout / 3, 0.2))
+                nursery.start_soon(markers.keep_alive, keeper_interval(spec.heartbeat_timeout))
                 nursery.start_soon(markers.progress.pump, lambda: report(markers))
                 outcomes = await batch.run()
                 nursery.cancel_scope.cancel()
@@ -147,6 +170,12 @@ class CallActivities:
         while len(self.specs) > SPECS_KEPT:
             del self.specs[next(iter(self.specs))]
         return spec
+
+
+def keeper_interval(heartbeat_timeout: float) -> float:
+    """Seconds between two beats of the keeper: a third of the heartbeat timeout (so two may be lost or late
+    before the server gives up on the worker), never under 0.2 s."""
+    return max(heartbeat_timeout / 3, 0.2)
 
 
 def _run_of(request: dict[str, Any], info: activity.Info) -> WorkflowHandle[Any, Any]:

@@ -232,7 +232,8 @@ async def decide(client: Client, run_id: str, choice: str) -> tuple[WorkflowHand
     """Send the decision about run ``run_id``'s items in doubt (``rerun`` or ``skip``). Returns its handle, its
     plan, and the number of the first event of the attempt the decision starts. ``UsageError`` when there
     is no such run, or it waits for no decision."""
-    handle = (await locate(client, run_id)).handle
+    located = await locate(client, run_id)  # a short id names its run: the full one from here on
+    handle, run_id = located.handle, located.run_id
     try:
         definition: dict[str, Any] = await handle.query(DagWorkflow.definition)
     except (RPCError, WorkflowQueryFailedError) as exc:

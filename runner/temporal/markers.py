@@ -12,6 +12,15 @@ marked dispatched without an end may have reached the server: it is in doubt unl
 
 Each heartbeat carries the whole set, so the last one recorded is the truth; one heartbeat is in flight at a
 time, so an older set never overwrites a newer one.
+
+**The keeper** (:meth:`Markers.keep_alive`) beats on a fixed interval whatever the calls do (waiting for a
+concurrency slot, or for a slow answer). Two parties must hear it: the Temporal server (the awaited heartbeat)
+and the worker's own SDK core, which times an activity out *locally* (cancels it) when the activity has not
+heartbeated through the worker for the heartbeat timeout plus a few seconds; awaited heartbeats go around the
+core, so without this a batch running longer than that was cancelled mid-call on a live worker and its call
+in flight came back in doubt. So each keeper beat first hands the same details to the core (``alive``: the
+SDK's ``activity.heartbeat``), then records them, holding the one-in-flight slot: the core's copy is never
+older than what the server has when it was handed over.
 """
 
 from __future__ import annotations
@@ -26,14 +35,18 @@ from runner.temporal.progress import ProgressBoard
 __all__ = ["Markers"]
 
 Commit = Callable[[dict[str, Any]], Awaitable[None]]
+Alive = Callable[[dict[str, Any]], None]
 
 
 class Markers:
     """The markers of one attempt of one batch activity (trio side). ``commit`` records a heartbeat with the
     given details and returns once the server has it."""
 
-    def __init__(self, commit: Commit, prior: Any = None, progress: ProgressBoard | None = None) -> None:
+    def __init__(
+        self, commit: Commit, prior: Any = None, progress: ProgressBoard | None = None, *, alive: Alive | None = None
+    ) -> None:
         self._commit = commit
+        self._alive = alive
         self.progress = progress if progress is not None else ProgressBoard()
         self._dispatched: set[str] = set()
         self._ended: dict[str, dict[str, Any]] = {}
@@ -42,6 +55,7 @@ class Markers:
         self._flushing = False
         self._flushed = trio.Event()
         self.heartbeats = 0
+        self.beats = 0  # the keeper's beats handed to the worker's core
         self.restore(prior)
 
     def restore(self, details: Any) -> None:
@@ -88,9 +102,10 @@ class Markers:
         self._ended[key] = outcome
         self._version += 1
 
-    async def flush(self) -> None:
+    async def flush(self, *, beat: bool = False) -> None:
         """Returns once the server has every change made before the call (one heartbeat in flight at a time;
-        those who wait meanwhile share the next)."""
+        those who wait meanwhile share the next). ``beat``: the heartbeat that records them is handed to the
+        worker's core as well (the keeper's)."""
         target = self._version
         while self._recorded < target:
             if self._flushing:
@@ -99,7 +114,11 @@ class Markers:
             self._flushing = True
             version = self._version
             try:
-                await self._commit(self.details())
+                details = self.details()
+                if beat and self._alive is not None:
+                    self._alive(details)  # before the server records them: never older than what it has
+                    self.beats += 1
+                await self._commit(details)
                 self.heartbeats += 1
                 self._recorded = max(self._recorded, version)
             finally:
@@ -116,9 +135,10 @@ class Markers:
         await self.flush()
 
     async def keep_alive(self, every: float) -> None:
-        """A heartbeat at least every ``every`` seconds (so the server can tell a live worker from a dead
-        one while calls are slow); runs until cancelled."""
+        """The keeper: a heartbeat every ``every`` seconds, to the server and to the worker's core, whatever
+        the calls are doing (so neither takes a slow but live worker for dead; a killed worker's beats stop);
+        runs until cancelled."""
         while True:
             await trio.sleep(every)
             self._version += 1
-            await self.flush()
+            await self.flush(beat=True)

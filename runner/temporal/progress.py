@@ -6,6 +6,10 @@ Progress never asks for a heartbeat of its own while a marker's heartbeat is due
 heartbeats (each carries the whole details) and on :meth:`ProgressBoard.pump`, a throttled heartbeat sent only
 when progress changed since the last one and no heartbeat is in flight. A heartbeat that carries progress
 also carries every marker (:meth:`runner.temporal.markers.Markers.details`), so it never overwrites one.
+
+A message is masked with the run's secrets (:class:`~runner.engine.masking.Masker`) as it is noted, before it is
+cut to ``MAX_MESSAGE``: everything the board hands on (heartbeats, the signals to the workflow, the outcome the
+workflow journals) reaches Temporal's history, and from there ``logs`` and ``export``.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any, Final
 
 import trio
 
+from runner.engine.masking import Masker
 from runner.protocol.mcp import Progress
 
 __all__ = ["MAX_ITEMS", "MAX_MESSAGE", "PROGRESS_EVERY", "ProgressBoard"]
@@ -23,26 +28,27 @@ MAX_MESSAGE: Final = 200  # characters of a progress message kept
 PROGRESS_EVERY: Final = 2.0  # seconds between heartbeats sent for progress alone
 
 
-def _as_json(progress: Progress) -> dict[str, Any]:
+def _as_json(progress: Progress, masker: Masker) -> dict[str, Any]:
     out: dict[str, Any] = {"progress": progress.progress}
     if progress.total is not None:
         out["total"] = progress.total
     if progress.message is not None:
-        out["message"] = progress.message[:MAX_MESSAGE]
+        out["message"] = masker.mask(progress.message)[:MAX_MESSAGE]  # masked before it is cut
     return out
 
 
 class ProgressBoard:
-    """The latest progress of each item of one attempt (trio side)."""
+    """The latest progress of each item of one attempt (trio side), its messages masked with ``masker``."""
 
-    def __init__(self) -> None:
+    def __init__(self, masker: Masker | None = None) -> None:
+        self._masker = masker if masker is not None else Masker()
         self._latest: dict[str, dict[str, Any]] = {}  # insertion order: the oldest first
         self.changed = False  # since the last heartbeat
         self._fresh: set[str] = set()  # noted since the last report to the workflow
 
     def note(self, key: str, progress: Progress) -> None:
         self._latest.pop(key, None)
-        self._latest[key] = _as_json(progress)
+        self._latest[key] = _as_json(progress, self._masker)
         while len(self._latest) > MAX_ITEMS:
             del self._latest[next(iter(self._latest))]
         self.changed = True

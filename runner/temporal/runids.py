@@ -14,6 +14,11 @@ starts racing each other give one run, never two; its visibility list, which lag
 Temporal's list of that workflow id (a closed run has long been listed). Each is then pinned by its Temporal
 run id, so a command never acts on a newer run of the same file by mistake. Run ids of the first design
 (``mcp-run/<run_id>`` per run, no key) are still found under their own workflow id.
+
+**Short run ids**, as the local engine takes them (:func:`runner.engine.rundir.find_run`): a run id that names
+no run is read as an abbreviation, a unique prefix (``20261129T2135``) or suffix of one, or the random part of
+its local id (``3f9a1c``), among the runs of Temporal's list (:func:`expand`): one match is that run; several
+are :class:`~runner.engine.rundir.AmbiguousRun`, none :class:`~runner.engine.rundir.UnknownRun` (exit 2).
 """
 
 from __future__ import annotations
@@ -27,14 +32,16 @@ from typing import Any, Final
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
-from runner.engine.rundir import new_run_id, workflow_key
-from runner.errors import McpRunError, UsageError
+from runner.engine.rundir import AmbiguousRun, UnknownRun, new_run_id, workflow_key
+from runner.errors import McpRunError
 from runner.exitcodes import ExitCode
 
 __all__ = [
     "PREFIX",
     "Located",
     "TemporalUnreachable",
+    "abbreviates",
+    "expand",
     "file_workflow_id",
     "locate",
     "new_temporal_run_id",
@@ -111,7 +118,21 @@ async def describe(client: Client, workflow_id: str, temporal_run_id: str | None
 
 
 async def locate(client: Client, run_id: str, *, list_wait: float = LIST_WAIT) -> Located:
-    """Run ``run_id`` on Temporal, pinned (``UsageError`` when there is no such run)."""
+    """Run ``run_id`` on Temporal, pinned: its full id, or an abbreviation of one (:func:`expand`).
+    ``UnknownRun`` when there is no such run, ``AmbiguousRun`` when an abbreviation names several."""
+    keyed = _KEYED.match(run_id) is not None
+    found = await _exact(client, run_id, list_wait=list_wait)
+    if found is not None:
+        return found
+    full = await expand(client, run_id, list_wait=0.0 if keyed else list_wait)  # a keyed id waited already
+    found = await _exact(client, full, list_wait=list_wait)
+    if found is None:
+        raise UnknownRun(f"no run {run_id} on Temporal")
+    return found
+
+
+async def _exact(client: Client, run_id: str, *, list_wait: float) -> Located | None:
+    """Run ``run_id`` (a full id), pinned; None when there is no such run."""
     workflow_id = workflow_id_of_run(run_id)
     newest = await describe(client, workflow_id)
     if newest is not None and newest.run_id == run_id:
@@ -132,4 +153,49 @@ async def locate(client: Client, run_id: str, *, list_wait: float = LIST_WAIT) -
             if loop.time() >= deadline:
                 break
             await asyncio.sleep(0.2)
-    raise UsageError(f"no run {run_id} on Temporal")
+    return None
+
+
+def abbreviates(ref: str, run_id: str) -> bool:
+    """Whether ``ref`` abbreviates ``run_id``, as the local engine reads abbreviations: a prefix or a suffix of
+    it, or a suffix of its local part (the random part, without the file's key)."""
+    if not ref:
+        return False
+    keyed = _KEYED.match(run_id)
+    local = keyed["local"] if keyed is not None else run_id
+    return run_id.startswith(ref) or run_id.endswith(ref) or local.endswith(ref)
+
+
+async def expand(client: Client, ref: str, *, list_wait: float = LIST_WAIT) -> str:
+    """The full id of the one run ``ref`` abbreviates, among the mcp-run runs of Temporal's list (which lags a
+    little: a run it does not show yet is waited for up to ``list_wait`` seconds). ``UnknownRun`` naming recent
+    runs when none matches, ``AmbiguousRun`` listing the candidates when several do."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + list_wait
+    while True:
+        known = await _listed_run_ids(client)
+        matches = [r for r in known if abbreviates(ref, r)]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            listed = "\n  ".join(matches[-20:])
+            more = f"\n  ... and {len(matches) - 20} more" if len(matches) > 20 else ""
+            say = f"{ref!r} matches {len(matches)} runs on Temporal; say which:\n  {listed}{more}"
+            raise AmbiguousRun(say, matches)
+        if loop.time() >= deadline:
+            hint = f"; known runs: {', '.join(known[-5:])}" if known else ""
+            raise UnknownRun(f"no run {ref} on Temporal{hint}")
+        await asyncio.sleep(0.2)
+
+
+async def _listed_run_ids(client: Client) -> list[str]:
+    """The run ids of the mcp-run runs in Temporal's list, oldest first (each once)."""
+    found: list[tuple[Any, str]] = []
+    try:
+        async for execution in client.list_workflows('WorkflowType = "mcp-run"'):
+            if execution.id.startswith(PREFIX):
+                found.append((execution.start_time, await memo_run_id(execution) or execution.id.removeprefix(PREFIX)))
+    except RPCError as exc:
+        raise TemporalUnreachable(f"cannot list the runs on Temporal: {exc}") from None
+    found.sort(key=lambda pair: (pair[0] is None, pair[0] or 0, pair[1]))
+    return list(dict.fromkeys(run_id for _start, run_id in found))

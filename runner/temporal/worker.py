@@ -16,10 +16,11 @@ from typing import Final
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from runner.temporal.activities import CallActivities
+from runner.errors import first_line
+from runner.temporal.activities import CORE_THROTTLE, CallActivities
 from runner.temporal.batch import Sessions
 from runner.temporal.bridge import TrioThread
-from runner.temporal.client import connect
+from runner.temporal.client import TemporalUnreachable, connect
 from runner.temporal.dag import DagWorkflow
 from runner.temporal.fanout import FanOutWorkflow
 
@@ -46,6 +47,7 @@ def start_worker(client: Client, task_queue: str, *, max_activities: int = MAX_A
         workflows=[DagWorkflow, FanOutWorkflow],
         activities=[activities.call_batch, activities.slice_keys],
         max_concurrent_activities=max_activities,
+        max_heartbeat_throttle_interval=CORE_THROTTLE,  # the keeper's beats go out as handed over (.markers)
     )
     return worker, thread
 
@@ -65,6 +67,9 @@ async def serve(address: str, task_queue: str, *, ready: Callable[[], None] | No
             if ready is not None:
                 ready()
             await stop.wait()
+    except RuntimeError as exc:  # the SDK's "Worker failed": its pollers gave up (Temporal gone for too long)
+        cause = exc.__cause__ or exc
+        raise TemporalUnreachable(f"the worker stopped, Temporal at {address} lost: {first_line(cause)}") from None
     finally:
         if main:
             loop.remove_signal_handler(signal.SIGTERM)

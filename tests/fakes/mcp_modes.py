@@ -18,6 +18,9 @@ initialize, then never reads stdin again nor answers; exits when its parent is g
 (the ground truth of what ran), answers a tool error for the keys listed in ``--fail`` (comma-separated) the
 first time it sees them (a failing-then-succeeding tool), and with ``--gate PATH`` waits for that file to
 exist before executing (a test holds calls in flight with it); a server whose parent died stops waiting.
+
+``--echo-progress`` (``progress``): the progress messages end with the call's ``text``.
+``--answer-after S`` (any mode): each tools/call is answered S seconds after it is read (a slow server).
 """
 
 import argparse
@@ -34,6 +37,8 @@ _options.add_argument("--fail", default="")
 _options.add_argument("--gate")
 _options.add_argument("--delay", type=float, default=0.0)
 _options.add_argument("--flood", type=int, default=0)
+_options.add_argument("--answer-after", type=float, default=0.0)
+_options.add_argument("--echo-progress", action="store_true")
 OPTIONS = _options.parse_args(sys.argv[2:])
 PARENT = os.getppid()
 
@@ -149,6 +154,8 @@ def main() -> None:
                 }
             )
         elif method == "tools/call":
+            if OPTIONS.answer_after:
+                time.sleep(OPTIONS.answer_after)  # a slow server: one call at a time, each this long
             if MODE == "die-on-call":
                 sys.exit(1)
             if MODE == "silent":
@@ -162,16 +169,17 @@ def main() -> None:
                 continue
             if MODE == "progress":  # a progress notification and a log message before the echo's answer
                 token = (msg["params"].get("_meta") or {}).get("progressToken")
-                if token is not None:
-                    note = {"progressToken": token, "progress": 1, "total": 2, "message": "half way"}
-                    send({"jsonrpc": "2.0", "method": "notifications/progress", "params": note})
                 text = msg["params"]["arguments"].get("text", "")
+                echo = f": {text}" if OPTIONS.echo_progress else ""
+                if token is not None:
+                    note = {"progressToken": token, "progress": 1, "total": 2, "message": f"half way{echo}"}
+                    send({"jsonrpc": "2.0", "method": "notifications/progress", "params": note})
                 for level in ("debug", "warning"):
                     log = {"level": level, "logger": "modes", "data": f"{level} about {text}"}
                     send({"jsonrpc": "2.0", "method": "notifications/message", "params": log})
                 if token is not None and OPTIONS.delay:  # a slow call: more progress after --delay seconds
                     time.sleep(OPTIONS.delay)
-                    note = {"progressToken": token, "progress": 2, "total": 2, "message": "done"}
+                    note = {"progressToken": token, "progress": 2, "total": 2, "message": f"done{echo}"}
                     send({"jsonrpc": "2.0", "method": "notifications/progress", "params": note})
             if MODE == "flood":  # N progress notifications and N log messages, then the echo's answer
                 token = (msg["params"].get("_meta") or {}).get("progressToken")

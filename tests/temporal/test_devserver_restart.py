@@ -138,6 +138,8 @@ def test_a_dev_server_restart_mid_run_duplicates_nothing(tmp_path: Path, how: si
         f"lost under load: {sorted(lost)}\nworker: {''.join(logs)}"
     )
     assert len(executed) == len(set(executed)), "an item ran twice\n" + detail
+    said = [line for line in "".join(logs).splitlines() if line]
+    assert all(line.startswith("mcp-run") for line in said), detail  # one mcp-run line each: no SDK traceback
     assert out.startswith("{"), repr(out[:300])  # the run's summary, alone on stdout
     summary = summary_of(out)
     in_doubt = {d["item"] for d in summary.get("in_doubt", [])}

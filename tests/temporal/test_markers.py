@@ -197,3 +197,18 @@ def test_the_dev_server_keeps_its_state_under_the_state_dir_with_the_wal_pragmas
     assert argv[argv.index("--db-filename") + 1] == str(tmp_path / "temporal" / "dev-7300.sqlite")
     pragmas = [argv[i + 1] for i, a in enumerate(argv) if a == "--sqlite-pragma"]
     assert pragmas == ["journal_mode=wal", "synchronous=normal"]
+
+
+async def test_the_keeper_beats_to_the_core_then_the_server_on_a_fixed_interval(autojump_clock: trio.abc.Clock) -> None:
+    sink = Recorder()
+    sink.release.set()
+    handed: list[tuple[int, dict[str, Any]]] = []  # (heartbeats the server had when handed to the core, details)
+    markers = Markers(sink, alive=lambda details: handed.append((len(sink.recorded), details)))
+    await markers.dispatched("a")  # a call in flight, slow: nothing else heartbeats
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(markers.keep_alive, 1.0)
+        await trio.sleep(3.5)
+        nursery.cancel_scope.cancel()
+    assert [n for n, _details in handed] == [1, 2, 3]  # every second, each before the server records it
+    assert [details for _n, details in handed] == sink.recorded[1:]  # the same details: never older
+    assert markers.beats == 3 and markers.heartbeats == 4
