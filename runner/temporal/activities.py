@@ -26,6 +26,7 @@ from temporalio import activity
 from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
+from runner.engine.masking import escape_value
 from runner.temporal.batch import Batch, Sessions
 from runner.temporal.bridge import TrioThread
 from runner.temporal.lost import own_outcomes, settled
@@ -109,7 +110,10 @@ class CallActivities:
             fresh = markers.progress.fresh()
             await markers.nudge()
             if fresh:
-                await self.thread.to_asyncio(loop, lambda: _signal_progress(run, step, fresh))
+                # Masked text, encoded for the run's journal as the outcome is (a *** in it is text, never a
+                # placeholder that a read could turn into a value).
+                encoded = escape_value(fresh)
+                await self.thread.to_asyncio(loop, lambda: _signal_progress(run, step, encoded))
 
         held: list[Markers] = []
 
