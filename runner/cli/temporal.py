@@ -301,6 +301,10 @@ def run_temporal(args: argparse.Namespace) -> int:
         raise UsageError(f"no workflow file {str(path)!r}")
     inputs_file = load_inputs_file(args.inputs_file) if args.inputs_file else None
     plan = validate(str(path), require_inputs=True, input_pairs=args.input, inputs_file=inputs_file)
+    if args.output:  # before the run starts, as locally: outputs with nowhere to go are found out now
+        from runner.engine.preflight import check_output
+
+        check_output(Path(args.output), workflow=path, inputs_file=args.inputs_file)
     console = Console(args.quiet)
 
     from runner.temporal import client as remote

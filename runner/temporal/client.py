@@ -54,7 +54,7 @@ from runner.temporal.runids import (
 )
 from runner.temporal.runtime import runtime
 from runner.temporal.spec import RunSpec, build_plan_of
-from runner.workflow.plan import Plan
+from runner.workflow.plan import OutputFailure, Plan
 
 __all__ = [
     "DEFAULT_ADDRESS",
@@ -220,7 +220,8 @@ async def follow(
 
 def outcome_of(plan: Plan, followed: Followed) -> Outcome:
     """The run's outcome as a local run reports it: settled from the events folded."""
-    outcome = settle(plan, followed.state, outputs=followed.result.get("outputs") or {})
+    failures = [OutputFailure(**failure) for failure in followed.result.get("output_failures") or ()]
+    outcome = settle(plan, followed.state, outputs=followed.result.get("outputs") or {}, output_failures=failures)
     outcome.plan = plan
     outcome.run_id = followed.result.get("run_id")
     if int(outcome.exit_code) != int(followed.result.get("exit_code", outcome.exit_code)):

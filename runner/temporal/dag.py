@@ -22,6 +22,7 @@ environment, which is what the sandbox guards; its imports (pydantic, regex, jme
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any, Final
 
 from temporalio import workflow
@@ -149,14 +150,9 @@ class DagWorkflow:
         for sid in self._readiness.first():
             self._start(sid)
         await workflow.wait_condition(lambda: self._open == 0)
-        outputs: dict[str, Any] = {}
-        outputs_failed = False
-        try:
-            outputs = plan.render_outputs(self._context())
-        except TemplateError as exc:
-            workflow.logger.warning("outputs: %s", exc)
-            outputs_failed = True
-        outcome = settle(plan, self._state, outputs=outputs, outputs_failed=outputs_failed)
+        # Each output on its own, as a local run renders them: one that fails is named, the others kept.
+        outputs, output_failures = plan.render_each_output(self._context())
+        outcome = settle(plan, self._state, outputs=outputs, output_failures=output_failures)
         counts = self._state.totals(live=False)
         del counts["running"]
         code = int(outcome.exit_code)
@@ -169,6 +165,7 @@ class DagWorkflow:
             "status": outcome.status.value,
             "exit_code": code,
             "outputs": outputs,
+            "output_failures": [dataclasses.asdict(failure) for failure in output_failures],
             "failures": outcome.failures,
             "in_doubt": outcome.in_doubt,
             "counts": counts,
