@@ -215,8 +215,7 @@ def report(
         if len(outcome.in_doubt) > 50:
             more = f"\n  ... and {len(outcome.in_doubt) - 50} more" + (f" ({show})" if show else "")
         if decidable:
-            # (A run on Temporal is not yet told --accept-in-doubt: runner.cli.run refuses it there.)
-            choices = decision_lines(resume, accept=resume_command is None)
+            choices = decision_lines(resume)
             decide = "Check them on the server, then resume with one of:\n" + "\n".join(choices)
             decide += _secret_note(plan)
         else:

@@ -6,7 +6,7 @@ import argparse
 import gc
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from runner.cli.options import add_elicitation, add_log_levels, add_max_message_size, add_protocol_version
 from runner.cli.temporal import add_engine_options
@@ -16,7 +16,6 @@ from runner.termsafe import terminal
 from runner.words import plural
 
 if TYPE_CHECKING:
-    from runner.engine.decide import InDoubt
     from runner.engine.run import RunOptions, Watcher
     from runner.engine.state import RunState
     from runner.workflow.plan import Plan
@@ -277,20 +276,10 @@ def plan_command(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _temporal_decision(args: argparse.Namespace) -> None:
-    """Temporal runs decide items in doubt by --rerun-in-doubt or --skip-in-doubt only (for now)."""
-    if in_doubt_decision(args) == "accept":
-        raise UsageError(
-            "--accept-in-doubt is not supported with --engine temporal yet: decide there with --rerun-in-doubt "
-            "or --skip-in-doubt"
-        )
-
-
 def run_command(args: argparse.Namespace) -> int:
     if args.engine == "temporal":
         from runner.cli.temporal import run_temporal
 
-        _temporal_decision(args)
         return run_temporal(args)
     return _execute(args, Path(args.file), _options(args))
 
@@ -302,7 +291,6 @@ def resume_command(args: argparse.Namespace) -> int:
     if args.engine == "temporal":
         from runner.cli.temporal import resume_temporal
 
-        _temporal_decision(args)
         return resume_temporal(args)
     workflow, ref = parse_target(args.target, args.run_id)
     if workflow is not None and ref is None:
@@ -339,19 +327,9 @@ def _started_from(recorded: Path, state_dir: Path, run_id: str) -> Path:
     )
 
 
-_DECISIONS: Final = (("rerun", "--rerun-in-doubt"), ("skip", "--skip-in-doubt"), ("accept", "--accept-in-doubt"))
-
-
-def in_doubt_decision(args: argparse.Namespace) -> InDoubt:
-    """The decision about items in doubt the command line gives (``ask`` when none); at most one."""
-    given = [(name, flag) for name, flag in _DECISIONS if getattr(args, f"{name}_in_doubt", False)]
-    if len(given) > 1:
-        raise UsageError(f"{given[0][1]} and {given[1][1]} contradict each other: give one decision")
-    return given[0][0] if given else "ask"  # type: ignore[return-value]  # one of InDoubt's names
-
-
 def _options(args: argparse.Namespace, **overrides: Any) -> RunOptions:
     """The run's options, typed, built once from the command line (nothing below sees ``args``)."""
+    from runner.cli.where import in_doubt_decision
     from runner.engine.run import RunOptions
 
     in_doubt = in_doubt_decision(args)

@@ -320,7 +320,10 @@ def run_temporal(args: argparse.Namespace) -> int:
         server_log_level=args.server_log_level,  # carried to the workers (runner.temporal.serverlog)
     )
 
-    choice = "rerun" if args.rerun_in_doubt else "skip" if args.skip_in_doubt else None
+    from runner.cli.where import in_doubt_decision
+
+    decision = in_doubt_decision(args)
+    choice = None if decision == "ask" else decision
     current: list[str] = []  # the run followed, once known (for the message when Ctrl-C detaches)
 
     async def open_handle(client: Any) -> tuple[Any, Any]:
@@ -381,11 +384,15 @@ def resume_temporal(args: argparse.Namespace) -> int:
     from runner.cli.report import Console, ReportOptions, report
 
     run_id = args.run_id or args.target
-    choice = "rerun" if args.rerun_in_doubt else "skip" if args.skip_in_doubt else None
-    if choice is None:
+    from runner.cli.where import in_doubt_decision
+
+    decision = in_doubt_decision(args)
+    if decision == "ask":
         raise UsageError(
-            "a run on Temporal is resumed by deciding its items in doubt: --rerun-in-doubt or --skip-in-doubt"
+            "a run on Temporal is resumed by deciding its items in doubt: --rerun-in-doubt, --skip-in-doubt or "
+            "--accept-in-doubt"
         )
+    choice: str = decision
     console = Console(args.quiet)
 
     from runner.temporal.client import connect, decide, follow, outcome_of

@@ -15,6 +15,7 @@ its hints carry ``--engine temporal`` and the inputs given as extra arguments (:
 
 from __future__ import annotations
 
+import argparse
 import os
 import shlex
 from collections.abc import Callable, Sequence
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Final
 from runner.errors import UsageError
 
 if TYPE_CHECKING:
+    from runner.engine.decide import InDoubt
     from runner.engine.rundir import RunDir
 
 __all__ = [
@@ -47,6 +49,15 @@ DECISIONS: Final = (
     ("--accept-in-doubt", "they happened: count them as done"),
 )
 """The decisions about items in doubt, as every hint offers them: the flag, and what it does."""
+
+
+def in_doubt_decision(args: argparse.Namespace) -> InDoubt:
+    """The decision about items in doubt the command line gives (``ask`` when none): at most one of
+    :data:`DECISIONS`' flags (``--rerun-in-doubt`` is ``rerun``)."""
+    given = [flag for flag, _words in DECISIONS if getattr(args, flag[2:].replace("-", "_"), False)]
+    if len(given) > 1:
+        raise UsageError(f"{given[0]} and {given[1]} contradict each other: give one decision")
+    return given[0][2:].removesuffix("-in-doubt") if given else "ask"  # type: ignore[return-value]  # an InDoubt
 
 
 def decision_lines(command: Callable[[str], str], indent: str = "  ", *, accept: bool = True) -> list[str]:

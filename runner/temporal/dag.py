@@ -34,6 +34,8 @@ with workflow.unsafe.imports_passed_through():
     from runner.engine.events import (
         JOURNAL_FORMAT,
         AnyEvent,
+        Decision,
+        DoubtDecided,
         Entry,
         FailureKind,
         ItemFailed,
@@ -197,8 +199,9 @@ class DagWorkflow:
 
     @workflow.update
     def decide(self, choice: str) -> int:
-        """``rerun`` (call the items in doubt again) or ``skip`` (record them as failed), then run what is left,
-        as a local resume does; returns the number of the first event of the new attempt."""
+        """``rerun`` (call the items in doubt again), ``skip`` (record them as failed) or ``accept`` (record them as
+        done), then run what is left, as a local resume does; returns the number of the first event of the new
+        attempt."""
         assert self._spec is not None
         self._prior = choice
         self._waiting = False
@@ -207,8 +210,8 @@ class DagWorkflow:
 
     @decide.validator
     def _check_decision(self, choice: str) -> None:
-        if choice not in ("rerun", "skip"):
-            raise ValueError(f"unknown decision {choice!r}: rerun or skip")
+        if choice not in ("rerun", "skip", "accept"):
+            raise ValueError(f"unknown decision {choice!r}: rerun, skip or accept")
         if not self._waiting:
             raise ValueError("the run is not waiting for a decision about items in doubt")
 
@@ -399,23 +402,26 @@ class DagWorkflow:
         self, ps: PlannedStep, index: int | None, key: str, entries: list[dict[str, Any] | None], at: int
     ) -> bool:
         """After a decision, as a local resume: a succeeded item is reused; one in doubt is called again
-        (``rerun``) or recorded as skipped (``skip``); one skipped in doubt stays so unless ``rerun``. True
-        when the item is settled without a call."""
+        (``rerun``), recorded as skipped (``skip``) or as done (``accept``, journaled as a ``doubt_decided``
+        record); one an earlier decision skipped stays so, whatever this one is. True when the item is settled
+        without a call."""
         item = self._state.item(ps.id, key) if self._prior is not None else None
         if item is None:
             return False
         if item.status is ItemStatus.SUCCEEDED:
             entries[at] = self._kept.get((ps.id, key)) if ps.referenced else None
             return True
-        if self._prior == "rerun":
-            return False
-        if item.in_doubt:
-            entries[at] = item_entry("failed", self._failed(ps, index, key, "skipped-in-doubt", SKIPPED_NOW))
-            return True
-        if item.status is ItemStatus.SKIPPED:
+        if item.status is ItemStatus.SKIPPED:  # settled by an earlier decision: never called again
             entries[at] = item_entry("failed", item.error or SKIPPED_NOW)
             return True
-        return False
+        if not item.in_doubt or self._prior == "rerun":
+            return False
+        if self._prior == "accept":
+            self._emit(DoubtDecided(step=ps.id, keys=[key], decision=Decision.ACCEPT.value))
+            entries[at] = item_entry("succeeded") if ps.referenced else None
+            return True
+        entries[at] = item_entry("failed", self._failed(ps, index, key, "skipped-in-doubt", SKIPPED_NOW))
+        return True
 
     def _failed(self, ps: PlannedStep, index: int | None, key: str, kind: str, error: str, result: Any = None) -> str:
         self._emit(ItemFailed(step=ps.id, item=key, index=index, kind=kind, error=error, result=result))
