@@ -76,20 +76,23 @@ def test_a_worker_lost_mid_batch_duplicates_nothing(tmp_path: Path, how: str, ch
                 from runner.temporal.client import workflow_id
 
                 handle = env.client.get_workflow_handle(workflow_id(run_id))
-                # Both workers hold calls in flight, as many as the server's max_concurrency (their servers wait for
-                # the gate, so no more go out): the markers recorded are those of every call begun.
-                deadline = time.monotonic() + 60
+                # The workers that took batches hold calls in flight, as many as the server's max_concurrency (their
+                # servers wait for the gate, so no more go out): the markers recorded are those of every call begun.
+                # Usually both took some; Temporal may give every batch to one (a live worker keeps what it took),
+                # which is waited out for a while, then taken as it is: the other worker takes over from the victim.
+                started = time.monotonic()
                 while True:
                     marked = await dispatched_by_worker(handle, env.client)
-                    if len(marked) == 2 and all(len(k) == CONCURRENCY for k in marked.values()):
+                    full = bool(marked) and all(len(k) == CONCURRENCY for k in marked.values())
+                    if full and (len(marked) == 2 or time.monotonic() > started + 15):
                         break
-                    assert time.monotonic() < deadline, marked
+                    assert time.monotonic() < started + 60, marked
                     await asyncio.sleep(0.1)
                 seen["marked"] = {w: sorted(k) for w, k in marked.items()}
                 if child_items:  # the calls in flight are in child workflows, all three open (the gate holds them)
                     children = (await handle.describe()).raw_description.pending_children
                     assert len(children) == 3, children
-                victim = workers[0]
+                victim = next(w for w in workers if any(m.startswith(f"{w.pid}@") for m in marked))
                 identity = next(w for w in marked if w.startswith(f"{victim.pid}@"))
                 seen["victim"] = identity
                 if how == "kill":
