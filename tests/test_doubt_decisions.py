@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from runner.engine.events import Decision, ItemStatus
+from runner.engine.outcome import RERUN_PENDING
 from runner.engine.state import RunState
 from runner.exitcodes import ExitCode
 from tests.fakes.server import FakeCall, FakeServer
@@ -123,6 +124,9 @@ async def test_a_crash_at_any_point_of_a_decision_keeps_it(decision: str) -> Non
                 item = folded(final).item("convert", key)
                 assert item is not None
                 assert later.count(key) == 1 or (outcome.blocked and item.decided is Decision.RERUN), (cut, key)
+                if later.count(key) == 0:  # listed among those in doubt, saying that a resume calls it again
+                    [listed] = [d for d in outcome.in_doubt if d["item"] == key]
+                    assert listed["error"].endswith(RERUN_PENDING)
             else:
                 assert later.count(key) == 0, (cut, key)
         if decision != "rerun":

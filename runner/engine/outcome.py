@@ -21,13 +21,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from runner.engine.events import FailureKind, ItemStatus, RunStatus, SkipCause, StepStatus
+from runner.engine.events import Decision, FailureKind, ItemStatus, RunStatus, SkipCause, StepStatus
 from runner.engine.masking import Masker
 from runner.engine.state import ItemState, RunState
 from runner.exitcodes import ExitCode, combine
 from runner.workflow.plan import OutputFailure, Plan
 
 __all__ = ["SUMMARY_VERSION", "Outcome", "StepOutcome", "masked_summary", "settle", "summary"]
+
+RERUN_PENDING: Final = (
+    "; --rerun-in-doubt was decided for it earlier: the next resume calls it again, whatever it is told"
+)
 
 SUMMARY_VERSION: Final = 1
 
@@ -153,6 +157,8 @@ def settle(
         for item in step.items.values():
             if item.in_doubt:
                 error = item.error or "dispatched; no result recorded"
+                if item.decided is Decision.RERUN:  # journaled by an earlier resume, not carried out yet
+                    error += RERUN_PENDING
                 in_doubt.append(_item_entry(sid, item, item.kind, error))
                 codes.add(ExitCode.OUTCOME_UNKNOWN)
             elif item.status is ItemStatus.FAILED or item.status is ItemStatus.SKIPPED:
