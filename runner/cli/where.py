@@ -60,11 +60,9 @@ def in_doubt_decision(args: argparse.Namespace) -> InDoubt:
     return given[0][2:].removesuffix("-in-doubt") if given else "ask"  # type: ignore[return-value]  # an InDoubt
 
 
-def decision_lines(command: Callable[[str], str], indent: str = "  ", *, accept: bool = True) -> list[str]:
-    """One line per decision: ``command(flag)`` (the resume command with that flag), aligned, and its words;
-    without ``--accept-in-doubt`` unless ``accept``."""
-    offered = [(flag, words) for flag, words in DECISIONS if accept or flag != "--accept-in-doubt"]
-    commands = [(command(flag), words) for flag, words in offered]
+def decision_lines(command: Callable[[str], str], indent: str = "  ") -> list[str]:
+    """One line per decision: ``command(flag)`` (the resume command with that flag), aligned, and its words."""
+    commands = [(command(flag), words) for flag, words in DECISIONS]
     width = max(len(text) for text, _words in commands)
     return [f"{indent}{text.ljust(width)}    # {words}" for text, words in commands]
 

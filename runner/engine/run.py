@@ -287,9 +287,9 @@ def _run_infos(state_dir: Path, identity: WorkflowIdentity) -> list[RunInfo]:
     be its runs: see :func:`runner.engine.rundir.runs_of`)."""
     infos = []
     for run_dir in runs_of(state_dir, identity):
-        damage = run_dir.damage()
+        first, damage = run_dir.head()  # (read once: its damage, and the workflow it names)
         closed = run_dir.closed_status() if damage is None else None
-        started_from = run_dir.workflow()
+        started_from = first.event.workflow if first is not None and isinstance(first.event, RunStarted) else None
         infos.append(
             RunInfo(
                 run_dir.run_id,

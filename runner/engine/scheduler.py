@@ -160,7 +160,10 @@ class Scheduler:
         self._sessions_nursery: trio.Nursery | None = None
         self._in_flight: dict[tuple[str, Any], tuple[str, str]] = {}
         self._global = trio.Semaphore(self._options.concurrency)
-        self._notes = Notes(log, progress_interval=self._options.progress_interval, log_limit=self._options.log_limit)
+        options = self._options
+        self._notes = Notes(
+            log, progress_interval=options.progress_interval, log_limit=options.log_limit, log_rate=options.log_rate
+        )
         self._server_limits = {name: trio.Semaphore(ps.server.max_concurrency) for name, ps in plan.servers.items()}
         self._sites = {
             name: CallSite(

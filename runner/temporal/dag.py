@@ -57,7 +57,7 @@ with workflow.unsafe.imports_passed_through():
     from runner.engine.masking import escape_value, placeholders
     from runner.engine.outcome import settle
     from runner.engine.readiness import Readiness
-    from runner.engine.state import RunState
+    from runner.engine.state import SKIPPED_IN_DOUBT, RunState
     from runner.engine.stepdecision import Fail, decide_step
     from runner.temporal.fanout import (
         CALLS_BYTES,
@@ -79,7 +79,6 @@ __all__ = ["WORKFLOW_NAME", "DagWorkflow"]
 
 WORKFLOW_NAME: Final = "mcp-run"
 QUERY_LIMIT: Final = 5_000  # events per answer of the events query
-SKIPPED_NOW: Final = "in doubt; skipped by --skip-in-doubt"
 
 
 @workflow.defn(name=WORKFLOW_NAME, sandboxed=False)
@@ -412,7 +411,7 @@ class DagWorkflow:
             entries[at] = self._kept.get((ps.id, key)) if ps.referenced else None
             return True
         if item.status is ItemStatus.SKIPPED:  # settled by an earlier decision: never called again
-            entries[at] = item_entry("failed", item.error or SKIPPED_NOW)
+            entries[at] = item_entry("failed", item.error or SKIPPED_IN_DOUBT)
             return True
         if not item.in_doubt or self._prior == "rerun":
             return False
@@ -420,7 +419,7 @@ class DagWorkflow:
             self._emit(DoubtDecided(step=ps.id, keys=[key], decision=Decision.ACCEPT.value))
             entries[at] = item_entry("succeeded") if ps.referenced else None
             return True
-        entries[at] = item_entry("failed", self._failed(ps, index, key, "skipped-in-doubt", SKIPPED_NOW))
+        entries[at] = item_entry("failed", self._failed(ps, index, key, "skipped-in-doubt", SKIPPED_IN_DOUBT))
         return True
 
     def _failed(self, ps: PlannedStep, index: int | None, key: str, kind: str, error: str, result: Any = None) -> str:
