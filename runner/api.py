@@ -9,8 +9,8 @@
 
 ``run_workflow`` runs trio itself; inside a trio program, ``await runner.arun_workflow(...)``. Both take the
 options of :class:`~runner.engine.run.RunOptions` as keywords, raise the typed errors of
-:mod:`runner.errors` and :mod:`runner.engine.decide` (a refusal never prints), and return an
-:class:`~runner.engine.outcome.Outcome`: ``status`` (``succeeded``, ``failed``, ``in-doubt``,
+:mod:`runner.errors` and :mod:`runner.engine.core.resume` (a refusal never prints), and return an
+:class:`~runner.engine.core.outcome.Outcome`: ``status`` (``succeeded``, ``failed``, ``in-doubt``,
 ``incomplete``, ``interrupted``), ``exit_code`` (the CLI's), ``outputs``, ``output_failures`` (those that
 failed to render), ``failures``, ``in_doubt``, ``run_id``, and ``summary()`` (the ``--json`` summary). A state
 directory that cannot keep runs is refused before anything is called
@@ -26,7 +26,7 @@ from typing import Any
 
 import trio
 
-from runner.engine.outcome import Outcome
+from runner.engine.core.outcome import Outcome
 from runner.engine.run import Reporter, RunOptions, execute
 
 __all__ = ["Outcome", "arun_workflow", "run_workflow"]

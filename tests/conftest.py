@@ -35,9 +35,9 @@ def journal_counts_agree(journal: Path) -> list[str]:
     import time
 
     from runner.cli.runrecord import load, run_record, show_record
-    from runner.engine.journal import read_journal
-    from runner.engine.listing import summarize
-    from runner.engine.rundir import RunDir
+    from runner.engine.journal.listing import summarize
+    from runner.engine.journal.reader import read_journal
+    from runner.engine.journal.rundir import RunDir
     from runner.errors import McpRunError
 
     try:

@@ -17,12 +17,13 @@ import trio
 
 from runner._trio import single_error
 from runner.backoff import Backoff
-from runner.engine.eventlog import EventLog, Masker
-from runner.engine.events import encode
-from runner.engine.outcome import Outcome
-from runner.engine.retry import RetryPolicy
-from runner.engine.scheduler import Prior, Scheduler, SchedulerOptions
-from runner.engine.state import RunState
+from runner.engine.calls.retry import RetryPolicy
+from runner.engine.core.events import encode
+from runner.engine.core.outcome import Outcome
+from runner.engine.core.resume import Prior
+from runner.engine.core.state import RunState
+from runner.engine.journal.writer import EventLog, Masker
+from runner.engine.scheduler import Scheduler, SchedulerOptions
 from runner.errors import ConnectFailed, NotDelivered, SessionExpired
 from runner.session import Session, SessionOptions, open_session
 from runner.testing.memory import memory_transport_pair

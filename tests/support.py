@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from runner.engine.events import Entry, decode, encode
-from runner.engine.state import RunState
+from runner.engine.core.events import Entry, decode, encode
+from runner.engine.core.state import RunState
 
 TS = "2026-01-01T00:00:00.000Z"
 

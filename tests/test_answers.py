@@ -11,8 +11,8 @@ import trio
 import trio.testing
 
 from runner.cli.options import ELICITATION_CHOICES
-from runner.engine.answering import answer_policy
 from runner.engine.runctl import fingerprints
+from runner.engine.servers import answer_policy
 from runner.errors import JsonRpcError, MalformedMessage, ProtocolError
 from runner.protocol.jsonrpc import ErrorResponse, Request, Response
 from runner.protocol.mcp import LogMessage

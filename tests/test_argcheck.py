@@ -1,5 +1,5 @@
 """Arguments against a tool's inputSchema, with placeholders for what is known only at run time
-(runner/engine/argcheck.py): only definite problems are reported."""
+(runner/workflow/argcheck.py): only definite problems are reported."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from runner.engine import argcheck
-from runner.engine.argcheck import InvalidSchema, PatternTimeout, compile_schema
+from runner.workflow import argcheck
+from runner.workflow.argcheck import InvalidSchema, PatternTimeout, compile_schema
 from runner.workflow.context import make_context
 from runner.workflow.partial import render_known
 
@@ -330,7 +330,7 @@ def test_invalid_schemas_are_not_deferred() -> None:
 def test_a_run_whose_calls_pass_the_quick_test_never_imports_jsonschema() -> None:
     code = """
 import sys
-from runner.engine.argcheck import compile_schema
+from runner.workflow.argcheck import compile_schema
 v = compile_schema({"type": "object", "properties": {"n": {"type": "integer", "description": "a count"}},
                     "required": ["n"]})
 assert v.problems({"n": 1}) == []

@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 
 from runner.cli import main
-from runner.engine.schemas import error_schema
+from runner.schemas import error_schema
 
 
 def test_a_command_typo_is_named_with_the_command_meant(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runner.engine.decide import (
+from runner.engine.core.events import RunStatus
+from runner.engine.core.resume import (
     Choice,
     EnvironmentChanged,
     NoRunToRetry,
@@ -18,7 +19,6 @@ from runner.engine.decide import (
     choose_run,
     resume_plan,
 )
-from runner.engine.events import RunStatus
 from runner.exitcodes import ExitCode
 from tests.support import folded
 

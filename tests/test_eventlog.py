@@ -1,4 +1,4 @@
-"""The event log (:mod:`runner.engine.eventlog`): numbering and stamping, the write-ahead writer with group
+"""The event log (:mod:`runner.engine.journal.writer`): numbering and stamping, the write-ahead writer with group
 commit, notes flushed on a timer, and masking secrets before anything is written or observed."""
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runner._trio import single_error
-from runner.engine import eventlog
-from runner.engine.diskthread import DiskThread
-from runner.engine.eventlog import EventLog, JournalWriteError, Masker
-from runner.engine.events import ItemDispatched, LogMessage, ProgressNoted, RunFinished, SessionOpened, StepSkipped
-from runner.engine.journal import parse_journal
+from runner.engine.core.events import ItemDispatched, LogMessage, ProgressNoted, RunFinished, SessionOpened, StepSkipped
+from runner.engine.journal import writer as eventlog
+from runner.engine.journal.disk import DiskThread
+from runner.engine.journal.reader import parse_journal
+from runner.engine.journal.writer import EventLog, JournalWriteError, Masker
 
 
 def test_event_log_numbers_and_stamps_entries() -> None:

@@ -1,4 +1,4 @@
-"""A journal line's text (:func:`runner.engine.eventlog._dumps`, the C encoder built once) is exactly what
+"""A journal line's text (:func:`runner.engine.journal.writer._dumps`, the C encoder built once) is exactly what
 ``runner.jsontext.dumps`` (``json.dumps`` with the escapes every sink needs) writes, for any JSON value: lone
 surrogates, DEL, C1 and bidi controls escaped, integers of any size, floats as ``json`` writes them."""
 
@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runner import jsontext
-from runner.engine.eventlog import _dumps
+from runner.engine.journal.writer import _dumps
 
 _text = st.text(st.characters(codec=None, exclude_categories=()), max_size=12) | st.sampled_from(
     ["\ud800", "a\udfffb", "\x7f\x85\u202e\u2069", "é—😀"]

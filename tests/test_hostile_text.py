@@ -12,9 +12,9 @@ from typing import Any
 
 import trio
 
-from runner.engine.events import ItemFailed, ItemSucceeded, LogMessage, encode
-from runner.engine.journal import parse_journal
-from runner.engine.state import RunState
+from runner.engine.core.events import ItemFailed, ItemSucceeded, LogMessage, encode
+from runner.engine.core.state import RunState
+from runner.engine.journal.reader import parse_journal
 from runner.exitcodes import ExitCode
 from runner.view.plain import PlainView
 from tests.fakes.server import FakeCall, FakeServer, text_result

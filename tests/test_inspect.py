@@ -15,8 +15,8 @@ from runner.cli import main
 from runner.cli.journaltail import JournalTail, follow
 from runner.cli.runrecord import load, run_record, show_record
 from runner.cli.runtext import format_event
-from runner.engine.events import encode
-from runner.engine.rundir import RunDir, RunLock
+from runner.engine.core.events import encode
+from runner.engine.journal.rundir import RunDir, RunLock
 from tests.snapshots import JOURNALS, SNAPSHOTS, check, events
 from tests.support import entry
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from runner.cli.journaltail import follow
 from runner.cli.runrecord import load, run_record
-from runner.engine.listing import summarize
-from runner.engine.rundir import RunDir
+from runner.engine.journal.listing import summarize
+from runner.engine.journal.rundir import RunDir
 from tests.support import write_big_journal
 
 MB = 1 << 20

@@ -1,4 +1,4 @@
-"""A fan-out's arguments (runner/engine/itemargs.py): rendered once for the whole step when they read neither
+"""A fan-out's arguments (runner/engine/calls/args.py): rendered once for the whole step when they read neither
 ``item`` nor ``index``, and then exactly what rendering each item's would give: the same arguments, the same
 template error for every item."""
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import trio
 
-from runner.engine.itemargs import args_renderer
+from runner.engine.calls.args import args_renderer
 from runner.workflow.context import make_context
 from tests.harness import Harness, echo_tools, plan_of, run_plan
 

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.engine.journal import (
+from runner.engine.core.state import RunState, fold
+from runner.engine.journal.reader import (
     JournalCorrupt,
     first_record,
     last_record,
@@ -17,7 +18,6 @@ from runner.engine.journal import (
     read_what_can_be_read,
     workflow_named,
 )
-from runner.engine.state import RunState, fold
 from tests.support import journal_line, sample_journal
 
 STARTED = journal_line(seq=1, type="run_started", workflow="/w.yaml")

@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from runner.cli import main
-from runner.engine.events import JOURNAL_FORMAT, AnyEvent, encode
-from runner.engine.schemas import JOURNAL_SCHEMA_PATH
+from runner.engine.core.events import JOURNAL_FORMAT, AnyEvent, encode
+from runner.schemas import JOURNAL_SCHEMA_PATH
 from tests.support import entry
 
 CLASSES = typing.get_args(AnyEvent)

@@ -14,9 +14,9 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.engine.eventlog import EventLog
-from runner.engine.events import ItemFailed, ItemSucceeded, LogMessage
-from runner.engine.journal import parse_journal
+from runner.engine.core.events import ItemFailed, ItemSucceeded, LogMessage
+from runner.engine.journal.reader import parse_journal
+from runner.engine.journal.writer import EventLog
 from runner.engine.runctl import fingerprints
 from runner.jsontext import dumps, utf8
 from runner.protocol.jsonrpc import Request, decode, encode

@@ -11,7 +11,7 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runner.engine.events import JOURNAL_FORMAT, encode
+from runner.engine.core.events import JOURNAL_FORMAT, encode
 from runner.exitcodes import ExitCode
 from runner.workflow.keys import HASH_DIGITS, LABEL_LIMIT, default_key
 from tests.harness import CHAIN, Harness, Resume, echo_tools, plan_of, run_plan

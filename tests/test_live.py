@@ -9,8 +9,8 @@ import trio
 import trio.testing
 from rich.console import Console
 
-from runner.engine.events import Entry
-from runner.engine.state import RunState
+from runner.engine.core.events import Entry
+from runner.engine.core.state import RunState
 from runner.view.live import LiveView, render
 from runner.view.text import ts_seconds
 from tests.snapshots import check, entries

@@ -12,11 +12,11 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.engine.eventlog import EventLog
-from runner.engine.events import decode
-from runner.engine.readiness import Readiness, reads_of
+from runner.engine.core.events import decode
+from runner.engine.core.readiness import Readiness, reads_of
+from runner.engine.core.state import RunState, StepState
+from runner.engine.journal.writer import EventLog
 from runner.engine.scheduler import Scheduler, SchedulerOptions
-from runner.engine.state import RunState, StepState
 from runner.view.live import StepTally, render
 from runner.workflow.loader import parse_workflow, validate
 from runner.workflow.plan import Plan

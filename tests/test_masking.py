@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runner.engine.eventlog import UNMASKED_FIELDS, EventLog
-from runner.engine.events import LogMessage, SessionOpened, encode
-from runner.engine.masking import Masker, check_secret_inputs, decode_fields, escape, forms, placeholders, shown
+from runner.engine.core.events import LogMessage, SessionOpened, encode
+from runner.engine.journal.writer import UNMASKED_FIELDS, EventLog
 from runner.errors import ConnectFailed, UsageError, WorkflowError
+from runner.masking import Masker, check_secret_inputs, decode_fields, escape, forms, placeholders, shown
 
 QUOTED = 'pa"ss\\word-é'
 

@@ -1,4 +1,4 @@
-"""Bounded journals (runner.engine.notes): a flood of progress and log notifications per call, on trio's
+"""Bounded journals (runner.engine.journal.notes): a flood of progress and log notifications per call, on trio's
 virtual clock, makes a journal of bounded size; every count adds up; a resume cut in the middle of a flood
 is still right."""
 
@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import trio
 
-from runner.engine.eventlog import EventLog
-from runner.engine.events import Entry, LogMessage, ProgressNoted
-from runner.engine.notes import LOG_LIMIT, Notes
-from runner.engine.state import RunState
+from runner.engine.core.events import Entry, LogMessage, ProgressNoted
+from runner.engine.core.state import RunState
+from runner.engine.journal.notes import LOG_LIMIT, Notes
+from runner.engine.journal.writer import EventLog
 from runner.protocol.jsonrpc import Notification
 from runner.protocol.mcp import LogMessage as McpLogMessage
 from runner.protocol.mcp import Progress

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from runner.cli import main
-from runner.engine import argcheck
+from runner.workflow import argcheck
 from tests.fakes import fake_command
 
 DIES = ["sh", "-c", "echo 'fatal: no config' >&2; exit 3"]

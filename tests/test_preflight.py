@@ -16,9 +16,9 @@ import pytest
 
 import runner
 from runner.cli import main
+from runner.engine.journal.rundir import WorkflowLock
 from runner.engine.preflight import PROBE_BYTES, OutputUnusable, StateDirUnusable, check_output, check_state_dir
-from runner.engine.rundir import WorkflowLock
-from runner.engine.schemas import error_schema
+from runner.schemas import error_schema
 
 WORKFLOW = "version: 1\nservers: {s: {command: [no-such-program]}}\nsteps:\n  a: {server: s, tool: t}\n"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import trio
 
-from runner.engine.masking import Masker
+from runner.masking import Masker
 from runner.quoting import cut, masked, masking, quote
 from runner.session.text import QUOTE_CHARS
 from runner.session.text import quote as quote_stray

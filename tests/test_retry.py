@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from runner.backoff import backoff_delay
-from runner.engine.events import FailureKind
-from runner.engine.retry import failure_kind, is_safe_to_repeat
+from runner.engine.calls.retry import failure_kind, is_safe_to_repeat
+from runner.engine.core.events import FailureKind
 from runner.errors import CallTimeout, InvalidCall, JsonRpcError, NotDelivered, OutcomeUnknown
 from runner.exitcodes import ExitCode
 

@@ -1,5 +1,5 @@
-"""Run directories (:mod:`runner.engine.rundir`): one per run, locked while it runs, pruned; where runs are kept,
-how they are named on the command line, and one run at a time per workflow."""
+"""Run directories (:mod:`runner.engine.journal.rundir`): one per run, locked while it runs, pruned; where runs are
+kept, how they are named on the command line, and one run at a time per workflow."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 
 from runner.cli import main
 from runner.cli.where import inputs_args, parse_target, resume_hint, run_hint, runs_hint, show_hint, state_dir_args
-from runner.engine.listing import list_runs, prune
-from runner.engine.rundir import (
+from runner.engine.journal.listing import list_runs, prune
+from runner.engine.journal.rundir import (
     AmbiguousRun,
     RunDir,
     WorkflowBusy,

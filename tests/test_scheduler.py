@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import trio
 
+from runner.engine.core.state import RunState
 from runner.engine.scheduler import Scheduler
-from runner.engine.state import RunState
 from runner.errors import OutcomeUnknown
 from runner.exitcodes import ExitCode
 from tests.fakes.server import FakeCall, FakeServer, text_result

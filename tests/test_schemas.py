@@ -9,8 +9,8 @@ from typing import Any
 import jsonschema
 import trio
 
-from runner.engine.outcome import summary
-from runner.engine.schemas import JOURNAL_SCHEMA_PATH, SUMMARY_SCHEMA_PATH, write_schemas
+from runner.engine.core.outcome import summary
+from runner.schemas import JOURNAL_SCHEMA_PATH, SUMMARY_SCHEMA_PATH, write_schemas
 from tests.harness import CHAIN, Harness, echo_tools, plan_of, run_plan
 
 SUMMARY_SCHEMA = json.loads(Path(SUMMARY_SCHEMA_PATH).read_text())
@@ -18,7 +18,7 @@ EVENT_SCHEMA = json.loads(Path(JOURNAL_SCHEMA_PATH).read_text())
 
 
 def test_committed_schemas_are_fresh() -> None:
-    assert write_schemas(check=True) == [], "run `python -m runner.engine.schemas` and commit the result"
+    assert write_schemas(check=True) == [], "run `python -m runner.schemas` and commit the result"
 
 
 async def test_real_summary_and_events_validate(autojump_clock: trio.abc.Clock) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from runner.engine.events import FailureKind, ItemStatus, RunStatus, SkipCause, StepStatus
-from runner.engine.journal import closes
-from runner.engine.state import StepCounts
+from runner.engine.core.events import FailureKind, ItemStatus, RunStatus, SkipCause, StepStatus
+from runner.engine.core.state import StepCounts
+from runner.engine.journal.reader import closes
 from tests.snapshots import entries
 from tests.support import entry, folded
 

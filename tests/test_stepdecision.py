@@ -1,4 +1,4 @@
-"""The step decision both engines share (:func:`runner.engine.stepdecision.decide_step`): the gate first, then the
+"""The step decision both engines share (:func:`runner.engine.core.steps.decide_step`): the gate first, then the
 ``if:`` under the status functions, and run / skip / fail from those. The end-to-end behaviour of each rule is in
 ``tests/test_conditions.py`` (local engine) and ``tests/temporal/`` (Temporal); this checks the decision alone,
 with the dependency's end folded from journal events."""
@@ -12,10 +12,10 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runner.engine.conditions import Gate, Skip
-from runner.engine.events import FailureKind, SkipCause
-from runner.engine.state import RunState
-from runner.engine.stepdecision import RUN, Fail, StepDecision, decide_step
+from runner.engine.core.conditions import Gate, Skip
+from runner.engine.core.events import FailureKind, SkipCause
+from runner.engine.core.state import RunState
+from runner.engine.core.steps import RUN, Fail, StepDecision, decide_step
 from runner.workflow.context import make_context
 from runner.workflow.plan import Plan
 from runner.workflow.status import status_scope

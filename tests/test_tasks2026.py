@@ -1,5 +1,5 @@
 """Tasks of 2026-07-28 (the ``io.modelcontextprotocol/tasks`` extension): the pure parsing and mapping, and a
-:class:`~runner.engine.taskcall.TaskCall` speaking it (``TASKS_2026``) to a scripted server, on the virtual
+:class:`~runner.engine.calls.task.TaskCall` speaking it (``TASKS_2026``) to a scripted server, on the virtual
 clock. The 2026 session itself (``server/discover``, ``_meta`` on every request) is not this module's: the
 wire is chosen explicitly here."""
 
@@ -14,9 +14,9 @@ import pytest
 import trio
 
 from runner._trio import single_error
-from runner.engine.eventlog import EventLog
-from runner.engine.events import encode
-from runner.engine.taskcall import TaskCall, TaskLost, TaskSite, TaskUncollected
+from runner.engine.calls.task import TaskCall, TaskLost, TaskSite, TaskUncollected
+from runner.engine.core.events import encode
+from runner.engine.journal.writer import EventLog
 from runner.errors import JsonRpcError, MalformedMessage, McpRunError
 from runner.protocol.tasks import Task, TaskStatus
 from runner.protocol.tasks2026 import (

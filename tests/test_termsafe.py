@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from runner.cli.servers import shown_result
-from runner.engine.events import Entry, ItemFailed, LogMessage
-from runner.engine.state import RunState
+from runner.engine.core.events import Entry, ItemFailed, LogMessage
+from runner.engine.core.state import RunState
 from runner.termsafe import encodable, terminal
 from runner.view.live import LiveView
 from runner.view.plain import PlainView

@@ -1,4 +1,4 @@
-"""Every call is checked against its server's tool list before it is sent (runner/engine/toolcheck.py): the
+"""Every call is checked against its server's tool list before it is sent (runner/engine/calls/tools.py): the
 scheduler on scripted fake servers, on trio's virtual clock."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import trio
 
-from runner.engine import argcheck
 from runner.exitcodes import ExitCode
 from runner.protocol.jsonrpc import ErrorResponse, Notification, Request
+from runner.workflow import argcheck
 from tests.fakes.server import FakeCall, FakeServer, text_result
 from tests.harness import Harness, Resume, plan_of, run_plan
 

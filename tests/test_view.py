@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runner.engine.events import Entry
-from runner.engine.state import RunState
+from runner.engine.core.events import Entry
+from runner.engine.core.state import RunState
 from runner.view.plain import NullView, PlainView, ViewOptions, make_view, rate_and_eta
 from runner.view.text import (
     format_elapsed,
@@ -208,7 +208,7 @@ def test_rich_is_not_imported_without_a_live_view() -> None:
         "import runner.cli, runner.view.plain\n"
         "from runner.cli import build_parser\n"
         "build_parser()\n"
-        "from runner.engine.state import RunState\n"
+        "from runner.engine.core.state import RunState\n"
         "runner.view.plain.make_view(runner.view.plain.ViewOptions(), ['a'], RunState(), io.StringIO())\n"
         "assert 'rich' not in sys.modules and 'runner.view.live' not in sys.modules, sorted(sys.modules)\n"
     )

@@ -124,8 +124,8 @@ def _command_typo(word: str) -> UsageError | None:
 
 def _print_json_error(exc: McpRunError) -> None:
     """Under ``--json``, the error as one JSON object on stdout (``schemas/error.schema.json``) as well."""
-    from runner.engine.schemas import ErrorReport, Problem
     from runner.jsontext import dumps
+    from runner.schemas import ErrorReport, Problem
 
     located = getattr(exc, "errors", None) or ([exc] if hasattr(exc, "line") else [])
     problems = [

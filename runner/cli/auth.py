@@ -18,7 +18,7 @@ from runner.exitcodes import ExitCode
 
 if TYPE_CHECKING:
     from runner.auth.config import AuthConfig
-    from runner.engine.masking import Masker
+    from runner.masking import Masker
 
 __all__ = ["add_auth_options", "add_commands", "auth_for"]
 
@@ -144,7 +144,7 @@ def run_login(args: argparse.Namespace) -> int:
 
     from runner.auth.config import AuthConfig
     from runner.auth.store import TokenStore
-    from runner.engine.masking import Masker
+    from runner.masking import Masker
 
     masker = Masker()
     secret = _reference("--client-secret", args.client_secret)

@@ -24,7 +24,7 @@ from runner.protocol.mcp import LOG_LEVELS
 from runner.termsafe import terminal
 
 if TYPE_CHECKING:
-    from runner.engine.rundir import RunDir
+    from runner.engine.journal.rundir import RunDir
 
 __all__ = ["add_commands", "logs_command", "runs_command", "show_command"]
 
@@ -33,7 +33,7 @@ def _target(args: argparse.Namespace) -> tuple[Path, Path | None, RunDir]:
     """``[WORKFLOW] [RUN_ID]`` of ``show`` and ``logs``: (state directory, workflow, run). A workflow alone
     names its newest run."""
     from runner.cli.where import find_named_run, parse_target, short
-    from runner.engine.rundir import resolve_state_dir, runs_of
+    from runner.engine.journal.rundir import resolve_state_dir, runs_of
 
     workflow, ref = parse_target(args.target, args.run_id)
     state_dir = resolve_state_dir(args.state_dir, workflow)
@@ -52,8 +52,8 @@ def runs_command(args: argparse.Namespace) -> int:
 
         return runs_temporal(args)
     from runner.cli.where import parse_target, short
-    from runner.engine.listing import summarize
-    from runner.engine.rundir import iter_run_dirs, resolve_state_dir, runs_of
+    from runner.engine.journal.listing import summarize
+    from runner.engine.journal.rundir import iter_run_dirs, resolve_state_dir, runs_of
 
     workflow, _ = parse_target(args.workflow, None) if args.workflow is not None else (None, None)
     if args.workflow is not None and workflow is None:
@@ -64,7 +64,7 @@ def runs_command(args: argparse.Namespace) -> int:
     if args.prune:
         if args.keep is None or args.keep < 0:
             raise UsageError("--prune needs --keep N (N >= 0): how many finished runs to keep")
-        from runner.engine.listing import prune
+        from runner.engine.journal.listing import prune
 
         removed = prune(state_dir, args.keep, workflow=workflow)
         if args.json:
@@ -121,7 +121,7 @@ def logs_command(args: argparse.Namespace) -> int:
         from runner.cli.temporal_inspect import logs_temporal
 
         return logs_temporal(args)
-    from runner.engine.rundir import is_locked
+    from runner.engine.journal.rundir import is_locked
     from runner.view.text import level_index
 
     _state_dir, _workflow, run_dir = _target(args)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from runner.engine.journal import JournalCorrupt
+    from runner.engine.journal.reader import JournalCorrupt
 
 __all__ = ["READ_CHUNK", "JournalTail", "follow"]
 
@@ -31,8 +31,8 @@ class JournalTail:
 
     def events(self, data: bytes) -> Iterator[dict[str, Any]]:
         """:meth:`feed`, one event at a time (a chunk of a journal need not be held as events)."""
-        from runner.engine.events import JOURNAL_FORMAT, RunStarted, encode
-        from runner.engine.journal import JournalCorrupt, decode_line
+        from runner.engine.core.events import JOURNAL_FORMAT, RunStarted, encode
+        from runner.engine.journal.reader import JournalCorrupt, decode_line
 
         if self.problem is not None:
             return

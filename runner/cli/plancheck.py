@@ -12,16 +12,16 @@ from typing import Any, Final
 import trio
 
 from runner._trio import single_error
-from runner.engine.argcheck import ArgsValidator, CannotCheck, compile_schema
-from runner.engine.eventlog import Masker
+from runner.engine.calls.tools import unknown_tool
+from runner.engine.journal.writer import Masker
 from runner.engine.runctl import collect_secrets, env_context, make_opener
-from runner.engine.toolcheck import unknown_tool
 from runner.errors import McpRunError, TransportError
 from runner.exitcodes import ExitCode, combine
 from runner.protocol.mcp import Tool
 from runner.quoting import cut, masking
 from runner.session import SessionOptions
 from runner.words import plural
+from runner.workflow.argcheck import ArgsValidator, CannotCheck, compile_schema
 from runner.workflow.context import make_context
 from runner.workflow.partial import Partial, render_known, what_it_reads
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, Plan, PlannedStep

@@ -1,7 +1,7 @@
 """What ``mcp-run run``/``resume`` print when a run ends, and the refusals they print before one starts.
 
-Everything here turns a library value (an :class:`~runner.engine.outcome.Outcome`, a typed refusal from
-:mod:`runner.engine.decide`) into text; the commands it names go through :mod:`runner.cli.where`, so they
+Everything here turns a library value (an :class:`~runner.engine.core.outcome.Outcome`, a typed refusal from
+:mod:`runner.engine.core.resume`) into text; the commands it names go through :mod:`runner.cli.where`, so they
 work when pasted into the same shell in the same directory.
 """
 
@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from runner.cli.where import decision_lines, resume_hint, run_hint, runs_hint, short, show_hint
-from runner.engine.decide import (
+from runner.engine.core.events import RunStatus
+from runner.engine.core.outcome import Outcome
+from runner.engine.core.resume import (
     NoRunToRetry,
     NothingToRetry,
     NoUnfinishedRun,
@@ -25,14 +27,12 @@ from runner.engine.decide import (
     RunDamaged,
     UnfinishedRun,
 )
-from runner.engine.eventlog import JournalWriteError
-from runner.engine.events import RunStatus
-from runner.engine.masking import Masker
-from runner.engine.outcome import Outcome
-from runner.engine.rundir import WorkflowBusy
+from runner.engine.journal.rundir import WorkflowBusy
+from runner.engine.journal.writer import JournalWriteError
 from runner.errors import BusyError, McpRunError, UsageError
 from runner.exitcodes import ExitCode, combine
 from runner.jsontext import escape
+from runner.masking import Masker
 from runner.termsafe import terminal
 from runner.view.text import format_group, group_failures, kind_words, one_line, skip_label, where
 from runner.words import plural

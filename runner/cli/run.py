@@ -16,8 +16,8 @@ from runner.termsafe import terminal
 from runner.words import plural
 
 if TYPE_CHECKING:
+    from runner.engine.core.state import RunState
     from runner.engine.run import RunOptions, Watcher
-    from runner.engine.state import RunState
     from runner.workflow.plan import Plan
 
 STATE_HELP = """\
@@ -286,7 +286,7 @@ def run_command(args: argparse.Namespace) -> int:
 
 def resume_command(args: argparse.Namespace) -> int:
     from runner.cli.where import find_named_run, parse_target
-    from runner.engine.rundir import resolve_state_dir
+    from runner.engine.journal.rundir import resolve_state_dir
 
     if args.engine == "temporal":
         from runner.cli.temporal import resume_temporal
@@ -302,7 +302,7 @@ def resume_command(args: argparse.Namespace) -> int:
     recorded = run_dir.workflow()
     if recorded is None:
         from runner.cli.report import damaged_advice
-        from runner.engine.decide import RunDamaged
+        from runner.engine.core.resume import RunDamaged
 
         damage = run_dir.damage()
         if damage is not None:
@@ -364,9 +364,9 @@ def _execute(args: argparse.Namespace, path: Path, options: RunOptions) -> int:
     import trio
 
     from runner.cli.report import Console, ReportOptions, explain, report
+    from runner.engine.journal.rundir import resolve_state_dir
     from runner.engine.preflight import check_output
     from runner.engine.run import execute
-    from runner.engine.rundir import resolve_state_dir
     from runner.view.plain import ViewOptions, make_view
 
     if args.output:  # before the first call: outputs with nowhere to go are found out now, not after the run

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from runner.engine.journal import JournalCorrupt
-    from runner.engine.listing import RunSummary
-    from runner.engine.rundir import RunDir
-    from runner.engine.state import ItemState, RunState, StepState
+    from runner.engine.core.state import ItemState, RunState, StepState
+    from runner.engine.journal.listing import RunSummary
+    from runner.engine.journal.reader import JournalCorrupt
+    from runner.engine.journal.rundir import RunDir
 
 __all__ = ["RECORD_VERSION", "Loaded", "damage_record", "load", "run_record", "show_record"]
 
@@ -25,7 +25,7 @@ RECORD_VERSION = 1
 
 @dataclass
 class Loaded:
-    """A run directory read once for ``show``: its listing (:class:`~runner.engine.listing.RunSummary`) and
+    """A run directory read once for ``show``: its listing (:class:`~runner.engine.journal.listing.RunSummary`) and
     its state, the fold of every line of its journal that could be read (up to the damaged one, if any:
     ``summary.damaged`` says where)."""
 
@@ -43,10 +43,10 @@ class Loaded:
 
 def load(run_dir: RunDir) -> Loaded:
     """Fold the run's journal line by line (results are not kept; ``show`` prints none), up to a damaged line."""
-    from runner.engine.journal import JournalCorrupt, read_what_can_be_read
-    from runner.engine.listing import from_state
-    from runner.engine.rundir import is_locked
-    from runner.engine.state import RunState
+    from runner.engine.core.state import RunState
+    from runner.engine.journal.listing import from_state
+    from runner.engine.journal.reader import JournalCorrupt, read_what_can_be_read
+    from runner.engine.journal.rundir import is_locked
 
     pid = is_locked(run_dir.path)
     state = RunState(keep_results=set())
@@ -115,7 +115,7 @@ def run_record(run: RunSummary | Loaded, now: float) -> dict[str, Any]:
 def show_record(run: Loaded, now: float) -> dict[str, Any]:
     """Everything ``mcp-run show`` prints: steps, failures with their error text, in-doubt items, logs. All of
     it is read off the run's state: the same counts as ``runs`` and the run's summary."""
-    from runner.engine.events import Decision, ItemStatus, StepStatus, encode
+    from runner.engine.core.events import Decision, ItemStatus, StepStatus, encode
 
     state = run.state
     live = run.running_pid is not None

@@ -23,7 +23,7 @@ from runner.termsafe import encodable, terminal
 
 if TYPE_CHECKING:
     from runner.connect import Target
-    from runner.engine.masking import Masker
+    from runner.masking import Masker
     from runner.protocol.mcp import LogMessage, Progress, Tool, ToolResult
     from runner.session import SessionOptions
 
@@ -127,7 +127,7 @@ def _target(args: argparse.Namespace) -> tuple[Target, Masker]:
     passed from mcp-run's environment (``--env NAME``), as in a workflow (a literal ``--env NAME=VALUE`` is
     not a secret)."""
     from runner.connect import HttpTarget, StdioTarget
-    from runner.engine.masking import Masker
+    from runner.masking import Masker
 
     url: str | None = args.url
     if url is not None and args.server_argv:

@@ -152,7 +152,7 @@ def leaves_by_exit(handler: Callable[[argparse.Namespace], int]) -> Callable[[ar
 
 @leaves_by_exit
 def temporal_dev_command(args: argparse.Namespace) -> int:
-    from runner.engine.rundir import resolve_state_dir
+    from runner.engine.journal.rundir import resolve_state_dir
     from runner.temporal.devserver import dev_server_argv, find_temporal, prepare_state
 
     state_dir = resolve_state_dir(args.state_dir, None).resolve()

@@ -100,11 +100,11 @@ def show_temporal(args: argparse.Namespace) -> int:
     from runner.cli.runtext import render_show
     from runner.cli.temporal import engine_args
     from runner.cli.where import resume_hint, show_hint
-    from runner.engine.events import decode
-    from runner.engine.listing import from_state
-    from runner.engine.masking import shown_fields
-    from runner.engine.rundir import RunDir
-    from runner.engine.state import RunState
+    from runner.engine.core.events import decode
+    from runner.engine.core.state import RunState
+    from runner.engine.journal.listing import from_state
+    from runner.engine.journal.rundir import RunDir
+    from runner.masking import shown_fields
 
     run_id = _run_id(args)
 
@@ -144,7 +144,7 @@ def show_temporal(args: argparse.Namespace) -> int:
 @leaves_by_exit
 def logs_temporal(args: argparse.Namespace) -> int:
     from runner.cli.runtext import format_event
-    from runner.engine.masking import shown_fields
+    from runner.masking import shown_fields
     from runner.view.text import level_index
 
     run_id = _run_id(args)

@@ -1,6 +1,6 @@
 """Where runs are, as the command line names them, and the commands mcp-run prints for the user to paste.
 
-One rule finds the state directory (:func:`runner.engine.rundir.resolve_state_dir`): ``--state-dir``, else
+One rule finds the state directory (:func:`runner.engine.journal.rundir.resolve_state_dir`): ``--state-dir``, else
 ``$MCP_RUN_STATE_DIR``, else ``.mcp-run`` beside the workflow when the command names one, else
 ``./.mcp-run``. ``resume``, ``show`` and ``logs`` take ``[WORKFLOW] [RUN_ID]``: a first argument that is an
 existing file (or reads as a path: ``.yaml``, ``.yml``, ``.json``, a ``/``) is the workflow, anything else
@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Final
 from runner.errors import UsageError
 
 if TYPE_CHECKING:
-    from runner.engine.decide import InDoubt
-    from runner.engine.rundir import RunDir
+    from runner.engine.core.resume import InDoubt
+    from runner.engine.journal.rundir import RunDir
 
 __all__ = [
     "find_named_run",
@@ -79,9 +79,9 @@ def parse_target(first: str | None, second: str | None) -> tuple[Path | None, st
 
 
 def find_named_run(state_dir: Path, ref: str, workflow: Path | None) -> RunDir:
-    """:func:`runner.engine.rundir.find_run`, with a hint when a run id alone found nothing (runs are kept beside
-    their workflow, which a run id does not name)."""
-    from runner.engine.rundir import UnknownRun, find_run
+    """:func:`runner.engine.journal.rundir.find_run`, with a hint when a run id alone found nothing (runs are kept
+    beside their workflow, which a run id does not name)."""
+    from runner.engine.journal.rundir import UnknownRun, find_run
 
     try:
         return find_run(state_dir, ref, workflow=workflow)
@@ -111,7 +111,7 @@ def short(path: Path | str) -> str:
 def state_dir_args(state_dir: Path | None, workflow: Path | None) -> list[str]:
     """``["--state-dir", DIR]`` when the default rule (for a command naming ``workflow``, or none) would not
     find ``state_dir`` from here, else nothing (nothing either for a run kept in no state directory: None)."""
-    from runner.engine.rundir import resolve_state_dir
+    from runner.engine.journal.rundir import resolve_state_dir
 
     if state_dir is None or resolve_state_dir(None, workflow).resolve() == state_dir.resolve():
         return []

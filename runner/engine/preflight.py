@@ -10,7 +10,7 @@ each refusal says what was wrong, what was expected, and what to do (exit 2, lik
     └── OutputUnusable       --output is a directory, the workflow (or inputs) file itself, or cannot be written
 
 What cannot be known at the start (a disk that fills up during the run) is still reported cleanly at the end:
-the journal's own errors (:class:`~runner.engine.eventlog.JournalWriteError`), and the CLI keeps the outputs
+the journal's own errors (:class:`~runner.engine.journal.writer.JournalWriteError`), and the CLI keeps the outputs
 on stdout and in the journal when ``--output`` cannot be written after all. ``--inputs-file`` is read (a
 regular file only) before the workflow lock is taken: see :func:`runner.workflow.loader.load_inputs_file`.
 """
@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Final
 
-from runner.engine.rundir import ensure_state_dir
+from runner.engine.journal.rundir import ensure_state_dir
 from runner.errors import UsageError
 from runner.workflow.yamlnodes import file_kind
 
@@ -82,7 +82,7 @@ def _why(exc: OSError, around: Path) -> str:
 
 
 def state_dir_named_by(flag: str | None) -> str:
-    """What chose the state directory (see :func:`runner.engine.rundir.resolve_state_dir`), for the advice."""
+    """What chose the state directory (see :func:`runner.engine.journal.rundir.resolve_state_dir`), for the advice."""
     if flag:
         return "--state-dir"
     if os.environ.get("MCP_RUN_STATE_DIR"):

@@ -4,19 +4,19 @@
 
     outcome = await execute(Path("workflows/convert_docs.yaml"), RunOptions(resume=True))
 
-1. **Choose**, under the workflow lock (:class:`~runner.engine.rundir.WorkflowLock`, held to the end): a new
-   run, or one to continue (:func:`runner.engine.decide.choose_run`).
+1. **Choose**, under the workflow lock (:class:`~runner.engine.journal.rundir.WorkflowLock`, held to the end): a new
+   run, or one to continue (:func:`runner.engine.core.resume.choose_run`).
 2. **Prepare**: the plan, with a resumed run's recorded inputs (secret ones must be given again); the
    secrets to mask; step fingerprints; for a resume, the journal folded into the run's state and the
-   decisions about what earlier attempts left (:func:`runner.engine.decide.resume_plan`).
-3. **Run**, holding the run's lock and its journal open: an :class:`~runner.engine.eventlog.EventLog` that
-   applies every event to the run's :class:`~runner.engine.state.RunState` (and to the watcher, a view),
+   decisions about what earlier attempts left (:func:`runner.engine.core.resume.resume_plan`).
+3. **Run**, holding the run's lock and its journal open: an :class:`~runner.engine.journal.writer.EventLog` that
+   applies every event to the run's :class:`~runner.engine.core.state.RunState` (and to the watcher, a view),
    the :class:`~runner.engine.scheduler.Scheduler`, and (``watch_signals``) the interrupt rules: the first
    SIGINT/SIGTERM drains, the second (or the end of ``grace``) cancels, a third exits at once.
 4. **End**: ``run_finished`` when every item has a definite answer, else ``run_stopped`` or
-   ``run_interrupted`` (the run stays open); the :class:`~runner.engine.outcome.Outcome` is returned.
+   ``run_interrupted`` (the run stays open); the :class:`~runner.engine.core.outcome.Outcome` is returned.
 
-Refusals are typed errors (:mod:`runner.engine.decide`, ``WorkflowBusy``, ``JournalWriteError``); nothing
+Refusals are typed errors (:mod:`runner.engine.core.resume`, ``WorkflowBusy``, ``JournalWriteError``); nothing
 here prints. What a run says as it goes (its id, warnings, the interrupt) goes to a :class:`Reporter`.
 """
 
@@ -34,9 +34,8 @@ from typing import Any, Final, Protocol
 import trio
 
 from runner._trio import single_error
-from runner.engine.decide import InDoubt, RunDamaged, RunInfo, choose_run, resume_plan
-from runner.engine.eventlog import EventLog, JournalWriteError, Masker
-from runner.engine.events import (
+from runner.engine.calls.retry import RetryPolicy
+from runner.engine.core.events import (
     JOURNAL_FORMAT,
     Entry,
     RunFinished,
@@ -46,11 +45,21 @@ from runner.engine.events import (
     RunStatus,
     RunStopped,
 )
-from runner.engine.journal import JournalCorrupt, first_record, peek_journal
-from runner.engine.masking import placeholder
-from runner.engine.outcome import Outcome
+from runner.engine.core.outcome import Outcome
+from runner.engine.core.resume import InDoubt, Prior, RunDamaged, RunInfo, choose_run, resume_plan
+from runner.engine.core.state import RunState
+from runner.engine.journal.reader import JournalCorrupt, first_record, peek_journal
+from runner.engine.journal.rundir import (
+    RunDir,
+    WorkflowIdentity,
+    WorkflowLock,
+    find_run,
+    is_locked,
+    resolve_state_dir,
+    runs_of,
+)
+from runner.engine.journal.writer import EventLog, JournalWriteError, Masker
 from runner.engine.preflight import StateDirUnusable, check_state_dir, state_dir_named_by
-from runner.engine.retry import RetryPolicy
 from runner.engine.runctl import (
     check_headers,
     collect_secrets,
@@ -60,20 +69,11 @@ from runner.engine.runctl import (
     oauth_secret_sink,
     workflow_hash,
 )
-from runner.engine.rundir import (
-    RunDir,
-    WorkflowIdentity,
-    WorkflowLock,
-    find_run,
-    is_locked,
-    resolve_state_dir,
-    runs_of,
-)
-from runner.engine.scheduler import Prior, Scheduler, SchedulerOptions, SessionOpener
-from runner.engine.state import RunState
+from runner.engine.scheduler import Scheduler, SchedulerOptions, SessionOpener
 from runner.errors import UsageError
 from runner.exitcodes import ExitCode, combine
 from runner.launch import passed_through
+from runner.masking import placeholder
 from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
 from runner.quoting import masking
 from runner.workflow.loader import LoadedWorkflow, load_inputs_file, load_workflow, validate
@@ -284,7 +284,7 @@ def _choose(path: Path, options: RunOptions) -> tuple[ExitStack, _Prepared]:
 
 def _run_infos(state_dir: Path, identity: WorkflowIdentity) -> list[RunInfo]:
     """The workflow's runs, as choosing needs them; with those whose first record cannot be read (they may
-    be its runs: see :func:`runner.engine.rundir.runs_of`)."""
+    be its runs: see :func:`runner.engine.journal.rundir.runs_of`)."""
     infos = []
     for run_dir in runs_of(state_dir, identity):
         first, damage = run_dir.head()  # (read once: its damage, and the workflow it names)

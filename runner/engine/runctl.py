@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner.auth.fromworkflow import auth_config, auth_secrets
-from runner.engine.masking import Masker, check_secret_inputs
 from runner.errors import WorkflowError
 from runner.jsontext import utf8
 from runner.launch import Launch, LaunchError, passed_through, resolve_launch
+from runner.masking import Masker, check_secret_inputs
 from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
 from runner.workflow.context import make_context
 from runner.workflow.literals import ascii_hint, header_value_problem
@@ -80,7 +80,7 @@ def collect_secrets(plan: Plan, inputs: Mapping[str, Any], env: Mapping[str, Any
     variables, the variables stdio servers get through ``env_passthrough``, and inputs marked ``secret: true``
     (strings: a secret input is of type string). Raises
     :class:`~runner.errors.UsageError` for a secret input too short to be masked inside text
-    (:func:`~runner.engine.masking.check_secret_inputs`)."""
+    (:func:`~runner.masking.check_secret_inputs`)."""
     secrets: dict[str, str] = {}
     for name, value in env.items():
         if value is not None:  # an empty one is never masked, but its placeholder reads back as "" (Temporal)
@@ -263,9 +263,9 @@ def make_opener(
     on_secret: Callable[[str], None] | None = None,
 ) -> SessionOpener:
     """Open a server's session, once: whether and when to try again is the caller's decision (the
-    scheduler's :class:`~runner.engine.supervisor.ServerLink`). ``legacy`` and ``max_message_size``: see
+    scheduler's :class:`~runner.engine.servers.ServerLink`). ``legacy`` and ``max_message_size``: see
     :func:`render_target`; ``redact``: what a stdio server's stderr tail passes through before it goes into an
-    error (the run's :meth:`Masker.mask <runner.engine.masking.Masker.mask>`, so the raw tail is masked before
+    error (the run's :meth:`Masker.mask <runner.masking.Masker.mask>`, so the raw tail is masked before
     it is indented); ``connect``: how a target becomes a session (default :func:`runner.connect.open_target`)."""
     from runner.connect import StdioTarget, open_target  # loads the session and trio: validate needs neither
 

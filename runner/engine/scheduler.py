@@ -3,16 +3,16 @@ pools, one shared session per server, every state change journaled.
 
 The scheduler does not know transports: it is handed an ``opener`` that turns a server name (and the
 session options the scheduler wants, with its log routing) into an open session. It emits typed events
-(:mod:`runner.engine.events`) to an :class:`~runner.engine.eventlog.EventLog`, which applies each to the run's
-live :class:`~runner.engine.state.RunState`; the scheduler reads that state for its decisions and settles
-the outcome from it (:func:`runner.engine.outcome.settle`), so what it decides, what the views show and what
+(:mod:`runner.engine.core.events`) to an :class:`~runner.engine.journal.writer.EventLog`, which applies each to
+the run's live :class:`~runner.engine.core.state.RunState`; the scheduler reads that state for its decisions and settles
+the outcome from it (:func:`runner.engine.core.outcome.settle`), so what it decides, what the views show and what
 the summary says are one fold.
 
 Rules it keeps (the README states them for users):
 
 - A step runs when every dependency succeeded (a ``continue_on_error`` step counts as succeeded); ``if``
   false skips it; a failed or skipped dependency skips it, unless its ``if`` calls a status function
-  (``always()``, ``failure()``, ...): then that decides (:mod:`runner.engine.conditions`).
+  (``always()``, ``failure()``, ...): then that decides (:mod:`runner.engine.core.conditions`).
 - A failed fan-out item does not stop its siblings; the step fails at the end if any item failed. Once a
   step has failed (without ``continue_on_error``), no new step starts (but those whose ``if`` says
   otherwise, like ``always()``); fan-outs already running go on.
@@ -20,10 +20,10 @@ Rules it keeps (the README states them for users):
 - Concurrency is bounded globally, per server (``max_concurrency``) and per step (``concurrency``); a
   fan-out of 100,000 items runs through that many workers, not 100,000 tasks, and keeps results in memory
   only when some template or output reads them.
-- Each call is checked against its server's tool list before it is sent (:mod:`runner.engine.toolcheck`);
+- Each call is checked against its server's tool list before it is sent (:mod:`runner.engine.calls.tools`);
   its dispatch is journaled durably *before* the request is written; its result after it arrives
-  (:mod:`runner.engine.calls`). A server that goes away is reconnected by its link
-  (:mod:`runner.engine.supervisor`) while its calls wait.
+  (:mod:`runner.engine.calls.item`). A server that goes away is reconnected by its link
+  (:mod:`runner.engine.servers`) while its calls wait.
 - ``drain()`` (first interrupt) stops dispatching; ``cancel()`` (second, or after the grace period)
   cancels calls in flight, which send ``notifications/cancelled`` and are journaled as cancelled.
 """
@@ -38,11 +38,12 @@ from typing import Any, Final
 import trio
 
 from runner.backoff import Backoff
-from runner.engine.answering import answer_policy
-from runner.engine.calls import CallSite, Drained, ItemCall
-from runner.engine.conditions import Gate, Skip
-from runner.engine.eventlog import EventLog, JournalWriteError
-from runner.engine.events import (
+from runner.engine.calls.args import ArgsRenderer, args_renderer
+from runner.engine.calls.item import CallSite, Drained, ItemCall
+from runner.engine.calls.retry import RetryPolicy, failure_kind, is_safe_to_repeat
+from runner.engine.calls.tools import ToolChecks
+from runner.engine.core.conditions import Gate, Skip
+from runner.engine.core.events import (
     Decision,
     DoubtDecided,
     FailureKind,
@@ -58,14 +59,14 @@ from runner.engine.events import (
     StepStarted,
     StepStatus,
 )
-from runner.engine.itemargs import ArgsRenderer, args_renderer
-from runner.engine.notes import LOG_LIMIT, LOG_RATE, PROGRESS_INTERVAL, Notes
-from runner.engine.outcome import Outcome, settle
-from runner.engine.readiness import Readiness
-from runner.engine.retry import RetryPolicy, failure_kind, is_safe_to_repeat
-from runner.engine.state import SKIPPED_IN_DOUBT, ItemState, RunState, StepState
-from runner.engine.stepdecision import Fail, decide_step
-from runner.engine.supervisor import (
+from runner.engine.core.outcome import Outcome, settle
+from runner.engine.core.readiness import Readiness
+from runner.engine.core.resume import Prior
+from runner.engine.core.state import SKIPPED_IN_DOUBT, ItemState, RunState, StepState
+from runner.engine.core.steps import Fail, decide_step
+from runner.engine.journal.notes import LOG_LIMIT, LOG_RATE, PROGRESS_INTERVAL, Notes
+from runner.engine.journal.writer import EventLog, JournalWriteError
+from runner.engine.servers import (
     LinkEvent,
     LinkFailed,
     LinkLost,
@@ -73,8 +74,8 @@ from runner.engine.supervisor import (
     LinkPolicy,
     LinkRetrying,
     ServerLink,
+    answer_policy,
 )
-from runner.engine.toolcheck import ToolChecks
 from runner.errors import CallTimeout, MalformedMessage, McpRunError, first_line
 from runner.protocol.mcp import LogMessage as McpLogMessage
 from runner.session import Session, SessionOptions
@@ -82,7 +83,7 @@ from runner.workflow.context import fanout_view, identified, item_entry, make_co
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECONNECT, OutputFailure, Plan, PlannedStep
 from runner.workflow.template import TemplateError
 
-__all__ = ["Outcome", "Prior", "Scheduler", "SchedulerOptions", "SessionOpener"]
+__all__ = ["Outcome", "Scheduler", "SchedulerOptions", "SessionOpener"]
 
 SessionOpener = Callable[[str, SessionOptions], AbstractAsyncContextManager[Session]]
 
@@ -94,7 +95,7 @@ class SchedulerOptions:
     """``retry`` bounds calling again a tool that is safe to repeat after its outcome was unknown;
     ``connect_timeout`` is the default for servers that set none; ``backoff`` paces every wait;
     ``progress_interval`` and ``log_limit`` bound the notifications journaled per item
-    (:mod:`runner.engine.notes`)."""
+    (:mod:`runner.engine.journal.notes`)."""
 
     concurrency: int = 16
     retry: RetryPolicy = field(default_factory=RetryPolicy)
@@ -104,19 +105,8 @@ class SchedulerOptions:
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
     backoff: Backoff = field(default_factory=Backoff)
     progress_interval: float = PROGRESS_INTERVAL  # an item journals one progress record per interval at most
-    log_limit: int | None = LOG_LIMIT  # log messages journaled per item (None: all); see runner.engine.notes
+    log_limit: int | None = LOG_LIMIT  # log messages journaled per item (None: all); see runner.engine.journal.notes
     log_rate: float = LOG_RATE  # ... per second and server past a burst of log_limit, for those of no call
-
-
-@dataclass
-class Prior:
-    """How a resume treats what earlier attempts left: ``in_doubt`` says what to do with items in doubt that
-    are not safe to call again and no earlier decision settled ("ask": stop before anything runs; "rerun";
-    "skip"; "accept": a :class:`~runner.engine.events.Decision`, journaled before it acts); ``fresh_steps`` are
-    steps whose definition changed (their history is ignored)."""
-
-    in_doubt: str = "ask"
-    fresh_steps: set[str] = field(default_factory=set)
 
 
 class Scheduler:
@@ -231,7 +221,7 @@ class Scheduler:
         A decision given now (``--rerun-in-doubt``, ``--skip-in-doubt``, ``--accept-in-doubt``) is journaled as
         one ``doubt_decided`` record per step naming the items it settles, and made durable before anything
         acts on it: a crash after it cannot lose it, and a later decision never reaches the items it settled
-        (:meth:`runner.engine.state.RunState._doubt_decided`)."""
+        (:meth:`runner.engine.core.state.RunState._doubt_decided`)."""
         prior = self._prior
         if prior is None:
             return False
@@ -463,7 +453,7 @@ class Scheduler:
             maybe_ran = prior is not None and prior.in_doubt
             call = ItemCall(self._sites[ps.server], self._link(ps.server), ps, index, key, args, sent_before=maybe_ran)
             task_id = prior.task_id if prior is not None and prior.collectable else None
-            # A task an earlier attempt started is collected, not called again (runner.engine.taskcall).
+            # A task an earlier attempt started is collected, not called again (runner.engine.calls.task).
             result = await (call.collect(task_id) if task_id is not None else call.run())
         except Drained:
             return None
@@ -552,7 +542,7 @@ class Scheduler:
         raise Drained("the run is being interrupted; not dispatching")
 
     def _link(self, name: str) -> ServerLink:
-        """The server's link, started on first use (see :mod:`runner.engine.supervisor`)."""
+        """The server's link, started on first use (see :mod:`runner.engine.servers`)."""
         link = self._links.get(name)
         if link is not None:
             return link

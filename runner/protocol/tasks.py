@@ -3,7 +3,7 @@
 A server that supports tasks answers a task-augmented ``tools/call`` with a task id at once and runs the
 tool in the background; the client polls the task and fetches its result. A task id outlives the
 connection and the client: mcp-run journals it, and a resumed run collects the result instead of calling
-the tool again (see :mod:`runner.engine.taskcall`).
+the tool again (see :mod:`runner.engine.calls.task`).
 
 Two eras speak it:
 

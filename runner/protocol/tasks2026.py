@@ -17,7 +17,7 @@ What differs from 2025-11-25:
   (:func:`outcome`).
 - ``input_required`` lists the server's questions in ``inputRequests`` (keyed; the same key across polls is the
   same question: :func:`new_input_requests`); they are answered with ``tasks/update {taskId, inputResponses}``
-  (:func:`update_params`). Answering them is a policy's job (``runner.engine.taskcall.InputHandler``).
+  (:func:`update_params`). Answering them is a policy's job (``runner.engine.calls.task.InputHandler``).
 - ``tasks/cancel`` is acknowledged with an empty result; ``notifications/cancelled`` must not be used for a
   task. Status may also be pushed as ``notifications/tasks`` (the same detailed task).
 - Over Streamable HTTP, ``tasks/get``, ``tasks/update`` and ``tasks/cancel`` carry the task id in the

@@ -4,7 +4,7 @@ A result without ``resultType``, or with ``"complete"``, is the final result (20
 ``"input_required"`` (the server needs input: elicitation, roots, sampling, then the request is sent again
 with ``inputResponses``) is answered before a result gets here (:meth:`runner.session.Session.answer_input`);
 one still left fails with ``ResultNotSupported``. ``"task"`` (the tasks extension: the server runs the call
-as a task) is followed by the engine's task calls (:mod:`runner.engine.taskcall`); on a path that does not
+as a task) is followed by the engine's task calls (:mod:`runner.engine.calls.task`); on a path that does not
 follow tasks it is :class:`TaskNotFollowed`, in doubt. Any other value is a malformed result.
 """
 

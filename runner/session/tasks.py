@@ -1,6 +1,6 @@
 """The requests of tasks (2025-11-25), on a :class:`~runner.session.Session`: start a tool call as a task,
 poll it, fetch its result, cancel it. The wire types and rules are :mod:`runner.protocol.tasks`'; polling on
-a clock, journaling and reconnecting are the engine's (:mod:`runner.engine.taskcall`).
+a clock, journaling and reconnecting are the engine's (:mod:`runner.engine.calls.task`).
 
 ``start_task_call`` returns a :class:`~runner.protocol.tasks.Task`, or a ``ToolResult`` when the server ran
 the tool at once (a server may ignore ``params.task``). The other requests raise as ``Session.request``

@@ -26,7 +26,7 @@ from temporalio import activity
 from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
-from runner.engine.masking import escape_value
+from runner.masking import escape_value
 from runner.temporal.batch import Batch, Sessions
 from runner.temporal.bridge import TrioThread
 from runner.temporal.lost import own_outcomes, settled

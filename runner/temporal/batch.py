@@ -21,19 +21,18 @@ from typing import Any, Final
 
 import trio
 
-from runner.engine.answering import answer_policy
-from runner.engine.events import FailureKind
-from runner.engine.masking import Masker
-from runner.engine.retry import failure_kind, is_safe_to_repeat
+from runner.engine.calls.retry import failure_kind, is_safe_to_repeat
+from runner.engine.calls.tools import ToolChecks
+from runner.engine.core.events import FailureKind
 from runner.engine.runctl import (
     collect_secrets,
     env_context,
     make_opener,
     oauth_secret_sink,
 )
-from runner.engine.supervisor import LinkPolicy, ServerLink
-from runner.engine.toolcheck import ToolChecks
+from runner.engine.servers import LinkPolicy, ServerLink, answer_policy
 from runner.errors import InvalidCall, McpRunError, NotDelivered, OutcomeUnknown, SessionExpired, first_line
+from runner.masking import Masker
 from runner.quoting import masking
 from runner.session import Session, SessionOptions
 from runner.temporal.markers import Markers

@@ -13,7 +13,7 @@ import hashlib
 import json
 from typing import Any
 
-from runner.engine.decide import changed_steps
+from runner.engine.core.resume import changed_steps
 from runner.temporal.spec import RunSpec
 
 __all__ = ["changes_since", "memo_of"]

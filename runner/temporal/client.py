@@ -7,8 +7,8 @@ the file's (:mod:`runner.temporal.runids`): Temporal refuses a second open run o
 replaces the local workflow lock (:class:`RunAlreadyOpen`).
 
 Following it: the run's events come from the workflow's ``events`` query, folded into a
-:class:`~runner.engine.state.RunState` as a journal is; when it ends, its outcome is settled from that state
-(:func:`runner.engine.outcome.settle`) and reported as a local run's is, with the same exit codes; 4 when
+:class:`~runner.engine.core.state.RunState` as a journal is; when it ends, its outcome is settled from that state
+(:func:`runner.engine.core.outcome.settle`) and reported as a local run's is, with the same exit codes; 4 when
 Temporal cannot be reached. ``detach``: return once started. Ctrl-C detaches: the run goes on.
 """
 
@@ -34,13 +34,13 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from runner.engine.events import RunStatus, decode
-from runner.engine.masking import shown_fields
-from runner.engine.outcome import Outcome, settle
+from runner.engine.core.events import RunStatus, decode
+from runner.engine.core.outcome import Outcome, settle
+from runner.engine.core.state import RunState
 from runner.engine.runctl import fingerprints, workflow_hash
-from runner.engine.state import RunState
 from runner.errors import BusyError, McpRunError, UsageError
 from runner.exitcodes import ExitCode
+from runner.masking import shown_fields
 from runner.temporal.changes import memo_of
 from runner.temporal.dag import WORKFLOW_NAME, DagWorkflow
 from runner.temporal.runids import (

@@ -1,9 +1,9 @@
 """The DAG workflow: a run of a workflow file, on Temporal, deterministic.
 
 It is built from the pure core and keeps its semantics: the :class:`~runner.workflow.plan.Plan` (rebuilt
-from the text given), templates and their context, the step gate of :mod:`runner.engine.conditions`, the
-readiness of :mod:`runner.engine.readiness`, and the run's :class:`~runner.engine.state.RunState`, folded
-from the same typed events the local engine journals. How it ends is :func:`runner.engine.outcome.settle`
+from the text given), templates and their context, the step gate of :mod:`runner.engine.core.conditions`, the
+readiness of :mod:`runner.engine.core.readiness`, and the run's :class:`~runner.engine.core.state.RunState`, folded
+from the same typed events the local engine journals. How it ends is :func:`runner.engine.core.outcome.settle`
 of that state: the same status, exit code, failures and items in doubt as a local run.
 
 What is not the same: calls go out in activities of up to ``batch_size`` items of one step
@@ -30,8 +30,9 @@ from temporalio.exceptions import ChildWorkflowError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from runner.engine.conditions import Gate, Skip
-    from runner.engine.events import (
+    from runner.engine.calls.args import args_renderer
+    from runner.engine.core.conditions import Gate, Skip
+    from runner.engine.core.events import (
         JOURNAL_FORMAT,
         AnyEvent,
         Decision,
@@ -53,12 +54,11 @@ with workflow.unsafe.imports_passed_through():
         StepStatus,
         encode,
     )
-    from runner.engine.itemargs import args_renderer
-    from runner.engine.masking import escape_value, placeholders
-    from runner.engine.outcome import settle
-    from runner.engine.readiness import Readiness
-    from runner.engine.state import SKIPPED_IN_DOUBT, RunState
-    from runner.engine.stepdecision import Fail, decide_step
+    from runner.engine.core.outcome import settle
+    from runner.engine.core.readiness import Readiness
+    from runner.engine.core.state import SKIPPED_IN_DOUBT, RunState
+    from runner.engine.core.steps import Fail, decide_step
+    from runner.masking import escape_value, placeholders
     from runner.temporal.fanout import (
         CALLS_BYTES,
         CHILD_WORKFLOW,

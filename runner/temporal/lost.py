@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from temporalio.exceptions import ActivityError, TimeoutError
 
-from runner.engine.events import FailureKind
+from runner.engine.core.events import FailureKind
 
 __all__ = ["ACTIVITY_LOST", "ATTEMPT_LOST", "ATTEMPT_UNSENT", "LOST_UNSENT", "lost_outcomes", "own_outcomes", "settled"]
 

@@ -7,7 +7,7 @@ heartbeats (each carries the whole details) and on :meth:`ProgressBoard.pump`, a
 when progress changed since the last one and no heartbeat is in flight. A heartbeat that carries progress
 also carries every marker (:meth:`runner.temporal.markers.Markers.details`), so it never overwrites one.
 
-A message is masked with the run's secrets (:class:`~runner.engine.masking.Masker`) as it is noted, before it is
+A message is masked with the run's secrets (:class:`~runner.masking.Masker`) as it is noted, before it is
 cut to ``MAX_MESSAGE``: everything the board hands on (heartbeats, the signals to the workflow, the outcome the
 workflow journals) reaches Temporal's history, and from there ``logs`` and ``export``.
 """
@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import trio
 
-from runner.engine.masking import Masker
+from runner.masking import Masker
 from runner.protocol.mcp import Progress
 
 __all__ = ["MAX_ITEMS", "MAX_MESSAGE", "PROGRESS_EVERY", "ProgressBoard"]

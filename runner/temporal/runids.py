@@ -2,23 +2,24 @@
 
 **One open run per file, enforced by Temporal.** Every run of a workflow file has the same workflow id,
 ``mcp-run/<key>``, where ``key`` is the identity the local engine's workflow lock uses
-(:func:`runner.engine.rundir.workflow_key`: a hash of the file's absolute path, symlinks resolved). A run
+(:func:`runner.engine.journal.rundir.workflow_key`: a hash of the file's absolute path, symlinks resolved). A run
 starts with ``id_conflict_policy=FAIL`` (Temporal refuses a second start while a run of that id is open:
 :class:`~temporalio.exceptions.WorkflowAlreadyStartedError`) and ``id_reuse_policy=ALLOW_DUPLICATE`` (once a
 run is closed, whatever its end, the next one may start). Temporal decides this atomically on its side, so two
 starts racing each other give one run, never two; its visibility list, which lags, is never asked.
 
-**Run ids.** A run id is a local one (:func:`~runner.engine.rundir.new_run_id`, sortable by time) followed by
+**Run ids.** A run id is a local one (:func:`~runner.engine.journal.rundir.new_run_id`, sortable by time) followed by
 ``-<key>``: from it alone, any command finds the workflow id. The newest run of that id is read with
 ``describe`` (strongly consistent) and matched by the ``run_id`` in its memo; an older, closed run is found in
 Temporal's list of that workflow id (a closed run has long been listed). Each is then pinned by its Temporal
 run id, so a command never acts on a newer run of the same file by mistake. Run ids of the first design
 (``mcp-run/<run_id>`` per run, no key) are still found under their own workflow id.
 
-**Short run ids**, as the local engine takes them (:func:`runner.engine.rundir.find_run`): a run id that names
+**Short run ids**, as the local engine takes them (:func:`runner.engine.journal.rundir.find_run`): a run id that names
 no run is read as an abbreviation, a unique prefix (``20261129T2135``) or suffix of one, or the random part of
 its local id (``3f9a1c``), among the runs of Temporal's list (:func:`expand`): one match is that run; several
-are :class:`~runner.engine.rundir.AmbiguousRun`, none :class:`~runner.engine.rundir.UnknownRun` (exit 2).
+are :class:`~runner.engine.journal.rundir.AmbiguousRun`, none :class:`~runner.engine.journal.rundir.UnknownRun`
+(exit 2).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any, Final
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
-from runner.engine.rundir import AmbiguousRun, UnknownRun, new_run_id, workflow_key
+from runner.engine.journal.rundir import AmbiguousRun, UnknownRun, new_run_id, workflow_key
 from runner.errors import McpRunError
 from runner.exitcodes import ExitCode
 

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from runner.engine.masking import Masker
+from runner.masking import Masker
 from runner.protocol.mcp import LOG_LEVELS, LogMessage
 from runner.termsafe import terminal
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Final
 
-from runner.engine.masking import escape_value, placeholder
+from runner.masking import escape_value, placeholder
 from runner.workflow.loader import parse_workflow, validate
 from runner.workflow.plan import Plan
 
@@ -83,7 +83,7 @@ def build_plan_of(spec: RunSpec) -> Plan:
 
 def env_placeholders(spec: RunSpec) -> dict[str, str | None]:
     """The ``env`` templates see in the workflow: a placeholder for each variable set, None for the others.
-    What the workflow renders is encoded text (:mod:`runner.engine.masking`): results are encoded by the
+    What the workflow renders is encoded text (:mod:`runner.masking`): results are encoded by the
     activity that got them, inputs by :func:`encoded_inputs`, so only these placeholders (and those of
     secrets masked in results) read back as values where an activity decodes its arguments."""
     return {name: placeholder(f"env.{name}") if is_set else None for name, is_set in sorted(spec.env.items())}

@@ -1,6 +1,6 @@
 """The live terminal view, drawn with ``rich``; imported only when a terminal is there to draw on.
 
-:class:`LiveView` draws from the run's :class:`~runner.engine.state.RunState`, which the run keeps up to date;
+:class:`LiveView` draws from the run's :class:`~runner.engine.core.state.RunState`, which the run keeps up to date;
 ``observe`` only queues the lines that must stay (log messages at or above ``--log-level``, failures, steps
 finished), printed above the live region at the next redraw, in one write. Text that came from a server
 (errors, log messages, progress messages, item keys) is shown through :func:`runner.termsafe.terminal`: its
@@ -24,7 +24,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from runner.engine.events import (
+from runner.engine.core.events import (
     Entry,
     FailureKind,
     ItemFailed,
@@ -39,7 +39,7 @@ from runner.engine.events import (
     StepStatus,
     encode,
 )
-from runner.engine.state import CallProgress, RunState, StepState
+from runner.engine.core.state import CallProgress, RunState, StepState
 from runner.termsafe import terminal
 from runner.view.plain import finished_detail, rate_and_eta
 from runner.view.text import (

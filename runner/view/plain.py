@@ -11,10 +11,10 @@ Three views, chosen by :func:`make_view`:
   ``GITHUB_ACTIONS=true``, failures are also written as ``::error`` workflow commands;
 - with ``--quiet``, a :class:`PlainView` that prints failures and error-level log messages only.
 
-A view is given the run's :class:`~runner.engine.state.RunState` and ``observe``\\ s every entry after the
+A view is given the run's :class:`~runner.engine.core.state.RunState` and ``observe``\\ s every entry after the
 state applied it: it writes the line an event calls for (:mod:`runner.view.text`), and reads every count,
 rate and status from the state, never from its own tally. Entries reach a view already masked by the
-:class:`~runner.engine.eventlog.EventLog`; every line is written through :func:`runner.termsafe.terminal`
+:class:`~runner.engine.journal.writer.EventLog`; every line is written through :func:`runner.termsafe.terminal`
 (a server's control characters shown as escapes, never sent to the terminal or the log).
 
 This module imports no ``rich``: :mod:`runner.view.live` is imported only when a live view is drawn.
@@ -29,7 +29,7 @@ from typing import Any, Protocol, TextIO
 
 import trio
 
-from runner.engine.events import (
+from runner.engine.core.events import (
     Entry,
     ItemFailed,
     ItemSucceeded,
@@ -45,7 +45,7 @@ from runner.engine.events import (
     TaskUpdated,
     encode,
 )
-from runner.engine.state import RunState, StepState
+from runner.engine.core.state import RunState, StepState
 from runner.termsafe import terminal
 from runner.view.text import (
     ERROR_LEVEL,

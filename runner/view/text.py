@@ -1,9 +1,9 @@
 """The words and numbers the console shows: one place for how a failure, a log message, a server's state, an
 item's place and a time read, used by the plain and live views, the summary, ``show`` and ``logs``.
 
-Formatting works on an event's journal form (:func:`runner.engine.events.encode` of an entry, or a line of
+Formatting works on an event's journal form (:func:`runner.engine.core.events.encode` of an entry, or a line of
 the journal): every field reads the same whichever way the event arrived. Counts never come from here: they
-come from the run's :class:`~runner.engine.state.RunState`.
+come from the run's :class:`~runner.engine.core.state.RunState`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from runner.engine.events import FailureKind, SkipCause
+from runner.engine.core.events import FailureKind, SkipCause
 from runner.protocol.mcp import LOG_LEVELS
 from runner.words import plural
 from runner.workflow.keys import LABEL_LIMIT

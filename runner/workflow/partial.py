@@ -3,7 +3,7 @@
 
 ``mcp-run plan --check`` renders a step's arguments this way (inputs and environment are known; the item, the
 index and other steps' results are not) and checks the result against the tool's ``inputSchema``, skipping the
-placeholders (:mod:`runner.engine.argcheck`). A value is unknown as a whole when any template in its string
+placeholders (:mod:`runner.workflow.argcheck`). A value is unknown as a whole when any template in its string
 reads something unknown; a string with text around its template is still surely a string
 (``Unknown.text``).
 """

@@ -351,7 +351,7 @@ def bench_resume(sizes: Sizes, tmp: Path) -> list[dict[str, Any]]:
     cut = next(i for i, line in enumerate(lines) if b'"type":"step_started","step":"done"' in line)
     journal.write_bytes(b"".join(lines[:cut]))
     code = (
-        "import sys, time; t = time.perf_counter(); from runner.engine.journal import fold, parse_journal; "
+        "import sys, time; t = time.perf_counter(); from runner.engine.journal.reader import fold, parse_journal; "
         "data = open(sys.argv[1], 'rb').read(); events, _ = parse_journal(data); state = fold(events); "
         "print(time.perf_counter() - t, len(events))"
     )

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from json.encoder import c_encode_basestring, c_make_encoder  # type: ignore[attr-defined]
 from typing import Any
 
-from runner.engine.eventlog import _dumps
-from runner.engine.events import Entry, ItemDispatched, ItemSucceeded, encode
+from runner.engine.core.events import Entry, ItemDispatched, ItemSucceeded, encode
+from runner.engine.journal.writer import _dumps
 from runner.jsontext import escape
 
 _ESCAPED_UTF8 = re.compile(rb"\x7f|\xc2[\x80-\x9f]|\xe2\x80[\xaa-\xae]|\xe2\x81[\xa6-\xa9]")  # DEL, C1, bidi as UTF-8

@@ -179,7 +179,7 @@ def test_a_journal_that_cannot_be_written_stops_the_run_cleanly(tmp_path: Path) 
 
 def test_a_crash_in_the_middle_of_a_notification_flood_resumes_soundly(tmp_path: Path) -> None:
     # Each call sends 20,000 progress notifications and 20,000 log messages before its answer; the journal
-    # holds a bounded part of them (runner.engine.notes). Killed while the first flood is journaled.
+    # holds a bounded part of them (runner.engine.journal.notes). Killed while the first flood is journaled.
     count_file = tmp_path / "executions.txt"
     (tmp_path / "inputs.json").write_text(json.dumps({"items": ["a", "b", "c"]}))
     workflow = tmp_path / "flood.yaml"

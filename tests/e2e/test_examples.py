@@ -13,7 +13,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from runner.engine.schemas import JOURNAL_SCHEMA_PATH, SUMMARY_SCHEMA_PATH
+from runner.schemas import JOURNAL_SCHEMA_PATH, SUMMARY_SCHEMA_PATH
 from tests.e2e.support import ROOT, WORKFLOWS, mcp_run
 
 pytestmark = pytest.mark.integration

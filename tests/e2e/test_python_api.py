@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import runner
-from runner.engine.decide import UnfinishedRun
-from runner.engine.events import RunStatus, StepStatus
+from runner.engine.core.events import RunStatus, StepStatus
+from runner.engine.core.resume import UnfinishedRun
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""A run's identity is its workflow, not a path string (runner.engine.rundir.WorkflowIdentity).
+"""A run's identity is its workflow, not a path string (runner.engine.journal.rundir.WorkflowIdentity).
 
 Each way of reaching a workflow that has an open run -- its folder moved, a new release directory beside a
 shared state directory, a hard link, a symlink, a bind mount, a rename with a ``name:`` -- finds that run

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from runner.engine.events import Entry, decode
+from runner.engine.core.events import Entry, decode
 
 SNAPSHOTS = Path(__file__).parent
 JOURNALS = ("succeeded", "failed", "fanout", "interrupted", "in_doubt")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.engine.masking import escape, shown
+from runner.masking import escape, shown
 from runner.temporal.progress import MAX_MESSAGE
 from tests.temporal.support import MODES, cli, dev_server, in_process_worker, target_of
 

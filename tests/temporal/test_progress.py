@@ -145,7 +145,7 @@ def test_the_workflow_journals_signalled_progress_of_running_items_once(monkeypa
 
 def test_the_runs_view_shows_the_latest_progress_at_most_every_two_seconds() -> None:
     from runner.cli.temporal import _Progress
-    from runner.engine.events import Entry, ProgressNoted
+    from runner.engine.core.events import Entry, ProgressNoted
 
     lines: list[str] = []
 

@@ -10,8 +10,8 @@ import pytest
 
 import runner.temporal.client as client_module
 from runner.cli import main
-from runner.engine.masking import Masker
 from runner.errors import UsageError
+from runner.masking import Masker
 from runner.protocol.mcp import LogMessage
 from runner.temporal.serverlog import log_handlers
 from runner.temporal.spec import RunSpec

@@ -1,4 +1,4 @@
-"""How a run ended, read off its :class:`~runner.engine.state.RunState`: status, exit code, failures, items in
+"""How a run ended, read off its :class:`~runner.engine.core.state.RunState`: status, exit code, failures, items in
 doubt, and the ``--json`` summary. Pure: the same state always settles the same way.
 
 - **Items in doubt** are every item without a definite answer, this attempt's or an earlier one's that this
@@ -6,7 +6,7 @@ doubt, and the ``--json`` summary. Pure: the same state always settles the same 
 - **Failures** are the items that failed or were skipped in doubt, and the steps that failed as a whole.
   A skipped step is never a failure: the failure that caused the skip is.
 - **The exit code** is the strongest of what applies (see :func:`runner.exitcodes.combine`): each failure's
-  kind says its code (:class:`~runner.engine.events.FailureKind`), except that a ``continue_on_error`` step's
+  kind says its code (:class:`~runner.engine.core.events.FailureKind`), except that a ``continue_on_error`` step's
   failures do not count, and items never sent (their server could not be reached) always do.
 - **Outputs** are rendered each on its own: one that fails is left out and named (``output_failures``), the
   others are kept; a failed output fails the run (exit 1), as a failed step does.
@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from runner.engine.events import Decision, FailureKind, ItemStatus, RunStatus, SkipCause, StepStatus
-from runner.engine.masking import Masker
-from runner.engine.state import ItemState, RunState
+from runner.engine.core.events import Decision, FailureKind, ItemStatus, RunStatus, SkipCause, StepStatus
+from runner.engine.core.state import ItemState, RunState
 from runner.exitcodes import ExitCode, combine
+from runner.masking import Masker
 from runner.workflow.plan import OutputFailure, Plan
 
 __all__ = ["SUMMARY_VERSION", "Outcome", "StepOutcome", "masked_summary", "settle", "summary"]

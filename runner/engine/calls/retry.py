@@ -21,7 +21,7 @@ trio cancellation (interrupt)                   cancelled            never (in d
 ==============================================  ===================  ===================================
 
 The waits come from :mod:`runner.backoff`; the loop that applies this table is the scheduler's item path
-(``runner.engine.scheduler._ItemCall``), and reconnecting is :mod:`runner.engine.supervisor`'s.
+(``runner.engine.scheduler._ItemCall``), and reconnecting is :mod:`runner.engine.servers`'s.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import trio
 
-from runner.engine.events import FailureKind
+from runner.engine.core.events import FailureKind
 from runner.errors import (
     CallTimeout,
     ConnectFailed,
@@ -55,7 +55,7 @@ class RetryPolicy:
 
 
 def failure_kind(exc: BaseException) -> FailureKind:
-    """How a call failed, in the journal's words (:class:`~runner.engine.events.FailureKind`)."""
+    """How a call failed, in the journal's words (:class:`~runner.engine.core.events.FailureKind`)."""
     if isinstance(exc, trio.Cancelled):
         return FailureKind.CANCELLED
     if isinstance(exc, CallTimeout):

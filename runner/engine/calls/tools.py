@@ -25,7 +25,7 @@ cannot get an answering session within its budget fails, and its calls end "not 
 open). A tool whose
 ``inputSchema`` is not a valid schema (or refers to one that cannot be found) is warned about once, and its
 calls go out unchecked. So is a tool whose schema has a pattern that searched an argument for longer than
-:data:`~runner.engine.argcheck.PATTERN_TIMEOUT` (it backtracks too much): that call and the tool's later ones
+:data:`~runner.workflow.argcheck.PATTERN_TIMEOUT` (it backtracks too much): that call and the tool's later ones
 on this tool list go out unchecked, so a slow pattern holds the run up once, not once per item.
 """
 
@@ -38,10 +38,10 @@ from typing import Any
 
 import trio
 
-from runner.engine import argcheck
 from runner.errors import CallTimeout, InvalidCall, McpRunError, NotDelivered, first_line
 from runner.protocol.mcp import Tool
 from runner.session import Session
+from runner.workflow import argcheck
 from runner.workflow.suggest import did_you_mean
 
 __all__ = ["ToolChecks"]

@@ -1,6 +1,6 @@
 """The state of a run, folded from its events: the one reader of events.
 
-:class:`RunState` applies :class:`~runner.engine.events.Entry`\\ s one at a time. A resume folds the
+:class:`RunState` applies :class:`~runner.engine.core.events.Entry`\\ s one at a time. A resume folds the
 journal into one, and so do ``runs``, ``show`` and ``logs``; during a run the scheduler applies every event
 it emits to a live one, which the views draw and the ``--json`` summary reads. They all count the same way
 because there is one way.
@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from runner.engine.events import (
+from runner.engine.core.events import (
     JOURNAL_FORMAT,
     Decision,
     DoubtDecided,

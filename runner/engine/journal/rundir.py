@@ -45,13 +45,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runner.engine.events import Entry, RunStarted
-from runner.engine.journal import JournalCorrupt, closes, first_record, last_record, read_journal, workflow_named
-from runner.engine.state import RunState
+from runner.engine.core.events import Entry, RunStarted
+from runner.engine.core.state import RunState
+from runner.engine.journal.reader import JournalCorrupt, closes, first_record, last_record, read_journal, workflow_named
 from runner.errors import BusyError, UsageError
 
 if TYPE_CHECKING:
-    from runner.engine.masking import Masker
+    from runner.masking import Masker
 
 __all__ = [
     "AmbiguousRun",
@@ -469,7 +469,7 @@ def runs_of(state_dir: Path, workflow: Path | WorkflowIdentity) -> list[RunDir]:
 
 def unfinished_runs(state_dir: Path, workflow: Path | WorkflowIdentity) -> list[RunDir]:
     """Open runs of this workflow, oldest first. Reads only the ends of each journal: a run is closed when its
-    last complete event is ``run_finished`` with a closed status (see :mod:`runner.engine.journal`)."""
+    last complete event is ``run_finished`` with a closed status (see :mod:`runner.engine.journal.reader`)."""
     return [run_dir for run_dir in runs_of(state_dir, workflow) if run_dir.closed_status() is None]
 
 

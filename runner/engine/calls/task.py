@@ -1,6 +1,6 @@
 """A tool call the server takes as a task: journal its id, poll it, collect its result; on resume, collect.
 
-:class:`TaskCall` is what :class:`~runner.engine.calls.ItemCall` runs instead of a plain ``tools/call`` when
+:class:`TaskCall` is what :class:`~runner.engine.calls.item.ItemCall` runs instead of a plain ``tools/call`` when
 the server and the tool allow a task (:func:`wants_task_now`; the rule is
 :func:`runner.protocol.tasks.wants_task`). In order:
 
@@ -42,8 +42,8 @@ from typing import Any, Final
 
 import trio
 
-from runner.engine.eventlog import EventLog
-from runner.engine.events import TaskCreated, TaskUpdated
+from runner.engine.core.events import TaskCreated, TaskUpdated
+from runner.engine.journal.writer import EventLog
 from runner.errors import (
     CallTimeout,
     ConnectFailed,

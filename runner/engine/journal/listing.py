@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from runner.engine.events import RunFinished, RunInterrupted, RunStarted, RunStatus, RunStopped
-from runner.engine.journal import (
+from runner.engine.core.events import RunFinished, RunInterrupted, RunStarted, RunStatus, RunStopped
+from runner.engine.core.state import RunState
+from runner.engine.journal.reader import (
     JournalCorrupt,
     closes,
     first_record,
@@ -29,13 +30,12 @@ from runner.engine.journal import (
     read_what_can_be_read,
     workflow_named,
 )
-from runner.engine.rundir import RunDir, is_locked, iter_run_dirs
-from runner.engine.state import RunState
+from runner.engine.journal.rundir import RunDir, is_locked, iter_run_dirs
 
 __all__ = ["COUNTS", "RunSummary", "from_state", "list_runs", "prune", "summarize"]
 
 COUNTS: Final = ("succeeded", "failed", "running", "in_doubt")
-"""The run's items as ``runs`` counts them (see :meth:`runner.engine.state.RunState.totals`)."""
+"""The run's items as ``runs`` counts them (see :meth:`runner.engine.core.state.RunState.totals`)."""
 
 
 @dataclass
@@ -141,7 +141,7 @@ def _status(value: str) -> RunStatus | None:
 
 def list_runs(state_dir: Path, workflow: Path | None = None) -> list[RunSummary]:
     """Every run of the state directory (of ``workflow`` only, when given), oldest first."""
-    from runner.engine.rundir import runs_of
+    from runner.engine.journal.rundir import runs_of
 
     run_dirs = runs_of(state_dir, workflow) if workflow is not None else list(iter_run_dirs(state_dir))
     return [summarize(run_dir) for run_dir in run_dirs]

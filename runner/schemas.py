@@ -1,11 +1,11 @@
 """JSON Schemas of what mcp-run writes for machines: the ``--json`` run summary, the ``--json`` error, and
 journal events.
 
-The journal's schema is generated from the event classes themselves (:mod:`runner.engine.events`), with
+The journal's schema is generated from the event classes themselves (:mod:`runner.engine.core.events`), with
 ``seq`` and ``ts`` added to each; the summary's from the model here, whose vocabularies are the events'
 enums. Tests validate real output against both (``schemas/summary.schema.json`` and
 ``schemas/journal-event.schema.json``, ``schemas/error.schema.json``) and check they are fresh. Regenerate with
-``python -m runner.engine.schemas`` (``--check`` only compares).
+``python -m runner.schemas`` (``--check`` only compares).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runner.engine.events import FailureKind, RunStatus, SkipCause, StepStatus, event_adapter
+from runner.engine.core.events import FailureKind, RunStatus, SkipCause, StepStatus, event_adapter
 
 __all__ = [
     "ERROR_SCHEMA_PATH",
@@ -31,7 +31,7 @@ __all__ = [
     "write_schemas",
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SUMMARY_SCHEMA_PATH = ROOT / "schemas" / "summary.schema.json"
 JOURNAL_SCHEMA_PATH = ROOT / "schemas" / "journal-event.schema.json"
 ERROR_SCHEMA_PATH = ROOT / "schemas" / "error.schema.json"

@@ -1,10 +1,10 @@
 """One item's tool call across its attempts: the scheduler's item path.
 
-The call is checked against the server's tool list (:mod:`runner.engine.toolcheck`: an unknown tool or
+The call is checked against the server's tool list (:mod:`runner.engine.calls.tools`: an unknown tool or
 arguments its schema refuses raise ``InvalidCall``, nothing sent). Each attempt asks the server's link for the
 current session (waiting while the server is being reconnected), journals its dispatch before the request is
 written (``before_send``: fsynced first unless the call is known to be safe to repeat, see
-:mod:`runner.engine.eventlog`; arguments JSON cannot carry raise ``InvalidCall`` before that, nothing journaled
+:mod:`runner.engine.journal.writer`; arguments JSON cannot carry raise ``InvalidCall`` before that, nothing journaled
 or sent: :mod:`runner.session.sendable`), and classifies how it ended:
 
 - a result (``isError`` or not) or a JSON-RPC error: the server answered; returned or raised;
@@ -29,12 +29,12 @@ from typing import Any, Final
 import trio
 
 from runner.backoff import Backoff
-from runner.engine.eventlog import EventLog
-from runner.engine.events import FailureKind, ItemDispatched, ItemFailed, StreamResumed
-from runner.engine.notes import Notes, Tally
-from runner.engine.retry import RetryPolicy, failure_kind
-from runner.engine.supervisor import ServerLink
-from runner.engine.taskcall import TaskCall, TaskSite, TaskUncollected, wants_task_now
+from runner.engine.calls.retry import RetryPolicy, failure_kind
+from runner.engine.calls.task import TaskCall, TaskSite, TaskUncollected, wants_task_now
+from runner.engine.core.events import FailureKind, ItemDispatched, ItemFailed, StreamResumed
+from runner.engine.journal.notes import Notes, Tally
+from runner.engine.journal.writer import EventLog
+from runner.engine.servers import ServerLink
 from runner.errors import (
     JsonRpcError,
     McpRunError,
@@ -63,7 +63,7 @@ class CallSite:
     how to pace and bound retries, the server's link, the concurrency limits, whether the run is draining, the
     table of calls in flight (which routes a server's log messages to their item), whether a call is safe to
     repeat (asking the server if need be: ``safe_to_repeat``; by what is known, without waiting:
-    ``known_safe``), and the check a call passes before it is first sent (:mod:`runner.engine.toolcheck`:
+    ``known_safe``), and the check a call passes before it is first sent (:mod:`runner.engine.calls.tools`:
     raises ``InvalidCall``)."""
 
     log: EventLog
@@ -77,7 +77,7 @@ class CallSite:
     safe_to_repeat: Callable[[PlannedStep], Awaitable[bool]]
     known_safe: Callable[[PlannedStep, Session], bool]
     check: Callable[[PlannedStep, dict[str, Any], Session], Awaitable[None]]
-    tasks: TaskMode = "auto"  # the server's `tasks:` (runner.engine.taskcall)
+    tasks: TaskMode = "auto"  # the server's `tasks:` (runner.engine.calls.task)
 
 
 async def _take(limit: trio.Semaphore) -> None:
@@ -118,7 +118,7 @@ class ItemCall:
         self._dispatched: list[Any] = []  # request ids of the current attempt, once journaled
         self._taskcall: TaskCall | None = None  # the current attempt's, when it is made as a task
         self._session: Session | None = None  # the session of the current attempt
-        self._tally: Tally | None = None  # the item's notifications (runner.engine.notes), from the first one
+        self._tally: Tally | None = None  # the item's notifications (runner.engine.journal.notes), from the first one
 
     async def run(self) -> ToolResult:
         try:

@@ -25,7 +25,7 @@ session and run-end records        ``sync_interval`` (100 ms),
                                    ``flush_interval`` (0.2 s)
 =================================  =============================  ===========================================
 
-How many notes reach this log is bounded before they get here (:mod:`runner.engine.notes`: progress coalesced
+How many notes reach this log is bounded before they get here (:mod:`runner.engine.journal.notes`: progress coalesced
 per item, log messages capped per item and per server).
 
 At the end (:meth:`EventLog.close`) everything is written and fsynced; a signal asks for an fsync at once
@@ -34,15 +34,15 @@ never make an unsafe call twice, because a record is lost only with every record
 call's dispatch is durable before the call. A result that later calls read (a template) was emitted before
 their dispatch, so it is durable whenever they are.
 
-The disk work runs in one long-lived thread (:class:`~runner.engine.diskthread.DiskThread`), never in the
+The disk work runs in one long-lived thread (:class:`~runner.engine.journal.disk.DiskThread`), never in the
 scheduler's: the writer task hands it one job at a time (one write of everything emitted since the last job,
 and one fsync when a commit waits or the sync timer is due). Commits that arrive while a job runs wait for
 the next one and share its fsync: group commit by design.
 
 Secrets never reach the file or an observer in clear: every event is masked value by value before it is
-serialized (:class:`~runner.engine.masking.Masker`: each form of each secret by its named placeholder,
+serialized (:class:`~runner.masking.Masker`: each form of each secret by its named placeholder,
 ``***env.API_TOKEN***``), every field but those mcp-run fills itself (``UNMASKED_FIELDS``). The journal holds
-the *encoded* text (:meth:`~runner.engine.masking.Masker.encode`: a ``***`` of a server's text is written
+the *encoded* text (:meth:`~runner.masking.Masker.encode`: a ``***`` of a server's text is written
 ``***=``, so that only the masker's placeholders read back as secrets); observers get it as shown
 (placeholders as they are, the server's text as it was sent). A journal of a format before 3, resumed, keeps
 being written as it was (masked, not encoded): ``journal_format``.
@@ -61,11 +61,11 @@ from typing import Any
 
 import trio
 
-from runner.engine.diskthread import DiskThread
-from runner.engine.events import JOURNAL_FORMAT, AnyEvent, Entry, decode, encode
-from runner.engine.masking import MARK, MARKED_FORMAT, UNMASKED_FIELDS, Masker, shown_value
+from runner.engine.core.events import JOURNAL_FORMAT, AnyEvent, Entry, decode, encode
+from runner.engine.journal.disk import DiskThread
 from runner.errors import McpRunError
 from runner.jsontext import escape
+from runner.masking import MARK, MARKED_FORMAT, UNMASKED_FIELDS, Masker, shown_value
 
 __all__ = ["UNMASKED_FIELDS", "EventLog", "JournalWriteError", "Masker", "Observer"]
 
@@ -84,7 +84,7 @@ def _dumps(obj: Any) -> str:
     return escape("".join(_encode(obj, 0)))
 
 
-# UNMASKED_FIELDS (runner.engine.masking): the fields mcp-run fills itself, never masked nor encoded.
+# UNMASKED_FIELDS (runner.masking): the fields mcp-run fills itself, never masked nor encoded.
 
 
 class JournalWriteError(McpRunError):
@@ -119,7 +119,7 @@ class EventLog:
     ``write_interval``: records (``record``, ``append``) are written within it; ``flush_interval``: notes;
     ``sync_interval``: what was written is fsynced within it (``fsync=False``: never). ``offload``: how a job
     of the writer reaches the disk, called as ``await offload(write, data, sync)`` (by default, in a
-    :class:`~runner.engine.diskthread.DiskThread` started by :meth:`run`; tests run it inline on the virtual
+    :class:`~runner.engine.journal.disk.DiskThread` started by :meth:`run`; tests run it inline on the virtual
     clock)."""
 
     def __init__(

@@ -1,7 +1,7 @@
 """Whether a step whose dependencies have all ended runs, is skipped, or fails before it starts: the one
 decision both engines make (the local trio scheduler and the Temporal workflow), so the two cannot drift.
 
-Pure: it asks the :class:`~runner.engine.conditions.Gate` (how the dependencies ended, an interrupt, a
+Pure: it asks the :class:`~runner.engine.core.conditions.Gate` (how the dependencies ended, an interrupt, a
 failure elsewhere), then evaluates the step's ``if:`` inside :func:`~runner.workflow.status.status_scope`.
 The ``if:`` is evaluated only when the gate lets the step through; ``context`` is called only then.
 """
@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from runner.engine.conditions import Gate, Skip
-from runner.engine.events import FailureKind
+from runner.engine.core.conditions import Gate, Skip
+from runner.engine.core.events import FailureKind
 from runner.workflow.plan import PlannedStep
 from runner.workflow.status import status_scope
 from runner.workflow.template import TemplateError

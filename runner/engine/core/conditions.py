@@ -1,5 +1,5 @@
 """Whether a step starts: how its dependencies ended, what the status functions of its ``if:`` say, and why
-it is skipped when it is not. Pure: it reads the plan and the run's :class:`~runner.engine.state.RunState`.
+it is skipped when it is not. Pure: it reads the plan and the run's :class:`~runner.engine.core.state.RunState`.
 
 The rules follow GitHub Actions' ``jobs.<job_id>.needs`` and status check functions (see
 :mod:`runner.workflow.status` and the README's table). When every dependency of a step has ended:
@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runner.engine.events import ItemStatus, SkipCause, StepStatus
-from runner.engine.state import RunState, StepState
+from runner.engine.core.events import ItemStatus, SkipCause, StepStatus
+from runner.engine.core.state import RunState, StepState
 from runner.workflow.plan import Plan, PlannedStep
 from runner.workflow.status import Status
 

@@ -33,12 +33,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from runner.engine.events import RunStatus
-from runner.engine.scheduler import Prior
-from runner.engine.state import RunState
+from runner.engine.core.events import RunStatus
+from runner.engine.core.state import RunState
 from runner.errors import McpRunError, UsageError
 from runner.exitcodes import ExitCode
 
@@ -48,6 +47,7 @@ __all__ = [
     "NoRunToRetry",
     "NoUnfinishedRun",
     "NothingToRetry",
+    "Prior",
     "RunAlreadyFinished",
     "RunChanged",
     "RunDamaged",
@@ -60,6 +60,17 @@ __all__ = [
 ]
 
 InDoubt = Literal["ask", "rerun", "skip", "accept"]
+
+
+@dataclass
+class Prior:
+    """How a resume treats what earlier attempts left: ``in_doubt`` says what to do with items in doubt that
+    are not safe to call again and no earlier decision settled ("ask": stop before anything runs; "rerun";
+    "skip"; "accept": a :class:`~runner.engine.core.events.Decision`, journaled before it acts); ``fresh_steps`` are
+    steps whose definition changed (their history is ignored)."""
+
+    in_doubt: str = "ask"
+    fresh_steps: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True, slots=True)

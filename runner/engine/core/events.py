@@ -1,10 +1,10 @@
 """The events of a run: one frozen class per journal event type, their encoding, and their vocabularies.
 
 Every state change of a run is one of these. The scheduler emits them; the
-:class:`~runner.engine.eventlog.EventLog` numbers and timestamps each (an :class:`Entry`), masks secrets,
+:class:`~runner.engine.journal.writer.EventLog` numbers and timestamps each (an :class:`Entry`), masks secrets,
 appends it to the journal as one JSON object per line and hands it to observers; the
-:class:`~runner.engine.state.RunState` folds them. ``schemas/journal-event.schema.json`` is generated from
-these classes (``python -m runner.engine.schemas``).
+:class:`~runner.engine.core.state.RunState` folds them. ``schemas/journal-event.schema.json`` is generated from
+these classes (``python -m runner.schemas``).
 
 A journal line is ``{"seq": N, "ts": "...", "type": "...", **fields}``. A field whose value is ``None`` and
 whose default is ``None`` is left out. :func:`decode` checks every field's type (a wrong-typed field raises
@@ -71,7 +71,7 @@ JOURNAL_FORMAT: Final = 3
 """The journal format this version writes (``run_started.journal``; absent means 1). It reads every format
 up to this one. Format 2 keys a fan-out item without a ``key`` by a readable label instead of its full
 SHA-256 (:mod:`runner.workflow.keys`); a format-1 run keeps its keys when it resumes. Format 3 encodes text
-(:mod:`runner.engine.masking`: a ``***`` that is not a placeholder is written ``***=``, so that no text a
+(:mod:`runner.masking`: a ``***`` that is not a placeholder is written ``***=``, so that no text a
 server sent reads back as a secret); a run of an older format is resumed, and written on, as it was (its
 placeholders read back as they did then)."""
 
@@ -168,7 +168,7 @@ class StepStatus(enum.StrEnum):
 
 
 class SkipCause(enum.StrEnum):
-    """Why a step was skipped (``step_skipped.cause``); :mod:`runner.engine.conditions` decides."""
+    """Why a step was skipped (``step_skipped.cause``); :mod:`runner.engine.core.conditions` decides."""
 
     CONDITION = "if-false"
     """Its ``if:`` was false. Nothing failed because of it."""
@@ -190,7 +190,7 @@ class RunStatus(enum.StrEnum):
 
     @property
     def closed(self) -> bool:
-        """A closed run has a definite answer for every item (see :mod:`runner.engine.state`)."""
+        """A closed run has a definite answer for every item (see :mod:`runner.engine.core.state`)."""
         return self in (RunStatus.SUCCEEDED, RunStatus.FAILED)
 
 
@@ -229,12 +229,12 @@ class RunStarted(Event):
     the values) of the environment variables it read; ``secret_inputs`` the inputs whose values were never
     written (a resume asks for them again; absent before format 3, where a value equal to its placeholder said
     so); ``workflow`` (its file's absolute path), ``identity``, ``device`` and ``inode`` are what later
-    invocations find the run by (:class:`~runner.engine.rundir.WorkflowIdentity`)."""
+    invocations find the run by (:class:`~runner.engine.journal.rundir.WorkflowIdentity`)."""
 
     type: Literal["run_started"] = "run_started"
     run_id: str | None = None
     workflow: str | None = None
-    identity: str | None = None  # the workflow's identity in its state directory (runner.engine.rundir)
+    identity: str | None = None  # the workflow's identity in its state directory (runner.engine.journal.rundir)
     device: int | None = None  # the workflow file's st_dev and st_ino when the run started
     inode: int | None = None
     workflow_hash: str | None = None
@@ -333,7 +333,8 @@ class ItemDispatched(Event):
 @_event
 class ProgressNoted(Event):
     """An item's progress notification. ``folded``: how many of the item's notifications since its previous
-    record were left out of the journal in favour of this one, the last of them (see :mod:`runner.engine.notes`)."""
+    record were left out of the journal in favour of this one, the last of them (see
+    :mod:`runner.engine.journal.notes`)."""
 
     type: Literal["progress"] = "progress"
     step: str
@@ -347,7 +348,7 @@ class ProgressNoted(Event):
 @_event
 class LogMessage(Event):
     """A server's log message. ``omitted``: set on the record mcp-run writes (``logger: "mcp-run"``) in place
-    of the messages past the journal's cap, as how many they were (see :mod:`runner.engine.notes`); ``level``
+    of the messages past the journal's cap, as how many they were (see :mod:`runner.engine.journal.notes`); ``level``
     is then the highest level among them."""
 
     type: Literal["log"] = "log"

@@ -27,7 +27,7 @@ States and moves (``_MOVES``)::
   exactly, so the printed schedule is the real one.
 
 Nothing here sends a tool call: what may be sent again is the caller's decision (see
-:mod:`runner.engine.retry`). A lost connection only tells callers to wait for the next session.
+:mod:`runner.engine.calls.retry`). A lost connection only tells callers to wait for the next session.
 """
 
 from __future__ import annotations
@@ -41,8 +41,11 @@ from typing import Final
 import trio
 
 from runner.backoff import Backoff
+from runner.engine.runctl import workflow_folder
 from runner.errors import ConnectFailed, McpRunError, NotDelivered, ProtocolError, TransportError, first_line
 from runner.session import Session
+from runner.session.answers import AnswerPolicy, make_policy, roots_from_config
+from runner.workflow.plan import Plan
 
 __all__ = [
     "LinkEvent",
@@ -53,6 +56,7 @@ __all__ = [
     "LinkRetrying",
     "LinkState",
     "ServerLink",
+    "answer_policy",
 ]
 
 
@@ -373,3 +377,11 @@ class ServerLink:
         self._error = error
         self._move(LinkState.FAILED)
         self._emit(LinkFailed(self.name, error))
+
+
+def answer_policy(plan: Plan, name: str, elicitation: str | None = None) -> AnswerPolicy:
+    """What server ``name``'s own requests get (:mod:`runner.session.answers`): ``elicitation``
+    (``--elicitation``) overrides the server's ``elicitation:``; ``roots:`` are resolved from the workflow's folder."""
+    server = plan.servers[name].server
+    roots = roots_from_config(tuple(server.roots), workflow_folder(plan)) if server.roots else ()
+    return make_policy(elicitation if elicitation is not None else server.elicitation, roots)

@@ -3,7 +3,7 @@
 A server may send a million progress notifications for one call, or log for minutes on end. Journaled one
 record each, they made a journal of hundreds of megabytes for three calls (``show`` took 45 s) and a console
 of hundreds of thousands of lines. :class:`Notes` stands between the session's callbacks and the
-:class:`~runner.engine.eventlog.EventLog`, so the journal, the views and the fold all see the same bounded
+:class:`~runner.engine.journal.writer.EventLog`, so the journal, the views and the fold all see the same bounded
 stream:
 
 - **Progress**, per item: the first notification is journaled at once; after it, at most one record per
@@ -24,7 +24,7 @@ stream:
 
 Per notification this costs a counter and a comparison with the clock; a record is built only for what is
 written. Nothing here changes what a resume does: progress and log records are notes
-(:mod:`runner.engine.eventlog`), which no resume decision reads.
+(:mod:`runner.engine.journal.writer`), which no resume decision reads.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from typing import Final
 
 import trio
 
-from runner.engine.eventlog import EventLog
-from runner.engine.events import LogMessage, ProgressNoted
+from runner.engine.core.events import LogMessage, ProgressNoted
+from runner.engine.journal.writer import EventLog
 from runner.protocol.mcp import LOG_LEVELS, Progress
 from runner.protocol.mcp import LogMessage as McpLogMessage
 
@@ -101,7 +101,7 @@ class Notes:
         self._nursery = nursery
 
     def tally(self, step: str, item: str) -> Tally:
-        """The item's tally (an :class:`~runner.engine.calls.ItemCall` keeps it for its progress)."""
+        """The item's tally (an :class:`~runner.engine.calls.item.ItemCall` keeps it for its progress)."""
         key = (step, item)
         tally = self._items.get(key)
         if tally is None:

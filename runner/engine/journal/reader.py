@@ -1,6 +1,6 @@
-"""The JSONL journal, sans-IO: reading its lines back into typed events (:mod:`runner.engine.events`).
+"""The JSONL journal, sans-IO: reading its lines back into typed events (:mod:`runner.engine.core.events`).
 
-The fold is :class:`runner.engine.state.RunState`; this module only reads.
+The fold is :class:`runner.engine.core.state.RunState`; this module only reads.
 
 One JSON object per line. Every line has ``seq`` (1, 2, 3, ... over the life of the run, resumes
 included), ``ts`` (UTC, ISO 8601) and ``type``; most name the ``step`` and, in a fan-out, the ``item`` (its
@@ -53,7 +53,7 @@ doubt** once it is gone), and one whose last record is ``item_failed`` of kind `
 (``skipped-in-doubt``) stays skipped: that decision is not undone by a later resume.
 
 The three end records also carry ``counts``: the run's items as it ended (``succeeded``, ``failed``,
-``in_doubt``), so that listing a run reads only the two ends of its journal (:mod:`runner.engine.listing`).
+``in_doubt``), so that listing a run reads only the two ends of its journal (:mod:`runner.engine.journal.listing`).
 
 **Damage.** A torn last line (the process died mid-write: no final newline) is ignored on read; any other
 line that is not an event (not JSON, not an object, a wrong-typed field, an unknown type) is
@@ -64,7 +64,7 @@ A journal whose first record is not a readable ``run_started`` cannot be known a
 (:func:`first_record` raises; :func:`workflow_named` reads the line as text for a hint); one without a
 complete line yet is a run that died writing its first record (nothing ran).
 
-**Text.** Lines hold encoded text (:mod:`runner.engine.masking`); each line is decoded as it is read: with the
+**Text.** Lines hold encoded text (:mod:`runner.masking`); each line is decoded as it is read: with the
 run's masker (``unmask``: a resume, the secrets back in place) or as shown (placeholders kept, a server's
 ``***`` as it sent it). The format is the journal's (its ``run_started``); a lone line read without it (the
 last record) is taken as of this version's format.
@@ -79,11 +79,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO, Final
 
-from runner.engine.events import JOURNAL_FORMAT, BadEvent, Entry, RunFinished, RunStarted, RunStatus, decode
-from runner.engine.masking import Masker, decode_fields
-from runner.engine.state import RunState, fold
+from runner.engine.core.events import JOURNAL_FORMAT, BadEvent, Entry, RunFinished, RunStarted, RunStatus, decode
+from runner.engine.core.state import RunState, fold
 from runner.errors import McpRunError
 from runner.exitcodes import ExitCode
+from runner.masking import Masker, decode_fields
 
 __all__ = [
     "JournalCorrupt",
