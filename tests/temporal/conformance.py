@@ -114,7 +114,30 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("resume-accept", IN_DOUBT, 0, {"doubt1": 1, "after": 1}, "--accept-in-doubt"),
 )
 
-COUNTS = ("total", "succeeded", "failed", "in_doubt", "skipped", "reused")
+COUNTS = ("succeeded", "failed", "in_doubt", "skipped", "reused")
+"""A step's counts in the ``--json`` summary, beside its ``total``."""
+
+
+@dataclass(frozen=True)
+class StepSeen:
+    """One step of a ``--json`` summary: its status, item total, counts (as :data:`COUNTS`) and skip cause."""
+
+    status: str
+    total: int
+    counts: tuple[int, ...]
+    cause: str
+
+    @classmethod
+    def of(cls, step: dict[str, Any]) -> StepSeen:
+        counts = tuple(int(step.get(count, -1)) for count in COUNTS)
+        return cls(str(step.get("status")), int(step.get("total", -1)), counts, str(step.get("cause", "")))
+
+    def text(self) -> str:
+        """``failed (2: 1 succeeded, 1 failed)``, ``skipped (if-false)``."""
+        if self.total:
+            some = [f"{n} {what}" for what, n in zip(COUNTS, self.counts, strict=True) if n]
+            return f"{self.status} ({self.total}: {', '.join(some) or 'in no column'})"
+        return f"{self.status} ({self.cause})" if self.cause else self.status
 
 
 @dataclass(frozen=True)
@@ -124,7 +147,7 @@ class Seen:
     the refusing server (``down``) was started."""
 
     exit_codes: tuple[int, ...]
-    steps: dict[str, tuple[str, ...]]
+    steps: dict[str, StepSeen]
     runs: dict[str, int]
     refused: int
     errors: str = field(default="", compare=False)
@@ -132,11 +155,7 @@ class Seen:
     def cell(self) -> str:
         """The table's cell: ``exit 5->0; a succeeded (1: 1 succeeded); b skipped; ran after doubt1x2``."""
         parts = ["exit " + "->".join(str(code) for code in self.exit_codes)]
-        for name, (status, total, *counts, cause) in self.steps.items():
-            some = [f"{n} {what}" for what, n in zip(COUNTS[1:], counts, strict=True) if n != "0"]
-            said = f" ({total}: {', '.join(some) or 'in no column'})" if total != "0" else ""
-            said = said or (f" ({cause})" if cause else "")
-            parts.append(f"{name} {status}{said}")
+        parts += [f"{name} {step.text()}" for name, step in self.steps.items()]
         ran = " ".join(key if n == 1 else f"{key}x{n}" for key, n in sorted(self.runs.items()))
         refused = f"; server refused {self.refused}x" if self.refused else ""
         return "; ".join(parts) + f"; ran {ran or 'nothing'}{refused}"
@@ -176,10 +195,7 @@ def _mcp_run(*args: str) -> tuple[int, dict[str, Any], str]:
 
 def _seen(results: list[tuple[int, dict[str, Any], str]], counts: Path) -> Seen:
     _code, summary, _err = results[-1]
-    steps = {
-        name: (str(step.get("status")), *(str(step.get(count)) for count in COUNTS), str(step.get("cause", "")))
-        for name, step in summary.get("steps", {}).items()
-    }
+    steps = {name: StepSeen.of(step) for name, step in summary.get("steps", {}).items()}
     runs = Counter(counts.read_text().split()) if counts.exists() else Counter()
     refused = runs.pop("!refused", 0)
     errors = "\n".join(err[-1500:] for _c, _s, err in results)

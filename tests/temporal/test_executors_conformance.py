@@ -52,7 +52,7 @@ def seen(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     chosen = {
         item.callspec.params["scenario"].name
         for item in request.session.items
-        if item.module is request.module and hasattr(item, "callspec")
+        if getattr(item, "module", None) is request.module and hasattr(item, "callspec")
     }
     folder = tmp_path_factory.mktemp("conformance")
     with temporal_service() as address, ThreadPoolExecutor(3) as pool:
