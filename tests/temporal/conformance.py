@@ -143,19 +143,23 @@ class StepSeen:
 @dataclass(frozen=True)
 class Seen:
     """What one engine reported for a scenario: the exit code of each command (the run, then the resume), each
-    step's status, counts and skip cause in the last summary, the tool's executions per key, and how many times
-    the refusing server (``down``) was started."""
+    step's status, counts and skip cause in the last summary, the run's status and its items failed or in doubt
+    (list, step, item key, kind), the tool's executions per key, and how many times the refusing server
+    (``down``) was started."""
 
     exit_codes: tuple[int, ...]
+    status: str
     steps: dict[str, StepSeen]
+    problems: tuple[tuple[str, str, str, str], ...]
     runs: dict[str, int]
     refused: int
     errors: str = field(default="", compare=False)
 
     def cell(self) -> str:
-        """The table's cell: ``exit 5->0; a succeeded (1: 1 succeeded); b skipped; ran after doubt1x2``."""
-        parts = ["exit " + "->".join(str(code) for code in self.exit_codes)]
+        """The table's cell: ``exit 5->0 (succeeded); a succeeded (1: 1 succeeded); ...; ran after doubt1x2``."""
+        parts = ["exit " + "->".join(str(code) for code in self.exit_codes) + f" ({self.status})"]
         parts += [f"{name} {step.text()}" for name, step in self.steps.items()]
+        parts += [f"{which} {step}[{item}] {kind}" for which, step, item, kind in self.problems]
         ran = " ".join(key if n == 1 else f"{key}x{n}" for key, n in sorted(self.runs.items()))
         refused = f"; server refused {self.refused}x" if self.refused else ""
         return "; ".join(parts) + f"; ran {ran or 'nothing'}{refused}"
@@ -196,10 +200,16 @@ def _mcp_run(*args: str) -> tuple[int, dict[str, Any], str]:
 def _seen(results: list[tuple[int, dict[str, Any], str]], counts: Path) -> Seen:
     _code, summary, _err = results[-1]
     steps = {name: StepSeen.of(step) for name, step in summary.get("steps", {}).items()}
+    problems = sorted(
+        (which, str(item.get("step")), str(item.get("item")), str(item.get("kind")))
+        for which in ("failed", "in_doubt")
+        for item in summary.get(which, [])
+    )
     runs = Counter(counts.read_text().split()) if counts.exists() else Counter()
     refused = runs.pop("!refused", 0)
     errors = "\n".join(err[-1500:] for _c, _s, err in results)
-    return Seen(tuple(code for code, _s, _e in results), steps, dict(runs), refused, errors)
+    codes = tuple(code for code, _s, _e in results)
+    return Seen(codes, str(summary.get("status")), steps, tuple(problems), dict(runs), refused, errors)
 
 
 def run_local(folder: Path, scenario: Scenario) -> Seen:

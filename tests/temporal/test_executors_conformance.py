@@ -30,8 +30,9 @@ class Drift(AssertionError):
 
 DRIFT = {
     "not-sent": "a step whose server refuses every connection (reconnect: false): 'incomplete' on both, but the "
-    "local summary counts its item in no column (total 1, failed 0) where Temporal counts it failed (failed 1), "
-    "and Temporal starts the server 5 times (one per activity attempt, ~15 s of backoff), locally once",
+    "local summary counts its item in no column (total 1, failed 0) where Temporal counts it failed (failed 1); "
+    "the failure's item is null locally and '' on Temporal; Temporal starts the server 5 times (one per activity "
+    "attempt, ~15 s of backoff), locally once",
     "resume-accept": "an item in doubt accepted on resume: the local summary counts it reused (reused 1), "
     "Temporal does not (reused 0)",
 }
