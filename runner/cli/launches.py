@@ -40,7 +40,8 @@ class ServerLaunch:
 def check_launches(plan: Plan) -> tuple[dict[str, ServerLaunch], list[WorkflowError], list[WorkflowError]]:
     """Every stdio server's :class:`ServerLaunch`, then the errors (paths relative to the workflow) and the
     warnings (names on PATH, absolute paths), each located in the file."""
-    from runner.engine.runctl import env_context, server_launch, stdio_environment
+    from runner.engine.runctl import env_context
+    from runner.launch import server_launch, stdio_environment
 
     servers: dict[str, ServerLaunch] = {}
     errors: list[WorkflowError] = []
@@ -87,7 +88,7 @@ def launch_lines(servers: dict[str, ServerLaunch]) -> dict[str, list[str]]:
 
 
 def _located(plan: Plan, name: str, exc: LaunchError) -> WorkflowError:
-    from runner.engine.runctl import launch_loc, workflow_folder
+    from runner.launch import launch_loc, workflow_folder
 
     loc = launch_loc(plan, name, exc)
     hint = None

@@ -14,11 +14,12 @@ import trio
 from runner._trio import single_error
 from runner.engine.calls.tools import unknown_tool
 from runner.engine.journal.writer import Masker
-from runner.engine.runctl import collect_secrets, env_context, make_opener
+from runner.engine.runctl import env_context, make_opener
 from runner.errors import McpRunError, TransportError
 from runner.exitcodes import ExitCode, combine
 from runner.protocol.mcp import Tool
 from runner.quoting import cut, masking
+from runner.secrets_of import collect_secrets
 from runner.session import SessionOptions
 from runner.words import plural
 from runner.workflow.argcheck import ArgsValidator, CannotCheck, compile_schema

@@ -269,7 +269,8 @@ def plan_command(args: argparse.Namespace) -> int:
         from runner.cli.plancheck import check_plan
         from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT
 
-        problems = check_plan(plan, connect_timeout=args.connect_timeout or DEFAULT_CONNECT_TIMEOUT)
+        timeout = DEFAULT_CONNECT_TIMEOUT if args.connect_timeout is None else args.connect_timeout
+        problems = check_plan(plan, connect_timeout=timeout)
         for line in problems:
             print(terminal(line), file=sys.stderr)  # tool names and schema messages come from servers
         return ExitCode.USAGE if any(p.startswith("error") for p in problems) else ExitCode.OK

@@ -5,7 +5,7 @@ An argument, a path or an environment variable is a C string for the operating s
 name cannot hold ``=`` either. An HTTP header cannot hold a line break or a NUL, its value is ASCII (HTTP
 sends header bytes, and mcp-run sends no other encoding), and its name is a token (letters, digits and
 ``!#$%&'*+-.^_`|~``). Template parts are checked as written; what a template renders to is checked before the
-run starts (:func:`header_value_problem`, used by :mod:`runner.engine.runctl`).
+run starts (:func:`header_value_problem`, used by :mod:`runner.workflow.servers`).
 """
 
 from __future__ import annotations

@@ -30,11 +30,17 @@ from functools import partial
 from typing import Any, Literal
 
 from runner.errors import WorkflowError
-from runner.workflow.auth import auth_problems
 from runner.workflow.keys import default_key
-from runner.workflow.literals import server_problems
 from runner.workflow.model import Server, Step, Workflow
 from runner.workflow.positions import Loc, Positions, describe, format_path, raise_errors
+from runner.workflow.servers import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_RECONNECT,
+    PlannedServer,
+    planned_server,
+    server_shape_problems,
+)
 from runner.workflow.status import status_functions_in
 from runner.workflow.template import (
     Compiled,
@@ -62,31 +68,10 @@ __all__ = [
     "build_plan",
 ]
 
-# A call with no progress for this long ends in doubt (cancellation sent). Five times the 60 s the TypeScript
-# SDK waits by default: long enough for a slow tool, short enough that a hung server cannot hold a batch
-# forever. `idle_timeout: none` opts out; progress notifications reset it.
-DEFAULT_IDLE_TIMEOUT: float = 300.0
-# Starting or reaching a server, its handshake, and each page of its tool list.
-DEFAULT_CONNECT_TIMEOUT: float = 30.0
-# How long a run keeps reconnecting to a server that went away mid-run before it gives the items left up.
-DEFAULT_RECONNECT: float = 300.0
-
 STEP_FIELDS: tuple[str, ...] = ("result", "structured", "text", "json", "status")
 FANOUT_FIELDS: tuple[str, ...] = ("items", "results", "status")
 
 _Where = Literal["args", "key", "if", "for_each", "outputs", "server"]
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedServer:
-    """A server with its templates compiled (``url``, ``headers`` and ``env`` over inputs and env)."""
-
-    name: str
-    server: Server
-    transport: Literal["stdio", "http"]
-    url: Compiled | None
-    headers: Compiled | None
-    env: Compiled | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,43 +253,10 @@ class _Builder:
 
     def server(self, name: str, server: Server) -> PlannedServer | None:
         loc: Loc = ("servers", name)
-        if server.command is not None and server.url is not None:
-            self.error(
-                "a server has either command (stdio) or url (HTTP), found both",
-                loc,
-                at="key",
-                suggestion="keep command to start a local process, or url to reach a running server",
-            )
-            return None
-        if server.command is None and server.url is None:
-            self.error(
-                "a server needs command (stdio) or url (HTTP), found neither",
-                loc,
-                at="key",
-                suggestion="add command: [program, arg, ...] or url: https://host/mcp",
-            )
-            return None
-        stdio = server.command is not None
-        for key, for_stdio in (
-            ("env", True),
-            ("env_passthrough", True),
-            ("cwd", True),
-            ("headers", False),
-            ("transport", False),
-            ("auth", False),
-        ):
-            if getattr(server, key) is not None and for_stdio != stdio:
-                kind = "stdio servers (command)" if for_stdio else "HTTP servers (url)"
-                self.error(f"{key} applies only to {kind}", (*loc, key), at="key")
-        for n, arg in enumerate(server.command or ()):
-            if "${{" in arg:
-                self.error("templates are not allowed in command", (*loc, "command", n))
-        if server.command and not server.command[0].strip():
-            self.error("the program to start (command[0]) is empty", (*loc, "command", 0))
-        if server.cwd is not None and "${{" in server.cwd:
-            self.error("templates are not allowed in cwd", (*loc, "cwd"))
-        for found in [*server_problems(server), *(auth_problems(server.auth) if server.auth is not None else [])]:
+        for found in server_shape_problems(server):
             self.error(found.message, (*loc, *found.loc), suggestion=found.suggestion, at=found.at)
+        if (server.command is None) == (server.url is None):
+            return None  # both or neither: nothing more to check
         url = self.compile(server.url, (*loc, "url")) if server.url is not None else None
         if url is not None and url.is_constant and server.url is not None:
             problem = url_problem(server.url)
@@ -316,7 +268,7 @@ class _Builder:
             if compiled is not None:
                 self.check_references(compiled, owner=None, where="server", fan_out=False)
                 self.refuse_status_functions(getattr(server, key), compiled, (*loc, key), "server settings")
-        return PlannedServer(name, server, "stdio" if stdio else "http", url, headers, env)
+        return planned_server(name, server, url, headers, env)
 
     # -- steps ------------------------------------------------------------------------------------
 
