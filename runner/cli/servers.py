@@ -126,59 +126,80 @@ def _target(args: argparse.Namespace) -> tuple[Target, Masker]:
     """The server the command line names, and what it must never print: header values, and the variables
     passed from mcp-run's environment (``--env NAME``), as in a workflow (a literal ``--env NAME=VALUE`` is
     not a secret)."""
-    from runner.connect import HttpTarget, StdioTarget
+    if args.url is not None and args.server_argv:
+        raise UsageError("give either a URL or a command after --, not both")
+    if args.url is not None:
+        return _http_target(args, args.url)
+    return _stdio_target(args)
+
+
+def _http_target(args: argparse.Namespace, url: str) -> tuple[Target, Masker]:
+    """The URL checked as a workflow's is (:func:`runner.workflow.urls.url_problem`), before anything is
+    contacted: a mistake on the command line exits 2."""
+    from runner.connect import HttpTarget
+    from runner.masking import Masker
+    from runner.workflow.urls import url_problem
+
+    problem = url_problem(url, _CREDENTIALS_HINT)
+    if problem is not None:
+        message, hint = problem
+        if not url.startswith(("http://", "https://")):
+            hint = "to run a command, put it after --"
+        raise UsageError(f"URL: {message}" + (f"\n  hint: {hint}" if hint else ""))
+    headers = _headers(args.header)
+    masker = Masker({f"headers.{name}": value for name, value in headers.items()})
+    auth = auth_for(args, url, masker)
+    on_secret = token_sink(masker) if auth is not None else None
+    http = HttpTarget(url=url, headers=headers, max_message_size=args.max_message_size, auth=auth, on_secret=on_secret)
+    return http, masker
+
+
+def _stdio_target(args: argparse.Namespace) -> tuple[Target, Masker]:
+    """The command after ``--``, started by a workflow's rules (:func:`runner.connect.stdio_target`) but from
+    the current directory: there is no workflow here."""
+    from runner.connect import stdio_target
     from runner.masking import Masker
 
-    url: str | None = args.url
-    if url is not None and args.server_argv:
-        raise UsageError("give either a URL or a command after --, not both")
-    if url is not None:
-        from runner.workflow.urls import url_problem
-
-        problem = url_problem(url, _CREDENTIALS_HINT)
-        if problem is not None:  # a mistake on the command line: exit 2, before anything is contacted
-            message, hint = problem
-            if not url.startswith(("http://", "https://")):
-                hint = "to run a command, put it after --"
-            raise UsageError(f"URL: {message}" + (f"\n  hint: {hint}" if hint else ""))
-        headers = _headers(args.header)
-        masker = Masker({f"headers.{name}": value for name, value in headers.items()})
-        auth = auth_for(args, url, masker)
-        on_secret = token_sink(masker) if auth is not None else None
-        http = HttpTarget(
-            url=url, headers=headers, max_message_size=args.max_message_size, auth=auth, on_secret=on_secret
-        )
-        return http, masker
     if not args.server_argv:
         raise UsageError("no server given: add a URL, or `-- CMD ARGS...` to start a stdio server")
     if not args.server_argv[0].strip():
         raise UsageError(f"the server's program after -- is {'empty' if not args.server_argv[0] else 'blank'}")
     if args.header:
         raise UsageError("--header applies to HTTP servers only")
-    if args.auth or args.client_id or args.client_secret or args.private_key or args.assertion:
+    if any((args.auth, args.client_id, args.client_secret, args.private_key, args.assertion)):
         raise UsageError("--auth and its credentials apply to HTTP servers only")
-    from runner.launch import passed_through, resolve_launch
+    env, secrets = _environment(args.env)
+    masker = Masker(secrets)
+    target = stdio_target(
+        args.server_argv,
+        base=os.getcwd(),
+        cwd=args.cwd,
+        env=env,
+        max_message_size=args.max_message_size,
+        redact=masker.mask,
+    )
+    return target, masker
+
+
+def _environment(pairs: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``--env`` as the variables a stdio server gets, and the secrets among them: NAME alone passes mcp-run's
+    own value, if set (as ``docker run -e NAME``), and that one is masked."""
+    from runner.launch import passed_through
     from runner.workflow.model import ENV_PATTERN
 
     env: dict[str, str] = {}
     secrets: dict[str, str] = {}
-    for pair in args.env:
+    for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep and ENV_PATTERN.match(name):
-            own = passed_through([name])  # NAME alone: mcp-run's own value, if set (as docker run -e NAME)
+            own = passed_through([name])
             env.update(own)
             secrets.update((f"env.{k}", v) for k, v in own.items())
         elif not sep or not name:
             raise UsageError(f"--env expects NAME=VALUE, or NAME to pass mcp-run's own value, got {pair!r}")
         else:
             env[name] = value
-    # No workflow here: relative paths (the program, --cwd) start from the current directory.
-    launch = resolve_launch(args.server_argv, base=os.getcwd(), cwd=args.cwd, path=env.get("PATH"))
-    masker = Masker(secrets)
-    target = StdioTarget(
-        command=list(launch.argv), cwd=launch.cwd, env=env, max_message_size=args.max_message_size, redact=masker.mask
-    )
-    return target, masker
+    return env, secrets
 
 
 def _headers(pairs: list[str]) -> dict[str, str]:

@@ -24,7 +24,7 @@ each layer in declaration order. Everything here is linear in the size of the wo
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
@@ -282,17 +282,7 @@ class _Builder:
                 (*loc, "server"),
                 suggestion=did_you_mean(step.server, self.workflow.servers),
             )
-        for n, need in enumerate(step.needs):
-            if need == step_id:
-                self.error(f"step {step_id!r} needs itself", (*loc, "needs", n))
-            elif need not in self.workflow.steps:
-                self.error(
-                    f"unknown step {need!r} in needs",
-                    (*loc, "needs", n),
-                    suggestion=did_you_mean(need, self.workflow.steps),
-                )
-            else:
-                deps.setdefault(need, (*loc, "needs", n))
+        self.needs(step_id, step, deps)
         if not step.fan_out:
             for name in ("key", "concurrency"):
                 if getattr(step, name) is not None:
@@ -300,11 +290,7 @@ class _Builder:
         args = self.compile(step.args, (*loc, "args"))
         key = self.compile(step.key, (*loc, "key")) if step.key is not None else None
         condition = self.single(step.if_, (*loc, "if"), "if") if step.if_ is not None else None
-        for_each: Compiled | None = None
-        if isinstance(step.for_each, str):
-            for_each = self.single(step.for_each, (*loc, "for_each"), "for_each")
-        elif isinstance(step.for_each, list):
-            for_each = self.compile(step.for_each, (*loc, "for_each"))
+        for_each = self.for_each(step, (*loc, "for_each"))
         parts: tuple[tuple[_Where, Compiled | None], ...] = (
             ("args", args),
             ("key", key),
@@ -318,6 +304,25 @@ class _Builder:
         self.refuse_status_functions(step.key, key, (*loc, "key"), "key")
         self.refuse_status_functions(step.for_each, for_each, (*loc, "for_each"), "for_each")
         return dict(parts)
+
+    def needs(self, step_id: str, step: Step, deps: dict[str, Loc]) -> None:
+        """``needs`` names other steps: each becomes an edge, located at its entry."""
+        for n, need in enumerate(step.needs):
+            loc: Loc = ("steps", step_id, "needs", n)
+            if need == step_id:
+                self.error(f"step {step_id!r} needs itself", loc)
+            elif need not in self.workflow.steps:
+                self.error(f"unknown step {need!r} in needs", loc, suggestion=did_you_mean(need, self.workflow.steps))
+            else:
+                deps.setdefault(need, loc)
+
+    def for_each(self, step: Step, loc: Loc) -> Compiled | None:
+        """A single template giving the list, or a literal list (whose entries may hold templates)."""
+        if isinstance(step.for_each, str):
+            return self.single(step.for_each, loc, "for_each")
+        if isinstance(step.for_each, list):
+            return self.compile(step.for_each, loc)
+        return None
 
     def refuse_status_functions(self, value: Any, compiled: Compiled | None, loc: Loc, where: str) -> None:
         """Status functions say how a step's dependencies ended: they mean something only in its ``if``."""
@@ -356,47 +361,54 @@ class _Builder:
             self.reference(occurrence, owner=owner, where=where, fan_out=fan_out)
 
     def reference(self, occ: Occurrence, *, owner: str | None, where: _Where, fan_out: bool) -> None:
-        root, name, field = occ.reference
-        shown = f"${{{{ {occ.expression} }}}}"
-        if root == "env":
-            if name is not None:
-                self.env_names.add(name)
-            return
-        if root == "inputs":
-            if name is not None and name not in self.workflow.inputs:
-                known = ", ".join(self.workflow.inputs) or "none declared"
-                self.error(
-                    f"unknown input {name!r} in {shown} (inputs: {known})",
-                    occ.loc,
-                    suggestion=did_you_mean(name, self.workflow.inputs),
-                )
-            return
-        if where == "server":
-            self.error(f"server settings may read only inputs and env, found {root} in {shown}", occ.loc)
-            return
-        if root in ("item", "index"):
+        root, name, _field = occ.reference
+        if root in ("env", "inputs"):
+            self.outer_reference(occ)
+        elif where == "server":
+            self.error(f"server settings may read only inputs and env, found {root} in {_shown(occ)}", occ.loc)
+        elif root in ("item", "index"):
             if not (fan_out and where in ("args", "key")):
-                self.error(f"{root} is not defined here: {shown}", occ.loc, suggestion=_item_hint(where, fan_out))
+                self.error(f"{root} is not defined here: {_shown(occ)}", occ.loc, suggestion=_item_hint(where, fan_out))
+        else:
+            # root == "steps"; name is never None here (the template compiler refuses that).
+            assert name is not None
+            self.step_reference(occ, name, owner)
+
+    def outer_reference(self, occ: Occurrence) -> None:
+        """``env.NAME`` (noted: only those are read from the environment) or ``inputs.NAME`` (declared)."""
+        root, name, _field = occ.reference
+        if name is None:
             return
-        # root == "steps"; name is never None here (the template compiler refuses that).
-        assert name is not None
+        if root == "env":
+            self.env_names.add(name)
+        elif name not in self.workflow.inputs:
+            known = ", ".join(self.workflow.inputs) or "none declared"
+            self.error(
+                f"unknown input {name!r} in {_shown(occ)} (inputs: {known})",
+                occ.loc,
+                suggestion=did_you_mean(name, self.workflow.inputs),
+            )
+
+    def step_reference(self, occ: Occurrence, name: str, owner: str | None) -> None:
+        """``steps.NAME.field``: another step, and a field it exposes; an edge from ``owner`` to it."""
+        field = occ.reference[2]
         if name == owner:
-            self.error(f"step {owner!r} refers to itself in {shown}", occ.loc)
+            self.error(f"step {owner!r} refers to itself in {_shown(occ)}", occ.loc)
             return
         target = self.workflow.steps.get(name)
         if target is None:
-            self.error(f"unknown step {name!r} in {shown}", occ.loc, suggestion=did_you_mean(name, self.workflow.steps))
+            suggestion = did_you_mean(name, self.workflow.steps)
+            self.error(f"unknown step {name!r} in {_shown(occ)}", occ.loc, suggestion=suggestion)
             return
-        if field is not None:
-            fields = FANOUT_FIELDS if target.fan_out else STEP_FIELDS
-            if field not in fields:
-                kind = "a fan-out step" if target.fan_out else "a step"
-                self.error(
-                    f"unknown field {field!r} in {shown}: {kind} has {', '.join(fields)}",
-                    occ.loc,
-                    suggestion=_field_hint(name, field, fields, target.fan_out),
-                )
-                return
+        fields = FANOUT_FIELDS if target.fan_out else STEP_FIELDS
+        if field is not None and field not in fields:
+            kind = "a fan-out step" if target.fan_out else "a step"
+            self.error(
+                f"unknown field {field!r} in {_shown(occ)}: {kind} has {', '.join(fields)}",
+                occ.loc,
+                suggestion=_field_hint(name, field, fields, target.fan_out),
+            )
+            return
         self.referenced.add(name)
         if owner is not None:
             self.edges[owner].setdefault(name, occ.loc)
@@ -406,10 +418,7 @@ class _Builder:
     def layers(self) -> list[list[str]]:
         """Kahn's algorithm, one layer at a time; steps left over sit on or behind a cycle."""
         waiting = {step_id: len(self.edges.get(step_id, {})) for step_id in self.step_ids}
-        dependents: dict[str, list[str]] = {step_id: [] for step_id in self.step_ids}
-        for step_id, deps in self.edges.items():
-            for dep in deps:
-                dependents[dep].append(step_id)
+        dependents = _dependents(self.step_ids, self.edges)
         layers: list[list[str]] = []
         current = [step_id for step_id in self.step_ids if waiting[step_id] == 0]
         while current:
@@ -422,8 +431,7 @@ class _Builder:
                         following.append(dependent)
             following.sort(key=self.index.__getitem__)
             current = following
-        placed = sum(len(layer) for layer in layers)
-        if placed != len(self.step_ids):
+        if sum(map(len, layers)) != len(self.step_ids):
             self.cycles({step_id for step_id, count in waiting.items() if count > 0})
         return layers
 
@@ -436,7 +444,7 @@ class _Builder:
                 continue
             path: list[str] = [start]
             state[start] = 1
-            stack = [iter(sorted((d for d in self.edges[start] if d in remaining), key=self.index.__getitem__))]
+            stack = [self.within(start, remaining)]
             while stack:
                 nxt = next(stack[-1], None)
                 if nxt is None:
@@ -451,8 +459,11 @@ class _Builder:
                 elif nxt not in state:
                     state[nxt] = 1
                     path.append(nxt)
-                    deps = (d for d in self.edges[nxt] if d in remaining)
-                    stack.append(iter(sorted(deps, key=self.index.__getitem__)))
+                    stack.append(self.within(nxt, remaining))
+
+    def within(self, step_id: str, remaining: set[str]) -> Iterator[str]:
+        """The dependencies of ``step_id`` among ``remaining``, in declaration order."""
+        return iter(sorted((d for d in self.edges[step_id] if d in remaining), key=self.index.__getitem__))
 
     def report_cycle(self, cycle: list[str]) -> None:
         first = min(range(len(cycle)), key=lambda n: self.index[cycle[n]])
@@ -464,6 +475,10 @@ class _Builder:
             at="key",
             suggestion="each step needs the next one; remove one of these dependencies",
         )
+
+
+def _shown(occ: Occurrence) -> str:
+    return f"${{{{ {occ.expression} }}}}"
 
 
 def _where(positions: Positions, loc: Loc) -> str:
@@ -528,13 +543,41 @@ def build_plan(workflow: Workflow, positions: Positions | None = None) -> Plan:
     raise_errors(builder.errors)
     assert outputs is not None
 
-    layer_of = {step_id: n for n, layer in enumerate(layers) for step_id in layer}
     order = [step_id for layer in layers for step_id in layer]
-    position = {step_id: n for n, step_id in enumerate(order)}
-    dependents: dict[str, list[str]] = {step_id: [] for step_id in order}
-    for step_id in order:
-        for dep in builder.edges[step_id]:
+    planned_steps = _planned_steps(workflow, builder, compiled_steps, layers, order)
+    return Plan(
+        workflow=workflow,
+        steps=planned_steps,
+        order=tuple(order),
+        layers=tuple(tuple(layer) for layer in layers),
+        servers=servers,
+        outputs=outputs,
+        env_names=frozenset(builder.env_names),
+        file=positions.file if positions is not None else None,
+        positions=positions,
+    )
+
+
+def _dependents(step_ids: list[str], edges: Mapping[str, Mapping[str, Loc]]) -> dict[str, list[str]]:
+    """step -> the steps that depend on it, in ``step_ids``' order."""
+    dependents: dict[str, list[str]] = {step_id: [] for step_id in step_ids}
+    for step_id in step_ids:
+        for dep in edges.get(step_id, {}):
             dependents[dep].append(step_id)
+    return dependents
+
+
+def _planned_steps(
+    workflow: Workflow,
+    builder: _Builder,
+    compiled_steps: Mapping[str, Mapping[str, Compiled | None]],
+    layers: list[list[str]],
+    order: list[str],
+) -> dict[str, PlannedStep]:
+    """Each step of a valid workflow, in ``order``, with its effective limits and its place in the graph."""
+    layer_of = {step_id: n for n, layer in enumerate(layers) for step_id in layer}
+    position = {step_id: n for n, step_id in enumerate(order)}
+    dependents = _dependents(order, builder.edges)
     planned_steps: dict[str, PlannedStep] = {}
     for step_id in order:
         step = workflow.steps[step_id]
@@ -563,17 +606,7 @@ def build_plan(workflow: Workflow, positions: Positions | None = None) -> Plan:
             referenced=step_id in builder.referenced,
             status_checks=_status_checks(parts["if"]),
         )
-    return Plan(
-        workflow=workflow,
-        steps=planned_steps,
-        order=tuple(order),
-        layers=tuple(tuple(layer) for layer in layers),
-        servers=servers,
-        outputs=outputs,
-        env_names=frozenset(builder.env_names),
-        file=positions.file if positions is not None else None,
-        positions=positions,
-    )
+    return planned_steps
 
 
 # ---------------------------------------------------------------------------------------------------
