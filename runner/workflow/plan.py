@@ -24,12 +24,13 @@ each layer in declaration order. Everything here is linear in the size of the wo
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
 from runner.errors import WorkflowError
+from runner.workflow import graph
 from runner.workflow.keys import default_key
 from runner.workflow.model import Server, Step, Workflow
 from runner.workflow.positions import Loc, Positions, describe, format_path, raise_errors
@@ -234,7 +235,6 @@ class _Builder:
         # step id -> {dependency id: loc of the first place that creates the edge}
         self.edges: dict[str, dict[str, Loc]] = {}
         self.step_ids = list(workflow.steps)
-        self.index = {step_id: n for n, step_id in enumerate(self.step_ids)}
         # Kept by every compiled template (the plan's lifetime) and called only when one fails to render: it
         # holds the positions, not this builder.
         self.where = partial(_where, positions)
@@ -416,65 +416,17 @@ class _Builder:
     # -- the graph --------------------------------------------------------------------------------
 
     def layers(self) -> list[list[str]]:
-        """Kahn's algorithm, one layer at a time; steps left over sit on or behind a cycle."""
-        waiting = {step_id: len(self.edges.get(step_id, {})) for step_id in self.step_ids}
-        dependents = _dependents(self.step_ids, self.edges)
-        layers: list[list[str]] = []
-        current = [step_id for step_id in self.step_ids if waiting[step_id] == 0]
-        while current:
-            layers.append(current)
-            following: list[str] = []
-            for step_id in current:
-                for dependent in dependents[step_id]:
-                    waiting[dependent] -= 1
-                    if waiting[dependent] == 0:
-                        following.append(dependent)
-            following.sort(key=self.index.__getitem__)
-            current = following
-        if sum(map(len, layers)) != len(self.step_ids):
-            self.cycles({step_id for step_id, count in waiting.items() if count > 0})
-        return layers
-
-    def cycles(self, remaining: set[str]) -> None:
-        """Report each cycle among ``remaining`` once, as ``a -> b -> c -> a`` (each needs the next)."""
-        state: dict[str, int] = {}  # 1: on the current path, 2: done
-        reported: set[str] = set()
-        for start in sorted(remaining, key=self.index.__getitem__):
-            if start in state:
-                continue
-            path: list[str] = [start]
-            state[start] = 1
-            stack = [self.within(start, remaining)]
-            while stack:
-                nxt = next(stack[-1], None)
-                if nxt is None:
-                    stack.pop()
-                    state[path.pop()] = 2
-                    continue
-                if state.get(nxt) == 1:
-                    cycle = path[path.index(nxt) :]
-                    if not reported.intersection(cycle):
-                        reported.update(cycle)
-                        self.report_cycle(cycle)
-                elif nxt not in state:
-                    state[nxt] = 1
-                    path.append(nxt)
-                    stack.append(self.within(nxt, remaining))
-
-    def within(self, step_id: str, remaining: set[str]) -> Iterator[str]:
-        """The dependencies of ``step_id`` among ``remaining``, in declaration order."""
-        return iter(sorted((d for d in self.edges[step_id] if d in remaining), key=self.index.__getitem__))
-
-    def report_cycle(self, cycle: list[str]) -> None:
-        first = min(range(len(cycle)), key=lambda n: self.index[cycle[n]])
-        ordered = cycle[first:] + cycle[:first]
-        text = " -> ".join([*ordered, ordered[0]])
-        self.error(
-            f"dependency cycle: {text}",
-            ("steps", ordered[0]),
-            at="key",
-            suggestion="each step needs the next one; remove one of these dependencies",
-        )
+        """The steps in layers (:func:`runner.workflow.graph.layers`); each cycle that keeps some out reported."""
+        found, cycles = graph.layers(self.step_ids, self.edges)
+        for cycle in cycles:
+            text = " -> ".join([*cycle, cycle[0]])
+            self.error(
+                f"dependency cycle: {text}",
+                ("steps", cycle[0]),
+                at="key",
+                suggestion="each step needs the next one; remove one of these dependencies",
+            )
+        return found
 
 
 def _shown(occ: Occurrence) -> str:
@@ -558,15 +510,6 @@ def build_plan(workflow: Workflow, positions: Positions | None = None) -> Plan:
     )
 
 
-def _dependents(step_ids: list[str], edges: Mapping[str, Mapping[str, Loc]]) -> dict[str, list[str]]:
-    """step -> the steps that depend on it, in ``step_ids``' order."""
-    dependents: dict[str, list[str]] = {step_id: [] for step_id in step_ids}
-    for step_id in step_ids:
-        for dep in edges.get(step_id, {}):
-            dependents[dep].append(step_id)
-    return dependents
-
-
 def _planned_steps(
     workflow: Workflow,
     builder: _Builder,
@@ -577,7 +520,7 @@ def _planned_steps(
     """Each step of a valid workflow, in ``order``, with its effective limits and its place in the graph."""
     layer_of = {step_id: n for n, layer in enumerate(layers) for step_id in layer}
     position = {step_id: n for n, step_id in enumerate(order)}
-    dependents = _dependents(order, builder.edges)
+    dependents = graph.dependents(order, builder.edges)
     planned_steps: dict[str, PlannedStep] = {}
     for step_id in order:
         step = workflow.steps[step_id]
@@ -607,7 +550,3 @@ def _planned_steps(
             status_checks=_status_checks(parts["if"]),
         )
     return planned_steps
-
-
-# ---------------------------------------------------------------------------------------------------
-# Showing a plan
