@@ -169,12 +169,16 @@ def passed_through(patterns: Iterable[str], environ: Mapping[str, str] | None = 
     (values starting with ``()``), which the allow-list skips too.
     """
     source = os.environ if environ is None else environ
-    wanted = list(patterns)
-    globs = [p for p in wanted if "*" in p]
-    found = {name: source[name] for name in wanted if "*" not in name and name in source}
-    if globs:
-        found.update((name, value) for name, value in source.items() if any(fnmatchcase(name, g) for g in globs))
+    found: dict[str, str] = {}
+    for pattern in patterns:
+        found.update(_named(source, pattern))
     return {name: value for name, value in sorted(found.items()) if not value.startswith("()")}
+
+
+def _named(source: Mapping[str, str], pattern: str) -> dict[str, str]:
+    if "*" in pattern:
+        return {name: value for name, value in source.items() if fnmatchcase(name, pattern)}
+    return {pattern: source[pattern]} if pattern in source else {}
 
 
 def _resolve_cwd(base: str, cwd: str | None) -> str:

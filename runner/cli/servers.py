@@ -24,7 +24,7 @@ from runner.termsafe import encodable, terminal
 if TYPE_CHECKING:
     from runner.connect import Target
     from runner.masking import Masker
-    from runner.protocol.mcp import LogMessage, Progress, Tool, ToolResult
+    from runner.protocol.mcp import ContentBlock, LogMessage, Progress, Tool, ToolResult
     from runner.session import SessionOptions
 
 
@@ -302,28 +302,29 @@ def render_tools(tools: list[Tool]) -> str:
         return "(the server has no tools)"
     lines = []
     for tool in tools:
-        a = tool.annotations
-        flags = [
-            flag
-            for flag, on in (
-                ("read-only", a.read_only),
-                ("idempotent", a.idempotent),
-                ("destructive", a.destructive and not a.read_only),
-            )
-            if on
-        ]
-        if not a.given:
-            hints = "  [no annotations]"
-        else:
-            hints = f"  [{', '.join(flags)}] (hints, unverified)" if flags else ""
-            if "destructive" in flags and "destructiveHint" not in a.given:
-                hints = hints.replace("destructive", "destructive by default")
-        title = f" -- {tool.title or a.title}" if (tool.title or a.title) else ""
-        lines.append(f"{tool.name}{title}{hints}")
+        title = tool.title or tool.annotations.title
+        lines.append(f"{tool.name}{f' -- {title}' if title else ''}{_hints(tool)}")
         lines.append(f"    args: {schema_summary(tool.input_schema)}")
         if tool.description:
             lines.append(f"    {tool.description.strip().splitlines()[0][:100]}")
     return "\n".join(lines)
+
+
+def _hints(tool: Tool) -> str:
+    """What a tool's annotations claim (hints: mcp-run trusts them only with ``trust_annotations``)."""
+    a = tool.annotations
+    if not a.given:
+        return "  [no annotations]"
+    marks = (
+        ("read-only", a.read_only),
+        ("idempotent", a.idempotent),
+        ("destructive", a.destructive and not a.read_only),
+    )
+    flags = [flag for flag, on in marks if on]
+    hints = f"  [{', '.join(flags)}] (hints, unverified)" if flags else ""
+    if "destructive" in flags and "destructiveHint" not in a.given:
+        hints = hints.replace("destructive", "destructive by default")
+    return hints
 
 
 def schema_summary(schema: dict[str, Any]) -> str:
@@ -404,21 +405,23 @@ def shown_result(text: str, stdout: Any) -> str:
 
 
 def render_result(result: ToolResult) -> str:
-    parts: list[str] = []
-    for block in result.content:
-        if block.text is not None:
-            parts.append(block.text)
-        elif block.type in ("image", "audio"):
-            size = len(str(block.raw.get("data", ""))) * 3 // 4
-            parts.append(f"[{block.type} {block.raw.get('mimeType', '?')}, about {size} bytes]")
-        elif block.type == "resource_link":
-            parts.append(f"[resource link {block.raw.get('uri', '?')}]")
-        elif block.type == "resource":
-            resource = block.raw.get("resource") or {}
-            text = resource.get("text") if isinstance(resource, dict) else None
-            parts.append(text if isinstance(text, str) else f"[resource {resource.get('uri', '?')}]")
-        else:
-            parts.append(f"[{block.type} block]")
+    parts = [_block_text(block) for block in result.content]
     if result.structured_content is not None and not parts:
         parts.append(dumps(result.structured_content, indent=2))
     return "\n".join(parts)
+
+
+def _block_text(block: ContentBlock) -> str:
+    """A content block as text: its text, else a line saying what it is (an image's size, a resource's URI)."""
+    if block.text is not None:
+        return block.text
+    if block.type in ("image", "audio"):
+        size = len(str(block.raw.get("data", ""))) * 3 // 4
+        return f"[{block.type} {block.raw.get('mimeType', '?')}, about {size} bytes]"
+    if block.type == "resource_link":
+        return f"[resource link {block.raw.get('uri', '?')}]"
+    if block.type == "resource":
+        resource = block.raw.get("resource") or {}
+        text = resource.get("text") if isinstance(resource, dict) else None
+        return text if isinstance(text, str) else f"[resource {resource.get('uri', '?')}]"
+    return f"[{block.type} block]"

@@ -257,11 +257,7 @@ class _Builder:
             self.error(found.message, (*loc, *found.loc), suggestion=found.suggestion, at=found.at)
         if (server.command is None) == (server.url is None):
             return None  # both or neither: nothing more to check
-        url = self.compile(server.url, (*loc, "url")) if server.url is not None else None
-        if url is not None and url.is_constant and server.url is not None:
-            problem = url_problem(server.url)
-            if problem is not None:
-                self.error(problem[0], (*loc, "url"), suggestion=problem[1])
+        url = self.url(server.url, (*loc, "url")) if server.url is not None else None
         headers = self.compile(server.headers, (*loc, "headers")) if server.headers is not None else None
         env = self.compile(server.env, (*loc, "env")) if server.env is not None else None
         for key, compiled in (("url", url), ("headers", headers), ("env", env)):
@@ -269,6 +265,20 @@ class _Builder:
                 self.check_references(compiled, owner=None, where="server", fan_out=False)
                 self.refuse_status_functions(getattr(server, key), compiled, (*loc, key), "server settings")
         return planned_server(name, server, url, headers, env)
+
+    def url(self, text: str, loc: Loc) -> Compiled | None:
+        """A server's ``url`` compiled; a literal one checked now (a template's text is checked once rendered)."""
+        url = self.compile(text, loc)
+        problem = url_problem(text) if url is not None and url.is_constant else None
+        if problem is not None:
+            self.error(problem[0], loc, suggestion=problem[1])
+        return url
+
+    def servers(self) -> dict[str, PlannedServer]:
+        """The workflow's servers, each checked and resolved (:mod:`runner.workflow.servers`); those in error left
+        out."""
+        planned = {name: self.server(name, server) for name, server in self.workflow.servers.items()}
+        return {name: server for name, server in planned.items() if server is not None}
 
     # -- steps ------------------------------------------------------------------------------------
 
@@ -479,14 +489,8 @@ def build_plan(workflow: Workflow, positions: Positions | None = None) -> Plan:
     the key path.
     """
     builder = _Builder(workflow, positions or Positions())
-    servers: dict[str, PlannedServer] = {}
-    for name, server in workflow.servers.items():
-        planned = builder.server(name, server)
-        if planned is not None:
-            servers[name] = planned
-    compiled_steps: dict[str, dict[str, Compiled | None]] = {}
-    for step_id, step in workflow.steps.items():
-        compiled_steps[step_id] = builder.step(step_id, step)
+    servers = builder.servers()
+    compiled_steps = {step_id: builder.step(step_id, step) for step_id, step in workflow.steps.items()}
     outputs = builder.compile(workflow.outputs, ("outputs",))
     if outputs is not None:
         builder.check_references(outputs, owner=None, where="outputs", fan_out=False)
