@@ -33,17 +33,19 @@ def layers(order: Sequence[str], edges: _Edges) -> tuple[list[list[str]], list[l
     current = [step_id for step_id in order if waiting[step_id] == 0]
     while current:
         found.append(current)
-        following: list[str] = []
-        for step_id in current:
-            for dependent in after[step_id]:
-                waiting[dependent] -= 1
-                if waiting[dependent] == 0:
-                    following.append(dependent)
-        following.sort(key=index.__getitem__)
-        current = following
+        current = sorted(_released(current, after, waiting), key=index.__getitem__)
     if sum(map(len, found)) == len(order):
         return found, []
     return found, cycles({step_id for step_id, count in waiting.items() if count > 0}, edges, index)
+
+
+def _released(layer: list[str], after: Mapping[str, list[str]], waiting: dict[str, int]) -> Iterator[str]:
+    """The steps whose last dependency is in ``layer`` (``waiting`` counts each step's dependencies not placed)."""
+    for step_id in layer:
+        for dependent in after[step_id]:
+            waiting[dependent] -= 1
+            if waiting[dependent] == 0:
+                yield dependent
 
 
 def cycles(remaining: set[str], edges: _Edges, index: Mapping[str, int]) -> list[list[str]]:
