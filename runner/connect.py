@@ -12,7 +12,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from runner.errors import ConnectFailed
 from runner.launch import resolve_launch, server_launch, stdio_environment, workflow_folder
@@ -52,7 +52,7 @@ class HttpTarget:
     headers: Mapping[str, str] = field(default_factory=dict)
     max_concurrency: int = 8
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
-    transport: str = "auto"  # "auto": Streamable HTTP, else 2024-11-05 HTTP+SSE; "streamable-http"; "sse"
+    transport: Literal["auto", "streamable-http", "sse"] = "auto"  # auto: Streamable HTTP, else 2024-11-05 HTTP+SSE
     # OAuth (runner.auth): a configuration, or a provider built by the caller; secrets go to on_secret
     auth: AuthConfig | OAuthProvider | None = field(default=None, compare=False)
     on_secret: Callable[[str], None] | None = field(default=None, compare=False)

@@ -91,12 +91,7 @@ def auth_problems(auth: ServerAuth) -> list[Problem]:
 
 def _grant_problems(auth: ServerAuth) -> list[tuple[tuple[str, ...], str]]:
     """What the grant needs and is missing, or is given and does not use: (path below ``auth``, message)."""
-    found: list[tuple[tuple[str, ...], str]] = []
-    if auth.grant == "client_credentials":
-        if auth.client_id is None:
-            found.append(((), "the client_credentials grant needs client_id"))
-        if auth.client_secret is None and auth.private_key is None:
-            found.append(((), "the client_credentials grant needs client_secret or private_key"))
+    found = _client_credentials_problems(auth) if auth.grant == "client_credentials" else []
     if auth.client_secret is not None and auth.private_key is not None:
         found.append((("private_key",), "give client_secret or private_key, not both"))
     if auth.grant == "jwt_bearer" and auth.assertion is None and auth.github_audience is None:
@@ -107,4 +102,13 @@ def _grant_problems(auth: ServerAuth) -> list[tuple[tuple[str, ...], str]]:
             for key in ("assertion", "github_audience")
             if getattr(auth, key) is not None
         )
+    return found
+
+
+def _client_credentials_problems(auth: ServerAuth) -> list[tuple[tuple[str, ...], str]]:
+    found: list[tuple[tuple[str, ...], str]] = []
+    if auth.client_id is None:
+        found.append(((), "the client_credentials grant needs client_id"))
+    if auth.client_secret is None and auth.private_key is None:
+        found.append(((), "the client_credentials grant needs client_secret or private_key"))
     return found
