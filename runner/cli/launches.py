@@ -16,6 +16,7 @@ from runner.errors import WorkflowError
 from runner.launch import Found, Launch, LaunchError, passed_through
 from runner.workflow.plan import Plan
 from runner.workflow.positions import format_path
+from runner.workflow.servers import StdioServer
 from runner.workflow.template import TemplateError
 
 __all__ = ["ServerLaunch", "check_launches", "launch_lines"]
@@ -47,10 +48,9 @@ def check_launches(plan: Plan) -> tuple[dict[str, ServerLaunch], list[WorkflowEr
     errors: list[WorkflowError] = []
     warnings: list[WorkflowError] = []
     for name, planned in plan.servers.items():
-        server = planned.server
-        if server.command is None:
+        if not isinstance(planned.connection, StdioServer):
             continue
-        passthrough = {pattern: sorted(passed_through([pattern])) for pattern in server.env_passthrough or ()}
+        passthrough = {pattern: sorted(passed_through([pattern])) for pattern in planned.connection.env_passthrough}
         try:  # the PATH the server would get, when its env sets one (inputs not given render as null here)
             path = stdio_environment(plan, name, plan.input_values or {}, env_context(plan)).get("PATH")
         except TemplateError:
