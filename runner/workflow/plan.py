@@ -7,6 +7,7 @@ that needs the whole file, collecting every problem before it raises (one
 * a server has exactly one of ``command`` (stdio) and ``url`` (HTTP); ``env``/``env_passthrough``/``cwd`` only
   with a command, ``headers`` only with a url; server templates read only ``inputs`` and ``env``; a literal
   ``url`` is ``http(s)://`` with a host and without credentials (see :func:`runner.workflow.urls.url_problem`);
+  each valid server resolved once into a :class:`~runner.workflow.servers.PlannedServer` (stdio or HTTP);
 * a step's ``server`` names a server, ``needs`` name steps, ``key``/``concurrency`` only with
   ``for_each``, ``if`` and ``for_each`` are single templates;
 * every template compiles, and reads only what exists: ``inputs.<declared>``, ``steps.<id>.<field>``
@@ -16,9 +17,9 @@ that needs the whole file, collecting every problem before it raises (one
 * no step refers to itself, and there is no dependency cycle (each one is named in order).
 
 A step's dependencies are its ``needs`` plus every step its templates (args, key, if, for_each) read.
-Layer n holds the steps whose dependencies all sit in earlier layers; ``order`` is the layers in turn,
-each layer in declaration order. Everything here is linear in the size of the workflow, and iterative
-(a 10,000-step chain does not reach the recursion limit).
+Layer n (:mod:`runner.workflow.graph`) holds the steps whose dependencies all sit in earlier layers; ``order``
+is the layers in turn, each layer in declaration order. Everything here is linear in the size of the
+workflow, and iterative (a 10,000-step chain does not reach the recursion limit).
 """
 
 from __future__ import annotations
