@@ -1,26 +1,33 @@
 """Wiring: from a description of a server (argv or URL) to an open MCP session.
 
 This is the one place that knows the concrete transports. The workflow scheduler never imports it: it is
-handed a function that opens sessions (see :mod:`runner.engine.scheduler`).
+handed a function that opens sessions (see :mod:`runner.engine.scheduler`). A workflow's server becomes a
+:class:`Target` in :func:`render_target`; ``mcp-run tools``/``call`` build theirs with :func:`stdio_target` and
+:class:`HttpTarget`, so a stdio server starts by the same rules from either.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 from runner.errors import ConnectFailed
+from runner.launch import resolve_launch, server_launch, stdio_environment, workflow_folder
 from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
 from runner.session import Session, SessionOptions, open_session
 from runner.session.negotiate import LEGACY
+from runner.workflow.context import make_context
+from runner.workflow.plan import Plan
+from runner.workflow.servers import HttpServer, check_headers, rendered_headers
 
 if TYPE_CHECKING:  # OAuth (and the HTTP library under it) is imported when an HTTP server needs it
     from runner.auth.config import AuthConfig
     from runner.auth.provider import OAuthProvider
 
-__all__ = ["HttpTarget", "StdioTarget", "Target", "open_target"]
+__all__ = ["HttpTarget", "StdioTarget", "Target", "open_target", "render_target", "stdio_target"]
 
 
 @dataclass(frozen=True, repr=False)
@@ -45,7 +52,7 @@ class HttpTarget:
     headers: Mapping[str, str] = field(default_factory=dict)
     max_concurrency: int = 8
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
-    transport: str = "auto"  # "auto": Streamable HTTP, else 2024-11-05 HTTP+SSE; "streamable-http"; "sse"
+    transport: Literal["auto", "streamable-http", "sse"] = "auto"  # auto: Streamable HTTP, else 2024-11-05 HTTP+SSE
     # OAuth (runner.auth): a configuration, or a provider built by the caller; secrets go to on_secret
     auth: AuthConfig | OAuthProvider | None = field(default=None, compare=False)
     on_secret: Callable[[str], None] | None = field(default=None, compare=False)
@@ -55,6 +62,69 @@ class HttpTarget:
 
 
 Target = StdioTarget | HttpTarget
+
+
+def stdio_target(
+    command: Sequence[str],
+    *,
+    base: str,
+    cwd: str | None,
+    env: Mapping[str, str],
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    redact: Callable[[str], str] | None = None,
+) -> StdioTarget:
+    """A stdio server to start, its program and working directory resolved from ``base``
+    (:func:`runner.launch.resolve_launch`; :class:`~runner.launch.LaunchError` when it cannot start)."""
+    launch = resolve_launch(command, base=base, cwd=cwd, path=env.get("PATH"))
+    return StdioTarget(
+        command=list(launch.argv), cwd=launch.cwd, env=env, max_message_size=max_message_size, redact=redact
+    )
+
+
+def render_target(
+    plan: Plan,
+    name: str,
+    inputs: Mapping[str, Any],
+    env: Mapping[str, Any],
+    *,
+    legacy: bool = False,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    on_secret: Callable[[str], None] | None = None,
+) -> Target:
+    """Server ``name`` as a connectable target: an HTTP server's URL and headers rendered; a stdio server's
+    program and working directory resolved (:mod:`runner.launch`: relative paths from the workflow's folder;
+    :class:`~runner.launch.LaunchError` naming the server and its line when it cannot start) and its
+    environment chosen (``env_passthrough`` from mcp-run's environment, then ``env``, which wins).
+
+    ``legacy``: the run was begun by an mcp-run whose stdio servers started in the caller's directory
+    (journal format 1): they keep starting there, their program found as that version found it, so the
+    rest of the run reads and writes where its beginning did.
+
+    ``max_message_size``: the largest message accepted from the server (``--max-message-size``).
+
+    ``on_secret``: told every token an HTTP server's OAuth obtains (the run's masker registers it)."""
+    ps = plan.servers[name]
+    connection = ps.connection
+    if isinstance(connection, HttpServer):
+        from runner.auth.fromworkflow import auth_config
+
+        check_headers(plan, inputs, env, only=name)
+        context = make_context(inputs=inputs, env=env, steps={})
+        return HttpTarget(
+            url=str(connection.url.render(context)),
+            headers={k: str(v) for k, v in rendered_headers(connection, context).items()},
+            max_concurrency=ps.max_concurrency,
+            max_message_size=max_message_size,
+            transport=connection.transport,
+            auth=auth_config(connection.auth) if connection.auth is not None else None,
+            on_secret=on_secret,
+        )
+    server_env = stdio_environment(plan, name, inputs, env)
+    if legacy:
+        cwd = None if connection.cwd is None else os.path.join(workflow_folder(plan), connection.cwd)
+        return StdioTarget(command=list(connection.command), cwd=cwd, env=server_env, max_message_size=max_message_size)
+    launch = server_launch(plan, name, server_env.get("PATH"))
+    return StdioTarget(command=list(launch.argv), cwd=launch.cwd, env=server_env, max_message_size=max_message_size)
 
 
 def _auth_provider(target: HttpTarget) -> OAuthProvider | None:

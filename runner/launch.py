@@ -36,17 +36,27 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from fnmatch import fnmatchcase
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from runner.errors import ConnectFailed
+
+if TYPE_CHECKING:
+    from runner.workflow.plan import Plan
+    from runner.workflow.positions import Loc
+    from runner.workflow.servers import StdioServer
 
 __all__ = [
     "INTERPRETER_DIR",
     "Found",
     "Launch",
     "LaunchError",
+    "launch_loc",
     "passed_through",
     "resolve_launch",
+    "server_launch",
+    "stdio_environment",
+    "stdio_server",
+    "workflow_folder",
 ]
 
 INTERPRETER_DIR: Final = os.path.dirname(sys.executable) if sys.executable else None
@@ -159,19 +169,16 @@ def passed_through(patterns: Iterable[str], environ: Mapping[str, str] | None = 
     (values starting with ``()``), which the allow-list skips too.
     """
     source = os.environ if environ is None else environ
-    wanted = list(patterns)
-    exact = [p for p in wanted if "*" not in p]
-    globs = [p for p in wanted if "*" in p]
     found: dict[str, str] = {}
-    for name in exact:
-        value = source.get(name)
-        if value is not None:
-            found[name] = value
-    if globs:
-        for name, value in source.items():
-            if any(fnmatchcase(name, g) for g in globs):
-                found[name] = value
+    for pattern in patterns:
+        found.update(_named(source, pattern))
     return {name: value for name, value in sorted(found.items()) if not value.startswith("()")}
+
+
+def _named(source: Mapping[str, str], pattern: str) -> dict[str, str]:
+    if "*" in pattern:
+        return {name: value for name, value in source.items() if fnmatchcase(name, pattern)}
+    return {pattern: source[pattern]} if pattern in source else {}
 
 
 def _resolve_cwd(base: str, cwd: str | None) -> str:
@@ -224,3 +231,61 @@ def _not_executable(path: str) -> str | None:
     if not os.access(path, os.X_OK):
         return "is not executable"
     return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# A workflow's stdio servers
+
+
+def workflow_folder(plan: Plan) -> str:
+    """Where a workflow's relative paths start: its file's folder (the current directory for a workflow that
+    was not read from a file, such as ``parse_workflow(text)``'s)."""
+    if plan.file is None or not os.path.isfile(plan.file):
+        return os.getcwd()
+    return os.path.dirname(os.path.realpath(plan.file))
+
+
+def stdio_server(plan: Plan, name: str) -> StdioServer:
+    """Server ``name`` of ``plan``, a stdio server (``ValueError`` for an HTTP one: a caller's mistake)."""
+    from runner.workflow.servers import StdioServer
+
+    connection = plan.servers[name].connection
+    if not isinstance(connection, StdioServer):
+        raise ValueError(f"server {name!r} is not a stdio server")
+    return connection
+
+
+def stdio_environment(plan: Plan, name: str, inputs: Mapping[str, Any], env: Mapping[str, Any]) -> dict[str, str]:
+    """What stdio server ``name`` gets besides the allow-list: the variables its ``env_passthrough`` names, then
+    its ``env`` rendered (which wins)."""
+    from runner.workflow.context import make_context
+
+    server = stdio_server(plan, name)
+    rendered = server.env.render(make_context(inputs=inputs, env=env, steps={})) if server.env is not None else {}
+    return passed_through(server.env_passthrough) | {
+        k: "" if v is None else str(v) for k, v in (rendered or {}).items()
+    }
+
+
+def server_launch(plan: Plan, name: str, path: str | None = None) -> Launch:
+    """Stdio server ``name``'s program and working directory, resolved; ``path`` is the PATH it gets (None:
+    mcp-run's own). Raises :class:`LaunchError` located at the workflow's line."""
+    server = stdio_server(plan, name)
+    try:
+        return resolve_launch(server.command, base=workflow_folder(plan), cwd=server.cwd, path=path)
+    except LaunchError as exc:
+        raise exc.located(name, _where(plan, launch_loc(plan, name, exc))) from None
+
+
+def launch_loc(plan: Plan, name: str, error: LaunchError) -> Loc:
+    """Where in the workflow the part of server ``name`` that ``error`` is about sits."""
+    if error.part == "command":
+        return ("servers", name, "command", 0)
+    return ("servers", name, "cwd") if stdio_server(plan, name).cwd is not None else ("servers", name)
+
+
+def _where(plan: Plan, loc: Loc) -> str | None:
+    if plan.file is None:
+        return None
+    line, column = plan.positions.locate(loc) if plan.positions is not None else (None, None)
+    return plan.file + (f":{line}" if line is not None else "") + (f":{column}" if column is not None else "")

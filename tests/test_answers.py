@@ -11,7 +11,6 @@ import trio
 import trio.testing
 
 from runner.cli.options import ELICITATION_CHOICES
-from runner.engine.runctl import fingerprints
 from runner.engine.servers import answer_policy
 from runner.errors import JsonRpcError, MalformedMessage, ProtocolError
 from runner.protocol.jsonrpc import ErrorResponse, Request, Response
@@ -26,6 +25,7 @@ from runner.session.answers import (
     url_elicitation_text,
 )
 from runner.session.input_required import answer_input_requests
+from runner.workflow.fingerprints import fingerprints
 from runner.workflow.loader import validate
 from tests.fakes.server import FakeCall, FakeServer, text_result
 from tests.test_session import connected

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from runner.engine.core.events import ItemFailed, ItemSucceeded, LogMessage
 from runner.engine.journal.reader import parse_journal
 from runner.engine.journal.writer import EventLog
-from runner.engine.runctl import fingerprints
 from runner.jsontext import dumps, utf8
 from runner.protocol.jsonrpc import Request, decode, encode
+from runner.workflow.fingerprints import fingerprints
 from runner.workflow.keys import default_key
 from tests.test_runctl import WORKFLOW, plan
 

@@ -40,11 +40,13 @@ STDLIB_ONLY_THIRD_PARTY = {"pydantic", "jmespath"}
 ALLOWED: dict[str, set[str]] = {
     "runner.transports": {"runner.transports"},
     "runner.session": {"runner.session", "runner.transports.base"},
-    "runner.connect": {"runner.session", "runner.transports", "runner.auth"},
+    "runner.connect": {"runner.session", "runner.transports", "runner.auth", "runner.launch"},
     "runner.auth": {"runner.auth"},
     "runner.workflow.loader": set(),
     "runner.workflow.yamlnodes": set(),
     "runner.launch": set(),
+    # What a run masks: a plan's secrets, stdio servers' passed-through variables, OAuth's references.
+    "runner.secrets_of": {"runner.launch", "runner.auth"},
     "runner.pipes": set(),  # the standard streams of the command (os.dup2): I/O, so not the core
     # The journal's writer and run directories: the core, and each other.
     "runner.engine.journal": {"runner.engine.journal"},
@@ -63,6 +65,7 @@ ALLOWED: dict[str, set[str]] = {
         "runner.connect",
         "runner.launch",
         "runner.auth",
+        "runner.secrets_of",
     },
     "runner.view": {"runner.view"},
     "runner.testing": {"runner.testing", "runner.transports", "runner.connect", "runner.session", "runner.auth"},
@@ -70,7 +73,13 @@ ALLOWED: dict[str, set[str]] = {
     "runner.api": {"runner.engine"},
     # The Temporal engine: the pure core and the local engine's pieces (state, outcome, sessions), never the
     # reverse (see test_only_the_cli_imports_temporal).
-    "runner.temporal": {"runner.temporal", "runner.engine", "runner.session", "runner.workflow.loader"},
+    "runner.temporal": {
+        "runner.temporal",
+        "runner.engine",
+        "runner.session",
+        "runner.workflow.loader",
+        "runner.secrets_of",
+    },
 }
 
 IO_LIBRARIES = {"trio", "httpx", "httpx2", "httpx_sse", "yaml", "anyio", "tenacity", "rich", "mcp"}
@@ -184,7 +193,7 @@ def test_validate_opens_no_session() -> None:
     workflow = str(PACKAGE.parent / "workflows" / "convert_docs.yaml")
     for command in ("validate", "plan"):
         loaded = _modules_after([command, workflow])
-        assert "runner.engine.runctl" in loaded  # the test exercises the stdio servers' launch checks
+        assert "runner.launch" in loaded  # the test exercises the stdio servers' launch checks
         heavy = {"trio", "runner.session", "runner.connect", "runner.engine.scheduler", "runner.transports"}
         assert not heavy & loaded, f"{command} loads {sorted(heavy & loaded)}"
 

@@ -16,6 +16,7 @@ from runner.workflow.model import Workflow
 from runner.workflow.plan import Plan, build_plan
 from runner.workflow.plantext import render_plan_text
 from runner.workflow.positions import WorkflowErrors
+from runner.workflow.servers import HttpServer, StdioServer
 from runner.workflow.template import TemplateError
 from runner.workflow.urls import url_problem
 
@@ -105,6 +106,10 @@ class TestGraph:
         p = plan({"a": call()}, servers=servers)
         assert (p.servers["fs"].server.connect_timeout, p.servers["fs"].server.reconnect) == (5.0, 0.0)
         assert (p.servers["web"].server.connect_timeout, p.servers["web"].server.reconnect) == (None, None)
+        # resolved once: the server's bound, else the run's, else the default; reconnect 0 is a value, not unset
+        fs, web = p.servers["fs"], p.servers["web"]
+        assert (fs.connect_within(12.0), fs.reconnect) == (5.0, 0.0)
+        assert (web.connect_within(12.0), web.connect_within(), web.reconnect) == (12.0, 30.0, 300.0)
         # `none` is written back as `none` (fingerprints and the schema stay JSON)
         assert (
             Workflow.model_validate(
@@ -114,6 +119,22 @@ class TestGraph:
             .model_dump(mode="json")["idle_timeout"]
             == "none"
         )
+
+    def test_a_server_resolves_into_one_of_two_kinds(self) -> None:
+        servers = {
+            "fs": {"command": ["x", "-v"], "cwd": "sub", "env_passthrough": ["HOME"], "env": {"K": "${{ env.K }}"}},
+            "web": {"url": "${{ env.URL }}", "headers": {"A": "b"}, "transport": "sse", "max_concurrency": 2},
+        }
+        p = plan({"a": call()}, servers=servers)
+        fs, web = p.servers["fs"].connection, p.servers["web"].connection
+        assert isinstance(fs, StdioServer) and isinstance(web, HttpServer)
+        assert (fs.command, fs.cwd, fs.env_passthrough, fs.kind) == (("x", "-v"), "sub", ("HOME",), "stdio")
+        assert fs.env is not None and fs.env.render(make_context(inputs={}, env={"K": "v"}, steps={})) == {"K": "v"}
+        assert (web.transport, web.auth, web.kind, p.servers["web"].max_concurrency) == ("sse", None, "http", 2)
+        assert web.url.render(make_context(inputs={}, env={"URL": "http://h/m"}, steps={})) == "http://h/m"
+        assert p.servers["web"].tasks and not p.servers["web"].trust_annotations
+        default = plan({"a": call()}).servers["web"].connection
+        assert isinstance(default, HttpServer) and default.transport == "auto"
 
     def test_a_ten_thousand_step_chain(self) -> None:
         n = 10_000

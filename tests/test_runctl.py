@@ -12,12 +12,15 @@ from typing import Any
 import pytest
 import trio
 
-from runner.connect import HttpTarget, StdioTarget, Target
-from runner.engine.runctl import check_headers, collect_secrets, fingerprints, make_opener, render_target
+from runner.connect import HttpTarget, StdioTarget, Target, render_target
+from runner.engine.runctl import make_opener
 from runner.errors import ConnectFailed, HTTPStatusError, WorkflowError
 from runner.launch import LaunchError
+from runner.secrets_of import collect_secrets
 from runner.session import SessionOptions
+from runner.workflow.fingerprints import fingerprints
 from runner.workflow.loader import parse_workflow, validate
+from runner.workflow.servers import check_headers
 
 WORKFLOW = """
 version: 1

@@ -102,7 +102,7 @@ def auth_for(args: argparse.Namespace, url: str, masker: Masker) -> AuthConfig |
 
 
 def token_sink(masker: Masker) -> Callable[[str], None]:
-    from runner.engine.runctl import oauth_secret_sink
+    from runner.secrets_of import oauth_secret_sink
 
     return oauth_secret_sink(masker)
 

@@ -16,6 +16,7 @@ from runner.errors import WorkflowError
 from runner.launch import Found, Launch, LaunchError, passed_through
 from runner.workflow.plan import Plan
 from runner.workflow.positions import format_path
+from runner.workflow.servers import StdioServer
 from runner.workflow.template import TemplateError
 
 __all__ = ["ServerLaunch", "check_launches", "launch_lines"]
@@ -40,16 +41,16 @@ class ServerLaunch:
 def check_launches(plan: Plan) -> tuple[dict[str, ServerLaunch], list[WorkflowError], list[WorkflowError]]:
     """Every stdio server's :class:`ServerLaunch`, then the errors (paths relative to the workflow) and the
     warnings (names on PATH, absolute paths), each located in the file."""
-    from runner.engine.runctl import env_context, server_launch, stdio_environment
+    from runner.engine.runctl import env_context
+    from runner.launch import server_launch, stdio_environment
 
     servers: dict[str, ServerLaunch] = {}
     errors: list[WorkflowError] = []
     warnings: list[WorkflowError] = []
     for name, planned in plan.servers.items():
-        server = planned.server
-        if server.command is None:
+        if not isinstance(planned.connection, StdioServer):
             continue
-        passthrough = {pattern: sorted(passed_through([pattern])) for pattern in server.env_passthrough or ()}
+        passthrough = {pattern: sorted(passed_through([pattern])) for pattern in planned.connection.env_passthrough}
         try:  # the PATH the server would get, when its env sets one (inputs not given render as null here)
             path = stdio_environment(plan, name, plan.input_values or {}, env_context(plan)).get("PATH")
         except TemplateError:
@@ -87,7 +88,7 @@ def launch_lines(servers: dict[str, ServerLaunch]) -> dict[str, list[str]]:
 
 
 def _located(plan: Plan, name: str, exc: LaunchError) -> WorkflowError:
-    from runner.engine.runctl import launch_loc, workflow_folder
+    from runner.launch import launch_loc, workflow_folder
 
     loc = launch_loc(plan, name, exc)
     hint = None

@@ -14,17 +14,18 @@ import trio
 from runner._trio import single_error
 from runner.engine.calls.tools import unknown_tool
 from runner.engine.journal.writer import Masker
-from runner.engine.runctl import collect_secrets, env_context, make_opener
+from runner.engine.runctl import env_context, make_opener
 from runner.errors import McpRunError, TransportError
 from runner.exitcodes import ExitCode, combine
 from runner.protocol.mcp import Tool
 from runner.quoting import cut, masking
+from runner.secrets_of import collect_secrets
 from runner.session import SessionOptions
 from runner.words import plural
 from runner.workflow.argcheck import ArgsValidator, CannotCheck, compile_schema
 from runner.workflow.context import make_context
 from runner.workflow.partial import Partial, render_known, what_it_reads
-from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, Plan, PlannedStep
+from runner.workflow.plan import Plan, PlannedStep
 from runner.workflow.positions import format_path
 from runner.workflow.suggest import did_you_mean
 from runner.workflow.template import Loc, Reference, TemplateError, canonical_json
@@ -46,7 +47,7 @@ class PlanCheckFailed(McpRunError):
         super().__init__("\n".join(["cannot check the plan: " + first.removeprefix("error: "), *rest]))
 
 
-def check_plan(plan: Plan, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> list[str]:
+def check_plan(plan: Plan, *, connect_timeout: float | None = None) -> list[str]:
     """Problems and notes, one finding each (a server's stderr tail on lines of its own); findings that start
     with ``error`` make the check fail (exit 2). Secret values are masked.
 
@@ -57,6 +58,9 @@ def check_plan(plan: Plan, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) 
     are still checked. A fan-out whose ``for_each`` reads only inputs and env is rendered, and each item's
     arguments are checked in full. Tools annotated destructive are flagged (annotations are hints, shown
     whether or not the server is trusted).
+
+    ``connect_timeout`` (``--connect-timeout``) bounds reaching a server that sets no ``connect_timeout`` (None:
+    the default, :meth:`~runner.workflow.servers.PlannedServer.connect_within`).
 
     Raises :class:`PlanCheckFailed` when a server could not be reached or broke the protocol, unless the
     plan has errors of its own as well (those win: exit 2, as :func:`runner.exitcodes.combine` orders them).
@@ -72,8 +76,8 @@ def check_plan(plan: Plan, *, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) 
         async def one(name: str) -> None:
             try:
                 with single_error():
-                    server = plan.servers[name].server
-                    timeout = server.connect_timeout or connect_timeout
+                    server = plan.servers[name]
+                    timeout = server.connect_within(connect_timeout)
                     options = SessionOptions(
                         name=name, server_log_level=None, initialize_timeout=timeout, protocol=server.protocol
                     )

@@ -267,9 +267,8 @@ def plan_command(args: argparse.Namespace) -> int:
     print(terminal(render_plan_text(plan, launch_lines(servers))))  # a shared workflow's text is not ours
     if args.check:
         from runner.cli.plancheck import check_plan
-        from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT
 
-        problems = check_plan(plan, connect_timeout=args.connect_timeout or DEFAULT_CONNECT_TIMEOUT)
+        problems = check_plan(plan, connect_timeout=args.connect_timeout)  # None: each server's, else 30 s
         for line in problems:
             print(terminal(line), file=sys.stderr)  # tool names and schema messages come from servers
         return ExitCode.USAGE if any(p.startswith("error") for p in problems) else ExitCode.OK

@@ -24,7 +24,7 @@ from runner.termsafe import encodable, terminal
 if TYPE_CHECKING:
     from runner.connect import Target
     from runner.masking import Masker
-    from runner.protocol.mcp import LogMessage, Progress, Tool, ToolResult
+    from runner.protocol.mcp import ContentBlock, LogMessage, Progress, Tool, ToolResult
     from runner.session import SessionOptions
 
 
@@ -126,59 +126,80 @@ def _target(args: argparse.Namespace) -> tuple[Target, Masker]:
     """The server the command line names, and what it must never print: header values, and the variables
     passed from mcp-run's environment (``--env NAME``), as in a workflow (a literal ``--env NAME=VALUE`` is
     not a secret)."""
-    from runner.connect import HttpTarget, StdioTarget
+    if args.url is not None and args.server_argv:
+        raise UsageError("give either a URL or a command after --, not both")
+    if args.url is not None:
+        return _http_target(args, args.url)
+    return _stdio_target(args)
+
+
+def _http_target(args: argparse.Namespace, url: str) -> tuple[Target, Masker]:
+    """The URL checked as a workflow's is (:func:`runner.workflow.urls.url_problem`), before anything is
+    contacted: a mistake on the command line exits 2."""
+    from runner.connect import HttpTarget
+    from runner.masking import Masker
+    from runner.workflow.urls import url_problem
+
+    problem = url_problem(url, _CREDENTIALS_HINT)
+    if problem is not None:
+        message, hint = problem
+        if not url.startswith(("http://", "https://")):
+            hint = "to run a command, put it after --"
+        raise UsageError(f"URL: {message}" + (f"\n  hint: {hint}" if hint else ""))
+    headers = _headers(args.header)
+    masker = Masker({f"headers.{name}": value for name, value in headers.items()})
+    auth = auth_for(args, url, masker)
+    on_secret = token_sink(masker) if auth is not None else None
+    http = HttpTarget(url=url, headers=headers, max_message_size=args.max_message_size, auth=auth, on_secret=on_secret)
+    return http, masker
+
+
+def _stdio_target(args: argparse.Namespace) -> tuple[Target, Masker]:
+    """The command after ``--``, started by a workflow's rules (:func:`runner.connect.stdio_target`) but from
+    the current directory: there is no workflow here."""
+    from runner.connect import stdio_target
     from runner.masking import Masker
 
-    url: str | None = args.url
-    if url is not None and args.server_argv:
-        raise UsageError("give either a URL or a command after --, not both")
-    if url is not None:
-        from runner.workflow.urls import url_problem
-
-        problem = url_problem(url, _CREDENTIALS_HINT)
-        if problem is not None:  # a mistake on the command line: exit 2, before anything is contacted
-            message, hint = problem
-            if not url.startswith(("http://", "https://")):
-                hint = "to run a command, put it after --"
-            raise UsageError(f"URL: {message}" + (f"\n  hint: {hint}" if hint else ""))
-        headers = _headers(args.header)
-        masker = Masker({f"headers.{name}": value for name, value in headers.items()})
-        auth = auth_for(args, url, masker)
-        on_secret = token_sink(masker) if auth is not None else None
-        http = HttpTarget(
-            url=url, headers=headers, max_message_size=args.max_message_size, auth=auth, on_secret=on_secret
-        )
-        return http, masker
     if not args.server_argv:
         raise UsageError("no server given: add a URL, or `-- CMD ARGS...` to start a stdio server")
     if not args.server_argv[0].strip():
         raise UsageError(f"the server's program after -- is {'empty' if not args.server_argv[0] else 'blank'}")
     if args.header:
         raise UsageError("--header applies to HTTP servers only")
-    if args.auth or args.client_id or args.client_secret or args.private_key or args.assertion:
+    if any((args.auth, args.client_id, args.client_secret, args.private_key, args.assertion)):
         raise UsageError("--auth and its credentials apply to HTTP servers only")
-    from runner.launch import passed_through, resolve_launch
+    env, secrets = _environment(args.env)
+    masker = Masker(secrets)
+    target = stdio_target(
+        args.server_argv,
+        base=os.getcwd(),
+        cwd=args.cwd,
+        env=env,
+        max_message_size=args.max_message_size,
+        redact=masker.mask,
+    )
+    return target, masker
+
+
+def _environment(pairs: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``--env`` as the variables a stdio server gets, and the secrets among them: NAME alone passes mcp-run's
+    own value, if set (as ``docker run -e NAME``), and that one is masked."""
+    from runner.launch import passed_through
     from runner.workflow.model import ENV_PATTERN
 
     env: dict[str, str] = {}
     secrets: dict[str, str] = {}
-    for pair in args.env:
+    for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep and ENV_PATTERN.match(name):
-            own = passed_through([name])  # NAME alone: mcp-run's own value, if set (as docker run -e NAME)
+            own = passed_through([name])
             env.update(own)
             secrets.update((f"env.{k}", v) for k, v in own.items())
         elif not sep or not name:
             raise UsageError(f"--env expects NAME=VALUE, or NAME to pass mcp-run's own value, got {pair!r}")
         else:
             env[name] = value
-    # No workflow here: relative paths (the program, --cwd) start from the current directory.
-    launch = resolve_launch(args.server_argv, base=os.getcwd(), cwd=args.cwd, path=env.get("PATH"))
-    masker = Masker(secrets)
-    target = StdioTarget(
-        command=list(launch.argv), cwd=launch.cwd, env=env, max_message_size=args.max_message_size, redact=masker.mask
-    )
-    return target, masker
+    return env, secrets
 
 
 def _headers(pairs: list[str]) -> dict[str, str]:
@@ -281,28 +302,29 @@ def render_tools(tools: list[Tool]) -> str:
         return "(the server has no tools)"
     lines = []
     for tool in tools:
-        a = tool.annotations
-        flags = [
-            flag
-            for flag, on in (
-                ("read-only", a.read_only),
-                ("idempotent", a.idempotent),
-                ("destructive", a.destructive and not a.read_only),
-            )
-            if on
-        ]
-        if not a.given:
-            hints = "  [no annotations]"
-        else:
-            hints = f"  [{', '.join(flags)}] (hints, unverified)" if flags else ""
-            if "destructive" in flags and "destructiveHint" not in a.given:
-                hints = hints.replace("destructive", "destructive by default")
-        title = f" -- {tool.title or a.title}" if (tool.title or a.title) else ""
-        lines.append(f"{tool.name}{title}{hints}")
+        title = tool.title or tool.annotations.title
+        lines.append(f"{tool.name}{f' -- {title}' if title else ''}{_hints(tool)}")
         lines.append(f"    args: {schema_summary(tool.input_schema)}")
         if tool.description:
             lines.append(f"    {tool.description.strip().splitlines()[0][:100]}")
     return "\n".join(lines)
+
+
+def _hints(tool: Tool) -> str:
+    """What a tool's annotations claim (hints: mcp-run trusts them only with ``trust_annotations``)."""
+    a = tool.annotations
+    if not a.given:
+        return "  [no annotations]"
+    marks = (
+        ("read-only", a.read_only),
+        ("idempotent", a.idempotent),
+        ("destructive", a.destructive and not a.read_only),
+    )
+    flags = [flag for flag, on in marks if on]
+    hints = f"  [{', '.join(flags)}] (hints, unverified)" if flags else ""
+    if "destructive" in flags and "destructiveHint" not in a.given:
+        hints = hints.replace("destructive", "destructive by default")
+    return hints
 
 
 def schema_summary(schema: dict[str, Any]) -> str:
@@ -383,21 +405,23 @@ def shown_result(text: str, stdout: Any) -> str:
 
 
 def render_result(result: ToolResult) -> str:
-    parts: list[str] = []
-    for block in result.content:
-        if block.text is not None:
-            parts.append(block.text)
-        elif block.type in ("image", "audio"):
-            size = len(str(block.raw.get("data", ""))) * 3 // 4
-            parts.append(f"[{block.type} {block.raw.get('mimeType', '?')}, about {size} bytes]")
-        elif block.type == "resource_link":
-            parts.append(f"[resource link {block.raw.get('uri', '?')}]")
-        elif block.type == "resource":
-            resource = block.raw.get("resource") or {}
-            text = resource.get("text") if isinstance(resource, dict) else None
-            parts.append(text if isinstance(text, str) else f"[resource {resource.get('uri', '?')}]")
-        else:
-            parts.append(f"[{block.type} block]")
+    parts = [_block_text(block) for block in result.content]
     if result.structured_content is not None and not parts:
         parts.append(dumps(result.structured_content, indent=2))
     return "\n".join(parts)
+
+
+def _block_text(block: ContentBlock) -> str:
+    """A content block as text: its text, else a line saying what it is (an image's size, a resource's URI)."""
+    if block.text is not None:
+        return block.text
+    if block.type in ("image", "audio"):
+        size = len(str(block.raw.get("data", ""))) * 3 // 4
+        return f"[{block.type} {block.raw.get('mimeType', '?')}, about {size} bytes]"
+    if block.type == "resource_link":
+        return f"[resource link {block.raw.get('uri', '?')}]"
+    if block.type == "resource":
+        resource = block.raw.get("resource") or {}
+        text = resource.get("text") if isinstance(resource, dict) else None
+        return text if isinstance(text, str) else f"[resource {resource.get('uri', '?')}]"
+    return f"[{block.type} block]"

@@ -60,15 +60,7 @@ from runner.engine.journal.rundir import (
 )
 from runner.engine.journal.writer import EventLog, JournalWriteError, Masker
 from runner.engine.preflight import StateDirUnusable, check_state_dir, state_dir_named_by
-from runner.engine.runctl import (
-    check_headers,
-    collect_secrets,
-    env_context,
-    fingerprints,
-    make_opener,
-    oauth_secret_sink,
-    workflow_hash,
-)
+from runner.engine.runctl import env_context, make_opener
 from runner.engine.scheduler import Scheduler, SchedulerOptions, SessionOpener
 from runner.errors import UsageError
 from runner.exitcodes import ExitCode, combine
@@ -76,8 +68,11 @@ from runner.launch import passed_through
 from runner.masking import placeholder
 from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
 from runner.quoting import masking
+from runner.secrets_of import collect_secrets, oauth_secret_sink
+from runner.workflow.fingerprints import fingerprints, workflow_hash
 from runner.workflow.loader import LoadedWorkflow, load_inputs_file, load_workflow, validate
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, Plan
+from runner.workflow.servers import check_headers
 
 __all__ = ["Reporter", "RunOptions", "Watcher", "execute"]
 
@@ -457,7 +452,7 @@ async def _run(
                 server_log_level=options.server_log_level,
                 elicitation=options.elicitation,
                 protocol=options.protocol,
-                connect_timeout=options.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
+                connect_timeout=DEFAULT_CONNECT_TIMEOUT if options.connect_timeout is None else options.connect_timeout,
             ),
             prior=prepared.prior,
             on_warning=say.warn,

@@ -80,7 +80,7 @@ from runner.errors import CallTimeout, MalformedMessage, McpRunError, first_line
 from runner.protocol.mcp import LogMessage as McpLogMessage
 from runner.session import Session, SessionOptions
 from runner.workflow.context import fanout_view, identified, item_entry, make_context, step_view
-from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECONNECT, OutputFailure, Plan, PlannedStep
+from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, OutputFailure, Plan, PlannedStep
 from runner.workflow.template import TemplateError
 
 __all__ = ["Outcome", "Scheduler", "SchedulerOptions", "SessionOpener"]
@@ -549,8 +549,8 @@ class Scheduler:
         ps = self._plan.servers[name]
         server = ps.server
         policy = LinkPolicy(
-            connect_timeout=server.connect_timeout or self._options.connect_timeout,
-            reconnect=server.reconnect if server.reconnect is not None else DEFAULT_RECONNECT,
+            connect_timeout=ps.connect_within(self._options.connect_timeout),
+            reconnect=ps.reconnect,
             retry_first=ps.transport == "http",
             backoff=self._options.backoff,
         )

@@ -41,8 +41,8 @@ from typing import Final
 import trio
 
 from runner.backoff import Backoff
-from runner.engine.runctl import workflow_folder
 from runner.errors import ConnectFailed, McpRunError, NotDelivered, ProtocolError, TransportError, first_line
+from runner.launch import workflow_folder
 from runner.session import Session
 from runner.session.answers import AnswerPolicy, make_policy, roots_from_config
 from runner.workflow.plan import Plan

@@ -24,21 +24,17 @@ import trio
 from runner.engine.calls.retry import failure_kind, is_safe_to_repeat
 from runner.engine.calls.tools import ToolChecks
 from runner.engine.core.events import FailureKind
-from runner.engine.runctl import (
-    collect_secrets,
-    env_context,
-    make_opener,
-    oauth_secret_sink,
-)
+from runner.engine.runctl import env_context, make_opener
 from runner.engine.servers import LinkPolicy, ServerLink, answer_policy
 from runner.errors import InvalidCall, McpRunError, NotDelivered, OutcomeUnknown, SessionExpired, first_line
 from runner.masking import Masker
 from runner.quoting import masking
+from runner.secrets_of import collect_secrets, oauth_secret_sink
 from runner.session import Session, SessionOptions
 from runner.temporal.markers import Markers
 from runner.temporal.serverlog import log_handlers
 from runner.temporal.spec import RunSpec, build_plan_of
-from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, DEFAULT_RECONNECT, Plan, PlannedStep
+from runner.workflow.plan import Plan, PlannedStep
 
 __all__ = ["IN_DOUBT_FOUND", "Batch", "Sessions"]
 
@@ -100,8 +96,8 @@ class Sessions:
             on_secret=oauth_secret_sink(masker),  # OAuth tokens masked before results enter the history
         )
         policy = LinkPolicy(
-            connect_timeout=planned.server.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
-            reconnect=planned.server.reconnect if planned.server.reconnect is not None else DEFAULT_RECONNECT,
+            connect_timeout=planned.connect_within(),
+            reconnect=planned.reconnect,
             retry_first=planned.transport == "http",
         )
         options = session_options(plan, name, policy.connect_timeout, spec.server_log_level, masker)

@@ -37,7 +37,6 @@ from temporalio.service import RPCError
 from runner.engine.core.events import RunStatus, decode
 from runner.engine.core.outcome import Outcome, settle
 from runner.engine.core.state import RunState
-from runner.engine.runctl import fingerprints, workflow_hash
 from runner.errors import BusyError, McpRunError, UsageError
 from runner.exitcodes import ExitCode
 from runner.masking import shown_fields
@@ -54,6 +53,7 @@ from runner.temporal.runids import (
 )
 from runner.temporal.runtime import runtime
 from runner.temporal.spec import RunSpec, build_plan_of
+from runner.workflow.fingerprints import fingerprints, workflow_hash
 from runner.workflow.plan import OutputFailure, Plan
 
 __all__ = [

@@ -29,6 +29,8 @@ __all__ = ["SECRET_REFERENCE", "ServerAuth", "auth_problems"]
 
 SECRET_REFERENCE: Final = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*|\$\{[A-Za-z_][A-Za-z0-9_]*\}|file:.+")
 _REFERENCE_HINT: Final = "write $NAME (an environment variable) or file:PATH (a file holding it)"
+_SECRET_FIELDS: Final = ("client_secret", "private_key", "assertion")
+_ISSUER: Final = re.compile(r"https://[^/]|http://(localhost|127\.0\.0\.1|\[::1\])[:/]")
 
 
 _AUTH_METHODS: Final = ("client_secret_basic", "client_secret_post", "private_key_jwt", "none")
@@ -76,28 +78,37 @@ def auth_problems(auth: ServerAuth) -> list[Problem]:
     """Everything wrong with ``auth``, each located below ``auth``."""
     from runner.workflow.literals import Problem  # literals imports the model, which imports this module
 
-    found: list[Problem] = []
-    for key in ("client_secret", "private_key", "assertion"):
-        value = getattr(auth, key)
-        if value is not None and not SECRET_REFERENCE.fullmatch(value):
-            found.append(Problem(("auth", key), f"{key} must be a reference, not the secret itself", _REFERENCE_HINT))
-    if auth.grant == "client_credentials":
-        if auth.client_id is None:
-            found.append(Problem(("auth",), "the client_credentials grant needs client_id", at="key"))
-        if auth.client_secret is None and auth.private_key is None:
-            found.append(
-                Problem(("auth",), "the client_credentials grant needs client_secret or private_key", at="key")
-            )
-    if auth.client_secret is not None and auth.private_key is not None:
-        found.append(Problem(("auth", "private_key"), "give client_secret or private_key, not both", at="key"))
-    if auth.grant == "jwt_bearer" and auth.assertion is None and auth.github_audience is None:
-        found.append(Problem(("auth",), "the jwt_bearer grant needs assertion or github_audience", at="key"))
-    if auth.grant != "jwt_bearer":
-        for key in ("assertion", "github_audience"):
-            if getattr(auth, key) is not None:
-                found.append(Problem(("auth", key), f"{key} applies only to the jwt_bearer grant", at="key"))
-    if auth.issuer is not None and not re.match(
-        r"https://[^/]|http://(localhost|127\.0\.0\.1|\[::1\])[:/]", auth.issuer
-    ):
+    found = [
+        Problem(("auth", key), f"{key} must be a reference, not the secret itself", _REFERENCE_HINT)
+        for key in _SECRET_FIELDS
+        if getattr(auth, key) is not None and not SECRET_REFERENCE.fullmatch(getattr(auth, key))
+    ]
+    found.extend(Problem(("auth", *loc), message, at="key") for loc, message in _grant_problems(auth))
+    if auth.issuer is not None and not _ISSUER.match(auth.issuer):
         found.append(Problem(("auth", "issuer"), "the issuer must be an https:// URL (http:// only on loopback)"))
+    return found
+
+
+def _grant_problems(auth: ServerAuth) -> list[tuple[tuple[str, ...], str]]:
+    """What the grant needs and is missing, or is given and does not use: (path below ``auth``, message)."""
+    found = _client_credentials_problems(auth) if auth.grant == "client_credentials" else []
+    if auth.client_secret is not None and auth.private_key is not None:
+        found.append((("private_key",), "give client_secret or private_key, not both"))
+    if auth.grant == "jwt_bearer" and auth.assertion is None and auth.github_audience is None:
+        found.append(((), "the jwt_bearer grant needs assertion or github_audience"))
+    if auth.grant != "jwt_bearer":
+        found.extend(
+            ((key,), f"{key} applies only to the jwt_bearer grant")
+            for key in ("assertion", "github_audience")
+            if getattr(auth, key) is not None
+        )
+    return found
+
+
+def _client_credentials_problems(auth: ServerAuth) -> list[tuple[tuple[str, ...], str]]:
+    found: list[tuple[tuple[str, ...], str]] = []
+    if auth.client_id is None:
+        found.append(((), "the client_credentials grant needs client_id"))
+    if auth.client_secret is None and auth.private_key is None:
+        found.append(((), "the client_credentials grant needs client_secret or private_key"))
     return found

@@ -5,7 +5,7 @@ An argument, a path or an environment variable is a C string for the operating s
 name cannot hold ``=`` either. An HTTP header cannot hold a line break or a NUL, its value is ASCII (HTTP
 sends header bytes, and mcp-run sends no other encoding), and its name is a token (letters, digits and
 ``!#$%&'*+-.^_`|~``). Template parts are checked as written; what a template renders to is checked before the
-run starts (:func:`header_value_problem`, used by :mod:`runner.engine.runctl`).
+run starts (:func:`header_value_problem`, used by :mod:`runner.workflow.servers`).
 """
 
 from __future__ import annotations
@@ -39,42 +39,53 @@ class Problem(NamedTuple):
 
 def server_problems(server: Server) -> list[Problem]:
     """Every literal setting of ``server`` that the operating system or HTTP could not carry."""
-    found: list[Problem] = []
-    for n, arg in enumerate(server.command or ()):
-        if "\0" in arg:
-            found.append(Problem(("command", n), "a command-line argument cannot hold a NUL character", _NUL_HINT))
+    found = [
+        Problem(("command", n), "a command-line argument cannot hold a NUL character", _NUL_HINT)
+        for n, arg in enumerate(server.command or ())
+        if "\0" in arg
+    ]
     if server.cwd is not None and "\0" in server.cwd:
         found.append(Problem(("cwd",), "a path cannot hold a NUL character", _NUL_HINT))
     for name, value in (server.env or {}).items():
-        reason = "it is empty" if not name else "it holds '='" if "=" in name else "it holds a NUL character"
-        if not name or "=" in name or "\0" in name:
-            found.append(
-                Problem(("env", name), f"{name!r} cannot be an environment variable's name: {reason}", at="key")
-            )
-        if "\0" in value:
-            found.append(Problem(("env", name), "an environment variable cannot hold a NUL character", _NUL_HINT))
+        found.extend(_env_problems(name, value))
     for name, value in (server.headers or {}).items():
-        if not _HEADER_NAME.fullmatch(name):
-            found.append(
-                Problem(
-                    ("headers", name),
-                    f"{name!r} cannot be an HTTP header's name: letters, digits and !#$%&'*+-.^_`|~ only",
-                    at="key",
-                )
+        found.extend(_header_problems(name, value))
+    return found
+
+
+def _env_problems(name: str, value: str) -> list[Problem]:
+    found: list[Problem] = []
+    if not name or "=" in name or "\0" in name:
+        reason = "it is empty" if not name else "it holds '='" if "=" in name else "it holds a NUL character"
+        found.append(Problem(("env", name), f"{name!r} cannot be an environment variable's name: {reason}", at="key"))
+    if "\0" in value:
+        found.append(Problem(("env", name), "an environment variable cannot hold a NUL character", _NUL_HINT))
+    return found
+
+
+def _header_problems(name: str, value: str) -> list[Problem]:
+    found: list[Problem] = []
+    if not _HEADER_NAME.fullmatch(name):
+        found.append(
+            Problem(
+                ("headers", name),
+                f"{name!r} cannot be an HTTP header's name: letters, digits and !#$%&'*+-.^_`|~ only",
+                at="key",
             )
-        # (each expression stands in as ASCII of its length: the position named is the character's in the text)
-        literal = _EXPRESSION.sub(lambda m: "x" * len(m.group()), value) if "${{" in value else value
-        problem = header_value_problem(name, literal, quote=True)
-        if problem is not None:
-            found.append(Problem(("headers", name), problem, _ASCII_HINT))
-        if any(char in value for char in "\0\r\n"):
-            found.append(
-                Problem(
-                    ("headers", name),
-                    "an HTTP header's value cannot hold a line break or a NUL character",
-                    "write the value on one line (a YAML block scalar, | or >, ends with a line break)",
-                )
+        )
+    # (each expression stands in as ASCII of its length: the position named is the character's in the text)
+    literal = _EXPRESSION.sub(lambda m: "x" * len(m.group()), value) if "${{" in value else value
+    problem = header_value_problem(name, literal, quote=True)
+    if problem is not None:
+        found.append(Problem(("headers", name), problem, _ASCII_HINT))
+    if any(char in value for char in "\0\r\n"):
+        found.append(
+            Problem(
+                ("headers", name),
+                "an HTTP header's value cannot hold a line break or a NUL character",
+                "write the value on one line (a YAML block scalar, | or >, ends with a line break)",
             )
+        )
     return found
 
 

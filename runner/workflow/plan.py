@@ -7,6 +7,7 @@ that needs the whole file, collecting every problem before it raises (one
 * a server has exactly one of ``command`` (stdio) and ``url`` (HTTP); ``env``/``env_passthrough``/``cwd`` only
   with a command, ``headers`` only with a url; server templates read only ``inputs`` and ``env``; a literal
   ``url`` is ``http(s)://`` with a host and without credentials (see :func:`runner.workflow.urls.url_problem`);
+  each valid server resolved once into a :class:`~runner.workflow.servers.PlannedServer` (stdio or HTTP);
 * a step's ``server`` names a server, ``needs`` name steps, ``key``/``concurrency`` only with
   ``for_each``, ``if`` and ``for_each`` are single templates;
 * every template compiles, and reads only what exists: ``inputs.<declared>``, ``steps.<id>.<field>``
@@ -16,9 +17,9 @@ that needs the whole file, collecting every problem before it raises (one
 * no step refers to itself, and there is no dependency cycle (each one is named in order).
 
 A step's dependencies are its ``needs`` plus every step its templates (args, key, if, for_each) read.
-Layer n holds the steps whose dependencies all sit in earlier layers; ``order`` is the layers in turn,
-each layer in declaration order. Everything here is linear in the size of the workflow, and iterative
-(a 10,000-step chain does not reach the recursion limit).
+Layer n (:mod:`runner.workflow.graph`) holds the steps whose dependencies all sit in earlier layers; ``order``
+is the layers in turn, each layer in declaration order. Everything here is linear in the size of the
+workflow, and iterative (a 10,000-step chain does not reach the recursion limit).
 """
 
 from __future__ import annotations
@@ -30,11 +31,18 @@ from functools import partial
 from typing import Any, Literal
 
 from runner.errors import WorkflowError
-from runner.workflow.auth import auth_problems
+from runner.workflow import graph
 from runner.workflow.keys import default_key
-from runner.workflow.literals import server_problems
 from runner.workflow.model import Server, Step, Workflow
 from runner.workflow.positions import Loc, Positions, describe, format_path, raise_errors
+from runner.workflow.servers import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_RECONNECT,
+    PlannedServer,
+    planned_server,
+    server_shape_problems,
+)
 from runner.workflow.status import status_functions_in
 from runner.workflow.template import (
     Compiled,
@@ -62,31 +70,10 @@ __all__ = [
     "build_plan",
 ]
 
-# A call with no progress for this long ends in doubt (cancellation sent). Five times the 60 s the TypeScript
-# SDK waits by default: long enough for a slow tool, short enough that a hung server cannot hold a batch
-# forever. `idle_timeout: none` opts out; progress notifications reset it.
-DEFAULT_IDLE_TIMEOUT: float = 300.0
-# Starting or reaching a server, its handshake, and each page of its tool list.
-DEFAULT_CONNECT_TIMEOUT: float = 30.0
-# How long a run keeps reconnecting to a server that went away mid-run before it gives the items left up.
-DEFAULT_RECONNECT: float = 300.0
-
 STEP_FIELDS: tuple[str, ...] = ("result", "structured", "text", "json", "status")
 FANOUT_FIELDS: tuple[str, ...] = ("items", "results", "status")
 
 _Where = Literal["args", "key", "if", "for_each", "outputs", "server"]
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedServer:
-    """A server with its templates compiled (``url``, ``headers`` and ``env`` over inputs and env)."""
-
-    name: str
-    server: Server
-    transport: Literal["stdio", "http"]
-    url: Compiled | None
-    headers: Compiled | None
-    env: Compiled | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +236,6 @@ class _Builder:
         # step id -> {dependency id: loc of the first place that creates the edge}
         self.edges: dict[str, dict[str, Loc]] = {}
         self.step_ids = list(workflow.steps)
-        self.index = {step_id: n for n, step_id in enumerate(self.step_ids)}
         # Kept by every compiled template (the plan's lifetime) and called only when one fails to render: it
         # holds the positions, not this builder.
         self.where = partial(_where, positions)
@@ -268,55 +254,32 @@ class _Builder:
 
     def server(self, name: str, server: Server) -> PlannedServer | None:
         loc: Loc = ("servers", name)
-        if server.command is not None and server.url is not None:
-            self.error(
-                "a server has either command (stdio) or url (HTTP), found both",
-                loc,
-                at="key",
-                suggestion="keep command to start a local process, or url to reach a running server",
-            )
-            return None
-        if server.command is None and server.url is None:
-            self.error(
-                "a server needs command (stdio) or url (HTTP), found neither",
-                loc,
-                at="key",
-                suggestion="add command: [program, arg, ...] or url: https://host/mcp",
-            )
-            return None
-        stdio = server.command is not None
-        for key, for_stdio in (
-            ("env", True),
-            ("env_passthrough", True),
-            ("cwd", True),
-            ("headers", False),
-            ("transport", False),
-            ("auth", False),
-        ):
-            if getattr(server, key) is not None and for_stdio != stdio:
-                kind = "stdio servers (command)" if for_stdio else "HTTP servers (url)"
-                self.error(f"{key} applies only to {kind}", (*loc, key), at="key")
-        for n, arg in enumerate(server.command or ()):
-            if "${{" in arg:
-                self.error("templates are not allowed in command", (*loc, "command", n))
-        if server.command and not server.command[0].strip():
-            self.error("the program to start (command[0]) is empty", (*loc, "command", 0))
-        if server.cwd is not None and "${{" in server.cwd:
-            self.error("templates are not allowed in cwd", (*loc, "cwd"))
-        for found in [*server_problems(server), *(auth_problems(server.auth) if server.auth is not None else [])]:
+        for found in server_shape_problems(server):
             self.error(found.message, (*loc, *found.loc), suggestion=found.suggestion, at=found.at)
-        url = self.compile(server.url, (*loc, "url")) if server.url is not None else None
-        if url is not None and url.is_constant and server.url is not None:
-            problem = url_problem(server.url)
-            if problem is not None:
-                self.error(problem[0], (*loc, "url"), suggestion=problem[1])
+        if (server.command is None) == (server.url is None):
+            return None  # both or neither: nothing more to check
+        url = self.url(server.url, (*loc, "url")) if server.url is not None else None
         headers = self.compile(server.headers, (*loc, "headers")) if server.headers is not None else None
         env = self.compile(server.env, (*loc, "env")) if server.env is not None else None
         for key, compiled in (("url", url), ("headers", headers), ("env", env)):
             if compiled is not None:
                 self.check_references(compiled, owner=None, where="server", fan_out=False)
                 self.refuse_status_functions(getattr(server, key), compiled, (*loc, key), "server settings")
-        return PlannedServer(name, server, "stdio" if stdio else "http", url, headers, env)
+        return planned_server(name, server, url, headers, env)
+
+    def url(self, text: str, loc: Loc) -> Compiled | None:
+        """A server's ``url`` compiled; a literal one checked now (a template's text is checked once rendered)."""
+        url = self.compile(text, loc)
+        problem = url_problem(text) if url is not None and url.is_constant else None
+        if problem is not None:
+            self.error(problem[0], loc, suggestion=problem[1])
+        return url
+
+    def servers(self) -> dict[str, PlannedServer]:
+        """The workflow's servers, each checked and resolved (:mod:`runner.workflow.servers`); those in error left
+        out."""
+        planned = {name: self.server(name, server) for name, server in self.workflow.servers.items()}
+        return {name: server for name, server in planned.items() if server is not None}
 
     # -- steps ------------------------------------------------------------------------------------
 
@@ -330,17 +293,7 @@ class _Builder:
                 (*loc, "server"),
                 suggestion=did_you_mean(step.server, self.workflow.servers),
             )
-        for n, need in enumerate(step.needs):
-            if need == step_id:
-                self.error(f"step {step_id!r} needs itself", (*loc, "needs", n))
-            elif need not in self.workflow.steps:
-                self.error(
-                    f"unknown step {need!r} in needs",
-                    (*loc, "needs", n),
-                    suggestion=did_you_mean(need, self.workflow.steps),
-                )
-            else:
-                deps.setdefault(need, (*loc, "needs", n))
+        self.needs(step_id, step, deps)
         if not step.fan_out:
             for name in ("key", "concurrency"):
                 if getattr(step, name) is not None:
@@ -348,11 +301,7 @@ class _Builder:
         args = self.compile(step.args, (*loc, "args"))
         key = self.compile(step.key, (*loc, "key")) if step.key is not None else None
         condition = self.single(step.if_, (*loc, "if"), "if") if step.if_ is not None else None
-        for_each: Compiled | None = None
-        if isinstance(step.for_each, str):
-            for_each = self.single(step.for_each, (*loc, "for_each"), "for_each")
-        elif isinstance(step.for_each, list):
-            for_each = self.compile(step.for_each, (*loc, "for_each"))
+        for_each = self.for_each(step, (*loc, "for_each"))
         parts: tuple[tuple[_Where, Compiled | None], ...] = (
             ("args", args),
             ("key", key),
@@ -366,6 +315,25 @@ class _Builder:
         self.refuse_status_functions(step.key, key, (*loc, "key"), "key")
         self.refuse_status_functions(step.for_each, for_each, (*loc, "for_each"), "for_each")
         return dict(parts)
+
+    def needs(self, step_id: str, step: Step, deps: dict[str, Loc]) -> None:
+        """``needs`` names other steps: each becomes an edge, located at its entry."""
+        for n, need in enumerate(step.needs):
+            loc: Loc = ("steps", step_id, "needs", n)
+            if need == step_id:
+                self.error(f"step {step_id!r} needs itself", loc)
+            elif need not in self.workflow.steps:
+                self.error(f"unknown step {need!r} in needs", loc, suggestion=did_you_mean(need, self.workflow.steps))
+            else:
+                deps.setdefault(need, loc)
+
+    def for_each(self, step: Step, loc: Loc) -> Compiled | None:
+        """A single template giving the list, or a literal list (whose entries may hold templates)."""
+        if isinstance(step.for_each, str):
+            return self.single(step.for_each, loc, "for_each")
+        if isinstance(step.for_each, list):
+            return self.compile(step.for_each, loc)
+        return None
 
     def refuse_status_functions(self, value: Any, compiled: Compiled | None, loc: Loc, where: str) -> None:
         """Status functions say how a step's dependencies ended: they mean something only in its ``if``."""
@@ -404,47 +372,54 @@ class _Builder:
             self.reference(occurrence, owner=owner, where=where, fan_out=fan_out)
 
     def reference(self, occ: Occurrence, *, owner: str | None, where: _Where, fan_out: bool) -> None:
-        root, name, field = occ.reference
-        shown = f"${{{{ {occ.expression} }}}}"
-        if root == "env":
-            if name is not None:
-                self.env_names.add(name)
-            return
-        if root == "inputs":
-            if name is not None and name not in self.workflow.inputs:
-                known = ", ".join(self.workflow.inputs) or "none declared"
-                self.error(
-                    f"unknown input {name!r} in {shown} (inputs: {known})",
-                    occ.loc,
-                    suggestion=did_you_mean(name, self.workflow.inputs),
-                )
-            return
-        if where == "server":
-            self.error(f"server settings may read only inputs and env, found {root} in {shown}", occ.loc)
-            return
-        if root in ("item", "index"):
+        root, name, _field = occ.reference
+        if root in ("env", "inputs"):
+            self.outer_reference(occ)
+        elif where == "server":
+            self.error(f"server settings may read only inputs and env, found {root} in {_shown(occ)}", occ.loc)
+        elif root in ("item", "index"):
             if not (fan_out and where in ("args", "key")):
-                self.error(f"{root} is not defined here: {shown}", occ.loc, suggestion=_item_hint(where, fan_out))
+                self.error(f"{root} is not defined here: {_shown(occ)}", occ.loc, suggestion=_item_hint(where, fan_out))
+        else:
+            # root == "steps"; name is never None here (the template compiler refuses that).
+            assert name is not None
+            self.step_reference(occ, name, owner)
+
+    def outer_reference(self, occ: Occurrence) -> None:
+        """``env.NAME`` (noted: only those are read from the environment) or ``inputs.NAME`` (declared)."""
+        root, name, _field = occ.reference
+        if name is None:
             return
-        # root == "steps"; name is never None here (the template compiler refuses that).
-        assert name is not None
+        if root == "env":
+            self.env_names.add(name)
+        elif name not in self.workflow.inputs:
+            known = ", ".join(self.workflow.inputs) or "none declared"
+            self.error(
+                f"unknown input {name!r} in {_shown(occ)} (inputs: {known})",
+                occ.loc,
+                suggestion=did_you_mean(name, self.workflow.inputs),
+            )
+
+    def step_reference(self, occ: Occurrence, name: str, owner: str | None) -> None:
+        """``steps.NAME.field``: another step, and a field it exposes; an edge from ``owner`` to it."""
+        field = occ.reference[2]
         if name == owner:
-            self.error(f"step {owner!r} refers to itself in {shown}", occ.loc)
+            self.error(f"step {owner!r} refers to itself in {_shown(occ)}", occ.loc)
             return
         target = self.workflow.steps.get(name)
         if target is None:
-            self.error(f"unknown step {name!r} in {shown}", occ.loc, suggestion=did_you_mean(name, self.workflow.steps))
+            suggestion = did_you_mean(name, self.workflow.steps)
+            self.error(f"unknown step {name!r} in {_shown(occ)}", occ.loc, suggestion=suggestion)
             return
-        if field is not None:
-            fields = FANOUT_FIELDS if target.fan_out else STEP_FIELDS
-            if field not in fields:
-                kind = "a fan-out step" if target.fan_out else "a step"
-                self.error(
-                    f"unknown field {field!r} in {shown}: {kind} has {', '.join(fields)}",
-                    occ.loc,
-                    suggestion=_field_hint(name, field, fields, target.fan_out),
-                )
-                return
+        fields = FANOUT_FIELDS if target.fan_out else STEP_FIELDS
+        if field is not None and field not in fields:
+            kind = "a fan-out step" if target.fan_out else "a step"
+            self.error(
+                f"unknown field {field!r} in {_shown(occ)}: {kind} has {', '.join(fields)}",
+                occ.loc,
+                suggestion=_field_hint(name, field, fields, target.fan_out),
+            )
+            return
         self.referenced.add(name)
         if owner is not None:
             self.edges[owner].setdefault(name, occ.loc)
@@ -452,66 +427,21 @@ class _Builder:
     # -- the graph --------------------------------------------------------------------------------
 
     def layers(self) -> list[list[str]]:
-        """Kahn's algorithm, one layer at a time; steps left over sit on or behind a cycle."""
-        waiting = {step_id: len(self.edges.get(step_id, {})) for step_id in self.step_ids}
-        dependents: dict[str, list[str]] = {step_id: [] for step_id in self.step_ids}
-        for step_id, deps in self.edges.items():
-            for dep in deps:
-                dependents[dep].append(step_id)
-        layers: list[list[str]] = []
-        current = [step_id for step_id in self.step_ids if waiting[step_id] == 0]
-        while current:
-            layers.append(current)
-            following: list[str] = []
-            for step_id in current:
-                for dependent in dependents[step_id]:
-                    waiting[dependent] -= 1
-                    if waiting[dependent] == 0:
-                        following.append(dependent)
-            following.sort(key=self.index.__getitem__)
-            current = following
-        placed = sum(len(layer) for layer in layers)
-        if placed != len(self.step_ids):
-            self.cycles({step_id for step_id, count in waiting.items() if count > 0})
-        return layers
+        """The steps in layers (:func:`runner.workflow.graph.layers`); each cycle that keeps some out reported."""
+        found, cycles = graph.layers(self.step_ids, self.edges)
+        for cycle in cycles:
+            text = " -> ".join([*cycle, cycle[0]])
+            self.error(
+                f"dependency cycle: {text}",
+                ("steps", cycle[0]),
+                at="key",
+                suggestion="each step needs the next one; remove one of these dependencies",
+            )
+        return found
 
-    def cycles(self, remaining: set[str]) -> None:
-        """Report each cycle among ``remaining`` once, as ``a -> b -> c -> a`` (each needs the next)."""
-        state: dict[str, int] = {}  # 1: on the current path, 2: done
-        reported: set[str] = set()
-        for start in sorted(remaining, key=self.index.__getitem__):
-            if start in state:
-                continue
-            path: list[str] = [start]
-            state[start] = 1
-            stack = [iter(sorted((d for d in self.edges[start] if d in remaining), key=self.index.__getitem__))]
-            while stack:
-                nxt = next(stack[-1], None)
-                if nxt is None:
-                    stack.pop()
-                    state[path.pop()] = 2
-                    continue
-                if state.get(nxt) == 1:
-                    cycle = path[path.index(nxt) :]
-                    if not reported.intersection(cycle):
-                        reported.update(cycle)
-                        self.report_cycle(cycle)
-                elif nxt not in state:
-                    state[nxt] = 1
-                    path.append(nxt)
-                    deps = (d for d in self.edges[nxt] if d in remaining)
-                    stack.append(iter(sorted(deps, key=self.index.__getitem__)))
 
-    def report_cycle(self, cycle: list[str]) -> None:
-        first = min(range(len(cycle)), key=lambda n: self.index[cycle[n]])
-        ordered = cycle[first:] + cycle[:first]
-        text = " -> ".join([*ordered, ordered[0]])
-        self.error(
-            f"dependency cycle: {text}",
-            ("steps", ordered[0]),
-            at="key",
-            suggestion="each step needs the next one; remove one of these dependencies",
-        )
+def _shown(occ: Occurrence) -> str:
+    return f"${{{{ {occ.expression} }}}}"
 
 
 def _where(positions: Positions, loc: Loc) -> str:
@@ -560,14 +490,8 @@ def build_plan(workflow: Workflow, positions: Positions | None = None) -> Plan:
     the key path.
     """
     builder = _Builder(workflow, positions or Positions())
-    servers: dict[str, PlannedServer] = {}
-    for name, server in workflow.servers.items():
-        planned = builder.server(name, server)
-        if planned is not None:
-            servers[name] = planned
-    compiled_steps: dict[str, dict[str, Compiled | None]] = {}
-    for step_id, step in workflow.steps.items():
-        compiled_steps[step_id] = builder.step(step_id, step)
+    servers = builder.servers()
+    compiled_steps = {step_id: builder.step(step_id, step) for step_id, step in workflow.steps.items()}
     outputs = builder.compile(workflow.outputs, ("outputs",))
     if outputs is not None:
         builder.check_references(outputs, owner=None, where="outputs", fan_out=False)
@@ -576,13 +500,32 @@ def build_plan(workflow: Workflow, positions: Positions | None = None) -> Plan:
     raise_errors(builder.errors)
     assert outputs is not None
 
-    layer_of = {step_id: n for n, layer in enumerate(layers) for step_id in layer}
     order = [step_id for layer in layers for step_id in layer]
+    planned_steps = _planned_steps(workflow, builder, compiled_steps, layers, order)
+    return Plan(
+        workflow=workflow,
+        steps=planned_steps,
+        order=tuple(order),
+        layers=tuple(tuple(layer) for layer in layers),
+        servers=servers,
+        outputs=outputs,
+        env_names=frozenset(builder.env_names),
+        file=positions.file if positions is not None else None,
+        positions=positions,
+    )
+
+
+def _planned_steps(
+    workflow: Workflow,
+    builder: _Builder,
+    compiled_steps: Mapping[str, Mapping[str, Compiled | None]],
+    layers: list[list[str]],
+    order: list[str],
+) -> dict[str, PlannedStep]:
+    """Each step of a valid workflow, in ``order``, with its effective limits and its place in the graph."""
+    layer_of = {step_id: n for n, layer in enumerate(layers) for step_id in layer}
     position = {step_id: n for n, step_id in enumerate(order)}
-    dependents: dict[str, list[str]] = {step_id: [] for step_id in order}
-    for step_id in order:
-        for dep in builder.edges[step_id]:
-            dependents[dep].append(step_id)
+    dependents = graph.dependents(order, builder.edges)
     planned_steps: dict[str, PlannedStep] = {}
     for step_id in order:
         step = workflow.steps[step_id]
@@ -611,18 +554,4 @@ def build_plan(workflow: Workflow, positions: Positions | None = None) -> Plan:
             referenced=step_id in builder.referenced,
             status_checks=_status_checks(parts["if"]),
         )
-    return Plan(
-        workflow=workflow,
-        steps=planned_steps,
-        order=tuple(order),
-        layers=tuple(tuple(layer) for layer in layers),
-        servers=servers,
-        outputs=outputs,
-        env_names=frozenset(builder.env_names),
-        file=positions.file if positions is not None else None,
-        positions=positions,
-    )
-
-
-# ---------------------------------------------------------------------------------------------------
-# Showing a plan
+    return planned_steps
