@@ -2,11 +2,40 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import trio
+
 from runner.backoff import backoff_delay
-from runner.engine.calls.retry import failure_kind, is_safe_to_repeat
+from runner.engine.calls.retry import (
+    Verdict,
+    classify,
+    failure_kind,
+    is_safe_to_repeat,
+    reads_annotations,
+    wants_safety,
+)
 from runner.engine.core.events import FailureKind
-from runner.errors import CallTimeout, InvalidCall, JsonRpcError, NotDelivered, OutcomeUnknown
+from runner.errors import (
+    CallTimeout,
+    ConnectFailed,
+    InvalidCall,
+    JsonRpcError,
+    NotDelivered,
+    OutcomeUnknown,
+    ProtocolError,
+    SessionExpired,
+)
 from runner.exitcodes import ExitCode
+from runner.protocol.mcp import Tool, ToolAnnotations
+
+
+def _step(idempotent: bool) -> SimpleNamespace:
+    return SimpleNamespace(idempotent=idempotent)
+
+
+def _tool(*, read_only: bool = False, idempotent: bool = False) -> Tool:
+    return Tool(name="t", input_schema={}, annotations=ToolAnnotations(read_only=read_only, idempotent=idempotent))
 
 
 def test_failure_kinds_and_safety_rule() -> None:
@@ -15,10 +44,36 @@ def test_failure_kinds_and_safety_rule() -> None:
     assert failure_kind(CallTimeout("x")) == FailureKind.TIMEOUT
     assert failure_kind(JsonRpcError(1, "x")) == FailureKind.PROTOCOL_ERROR
     assert failure_kind(InvalidCall("x")) == FailureKind.INVALID_CALL
-    assert is_safe_to_repeat(idempotent_step=True, trusted=False, read_only=False, idempotent_tool=False)
-    assert not is_safe_to_repeat(idempotent_step=False, trusted=False, read_only=True, idempotent_tool=True)
-    assert is_safe_to_repeat(idempotent_step=False, trusted=True, read_only=True, idempotent_tool=False)
-    assert not is_safe_to_repeat(idempotent_step=False, trusted=True, read_only=False, idempotent_tool=False)
+    assert is_safe_to_repeat(_step(True), False, _tool())
+    assert is_safe_to_repeat(_step(True), False, None)
+    assert not is_safe_to_repeat(_step(False), False, _tool(read_only=True, idempotent=True))
+    assert is_safe_to_repeat(_step(False), True, _tool(read_only=True))
+    assert is_safe_to_repeat(_step(False), True, _tool(idempotent=True))
+    assert not is_safe_to_repeat(_step(False), True, _tool())
+    assert not is_safe_to_repeat(_step(False), True, None)  # not known is not safe
+
+
+def test_the_tool_list_is_read_only_when_it_decides() -> None:
+    assert reads_annotations(_step(False), True)
+    assert not reads_annotations(_step(True), True)
+    assert not reads_annotations(_step(False), False)
+
+
+def test_one_verdict_for_both_retry_loops() -> None:
+    for exc in (NotDelivered("x"), SessionExpired("x")):
+        for sent in (False, True):
+            assert classify(exc, sent=sent, safe=False) is Verdict.RESEND
+    for exc in (OutcomeUnknown("x"), CallTimeout("x")):
+        assert wants_safety(exc)
+        assert classify(exc, sent=True, safe=True) is Verdict.REPEAT
+        assert classify(exc, sent=True, safe=False) is Verdict.IN_DOUBT
+    assert not wants_safety(NotDelivered("x")) and not wants_safety(InvalidCall("x"))
+    assert classify(ConnectFailed("x"), sent=False, safe=True) is Verdict.NOT_SENT
+    assert classify(ConnectFailed("x"), sent=True, safe=True) is Verdict.FAILED
+    assert classify(InvalidCall("x"), sent=False, safe=True) is Verdict.FAILED
+    assert classify(JsonRpcError(1, "x"), sent=True, safe=True) is Verdict.FAILED
+    assert classify(ProtocolError("x"), sent=True, safe=True) is Verdict.FAILED
+    assert classify(trio.Cancelled._create(), sent=True, safe=True) is Verdict.IN_DOUBT  # type: ignore[attr-defined]
 
 
 def test_one_backoff_formula() -> None:

@@ -40,30 +40,26 @@ import trio
 from runner.backoff import Backoff
 from runner.engine.calls.args import ArgsRenderer, args_renderer
 from runner.engine.calls.item import CallSite, Drained, ItemCall
-from runner.engine.calls.retry import RetryPolicy, failure_kind, is_safe_to_repeat
+from runner.engine.calls.retry import RetryPolicy, failure_kind, is_safe_to_repeat, reads_annotations
 from runner.engine.calls.tools import ToolChecks
-from runner.engine.core.conditions import Gate, Skip
+from runner.engine.core.conditions import Skip
 from runner.engine.core.events import (
     Decision,
     DoubtDecided,
     FailureKind,
     ItemFailed,
-    ItemStatus,
     ItemSucceeded,
     SessionFailed,
     SessionLost,
     SessionOpened,
     SessionRetrying,
-    StepFinished,
-    StepSkipped,
-    StepStarted,
     StepStatus,
 )
+from runner.engine.core.items import ArgsFailed, ItemAction, item_action, rendered_args, settled_entry
 from runner.engine.core.outcome import Outcome, settle
-from runner.engine.core.readiness import Readiness
 from runner.engine.core.resume import Prior
-from runner.engine.core.state import SKIPPED_IN_DOUBT, ItemState, RunState, StepState
-from runner.engine.core.steps import Fail, decide_step
+from runner.engine.core.state import ItemState, RunState
+from runner.engine.core.steps import Fail, StepMachine
 from runner.engine.journal.notes import LOG_LIMIT, LOG_RATE, PROGRESS_INTERVAL, Notes
 from runner.engine.journal.writer import EventLog, JournalWriteError
 from runner.engine.servers import (
@@ -78,8 +74,9 @@ from runner.engine.servers import (
 )
 from runner.errors import CallTimeout, MalformedMessage, McpRunError, first_line
 from runner.protocol.mcp import LogMessage as McpLogMessage
+from runner.protocol.mcp import ToolResult
 from runner.session import Session, SessionOptions
-from runner.workflow.context import fanout_view, identified, item_entry, make_context, step_view
+from runner.workflow.context import item_entry
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, OutputFailure, Plan, PlannedStep
 from runner.workflow.template import TemplateError
 
@@ -128,19 +125,23 @@ class Scheduler:
         on_warning: Callable[[str], None] | None = None,
     ) -> None:
         self._plan = plan
-        self._inputs = inputs
-        self._env = env
         self._opener = opener
         self._log = log
         self._state = state
         self._options = options or SchedulerOptions()
         self._prior = prior
         self._on_warning = on_warning
-        self._views: dict[str, Any] = {}  # steps.<id> for templates: only while some step left to run reads it
-        self._readiness = Readiness(plan)
+        # The views templates read, the step gate, and each step's start and end (shared with Temporal).
+        self._steps = StepMachine(
+            plan,
+            state,
+            log.record,
+            inputs=inputs,
+            env=env,
+            resumed=prior is not None,
+            fresh=frozenset(prior.fresh_steps) if prior is not None else frozenset(),
+        )
         self._steps_nursery: trio.Nursery | None = None
-        self._stop_new: str | None = None
-        self._gate = Gate(plan, state)
         self._draining = False
         self._work_scope: trio.CancelScope | None = None
         self._links: dict[str, ServerLink] = {}
@@ -206,7 +207,7 @@ class Scheduler:
                         # A step gets its task when its last dependency ends (see _step_task), not before:
                         # 20,000 steps waiting would be 20,000 tasks.
                         self._steps_nursery = steps
-                        for sid in self._readiness.first():
+                        for sid in self._steps.first():
                             steps.start_soon(self._step_task, sid)
             finally:
                 self._notes.close()
@@ -251,7 +252,7 @@ class Scheduler:
         outputs: dict[str, Any] = {}
         output_failures: tuple[OutputFailure, ...] = ()
         if not self._draining:  # (the outcome reports an output that fails: the summary names it)
-            outputs, output_failures = self._plan.render_each_output(self._context())
+            outputs, output_failures = self._plan.render_each_output(self._steps.context())
         return settle(
             self._plan,
             self._state,
@@ -270,9 +271,6 @@ class Scheduler:
                 out[server] = {"invalid_lines": invalid, "unmatched_responses": unmatched}
         return out
 
-    def _context(self, item: Any = None, index: int | None = None) -> dict[str, Any]:
-        return make_context(inputs=self._inputs, env=self._env, steps=self._views, item=item, index=index)
-
     def _warn(self, text: str) -> None:
         if self._on_warning is not None:
             self._on_warning(text)
@@ -284,146 +282,74 @@ class Scheduler:
         try:
             # A task started into a cancelled nursery still runs until its first checkpoint: start nothing then.
             await trio.lowlevel.checkpoint()
-            decision = decide_step(self._gate, ps, self._context, draining=self._draining, stopped_by=self._stop_new)
+            decision = self._steps.decide(ps, draining=self._draining)
             if isinstance(decision, Skip):
-                self._skip(ps, decision)
+                self._steps.skip(ps, decision)
             elif isinstance(decision, Fail):
-                self._fail_step(ps, decision.error, decision.kind)
+                self._steps.fail(ps, decision.error, decision.kind)
             else:
                 await self._run_step(ps)
         finally:
             self._ended(sid)
 
     def _ended(self, sid: str) -> None:
-        """Start the steps whose last dependency ``sid`` was; drop the views no step left to run reads."""
-        ready, unread = self._readiness.ended(sid)
-        for name in unread:
-            self._views.pop(name, None)
+        """Start the steps whose last dependency ``sid`` was (the machine drops the views no step left reads)."""
         assert self._steps_nursery is not None
-        for dependent in ready:
+        for dependent in self._steps.ended(sid):
             self._steps_nursery.start_soon(self._step_task, dependent)
 
-    def _skip(self, ps: PlannedStep, skip: Skip) -> None:
-        self._views[ps.id] = fanout_view([], [], "skipped") if ps.fan_out else step_view(None, status="skipped")
-        self._log.record(StepSkipped(step=ps.id, reason=skip.reason, cause=skip.cause.value))
+    def _items_of(self, ps: PlannedStep) -> tuple[list[Any], list[str]] | None:
+        """The step's items and their keys (one item, key ``""``, for a plain step); None when the step failed."""
+        if not ps.fan_out:
+            return [None], [""]
+        masker = self._log.masker
+        secrets_in = masker.secrets_in if masker else _no_secrets  # no secrets: nothing to look for
+        try:
+            items = ps.render_items(self._steps.context())
+            return items, self._steps.keys(ps, items, secrets_in)
+        except TemplateError as exc:
+            self._steps.fail(ps, str(exc), FailureKind.TEMPLATE_ERROR)
+            return None
 
-    def _fail_step(self, ps: PlannedStep, error: str, kind: FailureKind) -> None:
-        # A server that could not be reached leaves the step undone, not failed: a resume runs it.
-        status = StepStatus.INCOMPLETE if kind is FailureKind.NOT_SENT else StepStatus.FAILED
-        self._views[ps.id] = step_view(None, status="failed") if not ps.fan_out else fanout_view([], [], "failed")
-        if status is StepStatus.FAILED and not ps.continue_on_error:
-            self._stop_new = self._stop_new or ps.id
-        counts = self._state.step(ps.id).counts(live=False).as_dict()
-        self._log.record(StepFinished(step=ps.id, status=status.value, counts=counts, error=error, kind=kind.value))
+    async def _connected(self, ps: PlannedStep) -> bool:
+        """Wait for the step's server; False when the step ended without it (interrupted, or not reached)."""
+        try:
+            await self._wait_for(self._link(ps.server))
+        except Drained:
+            self._steps.finished(ps, StepStatus.INTERRUPTED)
+            return False
+        except McpRunError as exc:
+            self._steps.fail(ps, first_line(exc), failure_kind(exc))
+            return False
+        return True
 
     async def _run_step(self, ps: PlannedStep) -> None:
-        if ps.fan_out:
-            try:
-                items = ps.render_items(self._context())
-                keys = self._keys(ps, items)
-            except TemplateError as exc:
-                self._fail_step(ps, str(exc), FailureKind.TEMPLATE_ERROR)
-                return
-        else:
-            items, keys = [None], [""]
-        fresh = self._prior is not None and ps.id in self._prior.fresh_steps
-        reused = 0 if fresh else sum(1 for key in keys if self._reused(ps.id, key))
-        self._log.record(
-            StepStarted(
-                step=ps.id, items=len(items) if ps.fan_out else None, reused=reused or None, fresh=fresh or None
-            )
-        )
-        if reused < len(items):
-            try:
-                await self._wait_for(self._link(ps.server))
-            except Drained:
-                self._finish_step(ps, StepStatus.INTERRUPTED)
-                return
-            except McpRunError as exc:
-                self._fail_step(ps, first_line(exc), failure_kind(exc))
-                return
-        keep = ps.referenced
-        render = args_renderer(ps, self._context)
-        results: list[Any] = [None] * len(items) if keep else []
-        single: dict[str, Any] | None = None
+        found = self._items_of(ps)
+        if found is None:
+            return
+        items, keys = found
+        reused = self._steps.start(ps, items, keys)
+        if reused < len(items) and not await self._connected(ps):
+            return
+        render = args_renderer(ps, self._steps.context)
+        entries: list[Any] = [None] * len(items) if ps.referenced else []
         positions = iter(range(len(items)))
         workers = min(len(items), ps.concurrency or self._plan.servers[ps.server].server.max_concurrency)
 
         async def worker() -> None:
-            nonlocal single
             for index in positions:
                 if self._draining:
                     return
                 entry = await self._item(ps, index if ps.fan_out else None, items[index], keys[index], render)
-                if keep:
-                    if ps.fan_out:
-                        results[index] = identified(entry, items[index], keys[index], index)
-                    else:
-                        single = entry
+                if entries:
+                    entries[index] = entry
 
         async with trio.open_nursery() as pool:
             for _ in range(max(workers, 1)):
                 pool.start_soon(worker)
-        status = self._step_outcome(self._state.step(ps.id), keys)
-        if ps.fan_out:
-            self._views[ps.id] = fanout_view(items if keep else [], results, _view_status(status))
-        else:
-            view = single or step_view(None, status=_view_status(status))
-            view.pop("error", None)
-            self._views[ps.id] = view
-        if status is StepStatus.FAILED and not ps.continue_on_error:
-            self._stop_new = self._stop_new or ps.id
-        self._finish_step(ps, status)
-
-    def _step_outcome(self, step: StepState, keys: list[str]) -> StepStatus:
-        """How a step that ran ended, from its items in this attempt."""
-        mine = [step.items[key] for key in keys if key in step.items]
-        undone = len(keys) - len(mine) + sum(1 for item in mine if item.status is ItemStatus.DISPATCHED)
-        if self._draining and undone:
-            return StepStatus.INTERRUPTED
-        failed = [item for item in mine if item.status in (ItemStatus.FAILED, ItemStatus.SKIPPED)]
-        doubt = any(item.in_doubt for item in mine)
-        if failed and not doubt and all(item.kind is FailureKind.NOT_SENT for item in failed):
-            return StepStatus.INCOMPLETE
-        return StepStatus.FAILED if failed or doubt else StepStatus.SUCCEEDED
-
-    def _finish_step(self, ps: PlannedStep, status: StepStatus) -> None:
-        counts = self._state.step(ps.id).counts(live=False).as_dict()
-        self._log.record(StepFinished(step=ps.id, status=status.value, counts=counts))
-
-    def _keys(self, ps: PlannedStep, items: list[Any]) -> list[str]:
-        keys: list[str] = []
-        seen: dict[str, int] = {}
-        full_hash = self._state.journal_format < 2
-        masker = self._log.masker if self._log.masker else None  # no secrets: nothing to look for
-        for index, item in enumerate(items):
-            key = ps.render_key(self._context(item, index), full_hash=full_hash)
-            held = masker.secrets_in(key) if masker is not None else []
-            if held:
-                # A key is an item's identity in the journal, written as it is: masked, it would no longer
-                # match its item once the secret changes, and a resume would call that item again.
-                secrets = ", ".join(held)
-                raise TemplateError(
-                    f"the key of item {index} of step {ps.id!r} holds the value of {secrets}; keys are "
-                    "journaled as they are, never masked: give the step a `key` without secrets"
-                )
-            first = seen.setdefault(key, index)
-            if first != index:
-                raise TemplateError(ps.same_key(first, index, key))
-            keys.append(key)
-        return keys
+        self._steps.finish(ps, items, keys, entries, draining=self._draining)
 
     # -- items -----------------------------------------------------------------------------------------
-
-    def _prior_item(self, sid: str, key: str) -> ItemState | None:
-        """What earlier attempts left of an item (None for a changed step: its history is ignored)."""
-        if self._prior is None or sid in self._prior.fresh_steps:
-            return None
-        return self._state.item(sid, key)
-
-    def _reused(self, sid: str, key: str) -> bool:
-        prior = self._prior_item(sid, key)
-        return prior is not None and prior.status is ItemStatus.SUCCEEDED
 
     async def _item(
         self,
@@ -433,38 +359,21 @@ class Scheduler:
         key: str,
         render: ArgsRenderer,
     ) -> dict[str, Any] | None:
-        prior = self._prior_item(ps.id, key)
-        if prior is not None:
-            if prior.status is ItemStatus.SUCCEEDED:
-                return item_entry("succeeded", None, prior.result)
-            if prior.status is ItemStatus.SKIPPED:
-                # Skipped in doubt (by this resume, or an earlier one): settled, never called again.
-                return item_entry("failed", prior.error or SKIPPED_IN_DOUBT)
+        prior = self._steps.prior(ps.id, key)
+        action = item_action(prior)
+        if not action.calls and action is not ItemAction.COLLECT:
+            return _settled(prior, action)
+        args = rendered_args(render, item, index)
+        if isinstance(args, ArgsFailed):
+            return item_entry("failed", self._item_failed(ps, index, key, FailureKind.TEMPLATE_ERROR, args.error))
         try:
-            args = render(item, index)
-        except TemplateError as exc:
-            return item_entry("failed", self._item_failed(ps, index, key, FailureKind.TEMPLATE_ERROR, str(exc)))
-        if not isinstance(args, dict):
-            error = f"args rendered to {type(args).__name__}, expected an object"
-            return item_entry("failed", self._item_failed(ps, index, key, FailureKind.TEMPLATE_ERROR, error))
-        try:
-            # An item in doubt re-run by decision may have run already: a refusal by the check would record
-            # "not sent" and lose that; it goes out unchecked, as a retry does.
-            maybe_ran = prior is not None and prior.in_doubt
-            call = ItemCall(self._sites[ps.server], self._link(ps.server), ps, index, key, args, sent_before=maybe_ran)
-            task_id = prior.task_id if prior is not None and prior.collectable else None
-            # A task an earlier attempt started is collected, not called again (runner.engine.calls.task).
-            result = await (call.collect(task_id) if task_id is not None else call.run())
+            result = await self._call(ps, index, key, args, prior, action)
         except Drained:
             return None
         except JournalWriteError:
             raise  # nothing may be dispatched unrecorded: the run stops
         except McpRunError as exc:
-            # A reply that could not be read is a lost result: the server may have done the work.
-            kind = FailureKind.OUTCOME_UNKNOWN if isinstance(exc, MalformedMessage) else failure_kind(exc)
-            self._log.masker.scrub(exc)  # a server's stderr tail is masked raw, before str() indents it
-            error = str(exc) + (IDLE_HINT if isinstance(exc, CallTimeout) and exc.idle else "")
-            return item_entry("failed", self._item_failed(ps, index, key, kind, error))
+            return item_entry("failed", self._call_failed(ps, index, key, exc))
         if result.is_error:
             text = result.text or "tool reported an error"
             self._item_failed(ps, index, key, FailureKind.TOOL_ERROR, text, result.raw)
@@ -473,6 +382,30 @@ class Scheduler:
         self._log.record(ItemSucceeded(step=ps.id, item=key, index=index, result=result.raw))
         # The entry (its text parsed as JSON, among others) is made only for a step whose results are kept.
         return item_entry("succeeded", None, result.raw) if ps.referenced else None
+
+    async def _call(
+        self,
+        ps: PlannedStep,
+        index: int | None,
+        key: str,
+        args: dict[str, Any],
+        prior: ItemState | None,
+        action: ItemAction,
+    ) -> ToolResult:
+        # An item in doubt re-run by decision may have run already: a refusal by the check would record
+        # "not sent" and lose that; it goes out unchecked, as a retry does.
+        again = action is ItemAction.RERUN
+        call = ItemCall(self._sites[ps.server], self._link(ps.server), ps, index, key, args, sent_before=again)
+        if action is ItemAction.COLLECT and prior is not None and prior.task_id is not None:
+            return await call.collect(prior.task_id)  # a task an earlier attempt started (runner.engine.calls.task)
+        return await call.run()
+
+    def _call_failed(self, ps: PlannedStep, index: int | None, key: str, exc: McpRunError) -> str:
+        # A reply that could not be read is a lost result: the server may have done the work.
+        kind = FailureKind.OUTCOME_UNKNOWN if isinstance(exc, MalformedMessage) else failure_kind(exc)
+        self._log.masker.scrub(exc)  # a server's stderr tail is masked raw, before str() indents it
+        error = str(exc) + (IDLE_HINT if isinstance(exc, CallTimeout) and exc.idle else "")
+        return self._item_failed(ps, index, key, kind, error)
 
     def _item_failed(
         self,
@@ -487,38 +420,25 @@ class Scheduler:
         self._log.record(ItemFailed(step=ps.id, item=key, index=index, kind=kind.value, error=error, result=result))
         return error
 
+    def _trusted(self, ps: PlannedStep) -> bool:
+        return self._plan.servers[ps.server].server.trust_annotations
+
     async def _safe_to_repeat(self, ps: PlannedStep, *, connect: bool = False) -> bool:
-        if ps.idempotent:
-            return True
-        if not self._plan.servers[ps.server].server.trust_annotations:
-            return False
+        trusted = self._trusted(ps)
+        if not reads_annotations(ps, trusted):
+            return is_safe_to_repeat(ps, trusted, None)
         link = self._link(ps.server)
         session = await self._wait_for(link) if connect else link.current()
         tool = await self._tools.tool(ps.server, session, ps.tool) if session is not None else None
-        if tool is None:
-            return False
-        return is_safe_to_repeat(
-            idempotent_step=False,
-            trusted=True,
-            read_only=tool.annotations.read_only,
-            idempotent_tool=tool.annotations.idempotent,
-        )
+        return is_safe_to_repeat(ps, trusted, tool)
 
     def _known_safe(self, ps: PlannedStep, session: Session) -> bool:
         """Safe to repeat by what is known now, asking nothing (the step says so, or the server is trusted and
         the tool list ``session`` already has annotates the tool so): a call safe to repeat need not wait for
         its dispatch record to be fsynced. Not known is not safe."""
-        if ps.idempotent:
-            return True
-        if not self._plan.servers[ps.server].server.trust_annotations:
-            return False
-        tool = self._tools.known(session, ps.tool)
-        return tool is not None and is_safe_to_repeat(
-            idempotent_step=False,
-            trusted=True,
-            read_only=tool.annotations.read_only,
-            idempotent_tool=tool.annotations.idempotent,
-        )
+        trusted = self._trusted(ps)
+        tool = self._tools.known(session, ps.tool) if reads_annotations(ps, trusted) else None
+        return is_safe_to_repeat(ps, trusted, tool)
 
     async def _check_call(self, ps: PlannedStep, args: dict[str, Any], session: Session) -> None:
         await self._tools.check(ps.server, session, ps.tool, args)
@@ -606,5 +526,14 @@ class Scheduler:
         self._notes.log(server, where, message)
 
 
-def _view_status(status: StepStatus) -> Any:
-    return status.value if status.value in ("succeeded", "failed", "skipped") else "failed"
+def _settled(prior: ItemState | None, action: ItemAction) -> dict[str, Any]:
+    """The entry of an item an earlier attempt settled: succeeded (reused), or skipped in doubt (by this
+    resume, or an earlier one: never called again). A local run carries out a decision before it runs, so
+    the fold gives its items in doubt as one of these (no ``ACCEPT`` or ``SKIP`` here)."""
+    if action is ItemAction.REUSE and prior is not None:
+        return item_entry("succeeded", None, prior.result)
+    return settled_entry(prior)
+
+
+def _no_secrets(text: str) -> list[str]:
+    return []

@@ -21,7 +21,15 @@ from typing import Any, Final
 
 import trio
 
-from runner.engine.calls.retry import failure_kind, is_safe_to_repeat
+from runner.engine.calls.retry import (
+    RetryPolicy,
+    Verdict,
+    classify,
+    failure_kind,
+    is_safe_to_repeat,
+    reads_annotations,
+    wants_safety,
+)
 from runner.engine.calls.tools import ToolChecks
 from runner.engine.core.events import FailureKind
 from runner.engine.runctl import env_context, make_opener
@@ -41,7 +49,6 @@ __all__ = ["IN_DOUBT_FOUND", "Batch", "Sessions"]
 IN_DOUBT_FOUND: Final = (
     "dispatched by an earlier attempt of its activity (the worker was lost before it ended); not sent again"
 )
-MAX_NOT_DELIVERED: Final = 3  # a request surely not delivered goes out again on a new session this often
 
 
 @dataclass
@@ -137,8 +144,16 @@ class Batch:
     """One attempt at a batch of ``items`` (``{"key", "index", "args"}``) of step ``step``."""
 
     def __init__(
-        self, sessions: Sessions, spec: RunSpec, step: str, items: list[dict[str, Any]], markers: Markers
+        self,
+        sessions: Sessions,
+        spec: RunSpec,
+        step: str,
+        items: list[dict[str, Any]],
+        markers: Markers,
+        retry: RetryPolicy | None = None,
     ) -> None:
+        """``retry``: how often a request surely not delivered goes out again on a new session
+        (``RetryPolicy.not_delivered``) before the activity's next attempt is left to call it."""
         self._sessions = sessions
         self._spec = spec
         self._plan = sessions.plan(spec)
@@ -146,6 +161,7 @@ class Batch:
         self._items = items
         self._markers = markers
         self._safe: bool | None = None
+        self._retry = retry if retry is not None else RetryPolicy()
         self.sent = 0  # requests written by this attempt
 
     async def run(self, on_done: Callable[[], None] | None = None) -> list[dict[str, Any]]:
@@ -216,34 +232,28 @@ class Batch:
                         before_send=before_send,
                         on_progress=lambda p: self._markers.progress.note(key, p),
                     )
-            except NotDelivered as exc:  # surely not run (SessionExpired is one): again, on a new session
-                undelivered += 1
-                if session is not None and not isinstance(exc, SessionExpired):
-                    server.link.lost(session, exc)
-                if undelivered < MAX_NOT_DELIVERED:
-                    continue
-                return {"status": "retry", "kind": FailureKind.NOT_SENT.value, "error": first_line(exc)}
-            except OutcomeUnknown as exc:
-                kind = failure_kind(exc).value
-                _lost(server.link, exc)
-                if await self._safe_to_repeat():
-                    return {"status": "retry", "kind": kind, "error": first_line(exc)}
-                return {"status": "in_doubt", "kind": kind, "error": first_line(exc)}
-            except InvalidCall as exc:
-                return {"status": "failed", "kind": FailureKind.INVALID_CALL.value, "error": first_line(exc)}
             except McpRunError as exc:
-                how = failure_kind(exc)
-                if how is FailureKind.NOT_SENT and not sent:
-                    return {"status": "retry", "kind": how.value, "error": first_line(exc)}
-                if sent and how.in_doubt:
-                    return {"status": "in_doubt", "kind": how.value, "error": first_line(exc)}
-                return {"status": "failed", "kind": how.value, "error": str(exc)}
+                verdict = await self._verdict(server, session, exc, sent=sent)
+                undelivered += verdict is Verdict.RESEND
+                if verdict is Verdict.RESEND and undelivered < self._retry.not_delivered:
+                    continue  # surely not run: again, on a new session
+                return _failed(exc, verdict)
             server.link.healthy()
             raw = result.raw if ps.referenced or result.is_error else None
             if result.is_error:
                 text = result.text or "tool reported an error"
                 return {"status": "failed", "kind": FailureKind.TOOL_ERROR.value, "error": text, "result": raw}
             return {"status": "succeeded", "result": raw}
+
+    async def _verdict(self, server: _Server, session: Session | None, exc: McpRunError, *, sent: bool) -> Verdict:
+        """How the attempt that raised ``exc`` ended (:func:`~runner.engine.calls.retry.classify`, as the local
+        loop asks it); the link is told of a session that is gone."""
+        if isinstance(exc, NotDelivered) and session is not None and not isinstance(exc, SessionExpired):
+            server.link.lost(session, exc)  # (a session the server forgot was renewed by the session)
+        if isinstance(exc, OutcomeUnknown):
+            _lost(server.link, exc)
+        safe = await self._safe_to_repeat() if wants_safety(exc) else False
+        return classify(exc, sent=sent, safe=safe)
 
     async def _safe_to_repeat(self) -> bool:
         if self._safe is None:
@@ -252,23 +262,34 @@ class Batch:
 
     async def _ask_safe(self) -> bool:
         ps = self._ps
-        if ps.idempotent:
-            return True
-        if not self._plan.servers[ps.server].server.trust_annotations:
-            return False
+        trusted = self._plan.servers[ps.server].server.trust_annotations
+        if not reads_annotations(ps, trusted):
+            return is_safe_to_repeat(ps, trusted, None)
         try:
             session = await self._sessions.server(self._spec, ps.server).link.session()
             tool = await self._sessions.checks.tool(ps.server, session, ps.tool)
         except McpRunError:
             return False
-        if tool is None:
-            return False
-        return is_safe_to_repeat(
-            idempotent_step=False,
-            trusted=True,
-            read_only=tool.annotations.read_only,
-            idempotent_tool=tool.annotations.idempotent,
-        )
+        return is_safe_to_repeat(ps, trusted, tool)
+
+
+_STATUS: Final = {
+    Verdict.RESEND: "retry",  # not delivered on every new session: the activity's next attempt calls it again
+    Verdict.NOT_SENT: "retry",
+    Verdict.REPEAT: "retry",  # outcome unknown, safe to repeat: the next attempt calls it again
+    Verdict.IN_DOUBT: "in_doubt",
+    Verdict.FAILED: "failed",
+}
+
+
+def _failed(exc: McpRunError, verdict: Verdict) -> dict[str, Any]:
+    """The outcome of a call that raised ``exc`` and goes out no more in this attempt."""
+    if isinstance(exc, InvalidCall):
+        return {"status": "failed", "kind": FailureKind.INVALID_CALL.value, "error": first_line(exc)}
+    kind = failure_kind(exc).value
+    if verdict is Verdict.FAILED:
+        return {"status": "failed", "kind": kind, "error": str(exc)}
+    return {"status": _STATUS[verdict], "kind": kind, "error": first_line(exc)}
 
 
 def _lost(link: ServerLink, exc: McpRunError) -> None:

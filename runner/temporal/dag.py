@@ -31,7 +31,7 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from runner.engine.calls.args import args_renderer
-    from runner.engine.core.conditions import Gate, Skip
+    from runner.engine.core.conditions import Skip
     from runner.engine.core.events import (
         JOURNAL_FORMAT,
         AnyEvent,
@@ -40,7 +40,6 @@ with workflow.unsafe.imports_passed_through():
         Entry,
         FailureKind,
         ItemFailed,
-        ItemStatus,
         ItemSucceeded,
         ProgressNoted,
         RunFinished,
@@ -48,16 +47,12 @@ with workflow.unsafe.imports_passed_through():
         RunStarted,
         RunStatus,
         RunStopped,
-        StepFinished,
-        StepSkipped,
-        StepStarted,
-        StepStatus,
         encode,
     )
+    from runner.engine.core.items import ArgsFailed, ItemAction, rendered_args, settled_entry
     from runner.engine.core.outcome import settle
-    from runner.engine.core.readiness import Readiness
     from runner.engine.core.state import SKIPPED_IN_DOUBT, RunState
-    from runner.engine.core.steps import Fail, decide_step
+    from runner.engine.core.steps import Fail, StepMachine
     from runner.masking import escape_value, placeholders
     from runner.temporal.fanout import (
         CALLS_BYTES,
@@ -71,7 +66,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from runner.temporal.slices import by_reference, slice_of
     from runner.temporal.spec import RunSpec, build_plan_of, encoded_inputs, env_placeholders
-    from runner.workflow.context import fanout_view, identified, item_entry, make_context, step_view
+    from runner.workflow.context import item_entry
     from runner.workflow.plan import Plan, PlannedStep
     from runner.workflow.template import TemplateError
 
@@ -86,8 +81,7 @@ class DagWorkflow:
     def __init__(self) -> None:
         self._entries: list[dict[str, Any]] = []
         self._state = RunState(keep_results=set())
-        self._views: dict[str, Any] = {}
-        self._stop_new: str | None = None
+        self._steps: StepMachine | None = None  # the pass's views, step gate and step records (as a local run's)
         self._open = 0
         self._spec: RunSpec | None = None
         self._plan: Plan | None = None
@@ -144,15 +138,21 @@ class DagWorkflow:
         assert self._spec is not None
         spec = self._spec
         self._pass += 1
-        self._readiness = Readiness(plan)
-        self._gate = Gate(plan, self._state)
-        self._views = {}
-        self._stop_new = None
-        for sid in self._readiness.first():
+        decision = Decision(self._prior) if self._prior is not None else None
+        steps = self._steps = StepMachine(
+            plan,
+            self._state,
+            lambda event: self._emit(event),
+            inputs=self._inputs,
+            env=self._env,
+            resumed=decision is not None,
+            decision=decision,
+        )
+        for sid in steps.first():
             self._start(sid)
         await workflow.wait_condition(lambda: self._open == 0)
         # Each output on its own, as a local run renders them: one that fails is named, the others kept.
-        outputs, output_failures = plan.render_each_output(self._context())
+        outputs, output_failures = plan.render_each_output(steps.context())
         outcome = settle(plan, self._state, outputs=outputs, output_failures=output_failures)
         counts = self._state.totals(live=False)
         del counts["running"]
@@ -221,9 +221,6 @@ class DagWorkflow:
         self._state.apply(entry)
         self._entries.append(encode(entry))
 
-    def _context(self, item: Any = None, index: int | None = None) -> dict[str, Any]:
-        return make_context(inputs=self._inputs, env=self._env, steps=self._views, item=item, index=index)
-
     def _start(self, sid: str) -> None:
         self._open += 1
         self._tasks.append(asyncio.create_task(self._step_task(sid)))
@@ -231,68 +228,31 @@ class DagWorkflow:
     # -- steps (as the local scheduler runs them) ------------------------------------------------------
 
     async def _step_task(self, sid: str) -> None:
-        assert self._plan is not None
-        ps = self._plan.steps[sid]
+        assert self._plan is not None and self._steps is not None
+        steps, ps = self._steps, self._plan.steps[sid]
         try:
-            decision = decide_step(self._gate, ps, self._context, draining=False, stopped_by=self._stop_new)
+            decision = steps.decide(ps)
             if isinstance(decision, Skip):
-                self._skip(ps, decision)
+                steps.skip(ps, decision)
             elif isinstance(decision, Fail):
-                self._fail_step(ps, decision.error, decision.kind)
+                steps.fail(ps, decision.error, decision.kind)
             else:
                 await self._run_step(ps)
         finally:
-            ready, unread = self._readiness.ended(sid)
-            for name in unread:
-                self._views.pop(name, None)
-            for dependent in ready:
+            for dependent in steps.ended(sid):
                 self._start(dependent)
             self._open -= 1
 
-    def _skip(self, ps: PlannedStep, skip: Skip) -> None:
-        self._views[ps.id] = fanout_view([], [], "skipped") if ps.fan_out else step_view(None, status="skipped")
-        self._emit(StepSkipped(step=ps.id, reason=skip.reason, cause=skip.cause.value))
-
-    def _fail_step(self, ps: PlannedStep, error: str, kind: FailureKind) -> None:
-        self._views[ps.id] = step_view(None, status="failed") if not ps.fan_out else fanout_view([], [], "failed")
-        if not ps.continue_on_error:
-            self._stop_new = self._stop_new or ps.id
-        counts = self._state.step(ps.id).counts(live=False).as_dict()
-        self._emit(
-            StepFinished(step=ps.id, status=StepStatus.FAILED.value, counts=counts, error=error, kind=kind.value)
-        )
-
     async def _run_step(self, ps: PlannedStep) -> None:
-        if ps.fan_out:
-            try:
-                items = ps.render_items(self._context())
-                keys = self._keys(ps, items)
-            except TemplateError as exc:
-                self._fail_step(ps, str(exc), FailureKind.TEMPLATE_ERROR)
-                return
-        else:
-            items, keys = [None], [""]
-        reused = sum(1 for key in keys if self._prior_status(ps.id, key) is ItemStatus.SUCCEEDED)
-        self._emit(StepStarted(step=ps.id, items=len(items) if ps.fan_out else None, reused=reused or None))
-        keep = ps.referenced
-        render = args_renderer(ps, self._context)
+        assert self._spec is not None and self._steps is not None
+        steps = self._steps
+        found = self._items_of(ps)
+        if found is None:
+            return
+        items, keys = found
+        steps.start(ps, items, keys)
         entries: list[dict[str, Any] | None] = [None] * len(items)
-        calls: list[dict[str, Any]] = []
-        for index, item in enumerate(items):
-            where = index if ps.fan_out else None
-            if self._decided(ps, where, keys[index], entries, index):
-                continue
-            try:
-                args = render(item, where)
-            except TemplateError as exc:
-                entries[index] = item_entry("failed", self._failed(ps, where, keys[index], "template-error", str(exc)))
-                continue
-            if not isinstance(args, dict):
-                error = f"args rendered to {type(args).__name__}, expected an object"
-                entries[index] = item_entry("failed", self._failed(ps, where, keys[index], "template-error", error))
-                continue
-            calls.append({"key": keys[index], "index": where, "args": args, "at": index})
-        assert self._spec is not None
+        calls = self._calls(ps, items, keys, entries)
         if ps.fan_out and len(calls) > self._spec.child_items:
             by_ref = by_reference(ps)  # then a child gets index ranges, not the calls (runner.temporal.slices)
             parts = slices(calls, self._spec.child_items, None if by_ref else CALLS_BYTES)
@@ -300,18 +260,52 @@ class DagWorkflow:
         else:
             batches = slices(calls, self._spec.batch_size)
             await asyncio.gather(*(self._batch(ps, batch, entries) for batch in batches))
-        results: list[Any] = [identified(entries[i], items[i], keys[i], i) for i in range(len(items))] if keep else []
-        status = self._step_outcome(ps, keys)
-        if ps.fan_out:
-            self._views[ps.id] = fanout_view(items if keep else [], results, _view_status(status))
-        else:
-            view = (entries[0] if keep else None) or step_view(None, status=_view_status(status))
-            view.pop("error", None)
-            self._views[ps.id] = view
-        if status is StepStatus.FAILED and not ps.continue_on_error:
-            self._stop_new = self._stop_new or ps.id
-        counts = self._state.step(ps.id).counts(live=False).as_dict()
-        self._emit(StepFinished(step=ps.id, status=status.value, counts=counts))
+        steps.finish(ps, items, keys, entries if ps.referenced else [])
+
+    def _items_of(self, ps: PlannedStep) -> tuple[list[Any], list[str]] | None:
+        """The step's items and their keys (one item, key ``""``, for a plain step); None when the step failed."""
+        assert self._steps is not None
+        if not ps.fan_out:
+            return [None], [""]
+        try:
+            items = ps.render_items(self._steps.context())
+            # Env values are placeholders here (***env.NAME***): the masker's own answer finds them.
+            return items, self._steps.keys(ps, items, placeholders)
+        except TemplateError as exc:
+            self._steps.fail(ps, str(exc), FailureKind.TEMPLATE_ERROR)
+            return None
+
+    def _calls(
+        self, ps: PlannedStep, items: list[Any], keys: list[str], entries: list[dict[str, Any] | None]
+    ) -> list[dict[str, Any]]:
+        """The step's calls (``{"key", "index", "args", "at"}``); the entries of items settled without one."""
+        assert self._steps is not None
+        render = args_renderer(ps, self._steps.context)
+        calls: list[dict[str, Any]] = []
+        for at, item in enumerate(items):
+            where, key = at if ps.fan_out else None, keys[at]
+            action = self._steps.action(ps.id, key)
+            if not action.calls:
+                entries[at] = self._settled(ps, where, key, action)
+                continue
+            args = rendered_args(render, item, where)
+            if isinstance(args, ArgsFailed):
+                entries[at] = item_entry("failed", self._failed(ps, where, key, "template-error", args.error))
+                continue
+            calls.append({"key": key, "index": where, "args": args, "at": at})
+        return calls
+
+    def _settled(self, ps: PlannedStep, index: int | None, key: str, action: ItemAction) -> dict[str, Any] | None:
+        """The entry of an item settled without a call (:mod:`runner.engine.core.items`): a success reused; one
+        an earlier decision skipped; one in doubt accepted (journaled as a ``doubt_decided`` record) or skipped."""
+        if action is ItemAction.REUSE:
+            return self._kept.get((ps.id, key)) if ps.referenced else None
+        if action is ItemAction.ACCEPT:
+            self._emit(DoubtDecided(step=ps.id, keys=[key], decision=Decision.ACCEPT.value))
+            return item_entry("succeeded") if ps.referenced else None
+        if action is ItemAction.SKIP:
+            return item_entry("failed", self._failed(ps, index, key, "skipped-in-doubt", SKIPPED_IN_DOUBT))
+        return settled_entry(self._state.item(ps.id, key))  # SETTLED (COLLECT: no task is followed here)
 
     async def _batch(self, ps: PlannedStep, batch: list[dict[str, Any]], entries: list[dict[str, Any] | None]) -> None:
         assert self._spec is not None and self._pending is not None
@@ -390,68 +384,6 @@ class DagWorkflow:
             )
         )
 
-    def _prior_status(self, sid: str, key: str) -> ItemStatus | None:
-        """How an item ended in an earlier pass (None on the first pass, or when it never ran)."""
-        if self._prior is None:
-            return None
-        item = self._state.item(sid, key)
-        return item.status if item is not None else None
-
-    def _decided(
-        self, ps: PlannedStep, index: int | None, key: str, entries: list[dict[str, Any] | None], at: int
-    ) -> bool:
-        """After a decision, as a local resume: a succeeded item is reused; one in doubt is called again
-        (``rerun``), recorded as skipped (``skip``) or as done (``accept``, journaled as a ``doubt_decided``
-        record); one an earlier decision skipped stays so, whatever this one is. True when the item is settled
-        without a call."""
-        item = self._state.item(ps.id, key) if self._prior is not None else None
-        if item is None:
-            return False
-        if item.status is ItemStatus.SUCCEEDED:
-            entries[at] = self._kept.get((ps.id, key)) if ps.referenced else None
-            return True
-        if item.status is ItemStatus.SKIPPED:  # settled by an earlier decision: never called again
-            entries[at] = item_entry("failed", item.error or SKIPPED_IN_DOUBT)
-            return True
-        if not item.in_doubt or self._prior == "rerun":
-            return False
-        if self._prior == "accept":
-            self._emit(DoubtDecided(step=ps.id, keys=[key], decision=Decision.ACCEPT.value))
-            entries[at] = item_entry("succeeded") if ps.referenced else None
-            return True
-        entries[at] = item_entry("failed", self._failed(ps, index, key, "skipped-in-doubt", SKIPPED_IN_DOUBT))
-        return True
-
     def _failed(self, ps: PlannedStep, index: int | None, key: str, kind: str, error: str, result: Any = None) -> str:
         self._emit(ItemFailed(step=ps.id, item=key, index=index, kind=kind, error=error, result=result))
         return error
-
-    def _step_outcome(self, ps: PlannedStep, keys: list[str]) -> StepStatus:
-        step = self._state.step(ps.id)
-        mine = [step.items[key] for key in keys if key in step.items]
-        failed = [item for item in mine if item.status in (ItemStatus.FAILED, ItemStatus.SKIPPED)]
-        doubt = any(item.in_doubt for item in mine)
-        if failed and not doubt and all(item.kind is FailureKind.NOT_SENT for item in failed):
-            return StepStatus.INCOMPLETE
-        return StepStatus.FAILED if failed or doubt else StepStatus.SUCCEEDED
-
-    def _keys(self, ps: PlannedStep, items: list[Any]) -> list[str]:
-        keys: list[str] = []
-        seen: dict[str, int] = {}
-        for index, item in enumerate(items):
-            key = ps.render_key(self._context(item, index))
-            held = placeholders(key)  # the masker's own answer: a server's text that looks like one is escaped
-            if held:
-                raise TemplateError(
-                    f"the key of item {index} of step {ps.id!r} holds the value of {', '.join(held)}; keys travel "
-                    "through Temporal's history as they are: give the step a `key` without secrets"
-                )
-            first = seen.setdefault(key, index)
-            if first != index:
-                raise TemplateError(ps.same_key(first, index, key))
-            keys.append(key)
-        return keys
-
-
-def _view_status(status: StepStatus) -> Any:
-    return status.value if status.value in ("succeeded", "failed", "skipped") else "failed"

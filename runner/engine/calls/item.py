@@ -9,12 +9,13 @@ or sent: :mod:`runner.session.sendable`), and classifies how it ended:
 
 - a result (``isError`` or not) or a JSON-RPC error: the server answered; returned or raised;
 - ``SessionExpired``: refused, not run (the server forgot the session, which the session renewed): sent
-  again on the renewed session, a few times, then the link is told;
+  again on the renewed session, ``RetryPolicy.renewed`` times, then the link is told;
 - ``NotDelivered``: the request surely never reached the server; the link is told the connection is gone and
   the call goes out again on the next session (the link's reconnect budget bounds this);
 - ``OutcomeUnknown``: sent, result lost; called again (after the backoff) only when the tool is safe to
   repeat and within ``RetryPolicy``, else raised (in doubt).
 
+Which of these an error is, is :func:`runner.engine.calls.retry.classify`'s (the Temporal batch asks it too).
 An attempt that ends without an answer after its dispatch was journaled gets an ``item_failed`` record with
 ``retrying: true`` before the next one, so the journal tells every attempt apart. A call cancelled after its
 dispatch (the run is stopping) is journaled as ``cancelled``: in doubt.
@@ -24,12 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 import trio
 
 from runner.backoff import Backoff
-from runner.engine.calls.retry import RetryPolicy, failure_kind
+from runner.engine.calls.retry import RetryPolicy, Verdict, classify, failure_kind, wants_safety
 from runner.engine.calls.task import TaskCall, TaskSite, TaskUncollected, wants_task_now
 from runner.engine.core.events import FailureKind, ItemDispatched, ItemFailed, StreamResumed
 from runner.engine.journal.notes import Notes, Tally
@@ -39,7 +40,6 @@ from runner.errors import (
     JsonRpcError,
     McpRunError,
     NotDelivered,
-    OutcomeUnknown,
     SessionExpired,
     first_line,
 )
@@ -48,9 +48,7 @@ from runner.protocol.tasks import TaskMode
 from runner.session import Session
 from runner.workflow.plan import PlannedStep
 
-__all__ = ["MAX_RENEWED", "CallSite", "Drained", "ItemCall"]
-
-MAX_RENEWED: Final = 3  # a call refused because the server forgot the session, sent again on a renewed one
+__all__ = ["CallSite", "Drained", "ItemCall"]
 
 
 class Drained(McpRunError):
@@ -119,6 +117,8 @@ class ItemCall:
         self._taskcall: TaskCall | None = None  # the current attempt's, when it is made as a task
         self._session: Session | None = None  # the session of the current attempt
         self._tally: Tally | None = None  # the item's notifications (runner.engine.journal.notes), from the first one
+        self._unknown = 0  # attempts whose outcome was unknown
+        self._renewed = 0  # sessions the server forgot in a row (each renewed by the session)
 
     async def run(self) -> ToolResult:
         try:
@@ -153,8 +153,6 @@ class ItemCall:
 
     async def _run(self) -> ToolResult:
         site, link = self._site, self._link
-        unknown = 0  # attempts whose outcome was unknown
-        renewed = 0  # sessions the server forgot in a row (each renewed by the session)
         started = trio.current_time()
         checked = self._sent_before
         while True:
@@ -162,41 +160,66 @@ class ItemCall:
             if not checked:
                 # Against the session it is about to go out on; once: a later attempt repeats a call that was
                 # already checked (and maybe sent), so its outcome is never turned into "not sent".
-                try:
-                    await site.check(self._ps, self._args, session)
-                except NotDelivered as exc:  # the server answers nothing: this session is no use (not sent)
-                    link.lost(session, exc)
+                checked = await self._checked(session)
+                if not checked:
                     continue
-                checked = True
             try:
                 result = await self._one_attempt(session)
-            except SessionExpired as exc:
-                self._ended(exc)
-                renewed += 1
-                if renewed > MAX_RENEWED:
-                    link.lost(session, exc)
-                    renewed = 0
-                continue
-            except NotDelivered as exc:
-                link.lost(session, exc)
-                self._ended(exc)
-                continue
-            except OutcomeUnknown as exc:
-                unknown += 1
-                delay = site.backoff.delay(unknown - 1)
-                late = unknown >= site.retry.attempts or trio.current_time() + delay - started > site.retry.total
-                if late or not await self._safe():
+            except McpRunError as exc:
+                if isinstance(exc, JsonRpcError):
+                    link.healthy()  # it answered
+                if not await self._again(session, exc, started):
                     raise
-                if session.broken is not None:
-                    link.lost(session, exc)
-                self._ended(exc, retry_in=delay)  # the views say "calling it again in ..."
-                await trio.sleep(delay)
                 continue
-            except JsonRpcError:
-                link.healthy()  # it answered
-                raise
             link.healthy()
             return result
+
+    async def _checked(self, session: Session) -> bool:
+        """The call passes its check (``InvalidCall`` when refused); False when the server answered nothing
+        (this session is no use; not sent)."""
+        try:
+            await self._site.check(self._ps, self._args, session)
+        except NotDelivered as exc:
+            self._link.lost(session, exc)
+            return False
+        return True
+
+    async def _again(self, session: Session, exc: McpRunError, started: float) -> bool:
+        """Whether the call goes out again after its attempt on ``session`` raised ``exc``
+        (:func:`~runner.engine.calls.retry.classify`); when it does, what the next attempt needs is done."""
+        site = self._site
+        safe, delay = False, 0.0
+        if wants_safety(exc):
+            self._unknown += 1
+            delay = site.backoff.delay(self._unknown - 1)
+            late = self._unknown >= site.retry.attempts or trio.current_time() + delay - started > site.retry.total
+            if late:
+                return False
+            safe = await self._safe()
+        verdict = classify(exc, sent=bool(self._dispatched), safe=safe)
+        if verdict is Verdict.RESEND:
+            self._resend(session, exc)
+            return True
+        if verdict is not Verdict.REPEAT:
+            return False
+        if session.broken is not None:
+            self._link.lost(session, exc)
+        self._ended(exc, retry_in=delay)  # the views say "calling it again in ..."
+        await trio.sleep(delay)
+        return True
+
+    def _resend(self, session: Session, exc: McpRunError) -> None:
+        """Before a request surely not delivered goes out again: a session the server forgot was renewed by the
+        session (the link is told after ``RetryPolicy.renewed`` in a row); any other, the link is told."""
+        if isinstance(exc, SessionExpired):
+            self._ended(exc)
+            self._renewed += 1
+            if self._renewed > self._site.retry.renewed:
+                self._link.lost(session, exc)
+                self._renewed = 0
+            return
+        self._link.lost(session, exc)
+        self._ended(exc)
 
     async def _safe(self) -> bool:
         """Whether the call may be made again now that its outcome is unknown. Asked only then: listing a
