@@ -8,9 +8,17 @@ from typing import Any
 
 import pytest
 
-from runner.engine.core.events import AnyEvent, Decision, FailureKind, ItemStatus, StepStatus
-from runner.engine.core.items import ArgsFailed, ItemAction, item_action, rendered_args, settled_entry, step_keys
-from runner.engine.core.state import SKIPPED_IN_DOUBT, ItemState, StepState
+from runner.engine.core.events import AnyEvent, FailureKind, ItemStatus, StepStatus, decode
+from runner.engine.core.items import (
+    ArgsFailed,
+    ItemAction,
+    awaiting_decision,
+    item_action,
+    rendered_args,
+    settled_entry,
+    step_keys,
+)
+from runner.engine.core.state import SKIPPED_IN_DOUBT, ItemState, RunState, StepState
 from runner.engine.core.steps import StepMachine, failed_status, step_outcome, view_status
 from runner.masking import placeholders
 from runner.workflow.context import make_context
@@ -39,23 +47,63 @@ def _item(status: ItemStatus, kind: FailureKind | None = None, **more: Any) -> I
 
 
 @pytest.mark.parametrize(
-    ("prior", "decision", "action"),
+    ("prior", "action"),
     [
-        (None, None, ItemAction.CALL),
-        (None, Decision.SKIP, ItemAction.CALL),
-        (_item(ItemStatus.SUCCEEDED), Decision.SKIP, ItemAction.REUSE),
-        (_item(ItemStatus.SKIPPED, FailureKind.SKIPPED_IN_DOUBT), Decision.RERUN, ItemAction.SETTLED),
-        (_item(ItemStatus.FAILED, FailureKind.TOOL_ERROR), Decision.ACCEPT, ItemAction.CALL),
-        (_item(ItemStatus.DISPATCHED, task_id="t1"), None, ItemAction.COLLECT),
-        (_item(ItemStatus.IN_DOUBT, FailureKind.OUTCOME_UNKNOWN), None, ItemAction.RERUN),
-        (_item(ItemStatus.IN_DOUBT, FailureKind.OUTCOME_UNKNOWN), Decision.RERUN, ItemAction.RERUN),
-        (_item(ItemStatus.DISPATCHED), Decision.ACCEPT, ItemAction.ACCEPT),
-        (_item(ItemStatus.IN_DOUBT, FailureKind.TIMEOUT), Decision.SKIP, ItemAction.SKIP),
+        (None, ItemAction.CALL),
+        (_item(ItemStatus.SUCCEEDED), ItemAction.REUSE),
+        (_item(ItemStatus.SKIPPED, FailureKind.SKIPPED_IN_DOUBT), ItemAction.SETTLED),
+        (_item(ItemStatus.FAILED, FailureKind.TOOL_ERROR), ItemAction.CALL),
+        (_item(ItemStatus.DISPATCHED, task_id="t1"), ItemAction.COLLECT),
+        (_item(ItemStatus.IN_DOUBT, FailureKind.OUTCOME_UNKNOWN), ItemAction.RERUN),
+        (_item(ItemStatus.DISPATCHED), ItemAction.RERUN),
     ],
 )
-def test_each_action(prior: ItemState | None, decision: Decision | None, action: ItemAction) -> None:
-    assert item_action(prior, decision) is action
+def test_each_action(prior: ItemState | None, action: ItemAction) -> None:
+    assert item_action(prior) is action
     assert action.calls == (action in (ItemAction.CALL, ItemAction.RERUN))
+
+
+def _folded(*events: dict[str, Any]) -> RunState:
+    state = RunState()
+    for seq, event in enumerate(events, start=1):
+        state.apply(decode({"seq": seq, "ts": "2026-12-02T00:00:00.000Z", **event}))
+    return state
+
+
+def test_a_decision_is_awaited_by_the_items_in_doubt_of_unchanged_steps_not_yet_decided() -> None:
+    sent = {"type": "item_dispatched", "index": None, "server": "s", "tool": "t", "request_id": 1, "attempt": 1}
+    sent["progress_token"] = 1
+    state = _folded(
+        {"type": "run_started", "run_id": "r", "workflow": "/w.yaml"},
+        {**sent, "step": "a", "item": "k1"},
+        {**sent, "step": "a", "item": "k2"},
+        {**sent, "step": "a", "item": "done"},
+        {"type": "item_succeeded", "step": "a", "item": "done", "index": None, "result": {}},
+        {**sent, "step": "b", "item": "k1"},
+        {**sent, "step": "gone", "item": "k1"},
+        {**sent, "step": "task", "item": "k1"},
+        {"type": "task_created", "step": "task", "item": "k1", "index": None, "server": "s", "task_id": "t1"},
+        {**sent, "step": "later", "item": "k1"},
+        {"type": "doubt_decided", "step": "later", "keys": ["k1"], "decision": "rerun"},
+    )
+    steps = {"a", "b", "task", "later"}
+    assert awaiting_decision(state, steps) == {"a": ["k1", "k2"], "b": ["k1"]}
+    assert awaiting_decision(state, steps, fresh={"b"}) == {"a": ["k1", "k2"]}
+    # accepted and skipped items are settled by the fold: nothing awaits a decision after one
+    state.apply(
+        decode(
+            {
+                "seq": 12,
+                "ts": "2026-12-02T00:00:00.000Z",
+                "type": "doubt_decided",
+                "step": "a",
+                "keys": ["k1", "k2"],
+                "decision": "accept",
+            }
+        )
+    )
+    assert item_action(state.item("a", "k1")) is ItemAction.REUSE
+    assert awaiting_decision(state, steps) == {"b": ["k1"]}
 
 
 def test_a_settled_item_keeps_its_error() -> None:

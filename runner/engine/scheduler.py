@@ -44,7 +44,6 @@ from runner.engine.calls.retry import RetryPolicy, failure_kind, is_safe_to_repe
 from runner.engine.calls.tools import ToolChecks
 from runner.engine.core.conditions import Skip
 from runner.engine.core.events import (
-    Decision,
     DoubtDecided,
     FailureKind,
     ItemFailed,
@@ -55,7 +54,14 @@ from runner.engine.core.events import (
     SessionRetrying,
     StepStatus,
 )
-from runner.engine.core.items import ArgsFailed, ItemAction, item_action, rendered_args, settled_entry
+from runner.engine.core.items import (
+    ArgsFailed,
+    ItemAction,
+    awaiting_decision,
+    item_action,
+    rendered_args,
+    settled_entry,
+)
 from runner.engine.core.outcome import Outcome, settle
 from runner.engine.core.resume import Prior
 from runner.engine.core.state import ItemState, RunState
@@ -227,17 +233,13 @@ class Scheduler:
         if prior is None:
             return False
         undecided: dict[str, list[str]] = {}
-        for sid, item in self._state.in_doubt():
-            if sid not in self._plan.steps or sid in prior.fresh_steps or item.collectable:
-                continue  # (a collectable item's task is polled for its result: not in doubt)
-            if item.decided is Decision.RERUN:
-                continue  # decided by an earlier resume, journaled, not carried out yet: it is now
+        for sid, keys in awaiting_decision(self._state, self._plan.steps, prior.fresh_steps).items():
             try:
                 safe = await self._safe_to_repeat(self._plan.steps[sid], connect=True)
             except (McpRunError, Drained):
                 safe = False
             if not safe:
-                undecided.setdefault(sid, []).append(item.key)
+                undecided[sid] = keys
         if not undecided:
             return False
         if prior.in_doubt == "ask":

@@ -35,7 +35,6 @@ with workflow.unsafe.imports_passed_through():
     from runner.engine.core.events import (
         JOURNAL_FORMAT,
         AnyEvent,
-        Decision,
         DoubtDecided,
         Entry,
         FailureKind,
@@ -49,9 +48,9 @@ with workflow.unsafe.imports_passed_through():
         RunStopped,
         encode,
     )
-    from runner.engine.core.items import ArgsFailed, ItemAction, rendered_args, settled_entry
+    from runner.engine.core.items import ArgsFailed, ItemAction, awaiting_decision, rendered_args, settled_entry
     from runner.engine.core.outcome import settle
-    from runner.engine.core.state import SKIPPED_IN_DOUBT, RunState
+    from runner.engine.core.state import RunState
     from runner.engine.core.steps import Fail, StepMachine
     from runner.masking import escape_value, placeholders
     from runner.temporal.fanout import (
@@ -138,15 +137,13 @@ class DagWorkflow:
         assert self._spec is not None
         spec = self._spec
         self._pass += 1
-        decision = Decision(self._prior) if self._prior is not None else None
         steps = self._steps = StepMachine(
             plan,
             self._state,
             lambda event: self._emit(event),
             inputs=self._inputs,
             env=self._env,
-            resumed=decision is not None,
-            decision=decision,
+            resumed=self._prior is not None,
         )
         for sid in steps.first():
             self._start(sid)
@@ -205,7 +202,13 @@ class DagWorkflow:
         self._prior = choice
         self._waiting = False
         self._emit(RunResumed(pid=0, fingerprints=self._spec.fingerprints, allow_changed=False))
-        return len(self._entries)
+        first = len(self._entries)
+        # As a local resume: the decision is journaled, one record per step naming the items it settles, before
+        # anything acts on it; the fold applies it (an accepted item is then succeeded, a skipped one skipped).
+        assert self._plan is not None
+        for sid, keys in awaiting_decision(self._state, self._plan.steps).items():
+            self._emit(DoubtDecided(step=sid, keys=keys, decision=choice))
+        return first
 
     @decide.validator
     def _check_decision(self, choice: str) -> None:
@@ -286,7 +289,7 @@ class DagWorkflow:
             where, key = at if ps.fan_out else None, keys[at]
             action = self._steps.action(ps.id, key)
             if not action.calls:
-                entries[at] = self._settled(ps, where, key, action)
+                entries[at] = self._settled(ps, key, action)
                 continue
             args = rendered_args(render, item, where)
             if isinstance(args, ArgsFailed):
@@ -295,16 +298,11 @@ class DagWorkflow:
             calls.append({"key": key, "index": where, "args": args, "at": at})
         return calls
 
-    def _settled(self, ps: PlannedStep, index: int | None, key: str, action: ItemAction) -> dict[str, Any] | None:
-        """The entry of an item settled without a call (:mod:`runner.engine.core.items`): a success reused; one
-        an earlier decision skipped; one in doubt accepted (journaled as a ``doubt_decided`` record) or skipped."""
+    def _settled(self, ps: PlannedStep, key: str, action: ItemAction) -> dict[str, Any] | None:
+        """The entry of an item settled without a call (:mod:`runner.engine.core.items`): a success reused (one
+        accepted in doubt has no result), or one an earlier decision skipped."""
         if action is ItemAction.REUSE:
-            return self._kept.get((ps.id, key)) if ps.referenced else None
-        if action is ItemAction.ACCEPT:
-            self._emit(DoubtDecided(step=ps.id, keys=[key], decision=Decision.ACCEPT.value))
-            return item_entry("succeeded") if ps.referenced else None
-        if action is ItemAction.SKIP:
-            return item_entry("failed", self._failed(ps, index, key, "skipped-in-doubt", SKIPPED_IN_DOUBT))
+            return (self._kept.get((ps.id, key)) or item_entry("succeeded")) if ps.referenced else None
         return settled_entry(self._state.item(ps.id, key))  # SETTLED (COLLECT: no task is followed here)
 
     async def _batch(self, ps: PlannedStep, batch: list[dict[str, Any]], entries: list[dict[str, Any] | None]) -> None:

@@ -33,8 +33,6 @@ DRIFT = {
     "local summary counts its item in no column (total 1, failed 0) where Temporal counts it failed (failed 1); "
     "the failure's item is null locally and '' on Temporal; Temporal starts the server 5 times (one per activity "
     "attempt, ~15 s of backoff), locally once",
-    "resume-accept": "an item in doubt accepted on resume: the local summary counts it reused (reused 1), "
-    "Temporal does not (reused 0)",
 }
 
 

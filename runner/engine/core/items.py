@@ -1,39 +1,46 @@
 """A step's items, as both executors (the local trio scheduler and the Temporal workflow) see them: their keys,
 and what to do with each one given what earlier attempts left of it. Pure, so the two cannot drift.
 
-==================================================  ===========  ==========================================
-what an earlier attempt left (``ItemState``)        decision     action
-==================================================  ===========  ==========================================
-nothing (a first run, or a step that changed)       any          ``CALL``
-succeeded                                           any          ``REUSE`` (its result is not asked again)
-skipped in doubt (by this resume or an earlier)     any          ``SETTLED`` (never called again)
-dispatched as a task, no result                     any          ``COLLECT`` (the task is polled)
-in doubt                                            ``accept``   ``ACCEPT`` (recorded as done)
-in doubt                                            ``skip``     ``SKIP`` (recorded as skipped in doubt)
-in doubt                                            ``rerun``,   ``RERUN`` (called again; it may have run,
-                                                    or none      so it is not checked before it is sent)
-failed                                              any          ``CALL``
-==================================================  ===========  ==========================================
+==================================================  ==========================================
+what an earlier attempt left (``ItemState``)        action
+==================================================  ==========================================
+nothing (a first run, or a step that changed)       ``CALL``
+succeeded (or accepted in doubt)                    ``REUSE`` (its result is not asked again)
+skipped in doubt (by this resume or an earlier)     ``SETTLED`` (never called again)
+dispatched as a task, no result                     ``COLLECT`` (the task is polled)
+in doubt (``rerun`` decided, or nothing to ask)     ``RERUN``    (called again; it may have run, so it is
+                                                                 not checked before it is sent)
+failed                                              ``CALL``
+==================================================  ==========================================
 
-The local engine journals a decision (``doubt_decided``) before anything runs, and the fold applies it: its
-items reach this table as succeeded or skipped, and it passes no decision. The Temporal workflow passes the
-decision its ``decide`` update was given.
+A decision about items in doubt never reaches this table as an argument: both executors journal it first, as
+``doubt_decided`` records naming the items :func:`awaiting_decision` gives (the local engine before anything
+runs, the Temporal workflow in its ``decide`` update), and the fold applies it: an accepted item arrives here
+succeeded, a skipped one skipped, a rerun one in doubt.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from runner.engine.core.events import Decision, ItemStatus
-from runner.engine.core.state import SKIPPED_IN_DOUBT, ItemState
+from runner.engine.core.state import SKIPPED_IN_DOUBT, ItemState, RunState
 from runner.workflow.context import item_entry
 from runner.workflow.plan import PlannedStep
 from runner.workflow.template import TemplateError
 
-__all__ = ["ArgsFailed", "ItemAction", "item_action", "rendered_args", "settled_entry", "step_keys"]
+__all__ = [
+    "ArgsFailed",
+    "ItemAction",
+    "awaiting_decision",
+    "item_action",
+    "rendered_args",
+    "settled_entry",
+    "step_keys",
+]
 
 
 class ItemAction(enum.Enum):
@@ -44,8 +51,6 @@ class ItemAction(enum.Enum):
     REUSE = "reuse"
     SETTLED = "settled"
     COLLECT = "collect"
-    ACCEPT = "accept"
-    SKIP = "skip"
 
     @property
     def calls(self) -> bool:
@@ -53,9 +58,9 @@ class ItemAction(enum.Enum):
         return self is ItemAction.CALL or self is ItemAction.RERUN
 
 
-def item_action(prior: ItemState | None, decision: Decision | None = None) -> ItemAction:
+def item_action(prior: ItemState | None) -> ItemAction:
     """The action for an item given what earlier attempts left of it (``prior``; None: nothing, or a step that
-    changed) and the decision about items in doubt, if one is to be carried out here."""
+    changed)."""
     if prior is None:
         return ItemAction.CALL
     if prior.status is ItemStatus.SUCCEEDED:
@@ -64,13 +69,19 @@ def item_action(prior: ItemState | None, decision: Decision | None = None) -> It
         return ItemAction.SETTLED
     if prior.collectable:
         return ItemAction.COLLECT
-    if not prior.in_doubt:
-        return ItemAction.CALL
-    if decision is Decision.ACCEPT:
-        return ItemAction.ACCEPT
-    if decision is Decision.SKIP:
-        return ItemAction.SKIP
-    return ItemAction.RERUN
+    return ItemAction.RERUN if prior.in_doubt else ItemAction.CALL
+
+
+def awaiting_decision(state: RunState, steps: Collection[str], fresh: Collection[str] = ()) -> dict[str, list[str]]:
+    """The items in doubt a decision given now would settle, by step: in doubt, of a step of ``steps`` that did
+    not change (not in ``fresh``), neither a task to collect nor already decided to be called again (an earlier
+    resume's ``--rerun-in-doubt`` not carried out yet: it is now). The local engine leaves out those safe to
+    repeat (called again without asking); on Temporal the activity already called those again."""
+    found: dict[str, list[str]] = {}
+    for sid, item in state.in_doubt():
+        if sid in steps and sid not in fresh and not item.collectable and item.decided is not Decision.RERUN:
+            found.setdefault(sid, []).append(item.key)
+    return found
 
 
 def settled_entry(prior: ItemState | None) -> dict[str, Any]:

@@ -20,7 +20,6 @@ from typing import Any, Final
 from runner.engine.core.conditions import Gate, Skip
 from runner.engine.core.events import (
     AnyEvent,
-    Decision,
     FailureKind,
     ItemStatus,
     StepFinished,
@@ -134,8 +133,8 @@ class StepMachine:
     step's start and end, given to ``emit`` (which applies them to ``state``).
 
     ``resumed``: earlier attempts' items count (their successes are reused); ``fresh``: steps whose history is
-    ignored (they changed); ``decision``: the decision about items in doubt this pass carries out (None when
-    the fold already applied it: the local engine journals it first)."""
+    ignored (they changed). A decision about items in doubt is not an argument: it is journaled before the pass
+    (:func:`~runner.engine.core.items.awaiting_decision`) and the fold applies it."""
 
     def __init__(
         self,
@@ -147,7 +146,6 @@ class StepMachine:
         env: Mapping[str, Any],
         resumed: bool = False,
         fresh: frozenset[str] = frozenset(),
-        decision: Decision | None = None,
     ) -> None:
         self._plan = plan
         self._state = state
@@ -156,7 +154,6 @@ class StepMachine:
         self._env = env
         self._resumed = resumed
         self._fresh = fresh
-        self.decision = decision
         self.views: dict[str, Any] = {}
         self.stopped_by: str | None = None
         self._gate = Gate(plan, state)
@@ -203,7 +200,7 @@ class StepMachine:
         return self._state.item(sid, key)
 
     def action(self, sid: str, key: str) -> ItemAction:
-        return item_action(self.prior(sid, key), self.decision)
+        return item_action(self.prior(sid, key))
 
     def start(self, ps: PlannedStep, items: list[Any], keys: list[str]) -> int:
         """Records the step's start; returns how many of its items are reused (succeeded before)."""
