@@ -280,7 +280,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.engine == "temporal":
         from runner.cli.temporal import run_temporal
 
-        return run_temporal(args)
+        return run_temporal(args, _options(args))
     return _execute(args, Path(args.file), _options(args))
 
 
