@@ -137,13 +137,9 @@ def leaves_by_exit(handler: Callable[P, int]) -> Callable[P, int]:
         try:
             code = handler(*given, **named)
         except McpRunError as exc:
-            from runner.cli import _print_json_error
+            from runner.cli import report_error
 
-            prefix = "error: " if exc.exit_code != ExitCode.OK else ""
-            print(f"mcp-run: {prefix}{terminal(str(exc))}", file=sys.stderr)
-            if getattr(args, "json", False):
-                _print_json_error(exc)
-            code = int(exc.exit_code)
+            code = report_error(exc, json=getattr(args, "json", False))
         except KeyboardInterrupt:
             print("mcp-run: interrupted", file=sys.stderr)
             code = ExitCode.SIGINT
