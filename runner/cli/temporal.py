@@ -15,7 +15,14 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec
 
-from runner.engines import DEFAULT_ADDRESS, DEFAULT_TASK_QUEUE, TemporalOptions, need_temporal, refuse_unsupported
+from runner.engines import (
+    DEFAULT_ADDRESS,
+    DEFAULT_TASK_QUEUE,
+    ENGINES,
+    TemporalOptions,
+    need_temporal,
+    refuse_unsupported,
+)
 from runner.errors import BusyError, McpRunError, OpenRunChanged, RunAlreadyOpen, UsageError
 from runner.exitcodes import ExitCode
 from runner.termsafe import terminal
@@ -29,31 +36,22 @@ if TYPE_CHECKING:
 
 
 def add_engine_options(parser: argparse.ArgumentParser) -> None:
-    """``--engine`` and the options of a run on Temporal."""
-    parser.add_argument(
-        "--engine",
-        choices=("local", "temporal"),
-        default="local",
-        help="where the run happens: here (default), or on Temporal's workers (`mcp-run worker`)",
-    )
+    """``--engine`` and the options of a run on Temporal (defaults: :class:`~runner.engines.TemporalOptions`)."""
+    add_engine(parser, help="where the run happens: here (default), or on Temporal's workers (`mcp-run worker`)")
+    default = TemporalOptions()
+    on = "with --engine temporal:"
+    parser.add_argument("--detach", action="store_true", help=f"{on} start the run and return at once")
+    batch = f"{on} items per call activity (default: {default.batch_size})"
+    parser.add_argument("--batch-size", type=int, default=default.batch_size, metavar="N", help=batch)
+    silent = f"{on} a worker silent this long is taken for dead (default: {default.heartbeat_timeout:g})"
+    parser.add_argument("--heartbeat-timeout", type=float, default=default.heartbeat_timeout, metavar="S", help=silent)
+
+
+def add_engine(parser: argparse.ArgumentParser, *, help: str) -> None:
+    """``--engine`` (one of :data:`runner.engines.ENGINES`, local by default) and Temporal's connection options:
+    what every command that reads either engine's runs takes."""
+    parser.add_argument("--engine", choices=ENGINES, default="local", help=help)
     add_connection(parser)
-    parser.add_argument(
-        "--detach", action="store_true", help="with --engine temporal: start the run and return at once"
-    )
-    parser.add_argument(
-        "--batch-size",
-        type=int,
-        default=100,
-        metavar="N",
-        help="with --engine temporal: items per call activity (default: 100)",
-    )
-    parser.add_argument(
-        "--heartbeat-timeout",
-        type=float,
-        default=10.0,
-        metavar="S",
-        help="with --engine temporal: a worker silent this long is taken for dead (default: 10)",
-    )
 
 
 def add_connection(parser: argparse.ArgumentParser) -> None:
