@@ -1,7 +1,9 @@
 """The Temporal commands: ``temporal-dev``, ``worker --engine temporal``, and ``run --engine temporal``.
 
-``runner.temporal`` (and ``temporalio``) are imported only here, inside the commands that need them: the
-base install runs without the ``temporal`` extra.
+The run's lifecycle is the Temporal engine's (:mod:`runner.temporal.engine`, chosen by
+:func:`runner.engines.engine_named`); here it is only parsed, followed on screen and reported, its refusals
+given the commands to paste. ``runner.temporal`` (and ``temporalio``) are imported only inside the commands
+that need them: the base install runs without the ``temporal`` extra.
 """
 
 from __future__ import annotations
