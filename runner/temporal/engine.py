@@ -76,7 +76,8 @@ class TemporalEngine:
         return asyncio.run(self.start_and_follow(request))
 
     async def arun(self, request: RunRequest) -> Outcome:
-        """:meth:`run` inside a trio program: the asyncio loop runs in a worker thread."""
+        """:meth:`run` inside a trio program: the asyncio loop runs in a worker thread, which trio cannot cancel (a
+        cancelled scope waits for the run to end or stop; the run itself goes on on Temporal either way)."""
         import trio
 
         return await trio.to_thread.run_sync(self.run, request)
