@@ -7,34 +7,54 @@
     outcome = runner.run_workflow("workflows/convert_docs.yaml", inputs={"out": "build/html"}, resume=True)
     print(outcome.status, outcome.exit_code, outcome.outputs)
 
-``run_workflow`` runs trio itself; inside a trio program, ``await runner.arun_workflow(...)``. Both take the
-options of :class:`~runner.engine.run.RunOptions` as keywords, raise the typed errors of
-:mod:`runner.errors` and :mod:`runner.engine.core.resume` (a refusal never prints), and return an
-:class:`~runner.engine.core.outcome.Outcome`: ``status`` (``succeeded``, ``failed``, ``in-doubt``,
-``incomplete``, ``interrupted``), ``exit_code`` (the CLI's), ``outputs``, ``output_failures`` (those that
-failed to render), ``failures``, ``in_doubt``, ``run_id``, and ``summary()`` (the ``--json`` summary). A state
-directory that cannot keep runs is refused before anything is called
+    # on Temporal's workers (the temporal extra; `mcp-run worker --engine temporal` serves the queue)
+    outcome = runner.run_workflow(path, engine="temporal", temporal=runner.TemporalOptions(task_queue="q"))
+
+``run_workflow`` starts the event loop itself; inside a trio program, ``await runner.arun_workflow(...)``. Both
+take the options of :class:`~runner.engine.run.RunOptions` as keywords, an ``engine`` (``local``, the default,
+or ``temporal``: :mod:`runner.engines`) and its ``temporal`` options, raise the typed errors exported from
+:mod:`runner` (a refusal never prints; ``engine="temporal"`` without the extra is a ``UsageError`` that names
+it), and return an :class:`~runner.engine.core.outcome.Outcome`: ``status`` (``succeeded``, ``failed``,
+``in-doubt``, ``incomplete``, ``interrupted``), ``exit_code`` (the CLI's), ``outputs``, ``output_failures``
+(those that failed to render), ``failures``, ``in_doubt``, ``run_id``, and ``summary()`` (the ``--json``
+summary). A state directory that cannot keep runs is refused before anything is called
 (:class:`~runner.engine.preflight.StateDirUnusable`, a ``UsageError``). Unlike the CLI, nothing is printed
 and signals are left alone unless ``watch_signals=True``.
 """
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-import trio
-
 from runner.engine.core.outcome import Outcome
-from runner.engine.run import Reporter, RunOptions, execute
+from runner.engine.run import Reporter, RunOptions
+from runner.engines import Engine, EngineName, RunRequest, TemporalOptions, engine_named
 
 __all__ = ["Outcome", "arun_workflow", "run_workflow"]
+
+
+def _prepare(
+    path: str | Path,
+    *,
+    engine: EngineName | str,
+    temporal: TemporalOptions | None,
+    inputs: dict[str, Any] | None,
+    state_dir: str | Path | None,
+    resume: bool,
+    reporter: Reporter | None,
+    options: dict[str, Any],
+) -> tuple[Engine, RunRequest]:
+    """The engine asked for and the run asked of it, the options checked before anything starts."""
+    run_options = RunOptions(inputs=inputs, state_dir=state_dir, resume=resume, **options)
+    return engine_named(engine, temporal=temporal), RunRequest(Path(path), run_options, reporter=reporter)
 
 
 async def arun_workflow(
     path: str | Path,
     *,
+    engine: EngineName | str = "local",
+    temporal: TemporalOptions | None = None,
     inputs: dict[str, Any] | None = None,
     state_dir: str | Path | None = None,
     resume: bool = False,
@@ -42,19 +62,28 @@ async def arun_workflow(
     **options: Any,
 ) -> Outcome:
     """Run the workflow at ``path`` inside a running trio program; see the module docstring."""
-    run_options = RunOptions(inputs=inputs, state_dir=state_dir, resume=resume, **options)
-    return await execute(Path(path), run_options, reporter=reporter)
+    chosen, request = _prepare(
+        path, engine=engine, temporal=temporal, inputs=inputs, state_dir=state_dir, resume=resume,
+        reporter=reporter, options=options,
+    )  # fmt: skip
+    return await chosen.arun(request)
 
 
 def run_workflow(
     path: str | Path,
     *,
+    engine: EngineName | str = "local",
+    temporal: TemporalOptions | None = None,
     inputs: dict[str, Any] | None = None,
     state_dir: str | Path | None = None,
     resume: bool = False,
     reporter: Reporter | None = None,
     **options: Any,
 ) -> Outcome:
-    """Run the workflow at ``path`` (trio is started and stopped here); see the module docstring."""
-    call = partial(arun_workflow, path, inputs=inputs, state_dir=state_dir, resume=resume, reporter=reporter)
-    return trio.run(partial(call, **options))
+    """Run the workflow at ``path`` (the engine's event loop is started and stopped here); see the module
+    docstring."""
+    chosen, request = _prepare(
+        path, engine=engine, temporal=temporal, inputs=inputs, state_dir=state_dir, resume=resume,
+        reporter=reporter, options=options,
+    )  # fmt: skip
+    return chosen.run(request)

@@ -1,26 +1,61 @@
 """The errors mcp-run raises, named by who caused the failure.
 
-Every error carries the exit code the CLI turns it into (see :mod:`runner.exitcodes`)::
+Every error carries the exit code the CLI turns it into (see :mod:`runner.exitcodes`); each is public from
+:mod:`runner` (``runner.UnfinishedRun``), wherever it is defined (in brackets when not here)::
 
     McpRunError                       base of everything below
-    ├── UsageError                    (2) the command line was wrong
+    ├── UsageError                    (2) the command line (or the API's options) asked for something impossible
+    │   ├── UnfinishedRun             (2) an earlier run is unfinished: --resume or --new-run [engine.core.resume]
+    │   ├── RunDamaged                (2) the run's journal cannot be read far enough to resume [engine.core.resume]
+    │   ├── NoRunToRetry              (2) --retry-failed found no run [engine.core.resume]
+    │   ├── NoUnfinishedRun           (2) ``resume WORKFLOW`` found no open run [engine.core.resume]
+    │   ├── RunAlreadyFinished        (2) the run named is closed [engine.core.resume]
+    │   ├── EnvironmentChanged        (2) an environment variable the run read changed [engine.core.resume]
+    │   ├── RunChanged                (2) the workflow or inputs changed since the run started [engine.core.resume]
+    │   ├── UnknownRun                (2) no run has that id [engine.journal.rundir]
+    │   ├── AmbiguousRun              (2) a short id that names several runs [engine.journal.rundir]
+    │   ├── StateDirUnusable          (2) the state directory cannot keep runs [engine.preflight]
+    │   ├── OutputUnusable            (2) --output cannot be written [engine.preflight]
+    │   └── OpenRunChanged            (2) the open run on Temporal was started from another definition
     ├── WorkflowError                 (2) the workflow file is invalid: file, line, column, key path
+    │   ├── WorkflowErrors            (2) several of them, found in one pass [workflow.positions]
+    │   └── TemplateSyntaxError       (2) a ${{ }} template that cannot be compiled [workflow.template]
     ├── BusyError                     (6) another process holds the run
+    │   ├── WorkflowBusy              (6) another process holds the workflow's lock [engine.journal.rundir]
+    │   └── RunAlreadyOpen            (6) a run of the file is open on Temporal
     ├── InvalidCall                   (1) refused before sending: no such tool, or arguments its schema refuses
+    ├── TemplateError                 (1) a template failed while rendering [workflow.template]
+    ├── NothingToRetry                (0) --retry-failed found a run that succeeded [engine.core.resume]
+    ├── JournalCorrupt                (2) a journal line that is not an event [engine.journal.reader]
+    ├── JournalWriteError             (1) the journal could not be written: the run stops [engine.journal.writer]
+    ├── TemporalUnreachable           (4) Temporal's frontend could not be reached
+    ├── RunEndedWithoutResult         (1) the run's workflow on Temporal was cancelled or terminated
     └── ServerError                   something went wrong talking to an MCP server
         ├── TransportError            the connection failed; ``written`` says if the request went out
         │   ├── ConnectFailed         (4) could not start, reach or initialize the server
+        │   │   ├── LaunchError       (4) a stdio server that cannot start as described [launch]
+        │   │   ├── ServerUnreachable (4) the run gave up reconnecting to a server [engine.servers]
+        │   │   └── AuthFailed        (4) the server's authorization failed [auth.errors]
+        │   │       └── LoginRequired (4) ``mcp-run login`` first [auth.errors]
         │   ├── NotDelivered          (4) the request surely never reached the server: safe to retry
         │   │   └── SessionExpired    (4) the server forgot our session (HTTP 404): re-initialize
         │   ├── HTTPStatusError       (4/3) the server refused the request with an HTTP status
         │   └── OutcomeUnknown        (5) the request was written but its result is lost: *in doubt*
-        │       └── CallTimeout       (5) no result in time; cancellation was sent
+        │       ├── CallTimeout       (5) no result in time; cancellation was sent
+        │       ├── TaskNotFollowed   (5) the server made the call a task mcp-run does not follow [session.results]
+        │       ├── TaskLost          (5) the server no longer knows the call's task [engine.calls.task]
+        │       └── TaskUnfinished    (5) the task ended without a result [engine.calls.task]
         ├── ProtocolError             (3) the server broke the protocol or answered with an error
         │   ├── JsonRpcError          (3) a JSON-RPC error response: ``code``, ``message``, ``data``
         │   ├── MalformedMessage      (3) bytes that are not a valid JSON-RPC message
         │   ├── FrameTooLarge         (3) a message over the size cap
-        │   └── UnsupportedProtocolVersion (3) the server chose a version we do not speak
+        │   ├── UnsupportedProtocolVersion (3) the server chose a version we do not speak
+        │   └── ResultNotSupported    (3) a kind of result mcp-run cannot act on yet [session.results]
         └── ToolError                 (1) the tool ran and reported failure (``isError: true``)
+
+Internal, never met by a caller (caught where they are raised), so neither public nor drawn: ``Drained`` and
+``TaskUncollected`` (:mod:`runner.engine.calls`), ``CannotCheck`` and its kinds (:mod:`runner.workflow.argcheck`:
+the call goes out unchecked), ``PlanCheckFailed`` (``mcp-run plan --check``).
 
 Errors are translated at the boundary where they happen, with the cause kept in ``__cause__``.
 """
@@ -46,10 +81,14 @@ __all__ = [
     "MalformedMessage",
     "McpRunError",
     "NotDelivered",
+    "OpenRunChanged",
     "OutcomeUnknown",
     "ProtocolError",
+    "RunAlreadyOpen",
+    "RunEndedWithoutResult",
     "ServerError",
     "SessionExpired",
+    "TemporalUnreachable",
     "ToolError",
     "TransportError",
     "UnsupportedProtocolVersion",
@@ -308,6 +347,46 @@ class ToolError(ServerError):
     def __init__(self, message: str, result: ToolResult) -> None:
         super().__init__(message)
         self.result = result
+
+
+class TemporalUnreachable(McpRunError):
+    """Temporal's frontend could not be reached (exit 4)."""
+
+    exit_code = ExitCode.UNREACHABLE
+
+
+class RunEndedWithoutResult(McpRunError):
+    """The run's workflow on Temporal was cancelled or terminated (exit 1)."""
+
+    exit_code = ExitCode.FAILED
+
+
+class RunAlreadyOpen(BusyError):
+    """A run of the workflow file is open on Temporal (``run_id``, None when it could not be read): no second
+    one starts beside it. ``waiting``: it waits for a decision about items in doubt (None when no worker said).
+    Exit 6, as a local start that finds the workflow's lock held by a running process."""
+
+    def __init__(self, run_id: str | None, workflow: str, *, waiting: bool | None = None) -> None:
+        super().__init__(f"run {run_id or '(unknown)'} of {workflow} is open on Temporal")
+        self.run_id = run_id
+        self.workflow = workflow
+        self.waiting = waiting
+
+
+class OpenRunChanged(UsageError):
+    """A resume on Temporal found the file's open run started from another definition (``changes``: what
+    differs, the workflow text or inputs): on Temporal a run goes on with the definition it started with."""
+
+    def __init__(self, run_id: str, workflow: str, changes: list[str]) -> None:
+        super().__init__(
+            f"run {run_id} of {workflow} cannot be resumed as is:\n  - "
+            + "\n  - ".join(changes)
+            + "\nOn Temporal the run goes on with the definition it started with (--allow-changed is not "
+            "available there)."
+        )
+        self.run_id = run_id
+        self.workflow = workflow
+        self.changes = changes
 
 
 def first_line(error: BaseException | str) -> str:

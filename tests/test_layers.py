@@ -70,12 +70,16 @@ ALLOWED: dict[str, set[str]] = {
     "runner.view": {"runner.view"},
     "runner.testing": {"runner.testing", "runner.transports", "runner.connect", "runner.session", "runner.auth"},
     "runner.demo": {"runner.demo"},
-    "runner.api": {"runner.engine"},
+    "runner.api": {"runner.engine", "runner.engines"},
+    # The engine selector: the local engine, and the Temporal one imported inside engine_named only (see
+    # test_only_the_cli_imports_temporal).
+    "runner.engines": {"runner.engine", "runner.temporal"},
     # The Temporal engine: the pure core and the local engine's pieces (state, outcome, sessions), never the
     # reverse (see test_only_the_cli_imports_temporal).
     "runner.temporal": {
         "runner.temporal",
         "runner.engine",
+        "runner.engines",
         "runner.session",
         "runner.workflow.loader",
         "runner.secrets_of",
@@ -120,8 +124,8 @@ def test_imports_follow_the_layers(name: str, path: Path) -> None:
     if name.startswith("runner.cli") or name == "runner.__main__":
         return  # the CLI (and `python -m runner`) may import everything
     assert not any(i.startswith("runner.cli") for i in runner_imports), f"{name} imports the CLI"
-    if name == "runner":  # the package: the version, and the Python API imported lazily
-        assert runner_imports <= {"runner.api"}, f"runner imports {runner_imports}"
+    if name == "runner":  # the package: the version, and its public names imported lazily from where they live
+        assert runner_imports <= set(runner._FROM), f"runner imports {runner_imports - set(runner._FROM)}"
         return
     if _within(name, CORE) and name not in CORE_EXCEPT:
         third_party = {i.split(".")[0] for i in imports_of(path)} & IO_LIBRARIES
@@ -199,10 +203,35 @@ def test_validate_opens_no_session() -> None:
 
 
 def test_only_the_cli_imports_temporal() -> None:
-    """The base install needs no temporalio: only runner.temporal imports it, and only the CLI imports that."""
+    """The base install needs no temporalio: only runner.temporal imports it, and only the CLI imports that, and
+    the engine selector (runner.engines), inside the function that is asked for engine="temporal" only: so that
+    ``runner.run_workflow(..., engine="temporal")`` works, while ``import runner`` and the local engine never
+    load it (the selector says what to install when temporalio is missing)."""
     for name, path in MODULES:
         found = imports_of(path)
         if not name.startswith(("runner.temporal", "runner.cli.temporal")):
             assert not any(i.split(".")[0] == "temporalio" for i in found), f"{name} imports temporalio"
+        if name == "runner.engines":
+            found = module_level_imports(path)
         if not name.startswith(("runner.temporal", "runner.cli")):
             assert not any(i.startswith("runner.temporal") for i in found), f"{name} imports runner.temporal"
+
+
+def module_level_imports(path: Path) -> set[str]:
+    """The imports of a module outside its functions (those run when it is imported)."""
+    tree = ast.parse(path.read_text())
+    inside = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for inner in ast.walk(node)
+    }
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in inside:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found

@@ -128,17 +128,7 @@ def _print_json_error(exc: McpRunError) -> None:
     from runner.schemas import ErrorReport, Problem
 
     located = getattr(exc, "errors", None) or ([exc] if hasattr(exc, "line") else [])
-    problems = [
-        Problem(
-            message=e.message,
-            file=e.file,
-            line=e.line,
-            column=e.column,
-            path=e.path,
-            suggestion=e.suggestion,
-        )
-        for e in located
-    ]
+    problems = [Problem.model_validate(e, from_attributes=True) for e in located]  # a WorkflowError's fields
     report = ErrorReport(
         version=1,
         status="nothing-to-do" if exc.exit_code == ExitCode.OK else "error",
@@ -176,16 +166,10 @@ def _main(argv: Sequence[str] | None) -> int:
     global AS_PROGRAM
     AS_PROGRAM = argv is None
     args_list = list(sys.argv[1:] if argv is None else argv)
-    options, server_argv = _split_server_argv(args_list)
-    json_output = "--json" in options
+    json_output = "--json" in _split_server_argv(args_list)[0]
     _never_raise_on_output()
     try:
-        if args_list and not args_list[0].startswith("-") and args_list[0] not in COMMANDS:
-            typo = _command_typo(args_list[0])
-            if typo is not None:
-                raise typo
-            args_list.insert(0, "run")  # `mcp-run FILE` means `mcp-run run FILE`
-            options, server_argv = _split_server_argv(args_list)
+        options, server_argv = _split_server_argv(_as_command(args_list))
         if options == ["--version"]:  # what argparse's version action prints, without building every command
             print(f"mcp-run {__version__}")
             return ExitCode.OK
@@ -200,13 +184,30 @@ def _main(argv: Sequence[str] | None) -> int:
             raise UsageError(f"command {args.command!r} is not available yet")
         return handler(args)
     except McpRunError as exc:
-        print(f"mcp-run: {'error: ' if exc.exit_code != ExitCode.OK else ''}{terminal(str(exc))}", file=sys.stderr)
-        if json_output:
-            _print_json_error(exc)
-        return int(exc.exit_code)
+        return report_error(exc, json=json_output)
     except KeyboardInterrupt:
         print("mcp-run: interrupted", file=sys.stderr)
         return ExitCode.SIGINT
     except BrokenPipeError:
         # A stream that is a terminal closed early (others are guarded): not an error of ours.
         return ExitCode.OK
+
+
+def _as_command(args_list: list[str]) -> list[str]:
+    """The arguments with their command: ``mcp-run FILE ...`` means ``mcp-run run FILE ...``, unless the first
+    word is a near-miss of a command (a typo, refused)."""
+    if not args_list or args_list[0].startswith("-") or args_list[0] in COMMANDS:
+        return args_list
+    typo = _command_typo(args_list[0])
+    if typo is not None:
+        raise typo
+    return ["run", *args_list]
+
+
+def report_error(exc: McpRunError, *, json: bool) -> int:
+    """The error funnel: one message on stderr (and, under ``--json``, the error as JSON on stdout); the exit
+    code of its kind. Every command's refusal leaves through here."""
+    print(f"mcp-run: {'error: ' if exc.exit_code != ExitCode.OK else ''}{terminal(str(exc))}", file=sys.stderr)
+    if json:
+        _print_json_error(exc)
+    return int(exc.exit_code)

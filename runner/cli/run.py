@@ -80,6 +80,18 @@ examples:
 """
 
 
+RESUME_USAGE = "%(prog)s [WORKFLOW] RUN_ID [options]\n       %(prog)s WORKFLOW [options]"
+VALIDATE_HELP = (
+    "Check a workflow without contacting any server: YAML, schema, servers, templates, references, cycles. Exit "
+    "code 2 with file:line:column for each problem. A stdio server's program and working directory given relative "
+    "to the workflow must exist; a program not found on PATH here is only a warning."
+)
+PLAN_HELP = (
+    "Print the DAG: layers, server, tool, fan-out, concurrency and retry safety. With --check, also connect, list "
+    "tools, and check that every tool exists and its arguments fit its schema."
+)
+
+
 def _add_workflow_inputs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--input",
@@ -167,13 +179,13 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: str) -> None:
-    run = sub.add_parser(
-        "run",
-        help="run a workflow (the default command)",
-        description=RUN_HELP,
-        epilog=RUN_EXAMPLES + "\n" + exit_help,
-        formatter_class=formatter,
-    )
+    def command(name: str, help: str, description: str, epilog: str, **more: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = sub.add_parser(
+            name, help=help, description=description, epilog=epilog, formatter_class=formatter, **more
+        )
+        return parser
+
+    run = command("run", "run a workflow (the default command)", RUN_HELP, RUN_EXAMPLES + "\n" + exit_help)
     run.add_argument("file", metavar="WORKFLOW", help="the workflow file (YAML)")
     _add_workflow_inputs(run)
     _add_run_options(run)
@@ -182,14 +194,10 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
     add_engine_options(run)
     run.set_defaults(handler=run_command)
 
-    resume = sub.add_parser(
-        "resume",
-        help="resume a run by id, or a workflow's unfinished run",
-        usage="%(prog)s [WORKFLOW] RUN_ID [options]\n       %(prog)s WORKFLOW [options]",
-        description=RESUME_HELP,
-        epilog=RESUME_EXAMPLES + "\n" + exit_help,
-        formatter_class=formatter,
-    )
+    resume = command(
+        "resume", "resume a run by id, or a workflow's unfinished run", RESUME_HELP,
+        RESUME_EXAMPLES + "\n" + exit_help, usage=RESUME_USAGE,
+    )  # fmt: skip
     resume.add_argument("target", metavar="WORKFLOW|RUN_ID", help="a workflow file or a run id")
     resume.add_argument("run_id", metavar="RUN_ID", nargs="?", help="a run id (after a WORKFLOW)")
     _add_workflow_inputs(resume)
@@ -197,27 +205,12 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
     add_engine_options(resume)
     resume.set_defaults(handler=resume_command)
 
-    validate = sub.add_parser(
-        "validate",
-        help="check a workflow without running it",
-        description="Check a workflow without contacting any server: YAML, schema, servers, templates, references, "
-        "cycles. Exit code 2 with file:line:column for each problem. A stdio server's program and working directory "
-        "given relative to the workflow must exist; a program not found on PATH here is only a warning.",
-        epilog=exit_help,
-        formatter_class=formatter,
-    )
+    validate = command("validate", "check a workflow without running it", VALIDATE_HELP, exit_help)
     validate.add_argument("file", metavar="WORKFLOW")
     _add_workflow_inputs(validate)
     validate.set_defaults(handler=validate_command)
 
-    plan = sub.add_parser(
-        "plan",
-        help="show the steps in order",
-        description="Print the DAG: layers, server, tool, fan-out, concurrency and retry safety. With --check, "
-        "also connect, list tools, and check that every tool exists and its arguments fit its schema.",
-        epilog=exit_help,
-        formatter_class=formatter,
-    )
+    plan = command("plan", "show the steps in order", PLAN_HELP, exit_help)
     plan.add_argument("file", metavar="WORKFLOW")
     _add_workflow_inputs(plan)
     plan.add_argument("--check", action="store_true", help="connect to the servers and check tools and arguments")
@@ -279,7 +272,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.engine == "temporal":
         from runner.cli.temporal import run_temporal
 
-        return run_temporal(args)
+        return run_temporal(args, _options(args))
     return _execute(args, Path(args.file), _options(args))
 
 

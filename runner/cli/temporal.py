@@ -1,7 +1,9 @@
 """The Temporal commands: ``temporal-dev``, ``worker --engine temporal``, and ``run --engine temporal``.
 
-``runner.temporal`` (and ``temporalio``) are imported only here, inside the commands that need them: the
-base install runs without the ``temporal`` extra.
+The run's lifecycle is the Temporal engine's (:mod:`runner.temporal.engine`, chosen by
+:func:`runner.engines.engine_named`); here it is only parsed, followed on screen and reported, its refusals
+given the commands to paste. ``runner.temporal`` (and ``temporalio``) are imported only inside the commands
+that need them: the base install runs without the ``temporal`` extra.
 """
 
 from __future__ import annotations
@@ -11,46 +13,47 @@ import functools
 import os
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ParamSpec
 
-from runner.errors import BusyError, McpRunError, UsageError
+from runner.engines import (
+    DEFAULT_ADDRESS,
+    DEFAULT_TASK_QUEUE,
+    ENGINES,
+    TemporalOptions,
+    need_temporal,
+    refuse_unsupported,
+)
+from runner.errors import BusyError, McpRunError, OpenRunChanged, RunAlreadyOpen, UsageError
 from runner.exitcodes import ExitCode
 from runner.termsafe import terminal
 
-DEFAULT_ADDRESS = "127.0.0.1:7233"
-DEFAULT_TASK_QUEUE = "mcp-run"
-EXTRA_HINT = "install the extra: pip install 'mcp-run[temporal]'"
+P = ParamSpec("P")
+
+if TYPE_CHECKING:
+    from runner.cli.report import Console
+    from runner.engine.run import RunOptions
+    from runner.temporal.engine import Started, TemporalEngine
 
 
 def add_engine_options(parser: argparse.ArgumentParser) -> None:
-    """``--engine`` and the options of a run on Temporal."""
-    parser.add_argument(
-        "--engine",
-        choices=("local", "temporal"),
-        default="local",
-        help="where the run happens: here (default), or on Temporal's workers (`mcp-run worker`)",
-    )
+    """``--engine`` and the options of a run on Temporal (defaults: :class:`~runner.engines.TemporalOptions`)."""
+    add_engine(parser, help="where the run happens: here (default), or on Temporal's workers (`mcp-run worker`)")
+    default = TemporalOptions()
+    on = "with --engine temporal:"
+    parser.add_argument("--detach", action="store_true", help=f"{on} start the run and return at once")
+    batch = f"{on} items per call activity (default: {default.batch_size})"
+    parser.add_argument("--batch-size", type=int, default=default.batch_size, metavar="N", help=batch)
+    silent = f"{on} a worker silent this long is taken for dead (default: {default.heartbeat_timeout:g})"
+    parser.add_argument("--heartbeat-timeout", type=float, default=default.heartbeat_timeout, metavar="S", help=silent)
+
+
+def add_engine(parser: argparse.ArgumentParser, *, help: str) -> None:
+    """``--engine`` (one of :data:`runner.engines.ENGINES`, local by default) and Temporal's connection options:
+    what every command that reads either engine's runs takes."""
+    parser.add_argument("--engine", choices=ENGINES, default="local", help=help)
     add_connection(parser)
-    parser.add_argument(
-        "--detach", action="store_true", help="with --engine temporal: start the run and return at once"
-    )
-    parser.add_argument(
-        "--batch-size",
-        type=int,
-        default=100,
-        metavar="N",
-        help="with --engine temporal: items per call activity (default: 100)",
-    )
-    parser.add_argument(
-        "--heartbeat-timeout",
-        type=float,
-        default=10.0,
-        metavar="S",
-        help="with --engine temporal: a worker silent this long is taken for dead (default: 10)",
-    )
 
 
 def add_connection(parser: argparse.ArgumentParser) -> None:
@@ -124,22 +127,19 @@ def _command(
     return parser
 
 
-def leaves_by_exit(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+def leaves_by_exit(handler: Callable[P, int]) -> Callable[P, int]:
     """Every Temporal command leaves through here: an error is reported as :func:`runner.cli.main` reports
     it, Ctrl-C exits 130, and the process then leaves by :func:`_exit` with the code, whatever the path."""
 
     @functools.wraps(handler)
-    def run(args: argparse.Namespace) -> int:
+    def run(*given: P.args, **named: P.kwargs) -> int:
+        args = given[0] if given else named["args"]
         try:
-            code = handler(args)
+            code = handler(*given, **named)
         except McpRunError as exc:
-            from runner.cli import _print_json_error
+            from runner.cli import report_error
 
-            prefix = "error: " if exc.exit_code != ExitCode.OK else ""
-            print(f"mcp-run: {prefix}{terminal(str(exc))}", file=sys.stderr)
-            if getattr(args, "json", False):
-                _print_json_error(exc)
-            code = int(exc.exit_code)
+            code = report_error(exc, json=getattr(args, "json", False))
         except KeyboardInterrupt:
             print("mcp-run: interrupted", file=sys.stderr)
             code = ExitCode.SIGINT
@@ -164,16 +164,9 @@ def temporal_dev_command(args: argparse.Namespace) -> int:
     return ExitCode.OK  # pragma: no cover
 
 
-def _need_temporal() -> None:
-    try:
-        import temporalio  # noqa: F401
-    except ImportError:
-        raise UsageError(f"--engine temporal needs temporalio; {EXTRA_HINT}") from None
-
-
 @leaves_by_exit
 def worker_command(args: argparse.Namespace) -> int:
-    _need_temporal()
+    need_temporal()
     import asyncio
 
     from runner.temporal.worker import serve
@@ -194,7 +187,7 @@ def worker_command(args: argparse.Namespace) -> int:
 
 @leaves_by_exit
 def cancel_command(args: argparse.Namespace) -> int:
-    _need_temporal()
+    need_temporal()
     import asyncio
 
     from runner.temporal.client import cancel, connect
@@ -209,7 +202,7 @@ def cancel_command(args: argparse.Namespace) -> int:
 
 @leaves_by_exit
 def export_command(args: argparse.Namespace) -> int:
-    _need_temporal()
+    need_temporal()
     import asyncio
 
     from runner.jsontext import dumps
@@ -234,7 +227,7 @@ def engine_args(args: argparse.Namespace) -> list[str]:
     return ["--engine", "temporal", *address]
 
 
-def _refused(exc: Any, path: Path, args: argparse.Namespace) -> McpRunError:
+def _refused(exc: RunAlreadyOpen, path: Path, args: argparse.Namespace) -> McpRunError:
     """A start refused because a run of the file is open on Temporal (``RunAlreadyOpen``), said as a local
     start says it: busy (exit 6) while the run runs, as when another process holds the workflow's lock;
     unfinished (exit 2) when it waits for a decision about items in doubt, as an interrupted local run."""
@@ -265,154 +258,106 @@ def _refused(exc: Any, path: Path, args: argparse.Namespace) -> McpRunError:
     )
 
 
-async def _same_definition(found: Any, spec: Any, path: Path, args: argparse.Namespace) -> None:
-    """``--resume`` of an open run refuses a changed workflow file or inputs (exit 2), as a local resume does;
-    on Temporal the run goes on with the definition it started with, so there is no ``--allow-changed``."""
+def _changed(exc: OpenRunChanged, args: argparse.Namespace) -> UsageError:
+    """``--resume`` of an open run started from another definition (exit 2), with the commands that follow or
+    cancel it: on Temporal the run goes on with the definition it started with."""
     from runner.cli.where import show_hint
-    from runner.temporal.changes import changes_since
 
-    run_id = found.run_id
-    changes = changes_since(await found.description.memo(), spec)
-    if changes:
-        logs = show_hint(None, run_id, None, *engine_args(args), "--follow", command="logs")
-        cancel = show_hint(None, run_id, None, *engine_args(args), command="cancel")
-        raise UsageError(
-            f"run {run_id} of {path} cannot be resumed as is:\n  - "
-            + "\n  - ".join(changes)
-            + "\nOn Temporal the run goes on with the definition it started with (--allow-changed is not available "
-            f"there). Restore the file, or follow it with:\n  {logs}\nor cancel it with:\n  {cancel}"
-        )
+    logs = show_hint(None, exc.run_id, None, *engine_args(args), "--follow", command="logs")
+    cancel = show_hint(None, exc.run_id, None, *engine_args(args), command="cancel")
+    return UsageError(f"{exc} Restore the file, or follow it with:\n  {logs}\nor cancel it with:\n  {cancel}")
+
+
+def temporal_options(args: argparse.Namespace) -> TemporalOptions:
+    """The Temporal engine's options, from the command line."""
+    batch = {"batch_size": args.batch_size, "heartbeat_timeout": args.heartbeat_timeout}
+    return TemporalOptions(address=args.temporal_address, task_queue=args.task_queue, **batch)
 
 
 @leaves_by_exit
-def run_temporal(args: argparse.Namespace) -> int:
-    """``mcp-run FILE --engine temporal``: see :mod:`runner.temporal.client`."""
-    for flag in ("retry_failed", "no_journal", "allow_changed", "protocol_version", "elicitation"):
-        if getattr(args, flag, False):
-            raise UsageError(f"--{flag.replace('_', '-')} is not available with --engine temporal yet")
-    _need_temporal()
-    import asyncio
-
-    from runner.cli.report import Console, ReportOptions, report
-    from runner.workflow.loader import load_inputs_file, validate
+def run_temporal(args: argparse.Namespace, options: RunOptions) -> int:
+    """``mcp-run FILE --engine temporal``: :meth:`runner.temporal.engine.TemporalEngine.start`, then (unless
+    ``--detach``) followed and reported as a local run is."""
+    refuse_unsupported(options)
+    need_temporal()
+    from runner.engines import RunRequest, engine_named
+    from runner.temporal.engine import TemporalEngine
 
     path = Path(args.file)
-    if not path.is_file():
-        raise UsageError(f"no workflow file {str(path)!r}")
-    inputs_file = load_inputs_file(args.inputs_file) if args.inputs_file else None
-    plan = validate(str(path), require_inputs=True, input_pairs=args.input, inputs_file=inputs_file)
-    if args.output:  # before the run starts, as locally: outputs with nowhere to go are found out now
+    if args.output and path.is_file():  # before the run starts, as locally: outputs with nowhere to go
         from runner.engine.preflight import check_output
 
         check_output(Path(args.output), workflow=path, inputs_file=args.inputs_file)
+    engine = engine_named("temporal", temporal=temporal_options(args))
+    assert isinstance(engine, TemporalEngine)
+    from runner.cli.report import Console
+
     console = Console(args.quiet)
-
-    from runner.temporal import client as remote
-
-    if not 1 <= args.batch_size <= 1000:
-        raise UsageError("--batch-size must be between 1 and 1000")
-    if not args.heartbeat_timeout >= 1:
-        raise UsageError("--heartbeat-timeout must be at least 1 second")
-    spec = replace(
-        remote.make_spec(path, plan),
-        batch_size=args.batch_size,
-        heartbeat_timeout=args.heartbeat_timeout,
-        server_log_level=args.server_log_level,  # carried to the workers (runner.temporal.serverlog)
-    )
-
-    from runner.cli.where import in_doubt_decision
-
-    decision = in_doubt_decision(args)
-    choice = None if decision == "ask" else decision
     current: list[str] = []  # the run followed, once known (for the message when Ctrl-C detaches)
 
-    async def open_handle(client: Any) -> tuple[Any, Any]:
-        """The handle of the run to follow, and the open run found (None when it was started here). With
-        --resume: the file's open run, else a new one; without: a new one, refused by Temporal when a run is
-        open."""
-        for _ in range(3):  # an open run found by --resume may close before it is followed: start then
-            found = await remote.open_run(client, spec.workflow) if args.resume else None
-            if found is not None:
-                return found.handle, found
-            try:
-                return await remote.start_run(client, spec, args.task_queue), None
-            except remote.RunAlreadyOpen as exc:
-                if not args.resume:
-                    raise _refused(exc, path, args) from None
-        raise UsageError(f"the runs of {path} on Temporal change too fast to follow one; try again")
-
     async def main() -> int:
-        client = await remote.connect(args.temporal_address)
-        handle, found = await open_handle(client)
-        run_id = spec.run_id if found is None else found.run_id
-        current.append(run_id)
-        start = 0
-        if found is None:
-            console.info(f"run {run_id} on Temporal (workflow {handle.id}, task queue {args.task_queue})")
-        else:
-            await _same_definition(found, spec, path, args)
-            if choice is not None:
-                handle, _plan, start = await remote.decide(client, run_id, choice)
-            console.info(f"following run {run_id} on Temporal (workflow {handle.id})")
-        if args.detach:
-            return ExitCode.OK
-        view = _Progress(console, quiet=args.quiet or args.no_progress, after=start)
-        started_at = time.monotonic()
-        followed = await remote.follow(handle, on_entry=view.entry)
-        outcome = remote.outcome_of(plan, followed)
-        outcome.duration = time.monotonic() - started_at
-        options = ReportOptions(json=args.json, output=args.output, quiet=args.quiet)
-        return report(outcome, options, console, state_dir=None, resume_command=_resume_command(outcome, args))
+        try:
+            started = await engine.start(RunRequest(path, options, reporter=console))
+        except RunAlreadyOpen as exc:
+            raise _refused(exc, path, args) from None
+        except OpenRunChanged as exc:
+            raise _changed(exc, args) from None
+        current.append(started.run_id)
+        return ExitCode.OK if args.detach else await _follow_and_report(engine, started, console, args)
 
-    try:
-        return asyncio.run(main())
-    except KeyboardInterrupt:
-        if current:
-            console.error(f"detached: run {current[0]} goes on on Temporal")
-        else:
-            console.error("interrupted")
-        return ExitCode.SIGINT
+    return _until_interrupted(main, console, current)
 
 
 @leaves_by_exit
 def resume_temporal(args: argparse.Namespace) -> int:
     """``mcp-run resume RUN_ID --engine temporal --rerun-in-doubt|--skip-in-doubt``: the decision about a run's
     items in doubt, sent to its workflow (an update), which then runs what is left; followed as a run is."""
-    _need_temporal()
-    import asyncio
-
-    from runner.cli.report import Console, ReportOptions, report
+    need_temporal()
+    from runner.cli.where import in_doubt_decision
+    from runner.engines import engine_named
+    from runner.temporal.engine import TemporalEngine
 
     run_id = args.run_id or args.target
-    from runner.cli.where import in_doubt_decision
-
     decision = in_doubt_decision(args)
     if decision == "ask":
         raise UsageError(
             "a run on Temporal is resumed by deciding its items in doubt: --rerun-in-doubt, --skip-in-doubt or "
             "--accept-in-doubt"
         )
-    choice: str = decision
+    engine = engine_named("temporal", temporal=temporal_options(args))
+    assert isinstance(engine, TemporalEngine)
+    from runner.cli.report import Console
+
     console = Console(args.quiet)
 
-    from runner.temporal.client import connect, decide, follow, outcome_of
-
     async def main() -> int:
-        client = await connect(args.temporal_address)
-        handle, plan, start = await decide(client, run_id, choice)
-        console.info(f"resuming run {run_id} on Temporal ({choice} the items in doubt)")
-        view = _Progress(console, quiet=args.quiet or args.no_progress, after=start)
-        started = time.monotonic()
-        followed = await follow(handle, on_entry=view.entry)
-        outcome = outcome_of(plan, followed)
-        outcome.duration = time.monotonic() - started
-        options = ReportOptions(json=args.json, output=args.output, quiet=args.quiet)
-        return report(outcome, options, console, state_dir=None, resume_command=_resume_command(outcome, args))
+        started = await engine.resume(run_id, decision)
+        console.info(f"resuming run {run_id} on Temporal ({decision} the items in doubt)")
+        return await _follow_and_report(engine, started, console, args)
+
+    return _until_interrupted(main, console, [run_id])
+
+
+async def _follow_and_report(
+    engine: TemporalEngine, started: Started, console: Console, args: argparse.Namespace
+) -> int:
+    """Follow the run (a line per step as it ends), then report it as a local run is reported."""
+    from runner.cli.report import ReportOptions, report
+
+    view = _Progress(console, quiet=args.quiet or args.no_progress, after=started.after)
+    outcome = await engine.follow(started, on_entry=view.entry)
+    options = ReportOptions(json=args.json, output=args.output, quiet=args.quiet)
+    return report(outcome, options, console, state_dir=None, resume_command=_resume_command(outcome, args))
+
+
+def _until_interrupted(main: Callable[[], Coroutine[Any, Any, int]], console: Console, current: list[str]) -> int:
+    """``main`` in an asyncio loop; Ctrl-C detaches (the run, once ``current`` names it, goes on on Temporal)."""
+    import asyncio
 
     try:
         return asyncio.run(main())
     except KeyboardInterrupt:
-        console.error(f"detached: run {run_id} goes on on Temporal")
+        console.error(f"detached: run {current[0]} goes on on Temporal" if current else "interrupted")
         return ExitCode.SIGINT
 
 

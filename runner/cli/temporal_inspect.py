@@ -28,9 +28,9 @@ T = TypeVar("T")
 
 def _run(make: Callable[[Any], Awaitable[T]], args: argparse.Namespace) -> T:
     """Connect to Temporal (exit 4 when it cannot be reached) and run ``make(client)``."""
-    from runner.cli.temporal import _need_temporal
+    from runner.engines import need_temporal
 
-    _need_temporal()
+    need_temporal()
     import asyncio
 
     from runner.temporal.client import connect

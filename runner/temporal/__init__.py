@@ -11,6 +11,7 @@ asked for: the base install does not need ``temporalio`` (the ``temporal`` extra
 - :mod:`.activities`: the call activity (asyncio side).
 - :mod:`.dag`: the deterministic DAG workflow, built from the pure core (plan, templates, conditions, state).
 - :mod:`.worker`, :mod:`.client`: the worker process, and starting and following a run.
+- :mod:`.engine`: the Temporal engine (:class:`runner.engines.Engine`): the run's lifecycle, for the CLI and the API.
 - :mod:`.runids`: one workflow id per workflow file (Temporal refuses a second open run), and run ids.
 - :mod:`.changes`: what a resume compares with the open run (the run's memo).
 """

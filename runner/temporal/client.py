@@ -37,14 +37,14 @@ from temporalio.service import RPCError
 from runner.engine.core.events import RunStatus, decode
 from runner.engine.core.outcome import Outcome, settle
 from runner.engine.core.state import RunState
-from runner.errors import BusyError, McpRunError, UsageError
+from runner.engines import DEFAULT_ADDRESS
+from runner.errors import RunAlreadyOpen, RunEndedWithoutResult, TemporalUnreachable, UsageError
 from runner.exitcodes import ExitCode
 from runner.masking import shown_fields
 from runner.temporal.changes import memo_of
 from runner.temporal.dag import WORKFLOW_NAME, DagWorkflow
 from runner.temporal.runids import (
     Located,
-    TemporalUnreachable,
     describe,
     file_workflow_id,
     locate,
@@ -59,6 +59,7 @@ from runner.workflow.plan import OutputFailure, Plan
 __all__ = [
     "DEFAULT_ADDRESS",
     "RunAlreadyOpen",
+    "RunEndedWithoutResult",
     "TemporalUnreachable",
     "connect",
     "decide",
@@ -69,26 +70,7 @@ __all__ = [
     "workflow_id",
 ]
 
-DEFAULT_ADDRESS: Final = "127.0.0.1:7233"
 POLL: Final = 0.5  # seconds between two queries for new events
-
-
-class RunEndedWithoutResult(McpRunError):
-    """The run's workflow was cancelled or terminated (exit 1)."""
-
-    exit_code = ExitCode.FAILED
-
-
-class RunAlreadyOpen(BusyError):
-    """A run of the workflow file is open on Temporal (``run_id``, None when it could not be read): no second
-    one starts beside it. ``waiting``: it waits for a decision about items in doubt (None when no worker said).
-    Exit 6, as a local start that finds the workflow's lock held by a running process; the CLI says it."""
-
-    def __init__(self, run_id: str | None, workflow: str, *, waiting: bool | None = None) -> None:
-        super().__init__(f"run {run_id or '(unknown)'} of {workflow} is open on Temporal")
-        self.run_id = run_id
-        self.workflow = workflow
-        self.waiting = waiting
 
 
 def workflow_id(run_id: str) -> str:

@@ -34,8 +34,7 @@ from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExec
 from temporalio.service import RPCError, RPCStatusCode
 
 from runner.engine.journal.rundir import AmbiguousRun, UnknownRun, new_run_id, workflow_key
-from runner.errors import McpRunError
-from runner.exitcodes import ExitCode
+from runner.errors import TemporalUnreachable
 
 __all__ = [
     "PREFIX",
@@ -52,12 +51,6 @@ __all__ = [
 PREFIX: Final = "mcp-run/"
 _KEYED = re.compile(r"^(?P<local>.+)-(?P<key>[0-9a-f]{16})$")
 LIST_WAIT: Final = 3.0  # seconds to wait for Temporal's list to show an older run (it lags a little)
-
-
-class TemporalUnreachable(McpRunError):
-    """Temporal's frontend could not be reached (exit 4)."""
-
-    exit_code = ExitCode.UNREACHABLE
 
 
 def file_workflow_id(workflow: str | Path) -> str:
