@@ -39,6 +39,7 @@ from runner.masking import Masker
 from runner.quoting import masking
 from runner.secrets_of import collect_secrets, oauth_secret_sink
 from runner.session import Session, SessionOptions
+from runner.temporal.lost import UNREACHABLE
 from runner.temporal.markers import Markers
 from runner.temporal.serverlog import log_handlers
 from runner.temporal.spec import RunSpec, build_plan_of
@@ -220,7 +221,14 @@ class Batch:
             session: Session | None = None
             try:
                 async with server.limit:
-                    session = await server.link.session()
+                    try:
+                        session = await server.link.session()
+                    except McpRunError as exc:
+                        if checked:
+                            raise
+                        # Never reached, within the server's reconnect budget: as a local step whose server
+                        # cannot be reached, the workflow fails the step (incomplete) when all its calls say so.
+                        return {"status": UNREACHABLE, "kind": failure_kind(exc).value, "error": first_line(exc)}
                     if not checked:  # as locally: an unknown tool, or arguments its schema refuses, are not sent
                         await self._sessions.checks.check(ps.server, session, ps.tool, args)
                         checked = True

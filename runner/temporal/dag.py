@@ -63,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
         execute_batch,
         slices,
     )
+    from runner.temporal.lost import UNREACHABLE
     from runner.temporal.slices import by_reference, slice_of
     from runner.temporal.spec import RunSpec, build_plan_of, encoded_inputs, env_placeholders
     from runner.workflow.context import item_entry
@@ -94,6 +95,8 @@ class DagWorkflow:
         self._running: dict[tuple[str, str], Any] = {}  # items in a pending activity -> the progress journaled
         self._pass = -1  # 0 for the first pass over the DAG, then one more after each decision (child ids)
         self._children: asyncio.Semaphore | None = None
+        # calls whose server could not be reached (the activity's "unreachable"), by step, until the step ends
+        self._unreached: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
 
     # -- queries -------------------------------------------------------------------------------------
 
@@ -263,6 +266,13 @@ class DagWorkflow:
         else:
             batches = slices(calls, self._spec.batch_size)
             await asyncio.gather(*(self._batch(ps, batch, entries) for batch in batches))
+        unreached = self._unreached.pop(ps.id, [])
+        if unreached and len(unreached) == len(calls):
+            # No call reached the server: the step fails before it runs, as a local step does (incomplete).
+            steps.fail(ps, str(unreached[0][1].get("error") or ""), FailureKind.NOT_SENT)
+            return
+        for call, outcome in unreached:
+            entries[call["at"]] = self._apply(ps, call, {**outcome, "status": "failed"})
         steps.finish(ps, items, keys, entries if ps.referenced else [])
 
     def _items_of(self, ps: PlannedStep) -> tuple[list[Any], list[str]] | None:
@@ -348,6 +358,9 @@ class DagWorkflow:
         self._progress(ps, key, outcome.get("progress"))
         status = outcome.get("status")
         result = outcome.get("result")
+        if status == UNREACHABLE:
+            self._unreached.setdefault(ps.id, []).append((call, outcome))
+            return None  # journaled by _run_step, once the step's calls have all ended
         if status == "succeeded":
             self._emit(ItemSucceeded(step=ps.id, item=key, index=index, result=result or {}))
             entry = item_entry("succeeded", None, result) if ps.referenced else None

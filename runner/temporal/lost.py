@@ -18,12 +18,26 @@ from temporalio.exceptions import ActivityError, TimeoutError
 
 from runner.engine.core.events import FailureKind
 
-__all__ = ["ACTIVITY_LOST", "ATTEMPT_LOST", "ATTEMPT_UNSENT", "LOST_UNSENT", "lost_outcomes", "own_outcomes", "settled"]
+__all__ = [
+    "ACTIVITY_LOST",
+    "ATTEMPT_LOST",
+    "ATTEMPT_UNSENT",
+    "LOST_UNSENT",
+    "UNREACHABLE",
+    "lost_outcomes",
+    "own_outcomes",
+    "settled",
+]
 
 ACTIVITY_LOST: Final = "its activity failed on every attempt ({error}); it may have been sent"
 LOST_UNSENT: Final = "its activity failed on every attempt ({error}); it was not sent"
 ATTEMPT_LOST: Final = "the last attempt of its activity failed ({error}); it may have been sent"
 ATTEMPT_UNSENT: Final = "the last attempt of its activity failed ({error}); it was not sent"
+
+
+# An outcome's status when the call's server could not be reached (within its reconnect budget) before anything
+# was sent: the workflow fails the step as a local run does when all of the step's calls say so.
+UNREACHABLE: Final = "unreachable"
 
 
 def lost_outcomes(exc: ActivityError, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
