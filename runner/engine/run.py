@@ -40,7 +40,7 @@ from runner.engine.core.outcome import Outcome
 from runner.engine.core.resume import InDoubt, Prior, RunDamaged, RunInfo, choose_run, resume_plan
 from runner.engine.core.state import RunState
 from runner.engine.interrupts import signal_exit_code, watch_signals
-from runner.engine.journal.reader import JournalCorrupt, decode_first, first_line
+from runner.engine.journal.reader import JournalCorrupt, decode_first, entry_or_none, first_line
 from runner.engine.journal.rundir import (
     RunDir,
     WorkflowIdentity,
@@ -338,15 +338,14 @@ def _recorded_start(run_dir: RunDir) -> RunStarted:
     environment (by the masker's decoding: a text that only looks like one stays text)."""
     line, line_no = first_line(run_dir.journal)
     source = str(run_dir.journal)
-    try:
-        shown = decode_first(line, source=source, line_no=line_no)
-    except JournalCorrupt:
-        shown = None
+    unknown = UsageError(f"run {run_dir.run_id} has no run_started record; it cannot be resumed")
+    shown = entry_or_none(line)
     if shown is None or not isinstance(shown.event, RunStarted):
-        raise UsageError(f"run {run_dir.run_id} has no run_started record; it cannot be resumed")
+        raise unknown
     env = Masker({f"env.{name}": os.environ[name] for name in shown.event.env if name in os.environ})
     decoded = decode_first(line, source=source, line_no=line_no, unmask=env)
-    assert decoded is not None and isinstance(decoded.event, RunStarted)  # the line decoded as shown
+    if decoded is None or not isinstance(decoded.event, RunStarted):
+        raise unknown
     return decoded.event
 
 

@@ -90,6 +90,7 @@ __all__ = [
     "closes",
     "decode_first",
     "decode_line",
+    "entry_or_none",
     "first_line",
     "first_record",
     "iter_journal",
@@ -251,14 +252,14 @@ def peek_journal(path: Path) -> tuple[Entry | None, Entry | None]:
     with path.open("rb") as f:
         first_line = f.readline()
         last_line = _last_line(f)
-    return _entry_or_none(first_line), _entry_or_none(last_line) if last_line else None
+    return entry_or_none(first_line), entry_or_none(last_line) if last_line else None
 
 
 def last_record(path: Path) -> Entry | None:
     """The last complete entry of the journal at ``path`` (a torn tail is passed over), reading back from its
     end only as far as that line's start; None when there is none or it does not decode."""
     with path.open("rb") as f:
-        return _entry_or_none(_last_line(f))
+        return entry_or_none(_last_line(f))
 
 
 def first_record(path: Path, *, unmask: Masker | None = None) -> Entry | None:
@@ -343,7 +344,9 @@ def _last_line(f: BinaryIO) -> bytes:
     return b"".join(reversed(chunks)) if end >= 0 else b""
 
 
-def _entry_or_none(line: bytes) -> Entry | None:
+def entry_or_none(line: bytes) -> Entry | None:
+    """The entry a complete journal line holds, decoded as shown; None for a torn line or one that does not
+    decode (what the ends of a journal read as when listing runs)."""
     if not line.endswith(b"\n"):
         return None
     try:

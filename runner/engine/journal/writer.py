@@ -181,7 +181,10 @@ class EventLog:
             if self._masker:
                 obj, entry = self._masked(obj, entry)
             if self._fd is not None:
-                line = self._line(obj)
+                line = _dumps(obj)
+                if self._encoded and MARK in line and not self._masker:
+                    # No secrets, but text that holds a mark: escaped, so that no later read takes it for a secret.
+                    line = _dumps(self._masker.encode_fields(obj, UNMASKED_FIELDS))
         for observer in self._observers:
             observer(entry)
         return line
@@ -198,13 +201,6 @@ class EventLog:
         if masked is obj:
             return obj, entry
         return masked, decode(masked)
-
-    def _line(self, obj: dict[str, Any]) -> str:
-        line = _dumps(obj)
-        if self._encoded and not self._masker and MARK in line:
-            # No secrets, but text that holds a mark: escaped, so that no later read takes it for a secret.
-            line = _dumps(self._masker.encode_fields(obj, UNMASKED_FIELDS))
-        return line
 
     async def commit(self, event: AnyEvent, /) -> None:
         """Emit and wait until the line is durable (written and fsynced, with every line before it). Raises
