@@ -129,7 +129,7 @@ class Gate:
             return Skip(SkipCause.FAILURE, f"{skipped.reason}, after {failed_above!r} failed")
         return skipped
 
-    def _first_skip(self, dep: str, step: StepState, skipped: Skip | None) -> Skip | None:
+    def _first_skip(self, dep: str, step: StepState, skipped: Skip | None) -> Skip:
         """The skipped dependency to name, ``dep`` (skipped) seen after ``skipped``: the first one skipped after a
         failure, else the first one skipped at all."""
         if skipped is not None and skipped.cause is SkipCause.FAILURE:
