@@ -170,20 +170,23 @@ def _walk(value: Any, text: Callable[[str], str]) -> Any:
     if isinstance(value, str):
         return text(value)
     if isinstance(value, dict):
-        changed = False
-        out: dict[Any, Any] = {}
-        for key, item in value.items():
-            new_key = text(key) if isinstance(key, str) else key
-            new_item = _walk(item, text)
-            changed = changed or new_key is not key or new_item is not item
-            out[new_key] = new_item
-        return out if changed else value
+        return _walk_dict(value, text)
     if isinstance(value, list | tuple):
         items = [_walk(item, text) for item in value]
         if any(a is not b for a, b in zip(items, value, strict=True)):
             return items
-        return value
     return value
+
+
+def _walk_dict(value: dict[Any, Any], text: Callable[[str], str]) -> dict[Any, Any]:
+    changed = False
+    out: dict[Any, Any] = {}
+    for key, item in value.items():
+        new_key = text(key) if isinstance(key, str) else key
+        new_item = _walk(item, text)
+        changed = changed or new_key is not key or new_item is not item
+        out[new_key] = new_item
+    return out if changed else value
 
 
 def _walk_fields(obj: dict[str, Any], keep: Iterable[str], text: Callable[[str], str]) -> dict[str, Any]:
@@ -375,23 +378,29 @@ class Masker:
         todo: list[BaseException] = [error]
         while todo:
             current = todo.pop()
-            if id(current) in seen:
-                continue
-            seen.add(id(current))
-            if isinstance(current, TransportError) and current.stderr:
-                current.stderr = self.mask(current.stderr)
-            current.args = tuple(self.mask_value(arg) for arg in current.args)
-            if isinstance(current, McpRunError):
-                for attr in ("message", "suggestion"):
-                    text = current.__dict__.get(attr)
-                    if isinstance(text, str):
-                        setattr(current, attr, self.mask(text))
-            held = current.__dict__.get("errors")  # a WorkflowError's list of problems
-            if isinstance(current, BaseExceptionGroup):
-                held = current.exceptions
-            todo += [inner for inner in held or () if isinstance(inner, BaseException)]
-            todo += [e for e in (current.__cause__, current.__context__) if e is not None]
+            if id(current) not in seen:
+                seen.add(id(current))
+                todo += self._scrub_one(current)
         return error
+
+    def _scrub_one(self, error: BaseException) -> list[BaseException]:
+        """Mask ``error``'s own text in place; returns the errors it holds (:func:`_held`), to be scrubbed next."""
+        if isinstance(error, TransportError) and error.stderr:
+            error.stderr = self.mask(error.stderr)
+        error.args = tuple(self.mask_value(arg) for arg in error.args)
+        if isinstance(error, McpRunError):
+            for attr in ("message", "suggestion"):
+                text = error.__dict__.get(attr)
+                if isinstance(text, str):
+                    setattr(error, attr, self.mask(text))
+        return _held(error)
+
+
+def _held(error: BaseException) -> list[BaseException]:
+    """The errors ``error`` holds (a group's, a ``WorkflowError``'s list of problems), its cause and its context."""
+    held = error.exceptions if isinstance(error, BaseExceptionGroup) else error.__dict__.get("errors")
+    inner = [e for e in held or () if isinstance(e, BaseException)]
+    return inner + [e for e in (error.__cause__, error.__context__) if e is not None]
 
 
 def check_secret_inputs(secrets: Mapping[str, str]) -> None:

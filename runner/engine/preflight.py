@@ -142,21 +142,10 @@ def check_output(output: Path, *, workflow: Path, inputs_file: str | None = None
     """Check, before the first call, that ``output`` (``--output``) can take the outputs: a file that is
     not the workflow or inputs file (whatever name it is given by), in a folder that exists and can be
     written, or a device that takes writes (``/dev/full`` does not). Raise :class:`OutputUnusable`."""
-    try:
-        info = os.stat(output)
-    except FileNotFoundError:
-        folder = Path(os.path.abspath(output)).parent
-        if not folder.is_dir():
-            raise OutputUnusable(output, f"there is no folder {folder}") from None
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise OutputUnusable(output, f"cannot create a file in {folder} (not writable)") from None
-        if _disk_full(folder):
-            raise OutputUnusable(output, f"the disk of {folder} is full") from None
+    info = _stat(output)
+    if info is None:
+        _check_new_file(output)
         return
-    except NotADirectoryError:
-        raise OutputUnusable(output, f"{Path(os.path.abspath(output)).parent} is not a directory") from None
-    except OSError as exc:
-        raise OutputUnusable(output, _why(exc, output)) from None
     if stat.S_ISDIR(info.st_mode):
         raise OutputUnusable(
             output,
@@ -168,13 +157,42 @@ def check_output(output: Path, *, workflow: Path, inputs_file: str | None = None
         if _same_file(info, path):
             also = "" if os.path.abspath(output) == os.path.abspath(path) else f" ({path}) under another name"
             raise OutputUnusable(output, f"it is {role}{also}: writing the outputs there would overwrite it")
-    if stat.S_ISFIFO(info.st_mode) or stat.S_ISSOCK(info.st_mode):
-        return  # opened at the end only: its reader may start later
+    if not (stat.S_ISFIFO(info.st_mode) or stat.S_ISSOCK(info.st_mode)):  # those opened at the end only
+        _check_writable(output, info)
+
+
+def _stat(output: Path) -> os.stat_result | None:
+    """The output's file, None when there is none yet; ``OutputUnusable`` when it cannot be looked at."""
     try:
-        fd = os.open(output, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)  # neither created nor truncated
+        return os.stat(output)
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        raise OutputUnusable(output, f"{Path(os.path.abspath(output)).parent} is not a directory") from None
+    except OSError as exc:
+        raise OutputUnusable(output, _why(exc, output)) from None
+
+
+def _check_new_file(output: Path) -> None:
+    """An output that does not exist yet: its folder must exist, take a new file, and have room for it."""
+    folder = Path(os.path.abspath(output)).parent
+    if not folder.is_dir():
+        raise OutputUnusable(output, f"there is no folder {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputUnusable(output, f"cannot create a file in {folder} (not writable)")
+    if _disk_full(folder):
+        raise OutputUnusable(output, f"the disk of {folder} is full")
+
+
+def _check_writable(output: Path, info: os.stat_result) -> None:
+    """An existing file or device opens for writing (neither created nor truncated); a device must also take
+    a write of nothing (``/dev/full`` refuses every write). A FIFO's or a socket's reader may start later:
+    those are not opened here."""
+    try:
+        fd = os.open(output, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
         try:
             if stat.S_ISCHR(info.st_mode):
-                os.write(fd, b"")  # nothing written; a device that refuses every write (/dev/full) says so
+                os.write(fd, b"")
         finally:
             os.close(fd)
     except OSError as exc:

@@ -23,7 +23,6 @@ here prints. What a run says as it goes (its id, warnings, the interrupt) goes t
 from __future__ import annotations
 
 import os
-import signal
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -35,20 +34,13 @@ import trio
 
 from runner._trio import single_error
 from runner.engine.calls.retry import RetryPolicy
-from runner.engine.core.events import (
-    JOURNAL_FORMAT,
-    Entry,
-    RunFinished,
-    RunInterrupted,
-    RunResumed,
-    RunStarted,
-    RunStatus,
-    RunStopped,
-)
+from runner.engine.core import events
+from runner.engine.core.events import JOURNAL_FORMAT, Entry, RunResumed, RunStarted, RunStatus
 from runner.engine.core.outcome import Outcome
 from runner.engine.core.resume import InDoubt, Prior, RunDamaged, RunInfo, choose_run, resume_plan
 from runner.engine.core.state import RunState
-from runner.engine.journal.reader import JournalCorrupt, first_record, peek_journal
+from runner.engine.interrupts import signal_exit_code, watch_signals
+from runner.engine.journal.reader import JournalCorrupt, decode_first, entry_or_none, first_line
 from runner.engine.journal.rundir import (
     RunDir,
     WorkflowIdentity,
@@ -63,7 +55,7 @@ from runner.engine.preflight import StateDirUnusable, check_state_dir, state_dir
 from runner.engine.runctl import env_context, make_opener
 from runner.engine.scheduler import Scheduler, SchedulerOptions, SessionOpener
 from runner.errors import UsageError
-from runner.exitcodes import ExitCode, combine
+from runner.exitcodes import combine
 from runner.launch import passed_through
 from runner.masking import placeholder
 from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
@@ -116,10 +108,7 @@ class RunOptions:
 
     def check(self) -> None:
         """``UsageError`` for options that contradict each other or make no sense."""
-        if self.resume and self.new_run:
-            raise UsageError("--resume and --new-run contradict each other")
-        if self.retry_failed and self.new_run:
-            raise UsageError("--retry-failed and --new-run contradict each other: --retry-failed resumes a run")
+        self._check_choice()
         if self.in_doubt not in ("ask", "rerun", "skip", "accept"):
             raise UsageError(f"in_doubt must be 'ask', 'rerun', 'skip' or 'accept', not {self.in_doubt!r}")
         if self.concurrency < 1:
@@ -128,6 +117,13 @@ class RunOptions:
             raise UsageError("--connect-timeout must be a positive number of seconds")
         if self.max_message_size < 1:
             raise UsageError("--max-message-size must be a positive number of bytes")
+
+    def _check_choice(self) -> None:
+        """The options that choose the run (new, resumed, none) must not contradict each other."""
+        if self.resume and self.new_run:
+            raise UsageError("--resume and --new-run contradict each other")
+        if self.retry_failed and self.new_run:
+            raise UsageError("--retry-failed and --new-run contradict each other: --retry-failed resumes a run")
         if not self.journal and (self.resume or self.retry_failed or self.run_id is not None):
             raise UsageError("--no-journal cannot resume: there is no journal")
 
@@ -322,22 +318,30 @@ def _load_plan(
 
 
 def _recorded_inputs(run_dir: RunDir) -> dict[str, Any]:
-    """A resumed run's inputs from its journal, the placeholders of environment variables read back from the
-    environment (by the masker's decoding: a text that only looks like one stays text); secret inputs were
-    never written, so they must be given again."""
-    first, _last = peek_journal(run_dir.journal)
-    if first is None or not isinstance(first.event, RunStarted):
-        raise UsageError(f"run {run_dir.run_id} has no run_started record; it cannot be resumed")
-    env = Masker({f"env.{name}": os.environ[name] for name in first.event.env if name in os.environ})
-    decoded = first_record(run_dir.journal, unmask=env)  # the same line, read again with the environment
-    if decoded is None or not isinstance(decoded.event, RunStarted):
-        raise UsageError(f"run {run_dir.run_id} has no run_started record; it cannot be resumed")
-    recorded = decoded.event
+    """A resumed run's inputs from its journal; secret inputs were never written, so they must be given again."""
+    recorded = _recorded_start(run_dir)
     if recorded.secret_inputs is not None:
         hidden = set(recorded.secret_inputs)
     else:  # before journal format 3: a secret input was written as its placeholder
         hidden = {name for name, value in recorded.inputs.items() if value == placeholder(f"inputs.{name}")}
     return {name: value for name, value in recorded.inputs.items() if name not in hidden}
+
+
+def _recorded_start(run_dir: RunDir) -> RunStarted:
+    """The run's ``run_started``, its line read once and decoded twice: as shown, for the names of the
+    environment variables it read, then with their values, so that their placeholders read back from the
+    environment (by the masker's decoding: a text that only looks like one stays text)."""
+    line, line_no = first_line(run_dir.journal)
+    source = str(run_dir.journal)
+    unknown = UsageError(f"run {run_dir.run_id} has no run_started record; it cannot be resumed")
+    shown = entry_or_none(line)
+    if shown is None or not isinstance(shown.event, RunStarted):
+        raise unknown
+    env = Masker({f"env.{name}": os.environ[name] for name in shown.event.env if name in os.environ})
+    decoded = decode_first(line, source=source, line_no=line_no, unmask=env)
+    if decoded is None or not isinstance(decoded.event, RunStarted):
+        raise unknown
+    return decoded.event
 
 
 def _prepare(
@@ -361,9 +365,17 @@ def _prepare(
     prepared = _Prepared(path, plan, inputs, env, masker, fps, wf_hash, RunState(keep_results=set()), run_dir)
     if run_dir is None:
         return prepared
+    _fold_prior(prepared, run_dir, options)
+    return prepared
+
+
+def _fold_prior(prepared: _Prepared, run_dir: RunDir, options: RunOptions) -> None:
+    """A resume's state (the journal folded, results kept only of steps some template reads) and the
+    decisions about what earlier attempts left."""
+    plan = prepared.plan
     keep = {sid for sid, s in plan.steps.items() if s.referenced}
     try:
-        state = run_dir.read(keep_results=keep, unmask=masker)
+        state = run_dir.read(keep_results=keep, unmask=prepared.masker)
     except JournalCorrupt as exc:  # never a resume on part of a journal
         raise RunDamaged(run_dir.run_id, str(exc), first=False) from None
     state.keep_results = set()
@@ -371,16 +383,15 @@ def _prepare(
     prepared.prior = resume_plan(
         state,
         run_id=run_dir.run_id,
-        workflow_hash=wf_hash,
-        fingerprints=fps,
-        inputs=inputs,
+        workflow_hash=prepared.workflow_hash,
+        fingerprints=prepared.fingerprints,
+        inputs=prepared.inputs,
         secret={name for name, spec in plan.workflow.inputs.items() if spec.secret},
         env_missing=[name for name in state.env_names if os.environ.get(name) is None],
         retry_failed=options.retry_failed,
         allow_changed=options.allow_changed,
         in_doubt=options.in_doubt,
     )
-    return prepared
 
 
 def _env_names(prepared: _Prepared) -> list[str]:
@@ -485,48 +496,16 @@ async def _drive(
     scheduler: Scheduler,
     watcher: Watcher | None,
 ) -> Outcome:
-    run_dir, plan = prepared.run_dir, prepared.plan
     signals = prepared.signals
     async with trio.open_nursery() as outer:
         await outer.start(log.run)
-        if prepared.prior is None:
-            # Secret inputs are never written: their values are the masker's (a placeholder), their names are listed.
-            secret = sorted(name for name in prepared.inputs if plan.workflow.inputs[name].secret)
-            public = {
-                name: placeholder(f"inputs.{name}") if name in secret and not isinstance(value, str) else value
-                for name, value in prepared.inputs.items()
-            }
-            await log.commit(
-                RunStarted(
-                    run_id=run_dir.run_id if run_dir else None,
-                    workflow=str(prepared.path.resolve()),
-                    identity=prepared.identity.key if prepared.identity else None,
-                    device=prepared.identity.device if prepared.identity else None,
-                    inode=prepared.identity.inode if prepared.identity else None,
-                    workflow_hash=prepared.workflow_hash,
-                    inputs=public,
-                    fingerprints=prepared.fingerprints,
-                    env=_env_names(prepared),
-                    pid=os.getpid(),
-                    journal=JOURNAL_FORMAT,
-                    secret_inputs=secret,
-                )
-            )
-        else:
-            await log.commit(
-                RunResumed(
-                    pid=os.getpid(),
-                    fingerprints=prepared.fingerprints,
-                    allow_changed=options.allow_changed,
-                    retry_failed=options.retry_failed or None,
-                )
-            )
+        await log.commit(_opening(prepared, options))
         watching = trio.CancelScope()
         if options.watch_signals:
 
             async def watch() -> None:
                 with watching:
-                    await _watch_signals(scheduler, log, options.grace, signals, say)
+                    await watch_signals(scheduler, log, options.grace, signals, say.error)
 
             outer.start_soon(watch)
         async with trio.open_nursery() as inner:
@@ -536,14 +515,50 @@ async def _drive(
             if watcher is not None:
                 watcher.close()
         if signals:
-            outcome.exit_code = combine(
-                [outcome.exit_code, ExitCode.SIGINT if signals[0] == signal.SIGINT else ExitCode.SIGTERM]
-            )
+            outcome.exit_code = combine([outcome.exit_code, signal_exit_code(signals)])
         _record_end(log, outcome, prepared.state)
         # Stop listening for signals, let the writer flush and fsync what is left, and return.
         watching.cancel()
         log.close()
     return outcome
+
+
+def _opening(prepared: _Prepared, options: RunOptions) -> RunStarted | RunResumed:
+    """The run's first record of this attempt, committed before anything runs."""
+    if prepared.prior is not None:
+        return RunResumed(
+            pid=os.getpid(),
+            fingerprints=prepared.fingerprints,
+            allow_changed=options.allow_changed,
+            retry_failed=options.retry_failed or None,
+        )
+    secret, public = _public_inputs(prepared)
+    identity, run_dir = prepared.identity, prepared.run_dir
+    return RunStarted(
+        run_id=run_dir.run_id if run_dir else None,
+        workflow=str(prepared.path.resolve()),
+        identity=identity.key if identity else None,
+        device=identity.device if identity else None,
+        inode=identity.inode if identity else None,
+        workflow_hash=prepared.workflow_hash,
+        inputs=public,
+        fingerprints=prepared.fingerprints,
+        env=_env_names(prepared),
+        pid=os.getpid(),
+        journal=JOURNAL_FORMAT,
+        secret_inputs=secret,
+    )
+
+
+def _public_inputs(prepared: _Prepared) -> tuple[list[str], dict[str, Any]]:
+    """The names of the secret inputs, and the inputs as written: secret inputs are never written, their values
+    are the masker's (a placeholder stands for one that is not text)."""
+    secret = sorted(name for name in prepared.inputs if prepared.plan.workflow.inputs[name].secret)
+    public = {
+        name: placeholder(f"inputs.{name}") if name in secret and not isinstance(value, str) else value
+        for name, value in prepared.inputs.items()
+    }
+    return secret, public
 
 
 def _record_end(log: EventLog, outcome: Outcome, state: RunState) -> None:
@@ -553,32 +568,12 @@ def _record_end(log: EventLog, outcome: Outcome, state: RunState) -> None:
     counts = state.totals(live=False)
     del counts["running"]
     if outcome.status is RunStatus.INTERRUPTED:
-        log.record(RunInterrupted(status=outcome.status.value, exit_code=code, counts=counts))
+        log.record(events.RunInterrupted(status=outcome.status.value, exit_code=code, counts=counts))
     elif outcome.status.closed and not outcome.blocked:
-        log.record(RunFinished(status=outcome.status.value, exit_code=code, outputs=outcome.outputs, counts=counts))
+        log.record(
+            events.RunFinished(status=outcome.status.value, exit_code=code, outputs=outcome.outputs, counts=counts)
+        )
     else:
-        log.record(RunStopped(status=outcome.status.value, exit_code=code, outputs=outcome.outputs, counts=counts))
-
-
-async def _watch_signals(scheduler: Scheduler, log: EventLog, grace: float, signals: list[int], say: Reporter) -> None:
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as receiver:
-        async for signum in receiver:
-            signals.append(signum)
-            log.sync_soon()  # the machine may be shutting down: what the journal has goes to disk now
-            if len(signals) == 1:
-                say.error(
-                    f"interrupted: dispatching nothing new; calls in flight have {grace:g} s to finish "
-                    "(interrupt again to cancel them now)"
-                )
-                scheduler.drain()
-
-                async def after_grace() -> None:
-                    await trio.sleep(grace)
-                    scheduler.cancel()
-
-                trio.lowlevel.spawn_system_task(after_grace)
-            elif len(signals) == 2:
-                say.error("interrupted again: cancelling calls in flight")
-                scheduler.cancel()
-            else:
-                os._exit(130 if signals[0] == signal.SIGINT else 143)
+        log.record(
+            events.RunStopped(status=outcome.status.value, exit_code=code, outputs=outcome.outputs, counts=counts)
+        )

@@ -108,7 +108,8 @@ class LinkOpened:
 
 @dataclass(frozen=True, slots=True)
 class LinkLost:
-    """The session in use was lost; a reconnect follows (see ``LinkRetrying``) or the link fails."""
+    """The session in use was lost (``error``: how; its first line is journaled in ``session_lost``); a
+    reconnect follows (see ``LinkRetrying``) or the link fails."""
 
     server: str
     error: McpRunError
@@ -267,15 +268,10 @@ class ServerLink:
                         if self._closing:
                             return
                         self._lose(error)
-                        if session.broken is not None:
-                            break  # a dead connection (a stdio server exited): a new session is needed
-                        # The connection still stands (Streamable HTTP: the server could not be reached).
-                        # Keep the session: when the server answers again its calls in flight may still
-                        # resume their streams, and a server that forgot the session re-initializes it.
-                        restored = await self._probe(session)
-                        if restored is None:
+                        standing = await self._still_standing(session)
+                        if standing is None:
                             break
-                        if not restored:
+                        if not standing:
                             return
                 # Leaving the `async with` closed the old session (and stopped a stdio server).
             except McpRunError as exc:
@@ -287,6 +283,16 @@ class ServerLink:
                     return
             if not await self._wait_before_next(error, first):
                 return
+
+    async def _still_standing(self, session: Session) -> bool | None:
+        """After a loss: True to serve ``session`` again, None for a new session, False when the link is done
+        (closing, or its budget spent). A dead connection (a stdio server exited) needs a new session. One that
+        still stands (Streamable HTTP: the server could not be reached) is kept: when the server answers again
+        its calls in flight may still resume their streams, and a server that forgot the session
+        re-initializes it."""
+        if session.broken is not None:
+            return None
+        return await self._probe(session)
 
     def _lose(self, error: McpRunError) -> None:
         if self._state is LinkState.UP:  # noticed here (a stdio server exited), not by a caller

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 import trio
 
@@ -180,18 +180,7 @@ class TaskCall:
         if isinstance(created, ToolResult):
             return created  # the server ran it at once
         task = created
-        await self._site.log.commit(
-            TaskCreated(
-                step=self._step,
-                item=self._key,
-                index=self._index,
-                server=session.name,
-                task_id=task.task_id,
-                created_at=task.created_at,
-                ttl=task.ttl_ms,
-                poll_interval=task.poll_interval_ms,
-            )
-        )
+        await self._site.log.commit(self._created(session.name, task))
         self.created = task.task_id
         if on_progress is not None and tokens:
             session.follow_progress(tokens[-1], on_progress)
@@ -212,50 +201,52 @@ class TaskCall:
         return await self._follow(session, placeholder, first_poll=True)
 
     async def _follow(self, session: Session, task: Task, *, first_poll: bool) -> ToolResult:
-        started = trio.current_time()
-        # The ttl counts from the task's creation: known here only for a task created by this attempt. A task
-        # collected on resume is the server's to expire (it then answers "not found").
-        own_ttl = not first_poll
-        expires = started + task.ttl_ms / 1000 if task.ttl_ms is not None else math.inf
+        # No except for trio.Cancelled: when the run is stopping (a second interrupt, or the grace period ran
+        # out) the task goes on on the server, its id is journaled, and a resume collects its result. No
+        # tasks/cancel: that would throw away work a resume can still have.
+        expiry = _Expiry.of(task, own=not first_poll)
         asked_input = False
-        try:
-            if not first_poll:
-                self._status(task)
-            while first_poll or not task.status.terminal:
-                if not first_poll:
-                    now = trio.current_time()
-                    if now >= self._deadline:
-                        raise await self._timed_out(session, task)
-                    if now >= expires:
-                        raise TaskUnfinished(
-                            f"{session.name}: task {task.task_id} outlived its ttl of {task.ttl_ms} ms without "
-                            "finishing; the server may drop it: the tool may have run"
-                        )
-                    await trio.sleep_until(min(now + poll_delay(task), self._deadline, expires))
-                    if trio.current_time() >= min(self._deadline, expires):
-                        continue
-                first_poll = False
-                session, polled = await self._poll(session, task)
-                if polled is None:
-                    continue
-                if own_ttl and polled.ttl_ms is not None and polled.ttl_ms != task.ttl_ms:
-                    expires = started + polled.ttl_ms / 1000
-                task = polled
-                self._status(task)
-                if task.status is TaskStatus.INPUT_REQUIRED and self._answers_itself(session):
-                    await self._answer_2026(session, task)  # new questions only: each key is answered once
-                elif task.status is TaskStatus.INPUT_REQUIRED and not asked_input:
-                    asked_input = True
-                    if self._site.on_input_required is not None:
-                        await self._site.on_input_required(session, task)
-                elif task.status is not TaskStatus.INPUT_REQUIRED:
-                    asked_input = False
-            return await self._outcome(session, task)
-        except trio.Cancelled:
-            # The run is stopping (a second interrupt, or the grace period ran out): the task goes on on the
-            # server, its id is journaled, and a resume collects its result. No tasks/cancel: that would throw
-            # away work a resume can still have.
-            raise
+        if not first_poll:
+            self._status(task)
+        while first_poll or not task.status.terminal:
+            if not first_poll and not await self._wait_to_poll(session, task, expiry.at):
+                continue
+            first_poll = False
+            session, polled = await self._poll(session, task)
+            if polled is None:
+                continue
+            expiry.renew(task, polled)
+            task = polled
+            self._status(task)
+            asked_input = await self._on_input(session, task, asked_input)
+        return await self._outcome(session, task)
+
+    async def _wait_to_poll(self, session: Session, task: Task, expires: float) -> bool:
+        """Sleep until the next poll is due. Raises when the timeout or the ttl ran out before this wait;
+        False when one runs out during it (the loop checks again, and raises)."""
+        now = trio.current_time()
+        if now >= self._deadline:
+            raise await self._timed_out(session, task)
+        if now >= expires:
+            raise TaskUnfinished(
+                f"{session.name}: task {task.task_id} outlived its ttl of {task.ttl_ms} ms without "
+                "finishing; the server may drop it: the tool may have run"
+            )
+        await trio.sleep_until(min(now + poll_delay(task), self._deadline, expires))
+        return trio.current_time() < min(self._deadline, expires)
+
+    async def _on_input(self, session: Session, task: Task, asked: bool) -> bool:
+        """Answer what ``task`` asks, if it asks: a 2026 task's new questions here; a 2025 task's by
+        ``on_input_required``, once per spell of ``input_required``. Returns whether this spell was handed to
+        it (``asked``: whether it already was)."""
+        if task.status is not TaskStatus.INPUT_REQUIRED:
+            return False
+        if self._answers_itself(session):
+            await self._answer_2026(session, task)  # new questions only: each key is answered once
+            return asked
+        if not asked and self._site.on_input_required is not None:
+            await self._site.on_input_required(session, task)
+        return True
 
     async def _poll(self, session: Session, task: Task) -> tuple[Session, Task | None]:
         """One ``tasks/get``: the session it went out on (a new one if the old failed) and the task, or None
@@ -350,10 +341,52 @@ class TaskCall:
             self._shown = shown
             self._note(task.task_id, task.status.value, message)
 
+    def _created(self, server: str, task: Task) -> TaskCreated:
+        """The record a resume collects the task by: where it belongs, its id, and the server's terms."""
+        return TaskCreated(step=self._step, item=self._key, index=self._index, server=server, **_terms(task))
+
     def _note(self, task_id: str, status: str, message: str | None) -> None:
         self._site.log.record(
             TaskUpdated(step=self._step, item=self._key, task_id=task_id, status=status, message=message)
         )
+
+
+class _Terms(TypedDict):
+    task_id: str
+    created_at: str | None
+    ttl: int | None
+    poll_interval: int | None
+
+
+def _terms(task: Task) -> _Terms:
+    """A task as ``task_created`` records it (its ``ttl`` and ``poll_interval`` in milliseconds, the server's)."""
+    return {
+        "task_id": task.task_id,
+        "created_at": task.created_at,
+        "ttl": task.ttl_ms,
+        "poll_interval": task.poll_interval_ms,
+    }
+
+
+@dataclass(slots=True)
+class _Expiry:
+    """When a task outlives its ttl, on trio's clock. The ttl counts from the task's creation: known here only
+    for a task created by this attempt (``own``). A task collected on resume is the server's to expire (it then
+    answers "not found")."""
+
+    started: float
+    own: bool
+    at: float
+
+    @classmethod
+    def of(cls, task: Task, *, own: bool) -> _Expiry:
+        started = trio.current_time()
+        return cls(started, own, started + task.ttl_ms / 1000 if task.ttl_ms is not None else math.inf)
+
+    def renew(self, old: Task, new: Task) -> None:
+        """A poll of an own task that says another ttl moves the expiry (still counted from the start)."""
+        if self.own and new.ttl_ms is not None and new.ttl_ms != old.ttl_ms:
+            self.at = self.started + new.ttl_ms / 1000
 
 
 def _deadline(timeout: float | None) -> float:

@@ -135,32 +135,31 @@ class ToolChecks:
                 # Cached by the session: a request only for a new session or after the list changed.
                 source = await session.list_tools()
             except McpRunError as exc:
-                if session.broken is not None:
-                    return None  # the connection is gone: the call finds out, and a new session lists again
-                if isinstance(exc, CallTimeout):
-                    entry.unanswered = NotDelivered(
-                        f"{server}: the server answered nothing to tools/list ({first_line(exc)}), though it "
-                        "answered initialize; the call was not sent"
-                    )
-                    raise entry.unanswered from exc
-                entry.unlisted = True
-                self._warn(
-                    server,
-                    "",
-                    f"{server}: could not list its tools ({first_line(exc)}); "
-                    "calls go out without checking their arguments",
-                )
+                self._not_listed(server, session, entry, exc)
                 return None
             previous = entry.listed
             if previous is None or previous.source is not source:
-                entry.listed = _Listed(source, {t.name: t for t in source})
-                if previous is not None:
-                    # Validators of schemas the new list did not change are kept.
-                    for name, validator in previous.validators.items():
-                        old, new = previous.tools.get(name), entry.listed.tools.get(name)
-                        if old is not None and new is not None and old.input_schema == new.input_schema:
-                            entry.listed.validators[name] = validator
+                entry.listed = _relisted(previous, source)
             return entry.listed
+
+    def _not_listed(self, server: str, session: Session, entry: _SessionTools, exc: McpRunError) -> None:
+        """``tools/list`` failed. A broken connection: the call finds out, and a new session lists again. No
+        answer to it: ``NotDelivered``, for this call and the session's next ones. Any other error: calls on
+        this session go out unchecked (said once)."""
+        if session.broken is not None:
+            return
+        if isinstance(exc, CallTimeout):
+            entry.unanswered = NotDelivered(
+                f"{server}: the server answered nothing to tools/list ({first_line(exc)}), though it "
+                "answered initialize; the call was not sent"
+            )
+            raise entry.unanswered from exc
+        entry.unlisted = True
+        self._warn(
+            server,
+            "",
+            f"{server}: could not list its tools ({first_line(exc)}); calls go out without checking their arguments",
+        )
 
     def _validator(self, server: str, listed: _Listed, tool: Tool) -> argcheck.ArgsValidator | None:
         if tool.name in listed.validators:
@@ -180,6 +179,18 @@ class ToolChecks:
         self._warned.add((server, tool))
         if self._on_warning is not None:
             self._on_warning(text)
+
+
+def _relisted(previous: _Listed | None, source: list[Tool]) -> _Listed:
+    """A new tool list, keeping the validators of ``previous`` whose tool's schema it did not change."""
+    listed = _Listed(source, {t.name: t for t in source})
+    if previous is None:
+        return listed
+    for name, validator in previous.validators.items():
+        old, new = previous.tools.get(name), listed.tools.get(name)
+        if old is not None and new is not None and old.input_schema == new.input_schema:
+            listed.validators[name] = validator
+    return listed
 
 
 def unknown_tool(server: str, name: str, tools: Mapping[str, Tool]) -> str:

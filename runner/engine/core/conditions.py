@@ -35,14 +35,6 @@ _CONDITION_FALSE = "its `if` condition is false"
 
 
 @dataclass(frozen=True, slots=True)
-class Skip:
-    """A step skipped: ``cause`` (journaled as ``step_skipped.cause``) and ``reason`` in words."""
-
-    cause: SkipCause
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
 class Check:
     """What is known before a step's ``if:`` is evaluated: ``skip`` when it is skipped without evaluating it;
     else ``status``, what its status functions answer, with why ``success()`` is false (``unmet``) and the
@@ -64,6 +56,14 @@ class Check:
             elif name == "failure":
                 said.append("failure() is false: nothing it depends on failed")
         return Skip(SkipCause.CONDITION, _CONDITION_FALSE + (f" ({'; '.join(said)})" if said else ""))
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """A step skipped: ``cause`` (journaled as ``step_skipped.cause``) and ``reason`` in words."""
+
+    cause: SkipCause
+    reason: str
 
 
 class Gate:
@@ -122,16 +122,24 @@ class Gate:
             if step.status is StepStatus.FAILED and not self._lenient(dep, step):
                 how = ": calls skipped in doubt (--skip-in-doubt)" if _only_skipped_in_doubt(step) else ""
                 return Skip(SkipCause.FAILURE, f"dependency {dep!r} failed{how}")
-            if step.status is StepStatus.SKIPPED and (skipped is None or skipped.cause is not SkipCause.FAILURE):
-                if step.cause is SkipCause.FAILURE:
-                    root = self._failed_above.get(dep)
-                    because = f"because {root!r} failed" if root is not None else "after a failure"
-                    skipped = Skip(SkipCause.FAILURE, f"dependency {dep!r} was skipped {because}")
-                elif skipped is None:
-                    skipped = Skip(SkipCause.DEPENDENCY_SKIPPED, f"dependency {dep!r} was skipped")
+            if step.status is StepStatus.SKIPPED:
+                skipped = self._first_skip(dep, step, skipped)
         if skipped is not None and skipped.cause is SkipCause.DEPENDENCY_SKIPPED and failed_above is not None:
             # Skipped by its own `if` (`!failure()`, say), but something further up failed: that is the cause.
             return Skip(SkipCause.FAILURE, f"{skipped.reason}, after {failed_above!r} failed")
+        return skipped
+
+    def _first_skip(self, dep: str, step: StepState, skipped: Skip | None) -> Skip:
+        """The skipped dependency to name, ``dep`` (skipped) seen after ``skipped``: the first one skipped after a
+        failure, else the first one skipped at all."""
+        if skipped is not None and skipped.cause is SkipCause.FAILURE:
+            return skipped
+        if step.cause is SkipCause.FAILURE:
+            root = self._failed_above.get(dep)
+            because = f"because {root!r} failed" if root is not None else "after a failure"
+            return Skip(SkipCause.FAILURE, f"dependency {dep!r} was skipped {because}")
+        if skipped is None:
+            return Skip(SkipCause.DEPENDENCY_SKIPPED, f"dependency {dep!r} was skipped")
         return skipped
 
     def _failure_above(self, ps: PlannedStep) -> str | None:

@@ -193,21 +193,36 @@ def choose_run(
     """Which run to continue (see the module's table). ``runs`` are the workflow's runs, oldest first;
     ``start_new`` is False for ``resume WORKFLOW``, which never starts a run."""
     if run_id is not None:
-        named = next((r for r in runs if r.run_id == run_id), RunInfo(run_id))
-        if named.damaged is not None:
-            raise RunDamaged(named.run_id, named.damaged, first=True)
-        return _retry_check(named, retry_failed)
+        return _named(runs, run_id, retry_failed)
     if new_run:
         return Choice(None)
-    damaged = [r for r in runs if r.damaged is not None]
-    if damaged:
-        raise RunDamaged(damaged[-1].run_id, damaged[-1].damaged or "", first=True)
+    _refuse_damaged(runs)
     open_runs = [r for r in runs if r.closed is None]
     if open_runs:
         newest_open = open_runs[-1]
         if not resume and not retry_failed:
             raise UnfinishedRun(newest_open.run_id, newest_open.running_pid, elsewhere=newest_open.elsewhere)
         return Choice(newest_open.run_id)
+    return _none_open(runs, retry_failed=retry_failed, start_new=start_new)
+
+
+def _named(runs: Sequence[RunInfo], run_id: str, retry_failed: bool) -> Choice:
+    """``--run-id``: that run, whatever the others are (one not among ``runs`` is looked for by id later)."""
+    named = next((r for r in runs if r.run_id == run_id), RunInfo(run_id))
+    if named.damaged is not None:
+        raise RunDamaged(named.run_id, named.damaged, first=True)
+    return _retry_check(named, retry_failed)
+
+
+def _refuse_damaged(runs: Sequence[RunInfo]) -> None:
+    """A run whose first record cannot be read may be the one to continue: nothing is chosen past it."""
+    damaged = [r for r in runs if r.damaged is not None]
+    if damaged:
+        raise RunDamaged(damaged[-1].run_id, damaged[-1].damaged or "", first=True)
+
+
+def _none_open(runs: Sequence[RunInfo], *, retry_failed: bool, start_new: bool) -> Choice:
+    """Every run is closed (or there is none): reopen the newest to retry, start one, or refuse."""
     if retry_failed:
         if not runs:
             raise NoRunToRetry("no run of this workflow to retry")

@@ -131,39 +131,44 @@ class Notes:
     def log(self, server: str, where: tuple[str, str] | None, message: McpLogMessage) -> None:
         """A log message of ``server``, of the item ``where`` names (None: of no call in flight)."""
         if where is None:
-            tally = self._servers.get(server)
-            if tally is None:
-                tally = self._servers[server] = Tally(None, None, server=server, tokens=self._limit)
-                tally.at = trio.current_time() if self._limit != math.inf else 0.0
-            now = 0.0
-            if self._limit != math.inf:
-                now = trio.current_time()
-                tally.tokens = min(self._limit, tally.tokens + (now - tally.at) * self._rate)
-                tally.at = now
-            admitted = tally.tokens >= 1
-            if admitted:
-                tally.tokens -= 1
-                if tally.omitted and now - tally.gap_at >= GAP_INTERVAL:
-                    tally.gap_at = now
-                    self._write_omitted(tally)  # the gap, in its place
+            tally, admitted = self._server_admits(server)
             step = item = None
         else:
             tally = self._items.get(where) or self.tally(*where)
             tally.server = server
             admitted = tally.logs < self._limit
             step, item = where
-        if admitted:
-            tally.logs += 1
-            self._log.note(
-                LogMessage(
-                    server=server, level=message.level, logger=message.logger, data=message.data, step=step, item=item
-                )
-            )
+        if not admitted:
+            tally.omitted += 1
+            tally.omitted_rank = max(tally.omitted_rank, _RANK.get(message.level, 1))
             return
-        tally.omitted += 1
-        rank = _RANK.get(message.level, 1)
-        if rank > tally.omitted_rank:
-            tally.omitted_rank = rank
+        tally.logs += 1
+        self._log.note(
+            LogMessage(
+                server=server, level=message.level, logger=message.logger, data=message.data, step=step, item=item
+            )
+        )
+
+    def _server_admits(self, server: str) -> tuple[Tally, bool]:
+        """The server's tally, and whether one more of its own messages (of no call) is kept: a token bucket of
+        ``limit`` messages refilled at ``rate`` a second. The first kept after some were left out writes how
+        many (at most once per ``GAP_INTERVAL``), in its place."""
+        tally = self._servers.get(server)
+        if tally is None:
+            tally = self._servers[server] = Tally(None, None, server=server, tokens=self._limit)
+            tally.at = trio.current_time() if self._limit != math.inf else 0.0
+        now = 0.0
+        if self._limit != math.inf:
+            now = trio.current_time()
+            tally.tokens = min(self._limit, tally.tokens + (now - tally.at) * self._rate)
+            tally.at = now
+        if tally.tokens < 1:
+            return tally, False
+        tally.tokens -= 1
+        if tally.omitted and now - tally.gap_at >= GAP_INTERVAL:
+            tally.gap_at = now
+            self._write_omitted(tally)
+        return tally, True
 
     def settle(self, step: str, item: str) -> None:
         """Before the item's result is journaled: its waiting progress, and how many log messages were left out."""
@@ -232,14 +237,9 @@ class Notes:
             self._write_progress(tally, p, folded)
 
     def _write_progress(self, tally: Tally, p: Progress, folded: int) -> None:
-        assert tally.step is not None and tally.item is not None
-        self._log.note(
-            ProgressNoted(
-                step=tally.step,
-                item=tally.item,
-                progress=p.progress,
-                total=p.total,
-                message=p.message,
-                folded=folded or None,
-            )
+        step, item = tally.step, tally.item
+        assert step is not None and item is not None
+        noted = ProgressNoted(
+            step=step, item=item, progress=p.progress, total=p.total, message=p.message, folded=folded or None
         )
+        self._log.note(noted)

@@ -77,7 +77,7 @@ import re
 from collections import deque
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import Any, BinaryIO, Final
 
 from runner.engine.core.events import JOURNAL_FORMAT, BadEvent, Entry, RunFinished, RunStarted, RunStatus, decode
 from runner.engine.core.state import RunState, fold
@@ -88,7 +88,10 @@ from runner.masking import Masker, decode_fields
 __all__ = [
     "JournalCorrupt",
     "closes",
+    "decode_first",
     "decode_line",
+    "entry_or_none",
+    "first_line",
     "first_record",
     "iter_journal",
     "last_record",
@@ -164,20 +167,9 @@ def decode_line(
 ) -> Entry:
     """The entry one complete journal line holds, or ``JournalCorrupt`` naming ``source:line_no``. Its text is
     decoded (by ``unmask``, or as shown) as of format ``journal``; a ``run_started`` line, as of its own."""
-    try:
-        obj = json.loads(line)
-    except (ValueError, RecursionError) as exc:
-        raise JournalCorrupt(f"not JSON ({_cut(str(exc))})", file=source, line=line_no) from None
-    if not isinstance(obj, dict):
-        raise JournalCorrupt(f"not an event: a JSON {type(obj).__name__}", file=source, line=line_no)
+    obj = _json_object(line, source, line_no)
     if b"***" in line:
-        if obj.get("type") == "run_started":
-            own = obj.get("journal")
-            journal = own if isinstance(own, int) and not isinstance(own, bool) else 1
-        try:
-            obj = decode_fields(obj, unmask, journal=journal)
-        except RecursionError:
-            raise JournalCorrupt("not an event: nested too deeply", file=source, line=line_no) from None
+        obj = _decoded_text(obj, unmask, journal, source, line_no)
     try:
         entry = decode(obj)
     except BadEvent as exc:
@@ -193,6 +185,29 @@ def decode_line(
             path="journal",
         )
     return entry
+
+
+def _json_object(line: bytes, source: str, line_no: int) -> dict[str, Any]:
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        raise JournalCorrupt(f"not JSON ({_cut(str(exc))})", file=source, line=line_no) from None
+    if not isinstance(obj, dict):
+        raise JournalCorrupt(f"not an event: a JSON {type(obj).__name__}", file=source, line=line_no)
+    return obj
+
+
+def _decoded_text(
+    obj: dict[str, Any], unmask: Masker | None, journal: int, source: str, line_no: int
+) -> dict[str, Any]:
+    """A line's fields with their text decoded as of format ``journal`` (a ``run_started``'s: its own)."""
+    if obj.get("type") == "run_started":
+        own = obj.get("journal")
+        journal = own if isinstance(own, int) and not isinstance(own, bool) else 1
+    try:
+        return decode_fields(obj, unmask, journal=journal)
+    except RecursionError:
+        raise JournalCorrupt("not an event: nested too deeply", file=source, line=line_no) from None
 
 
 def _cut(text: str, limit: int = 200) -> str:
@@ -237,14 +252,14 @@ def peek_journal(path: Path) -> tuple[Entry | None, Entry | None]:
     with path.open("rb") as f:
         first_line = f.readline()
         last_line = _last_line(f)
-    return _entry_or_none(first_line), _entry_or_none(last_line) if last_line else None
+    return entry_or_none(first_line), entry_or_none(last_line) if last_line else None
 
 
 def last_record(path: Path) -> Entry | None:
     """The last complete entry of the journal at ``path`` (a torn tail is passed over), reading back from its
     end only as far as that line's start; None when there is none or it does not decode."""
     with path.open("rb") as f:
-        return _entry_or_none(_last_line(f))
+        return entry_or_none(_last_line(f))
 
 
 def first_record(path: Path, *, unmask: Masker | None = None) -> Entry | None:
@@ -252,17 +267,29 @@ def first_record(path: Path, *, unmask: Masker | None = None) -> Entry | None:
     writing its first record: nothing ran); ``JournalCorrupt`` when that line is not an event, or the first
     event is not ``run_started`` (then the run cannot be known: not even its workflow). Its text is decoded
     by ``unmask``, or as shown."""
+    line, line_no = first_line(path)
+    return decode_first(line, source=str(path), line_no=line_no, unmask=unmask)
+
+
+def first_line(path: Path) -> tuple[bytes, int]:
+    """The first line of the journal at ``path`` that is not blank, and its number (a torn or empty one as it
+    is): read once by a caller that decodes it twice (:func:`decode_first`)."""
     with path.open("rb") as f:
         line = f.readline()
         line_no = 1
         while line == b"\n":  # no writer leaves blank lines; the reader skips them all the same
             line, line_no = f.readline(), line_no + 1
+    return line, line_no
+
+
+def decode_first(line: bytes, *, source: str, line_no: int = 1, unmask: Masker | None = None) -> Entry | None:
+    """A journal's first line (:func:`first_line`) as :func:`first_record` reads it."""
     if not line.endswith(b"\n"):
         return None
-    entry = decode_line(line, source=str(path), line_no=line_no, unmask=unmask)
+    entry = decode_line(line, source=source, line_no=line_no, unmask=unmask)
     if not isinstance(entry.event, RunStarted):
         raise JournalCorrupt(
-            f"the first record is {entry.event.type}, not run_started", file=str(path), line=line_no, path="type"
+            f"the first record is {entry.event.type}, not run_started", file=source, line=line_no, path="type"
         )
     return entry
 
@@ -317,7 +344,9 @@ def _last_line(f: BinaryIO) -> bytes:
     return b"".join(reversed(chunks)) if end >= 0 else b""
 
 
-def _entry_or_none(line: bytes) -> Entry | None:
+def entry_or_none(line: bytes) -> Entry | None:
+    """The entry a complete journal line holds, decoded as shown; None for a torn line or one that does not
+    decode (what the ends of a journal read as when listing runs)."""
     if not line.endswith(b"\n"):
         return None
     try:

@@ -490,21 +490,38 @@ def find_run(state_dir: Path, ref: str, *, workflow: Path | WorkflowIdentity | N
     ``3f9a1c``) of one. With ``workflow``, only that workflow's runs are candidates. Raises
     :class:`UnknownRun` naming recent runs when nothing matches, and :class:`AmbiguousRun` listing the
     candidates when several do."""
-    of = f" of {workflow.path if isinstance(workflow, WorkflowIdentity) else workflow}" if workflow is not None else ""
     candidates = runs_of(state_dir, workflow) if workflow is not None else list(iter_run_dirs(state_dir))
-    exact = [r for r in candidates if r.run_id == ref]
-    if exact:
-        return exact[0]
-    matches = [r for r in candidates if ref and (r.run_id.startswith(ref) or r.run_id.endswith(ref))]
+    exact = next((r for r in candidates if r.run_id == ref), None)
+    if exact is not None:
+        return exact
+    matches = _abbreviated(candidates, ref)
     if len(matches) == 1:
         return matches[0]
     if matches:
-        listed = "\n  ".join(r.run_id for r in matches[-20:])
-        more = f"\n  ... and {len(matches) - 20} more" if len(matches) > 20 else ""
-        raise AmbiguousRun(
-            f"{ref!r} matches {len(matches)} runs{of} in {state_dir}; say which:\n  {listed}{more}",
-            [r.run_id for r in matches],
-        )
+        raise _ambiguous(ref, matches, f"{_of(workflow)} in {state_dir}")
     known = [r.run_id for r in candidates]
     hint = f"; known runs: {', '.join(known[-5:])}" if known else ""
-    raise UnknownRun(f"no run {ref!r}{of} in {state_dir}{hint}")
+    raise UnknownRun(f"no run {ref!r}{_of(workflow)} in {state_dir}{hint}")
+
+
+def _ambiguous(ref: str, matches: list[RunDir], where: str) -> AmbiguousRun:
+    """``ref`` abbreviates every run of ``matches`` (runs ``where``): the newest 20 listed, all as candidates."""
+    listed = "\n  ".join(r.run_id for r in matches[-20:])
+    more = f"\n  ... and {len(matches) - 20} more" if len(matches) > 20 else ""
+    return AmbiguousRun(
+        f"{ref!r} matches {len(matches)} runs{where}; say which:\n  {listed}{more}", [r.run_id for r in matches]
+    )
+
+
+def _abbreviated(candidates: list[RunDir], ref: str) -> list[RunDir]:
+    """The runs whose id ``ref`` begins or ends (an empty ``ref`` abbreviates none)."""
+    if not ref:
+        return []
+    return [r for r in candidates if r.run_id.startswith(ref) or r.run_id.endswith(ref)]
+
+
+def _of(workflow: Path | WorkflowIdentity | None) -> str:
+    """`` of WORKFLOW`` in a message about runs looked for among one workflow's; empty when among all."""
+    if workflow is None:
+        return ""
+    return f" of {workflow.path if isinstance(workflow, WorkflowIdentity) else workflow}"

@@ -179,23 +179,28 @@ class EventLog:
         if self._fd is not None or self._masker:  # else nothing to write or mask: observers get the event as is
             obj = encode(entry)
             if self._masker:
-                if self._encoded:
-                    masked = self._masker.encode_fields(obj, UNMASKED_FIELDS)
-                    if masked is not obj:  # a secret (or a mark) in it: observers see it masked, as shown
-                        obj = masked
-                        entry = decode(shown_value(masked))
-                else:
-                    masked = self._masker.mask_fields(obj, UNMASKED_FIELDS)
-                    if masked is not obj:
-                        obj = masked
-                        entry = decode(masked)
-            line = _dumps(obj) if self._fd is not None else None
-            if line is not None and self._encoded and not self._masker and MARK in line:
-                # No secrets, but text that holds a mark: escaped, so that no later read takes it for a secret.
-                line = _dumps(self._masker.encode_fields(obj, UNMASKED_FIELDS))
+                obj, entry = self._masked(obj, entry)
+            if self._fd is not None:
+                line = _dumps(obj)
+                if self._encoded and MARK in line and not self._masker:
+                    # No secrets, but text that holds a mark: escaped, so that no later read takes it for a secret.
+                    line = _dumps(self._masker.encode_fields(obj, UNMASKED_FIELDS))
         for observer in self._observers:
             observer(entry)
         return line
+
+    def _masked(self, obj: dict[str, Any], entry: Entry) -> tuple[dict[str, Any], Entry]:
+        """The record with its secrets masked (encoded, from format 3 on), and the entry observers see: the
+        same entry when nothing was masked, else the masked one as shown."""
+        if self._encoded:
+            masked = self._masker.encode_fields(obj, UNMASKED_FIELDS)
+            if masked is obj:
+                return obj, entry
+            return masked, decode(shown_value(masked))  # a secret (or a mark) in it: observers see it as shown
+        masked = self._masker.mask_fields(obj, UNMASKED_FIELDS)
+        if masked is obj:
+            return obj, entry
+        return masked, decode(masked)
 
     async def commit(self, event: AnyEvent, /) -> None:
         """Emit and wait until the line is durable (written and fsynced, with every line before it). Raises
@@ -280,39 +285,55 @@ class EventLog:
     async def _write_loop(self, offload: Callable[..., Awaitable[None]]) -> None:
         while True:
             if not self._closing and not self._waiters:
-                deadline = min(self._write_at, self._note_at, self._sync_at)
-                if trio.current_time() < deadline:
-                    with trio.CancelScope(deadline=deadline) as scope:
-                        self._scope = scope
-                        await self._wake.wait()
-                    self._scope = None
+                await self._wait_for_work()
             self._wake = trio.Event()
-            now = trio.current_time()
             batch, self._buffer = self._buffer, []
             waiters, self._waiters = self._waiters, []
-            self._write_at = self._note_at = math.inf
-            due = self._closing or now >= self._sync_at
-            sync = self._fsync and (bool(waiters) or (due and (self._unsynced or bool(batch))))
-            if sync or due:
-                self._sync_at = math.inf  # records emitted from now on set it again
-            if sync:
-                self._unsynced = False
-            elif batch:
-                self._unsynced = True
+            sync = self._take_sync(bool(batch), bool(waiters))
             if batch or sync:
-                self.handoffs += 1
-                try:
-                    await offload(self._write, "".join(batch).encode(), sync)
-                except OSError as exc:
-                    self._failed = JournalWriteError(f"cannot write the journal: {exc.strerror or exc}")
-                    for waiter in waiters:
-                        waiter.set()
-                    raise self._failed from exc
-                self.lines_written += len(batch)
+                await self._hand_off(offload, batch, waiters, sync)
             for waiter in waiters:
                 waiter.set()
             if self._closing and not self._buffer and not self._waiters:
                 return
+
+    async def _wait_for_work(self) -> None:
+        """Sleep until a commit wakes the writer or the first timer (write, note, sync) is due."""
+        deadline = min(self._write_at, self._note_at, self._sync_at)
+        if trio.current_time() < deadline:
+            with trio.CancelScope(deadline=deadline) as scope:
+                self._scope = scope
+                await self._wake.wait()
+            self._scope = None
+
+    def _take_sync(self, batch: bool, waiters: bool) -> bool:
+        """Whether this job fsyncs (a commit waits, or the sync timer is due with something unsynced), with the
+        timers reset for the job just taken: records emitted from now on set them again."""
+        self._write_at = self._note_at = math.inf
+        due = self._closing or trio.current_time() >= self._sync_at
+        sync = self._fsync and (waiters or (due and (self._unsynced or batch)))
+        if sync or due:
+            self._sync_at = math.inf
+        if sync:
+            self._unsynced = False
+        elif batch:
+            self._unsynced = True
+        return sync
+
+    async def _hand_off(
+        self, offload: Callable[..., Awaitable[None]], batch: list[str], waiters: list[trio.Event], sync: bool
+    ) -> None:
+        """One job to the disk. On failure the journal is marked failed, the waiting commits are woken (they
+        raise) and the writer stops."""
+        self.handoffs += 1
+        try:
+            await offload(self._write, "".join(batch).encode(), sync)
+        except OSError as exc:
+            self._failed = JournalWriteError(f"cannot write the journal: {exc.strerror or exc}")
+            for waiter in waiters:
+                waiter.set()
+            raise self._failed from exc
+        self.lines_written += len(batch)
 
     def _write(self, data: bytes, sync: bool) -> None:
         assert self._fd is not None
