@@ -137,7 +137,7 @@ def show_record(run: Loaded, now: float) -> dict[str, Any]:
             entry["items"] = step.total
         if step.kind is not None and step.reason:
             entry["error"] = step.reason
-            failures.append({"step": sid, "item": None, "kind": "step", "error": step.reason})
+            failures.append({"step": sid, "item": None, "kind": step.kind.value, "error": step.reason})
         entry.update(_step_counts(step, live))
         steps[sid] = entry
     for sid, item in state.items_in(ItemStatus.FAILED, ItemStatus.SKIPPED):

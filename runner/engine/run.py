@@ -558,11 +558,11 @@ def _record_end(log: EventLog, outcome: Outcome, state: RunState) -> None:
     counts = state.totals(live=False)
     del counts["running"]
     if outcome.status is RunStatus.INTERRUPTED:
-        log.record(RunInterrupted(status=outcome.status.value, exit_code=code, counts=counts))
+        log.record(RunInterrupted(status=outcome.status, exit_code=code, counts=counts))
     elif outcome.status.closed and not outcome.blocked:
-        log.record(RunFinished(status=outcome.status.value, exit_code=code, outputs=outcome.outputs, counts=counts))
+        log.record(RunFinished(status=outcome.status, exit_code=code, outputs=outcome.outputs, counts=counts))
     else:
-        log.record(RunStopped(status=outcome.status.value, exit_code=code, outputs=outcome.outputs, counts=counts))
+        log.record(RunStopped(status=outcome.status, exit_code=code, outputs=outcome.outputs, counts=counts))
 
 
 async def _watch_signals(scheduler: Scheduler, log: EventLog, grace: float, signals: list[int], say: Reporter) -> None:

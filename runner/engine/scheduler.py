@@ -241,7 +241,8 @@ class Scheduler:
             return False
         if prior.in_doubt == "ask":
             return True
-        decisions = [DoubtDecided(step=sid, keys=keys, decision=prior.in_doubt) for sid, keys in undecided.items()]
+        chosen = Decision(prior.in_doubt)
+        decisions = [DoubtDecided(step=sid, keys=keys, decision=chosen) for sid, keys in undecided.items()]
         for decision in decisions[:-1]:
             self._log.append(decision)
         await self._log.commit(decisions[-1])  # durable, with those before it, before any call is made
@@ -305,7 +306,7 @@ class Scheduler:
 
     def _skip(self, ps: PlannedStep, skip: Skip) -> None:
         self._views[ps.id] = fanout_view([], [], "skipped") if ps.fan_out else step_view(None, status="skipped")
-        self._log.record(StepSkipped(step=ps.id, reason=skip.reason, cause=skip.cause.value))
+        self._log.record(StepSkipped(step=ps.id, reason=skip.reason, cause=skip.cause))
 
     def _fail_step(self, ps: PlannedStep, error: str, kind: FailureKind) -> None:
         # A server that could not be reached leaves the step undone, not failed: a resume runs it.
@@ -314,7 +315,7 @@ class Scheduler:
         if status is StepStatus.FAILED and not ps.continue_on_error:
             self._stop_new = self._stop_new or ps.id
         counts = self._state.step(ps.id).counts(live=False).as_dict()
-        self._log.record(StepFinished(step=ps.id, status=status.value, counts=counts, error=error, kind=kind.value))
+        self._log.record(StepFinished(step=ps.id, status=status, counts=counts, error=error, kind=kind))
 
     async def _run_step(self, ps: PlannedStep) -> None:
         if ps.fan_out:
@@ -389,7 +390,7 @@ class Scheduler:
 
     def _finish_step(self, ps: PlannedStep, status: StepStatus) -> None:
         counts = self._state.step(ps.id).counts(live=False).as_dict()
-        self._log.record(StepFinished(step=ps.id, status=status.value, counts=counts))
+        self._log.record(StepFinished(step=ps.id, status=status, counts=counts))
 
     def _keys(self, ps: PlannedStep, items: list[Any]) -> list[str]:
         keys: list[str] = []
@@ -484,7 +485,7 @@ class Scheduler:
         result: dict[str, Any] | None = None,
     ) -> str:
         self._notes.settle(ps.id, key)
-        self._log.record(ItemFailed(step=ps.id, item=key, index=index, kind=kind.value, error=error, result=result))
+        self._log.record(ItemFailed(step=ps.id, item=key, index=index, kind=kind, error=error, result=result))
         return error
 
     async def _safe_to_repeat(self, ps: PlannedStep, *, connect: bool = False) -> bool:
@@ -597,9 +598,7 @@ class Scheduler:
                 )
             )
         elif isinstance(event, LinkFailed):
-            self._log.record(
-                SessionFailed(server=event.server, kind=failure_kind(event.error).value, error=str(event.error))
-            )
+            self._log.record(SessionFailed(server=event.server, kind=failure_kind(event.error), error=str(event.error)))
 
     def _on_log(self, server: str, message: McpLogMessage, rid: Any) -> None:
         where = self._in_flight.get((server, rid)) if rid is not None else None

@@ -158,9 +158,9 @@ class DagWorkflow:
         del counts["running"]
         code = int(outcome.exit_code)
         if outcome.status.closed:
-            self._emit(RunFinished(status=outcome.status.value, exit_code=code, outputs=outputs, counts=counts))
+            self._emit(RunFinished(status=outcome.status, exit_code=code, outputs=outputs, counts=counts))
         else:
-            self._emit(RunStopped(status=outcome.status.value, exit_code=code, outputs=outputs, counts=counts))
+            self._emit(RunStopped(status=outcome.status, exit_code=code, outputs=outputs, counts=counts))
         return {
             "run_id": spec.run_id,
             "status": outcome.status.value,
@@ -251,16 +251,14 @@ class DagWorkflow:
 
     def _skip(self, ps: PlannedStep, skip: Skip) -> None:
         self._views[ps.id] = fanout_view([], [], "skipped") if ps.fan_out else step_view(None, status="skipped")
-        self._emit(StepSkipped(step=ps.id, reason=skip.reason, cause=skip.cause.value))
+        self._emit(StepSkipped(step=ps.id, reason=skip.reason, cause=skip.cause))
 
     def _fail_step(self, ps: PlannedStep, error: str, kind: FailureKind) -> None:
         self._views[ps.id] = step_view(None, status="failed") if not ps.fan_out else fanout_view([], [], "failed")
         if not ps.continue_on_error:
             self._stop_new = self._stop_new or ps.id
         counts = self._state.step(ps.id).counts(live=False).as_dict()
-        self._emit(
-            StepFinished(step=ps.id, status=StepStatus.FAILED.value, counts=counts, error=error, kind=kind.value)
-        )
+        self._emit(StepFinished(step=ps.id, status=StepStatus.FAILED, counts=counts, error=error, kind=kind))
 
     async def _run_step(self, ps: PlannedStep) -> None:
         if ps.fan_out:
@@ -311,7 +309,7 @@ class DagWorkflow:
         if status is StepStatus.FAILED and not ps.continue_on_error:
             self._stop_new = self._stop_new or ps.id
         counts = self._state.step(ps.id).counts(live=False).as_dict()
-        self._emit(StepFinished(step=ps.id, status=status.value, counts=counts))
+        self._emit(StepFinished(step=ps.id, status=status, counts=counts))
 
     async def _batch(self, ps: PlannedStep, batch: list[dict[str, Any]], entries: list[dict[str, Any] | None]) -> None:
         assert self._spec is not None and self._pending is not None
@@ -416,14 +414,14 @@ class DagWorkflow:
         if not item.in_doubt or self._prior == "rerun":
             return False
         if self._prior == "accept":
-            self._emit(DoubtDecided(step=ps.id, keys=[key], decision=Decision.ACCEPT.value))
+            self._emit(DoubtDecided(step=ps.id, keys=[key], decision=Decision.ACCEPT))
             entries[at] = item_entry("succeeded") if ps.referenced else None
             return True
         entries[at] = item_entry("failed", self._failed(ps, index, key, "skipped-in-doubt", SKIPPED_IN_DOUBT))
         return True
 
     def _failed(self, ps: PlannedStep, index: int | None, key: str, kind: str, error: str, result: Any = None) -> str:
-        self._emit(ItemFailed(step=ps.id, item=key, index=index, kind=kind, error=error, result=result))
+        self._emit(ItemFailed(step=ps.id, item=key, index=index, kind=FailureKind(kind), error=error, result=result))
         return error
 
     def _step_outcome(self, ps: PlannedStep, keys: list[str]) -> StepStatus:

@@ -26,7 +26,6 @@ from rich.text import Text
 
 from runner.engine.core.events import (
     Entry,
-    FailureKind,
     ItemFailed,
     LogMessage,
     SessionFailed,
@@ -81,13 +80,6 @@ _SESSION_STYLE: dict[type, str] = {
 }
 _STATUS_STYLE = {"succeeded": "green", "failed": "red", "interrupted": "yellow", "skipped": "dim"}
 _STATUS_MARK = {"succeeded": "✓", "failed": "✗", "interrupted": "!", "skipped": "-"}
-
-
-def _in_doubt(kind: str) -> bool:
-    try:
-        return FailureKind.of(kind).in_doubt
-    except KeyError:
-        return False
 
 
 def _bar(done: float, total: float, width: int) -> Text:
@@ -300,7 +292,7 @@ class LiveView:
         if isinstance(event, ItemFailed):
             fields = encode(entry)
             if shows_failure(fields) and not self._repeats.absorb(fields):
-                doubt = event.retrying or _in_doubt(event.kind)
+                doubt = event.retrying or (event.kind is not None and event.kind.in_doubt)
                 self._add(Text(terminal(format_failure(fields)), style="yellow" if doubt else "red"))
                 self._repeats.shown(fields)
                 detail = error_detail(event.error)

@@ -97,7 +97,7 @@ def summarize(run_dir: RunDir) -> RunSummary:
         summary.workflow = first.event.workflow
         summary.started_at = first.ts
         summary.ended_at = summary.last_ts = last.ts
-        summary.status = _status(ended.status)
+        summary.status = ended.status
         summary.exit_code = ended.exit_code
         summary.finished = closes(last)
         summary.counts = {name: ended.counts.get(name, 0) for name in COUNTS}
@@ -130,13 +130,6 @@ def from_state(run_dir: RunDir, running_pid: int | None, state: RunState, damage
         counts=state.totals(live=running_pid is not None),
         damaged=damaged,
     )
-
-
-def _status(value: str) -> RunStatus | None:
-    try:
-        return RunStatus(value)
-    except ValueError:
-        return None
 
 
 def list_runs(state_dir: Path, workflow: Path | None = None) -> list[RunSummary]:
