@@ -23,9 +23,9 @@ This module imports no ``rich``: :mod:`runner.view.live` is imported only when a
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TextIO
+from typing import Any, Final, Protocol, TextIO
 
 import trio
 
@@ -180,52 +180,75 @@ class PlainView:
         self._stream.flush()
 
     def observe(self, entry: Entry) -> None:
+        handler = _SHOWN_QUIET.get(type(entry.event))
+        if handler is None and not self._quiet:
+            handler = _SHOWN.get(type(entry.event))
+        if handler is not None:
+            handler(self, entry)
+
+    def _item_failed(self, entry: Entry) -> None:
         event = entry.event
-        ts = entry.ts
-        if isinstance(event, ItemFailed):
-            fields = encode(entry)
-            if shows_failure(fields) and not self._repeats.absorb(fields):
-                self._write(ts, format_failure(fields))
-                self._repeats.shown(fields)
-                detail = error_detail(event.error)
-                if detail is not None and detail not in self._details:  # a crash's stderr: once, as it was
-                    self._details.add(detail)
-                    self._raw(detail)
-            if not event.retrying and self._github:
-                self._raw(github_error(fields))
-            self._progress_line(ts, event.step)
-        elif isinstance(event, ItemSucceeded):
-            self._progress_line(ts, event.step)
-        elif isinstance(event, LogMessage):
-            if level_index(event.level) >= self._threshold:
-                self._write(ts, format_log(encode(entry)))
-        elif isinstance(event, SessionFailed):
-            fields = encode(entry)
-            self._write(ts, format_session(fields) or "")
-            if self._github:
-                self._raw(github_error(fields))
-        elif self._quiet:
-            return
-        elif isinstance(event, SessionOpened | SessionLost | SessionRetrying):
-            self._write(ts, format_session(encode(entry)) or "")
-        elif isinstance(event, StepStarted):
-            step = self._state.step(event.step)
-            self._last_line[step.id] = ts_seconds(ts) or 0.0
-            text = f"step {step.id} started" + (f": {plural(step.total, 'item')}" if step.fan_out else "")
-            if step.reused:
-                text += f" ({step.reused} done earlier)"
-            self._write(ts, text)
-        elif isinstance(event, StepFinished):
-            step = self._state.step(event.step)
-            self._write(ts, f"step {event.step} {event.status}{finished_detail(step, event.error)}")
-        elif isinstance(event, StepSkipped):
-            self._write(ts, f"step {event.step} skipped: {event.reason}")
-        elif isinstance(event, StreamResumed):
-            self._write(ts, f"{where(event.step, event.item)}: stream resumed")
-        elif isinstance(event, TaskUpdated) and not self._state.step(event.step).fan_out:
+        assert isinstance(event, ItemFailed)
+        fields = encode(entry)
+        if shows_failure(fields) and not self._repeats.absorb(fields):
+            self._write(entry.ts, format_failure(fields))
+            self._repeats.shown(fields)
+            detail = error_detail(event.error)
+            if detail is not None and detail not in self._details:  # a crash's stderr: once, as it was
+                self._details.add(detail)
+                self._raw(detail)
+        if not event.retrying and self._github:
+            self._raw(github_error(fields))
+        self._progress_line(entry.ts, event.step)
+
+    def _item_succeeded(self, entry: Entry) -> None:
+        assert isinstance(entry.event, ItemSucceeded)
+        self._progress_line(entry.ts, entry.event.step)
+
+    def _log(self, entry: Entry) -> None:
+        assert isinstance(entry.event, LogMessage)
+        if level_index(entry.event.level) >= self._threshold:
+            self._write(entry.ts, format_log(encode(entry)))
+
+    def _session_failed(self, entry: Entry) -> None:
+        fields = encode(entry)
+        self._write(entry.ts, format_session(fields) or "")
+        if self._github:
+            self._raw(github_error(fields))
+
+    def _session(self, entry: Entry) -> None:
+        self._write(entry.ts, format_session(encode(entry)) or "")
+
+    def _step_started(self, entry: Entry) -> None:
+        assert isinstance(entry.event, StepStarted)
+        step = self._state.step(entry.event.step)
+        self._last_line[step.id] = ts_seconds(entry.ts) or 0.0
+        text = f"step {step.id} started" + (f": {plural(step.total, 'item')}" if step.fan_out else "")
+        if step.reused:
+            text += f" ({step.reused} done earlier)"
+        self._write(entry.ts, text)
+
+    def _step_finished(self, entry: Entry) -> None:
+        event = entry.event
+        assert isinstance(event, StepFinished)
+        step = self._state.step(event.step)
+        self._write(entry.ts, f"step {event.step} {event.status}{finished_detail(step, event.error)}")
+
+    def _step_skipped(self, entry: Entry) -> None:
+        assert isinstance(entry.event, StepSkipped)
+        self._write(entry.ts, f"step {entry.event.step} skipped: {entry.event.reason}")
+
+    def _stream_resumed(self, entry: Entry) -> None:
+        assert isinstance(entry.event, StreamResumed)
+        self._write(entry.ts, f"{where(entry.event.step, entry.event.item)}: stream resumed")
+
+    def _task_updated(self, entry: Entry) -> None:
+        event = entry.event
+        assert isinstance(event, TaskUpdated)
+        if not self._state.step(event.step).fan_out:
             # One line per change of a plain step's task (a fan-out's would be thousands: its progress line counts)
             said = f": {event.message}" if event.message else ""
-            self._write(ts, f"{where(event.step, event.item)}: task {event.status}{said}")
+            self._write(entry.ts, f"{where(event.step, event.item)}: task {event.status}{said}")
 
     def _progress_line(self, ts: str, sid: str) -> None:
         if not self._progress:
@@ -264,6 +287,27 @@ class PlainView:
             self._stream.write(f"{clock_time(self._last_ts)} {terminal(repeats)}\n")
             self._stream.flush()
         self._closed.set()
+
+
+_Handler = Callable[[PlainView, Entry], None]
+# What a plain view shows of each event: failures, finished calls (a fan-out's progress line) and logs even when
+# quiet; the rest unless quiet.
+_SHOWN_QUIET: Final[dict[type, _Handler]] = {
+    ItemFailed: PlainView._item_failed,
+    ItemSucceeded: PlainView._item_succeeded,
+    LogMessage: PlainView._log,
+    SessionFailed: PlainView._session_failed,
+}
+_SHOWN: Final[dict[type, _Handler]] = {
+    SessionOpened: PlainView._session,
+    SessionLost: PlainView._session,
+    SessionRetrying: PlainView._session,
+    StepStarted: PlainView._step_started,
+    StepFinished: PlainView._step_finished,
+    StepSkipped: PlainView._step_skipped,
+    StreamResumed: PlainView._stream_resumed,
+    TaskUpdated: PlainView._task_updated,
+}
 
 
 # -- choosing a view ----------------------------------------------------------------------------------------
