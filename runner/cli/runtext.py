@@ -10,7 +10,7 @@ from typing import Any
 from runner.cli.where import decision_lines
 from runner.words import plural
 
-__all__ = ["LOG_TAIL", "format_event", "render_runs", "render_show"]
+__all__ = ["LOG_TAIL", "format_event", "log_line", "render_runs", "render_show"]
 
 LOG_TAIL = 50  # `show` prints the last LOG_TAIL log messages; `logs` prints them all
 
@@ -200,6 +200,19 @@ def _time_of(ts: Any) -> str:
     """``21:33:16.623``: the clock time of an event, to the millisecond."""
     text = str(ts or "")
     return text[11:23] if len(text) >= 23 and text[10] == "T" else text
+
+
+def log_line(event: dict[str, Any], threshold: int, *, progress: bool = True) -> str | None:
+    """An event as ``logs`` prints it (:func:`format_event`), or None: not shown, a log message below the
+    ``threshold`` level, or a progress event when ``progress`` is off."""
+    from runner.view.text import level_index
+
+    kind = event.get("type")
+    if kind == "log" and level_index(event.get("level")) < threshold:
+        return None
+    if kind == "progress" and not progress:
+        return None
+    return format_event(event)
 
 
 def format_event(event: dict[str, Any]) -> str | None:
