@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable
-from typing import Final, TextIO
+from typing import TextIO
 
 import trio
 from rich.console import Console, Group, RenderableType
@@ -294,14 +294,16 @@ class LiveView:
         self._lines.append(line)
 
     def observe(self, entry: Entry) -> None:
+        """Queue the line ``entry`` prints, by its type: ``_on_<type>`` handles an event of that ``type`` (the
+        journal's name for its class), as typed; the region is drawn from the state, not from here."""
         self._tally.observe(entry.event)
         if self._started is None:
             self._started = self._clock()
-        handler = _SHOWN.get(type(entry.event))
+        handler: Callable[[Entry], None] | None = getattr(self, f"_on_{entry.event.type}", None)
         if handler is not None:
-            handler(self, entry)
+            handler(entry)
 
-    def _item_failed(self, entry: Entry) -> None:
+    def _on_item_failed(self, entry: Entry) -> None:
         event = entry.event
         assert isinstance(event, ItemFailed)
         fields = encode(entry)
@@ -314,13 +316,13 @@ class LiveView:
                 self._details.add(detail)
                 self._lines.append(Text(terminal(detail), style="dim"))
 
-    def _log(self, entry: Entry) -> None:
+    def _on_log(self, entry: Entry) -> None:
         event = entry.event
         assert isinstance(event, LogMessage)
         if level_index(event.level) >= self._threshold:
             self._add(Text(terminal(format_log(encode(entry))), style=_LEVEL_STYLE.get(event.level, "")))
 
-    def _step_finished(self, entry: Entry) -> None:
+    def _on_step_finished(self, entry: Entry) -> None:
         event = entry.event
         assert isinstance(event, StepFinished)
         step = self.state.step(event.step)
@@ -332,15 +334,17 @@ class LiveView:
             line.append(f" in {format_elapsed(ended - begun)}", style="dim")
         self._add(line)
 
-    def _step_skipped(self, entry: Entry) -> None:
+    def _on_step_skipped(self, entry: Entry) -> None:
         assert isinstance(entry.event, StepSkipped)
         self._add(Text(terminal(f"- step {entry.event.step} skipped: {entry.event.reason}"), style="dim"))
 
-    def _session(self, entry: Entry) -> None:
+    def _on_session_opened(self, entry: Entry) -> None:
         first, _, detail = (format_session(encode(entry)) or "").partition("\n")
         self._add(Text(terminal(first), style=_SESSION_STYLE[type(entry.event)]))
         if detail:
             self._lines.append(Text(terminal(detail), style="dim"))
+
+    _on_session_lost = _on_session_retrying = _on_session_failed = _on_session_opened
 
     # -- drawing -----------------------------------------------------------------------------------------
 
@@ -383,14 +387,3 @@ class LiveView:
 
     def close(self) -> None:
         self._closed.set()
-
-
-_Handler = Callable[[LiveView, Entry], None]
-# The events a live view prints a line for, above its region (the region itself is drawn from the state).
-_SHOWN: Final[dict[type, _Handler]] = {
-    ItemFailed: LiveView._item_failed,
-    LogMessage: LiveView._log,
-    StepFinished: LiveView._step_finished,
-    StepSkipped: LiveView._step_skipped,
-    **dict.fromkeys(_SESSION_STYLE, LiveView._session),
-}

@@ -34,10 +34,6 @@ from runner.engine.core.events import (
     ItemFailed,
     ItemSucceeded,
     LogMessage,
-    SessionFailed,
-    SessionLost,
-    SessionOpened,
-    SessionRetrying,
     StepFinished,
     StepSkipped,
     StepStarted,
@@ -89,6 +85,8 @@ class NullView:
     """Shows nothing."""
 
     def observe(self, entry: Entry) -> None:
+        """Write what ``entry`` shows, by its type: ``_on_<type>`` handles an event of that ``type`` (the
+        journal's name for its class), as typed; an event with no handler shows nothing."""
         return None
 
     async def run(self) -> None:
@@ -180,13 +178,14 @@ class PlainView:
         self._stream.flush()
 
     def observe(self, entry: Entry) -> None:
-        handler = _SHOWN_QUIET.get(type(entry.event))
-        if handler is None and not self._quiet:
-            handler = _SHOWN.get(type(entry.event))
+        kind = entry.event.type
+        if self._quiet and kind not in _SHOWN_QUIET:
+            return
+        handler: Callable[[Entry], None] | None = getattr(self, f"_on_{kind}", None)
         if handler is not None:
-            handler(self, entry)
+            handler(entry)
 
-    def _item_failed(self, entry: Entry) -> None:
+    def _on_item_failed(self, entry: Entry) -> None:
         event = entry.event
         assert isinstance(event, ItemFailed)
         fields = encode(entry)
@@ -201,25 +200,27 @@ class PlainView:
             self._raw(github_error(fields))
         self._progress_line(entry.ts, event.step)
 
-    def _item_succeeded(self, entry: Entry) -> None:
+    def _on_item_succeeded(self, entry: Entry) -> None:
         assert isinstance(entry.event, ItemSucceeded)
         self._progress_line(entry.ts, entry.event.step)
 
-    def _log(self, entry: Entry) -> None:
+    def _on_log(self, entry: Entry) -> None:
         assert isinstance(entry.event, LogMessage)
         if level_index(entry.event.level) >= self._threshold:
             self._write(entry.ts, format_log(encode(entry)))
 
-    def _session_failed(self, entry: Entry) -> None:
+    def _on_session_failed(self, entry: Entry) -> None:
         fields = encode(entry)
         self._write(entry.ts, format_session(fields) or "")
         if self._github:
             self._raw(github_error(fields))
 
-    def _session(self, entry: Entry) -> None:
+    def _on_session_opened(self, entry: Entry) -> None:
         self._write(entry.ts, format_session(encode(entry)) or "")
 
-    def _step_started(self, entry: Entry) -> None:
+    _on_session_lost = _on_session_retrying = _on_session_opened
+
+    def _on_step_started(self, entry: Entry) -> None:
         assert isinstance(entry.event, StepStarted)
         step = self._state.step(entry.event.step)
         self._last_line[step.id] = ts_seconds(entry.ts) or 0.0
@@ -228,21 +229,21 @@ class PlainView:
             text += f" ({step.reused} done earlier)"
         self._write(entry.ts, text)
 
-    def _step_finished(self, entry: Entry) -> None:
+    def _on_step_finished(self, entry: Entry) -> None:
         event = entry.event
         assert isinstance(event, StepFinished)
         step = self._state.step(event.step)
         self._write(entry.ts, f"step {event.step} {event.status}{finished_detail(step, event.error)}")
 
-    def _step_skipped(self, entry: Entry) -> None:
+    def _on_step_skipped(self, entry: Entry) -> None:
         assert isinstance(entry.event, StepSkipped)
         self._write(entry.ts, f"step {entry.event.step} skipped: {entry.event.reason}")
 
-    def _stream_resumed(self, entry: Entry) -> None:
+    def _on_stream_resumed(self, entry: Entry) -> None:
         assert isinstance(entry.event, StreamResumed)
         self._write(entry.ts, f"{where(entry.event.step, entry.event.item)}: stream resumed")
 
-    def _task_updated(self, entry: Entry) -> None:
+    def _on_task_status(self, entry: Entry) -> None:
         event = entry.event
         assert isinstance(event, TaskUpdated)
         if not self._state.step(event.step).fan_out:
@@ -289,25 +290,8 @@ class PlainView:
         self._closed.set()
 
 
-_Handler = Callable[[PlainView, Entry], None]
-# What a plain view shows of each event: failures, finished calls (a fan-out's progress line) and logs even when
-# quiet; the rest unless quiet.
-_SHOWN_QUIET: Final[dict[type, _Handler]] = {
-    ItemFailed: PlainView._item_failed,
-    ItemSucceeded: PlainView._item_succeeded,
-    LogMessage: PlainView._log,
-    SessionFailed: PlainView._session_failed,
-}
-_SHOWN: Final[dict[type, _Handler]] = {
-    SessionOpened: PlainView._session,
-    SessionLost: PlainView._session,
-    SessionRetrying: PlainView._session,
-    StepStarted: PlainView._step_started,
-    StepFinished: PlainView._step_finished,
-    StepSkipped: PlainView._step_skipped,
-    StreamResumed: PlainView._stream_resumed,
-    TaskUpdated: PlainView._task_updated,
-}
+# The events a quiet plain view shows (by type): failures, finished calls (a fan-out's progress line), logs.
+_SHOWN_QUIET: Final = frozenset({"item_failed", "item_succeeded", "log", "session_failed"})
 
 
 # -- choosing a view ----------------------------------------------------------------------------------------
