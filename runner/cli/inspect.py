@@ -12,7 +12,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from runner.cli.journaltail import follow
 from runner.cli.runrecord import RECORD_VERSION, load, run_record, show_record
@@ -184,23 +184,33 @@ def _add_target(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_id", metavar="RUN_ID", nargs="?", help="a run id (after a WORKFLOW)")
 
 
+# The commands that take one run: their help, description and examples.
+_ONE_RUN: Final[dict[str, tuple[str, str, str]]] = {
+    "show": (
+        "show one run: steps, failures, in-doubt items, server log",
+        "Show a run from its journal: its steps, failures with their error text, the calls in\n"
+        "flight or in doubt, the server log messages, and the command that resumes it.",
+        "  mcp-run show workflows/convert_docs.yaml\n  mcp-run show 3f9a1c --json",
+    ),
+    "logs": (
+        "print a run's server log and progress messages",
+        "Print the log and progress events of a run's journal; with --follow, keep printing until\nthe run finishes.",
+        "  mcp-run logs workflows/convert_docs.yaml --follow",
+    ),
+}
+
+
 def _target_parser(
-    sub: Any,
-    name: str,
-    *,
-    help: str,
-    description: str,
-    examples: str,
-    epilog: str,
-    formatter: type[argparse.HelpFormatter],
+    sub: Any, name: str, exit_help: str, formatter: type[argparse.HelpFormatter]
 ) -> argparse.ArgumentParser:
     """The parser of a command that takes one run (``show``, ``logs``): its target and its state directory."""
+    summary, description, examples = _ONE_RUN[name]
     parser: argparse.ArgumentParser = sub.add_parser(
         name,
-        help=help,
+        help=summary,
         usage="%(prog)s [WORKFLOW] RUN_ID [options]\n       %(prog)s WORKFLOW [options]",
         description=description + "\n\n" + TARGET_HELP % {"command": f"mcp-run {name}"},
-        epilog=f"examples:\n{examples}\n\n{epilog}",
+        epilog=f"examples:\n{examples}\n\n{exit_help}",
         formatter_class=formatter,
     )
     _add_target(parser)
@@ -234,30 +244,12 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
     _add_engine(runs)
     runs.set_defaults(handler=runs_command)
 
-    show = _target_parser(
-        sub,
-        "show",
-        help="show one run: steps, failures, in-doubt items, server log",
-        description="Show a run from its journal: its steps, failures with their error text, the calls in\n"
-        "flight or in doubt, the server log messages, and the command that resumes it.",
-        examples="  mcp-run show workflows/convert_docs.yaml\n  mcp-run show 3f9a1c --json",
-        epilog=exit_help,
-        formatter=formatter,
-    )
+    show = _target_parser(sub, "show", exit_help, formatter)
     show.add_argument("--json", action="store_true", help="print the run as JSON")
     _add_engine(show)
     show.set_defaults(handler=show_command)
 
-    logs = _target_parser(
-        sub,
-        "logs",
-        help="print a run's server log and progress messages",
-        description="Print the log and progress events of a run's journal; with --follow, keep printing until\n"
-        "the run finishes.",
-        examples="  mcp-run logs workflows/convert_docs.yaml --follow",
-        epilog=exit_help,
-        formatter=formatter,
-    )
+    logs = _target_parser(sub, "logs", exit_help, formatter)
     logs.add_argument("--follow", "-f", action="store_true", help="wait for new events until the run finishes")
     logs.add_argument(
         "--level",

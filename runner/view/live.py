@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable
-from typing import TextIO
+from typing import Final, TextIO
 
 import trio
 from rich.console import Console, Group, RenderableType
@@ -28,10 +28,6 @@ from runner.engine.core.events import (
     Entry,
     ItemFailed,
     LogMessage,
-    SessionFailed,
-    SessionLost,
-    SessionOpened,
-    SessionRetrying,
     StepFinished,
     StepSkipped,
     StepStarted,
@@ -48,6 +44,7 @@ from runner.view.text import (
     format_failure,
     format_log,
     format_session,
+    handler_of,
     level_index,
     one_line,
     short_key,
@@ -72,11 +69,11 @@ _LEVEL_STYLE = {
     "alert": "bold red",
     "emergency": "bold red",
 }
-_SESSION_STYLE: dict[type, str] = {
-    SessionFailed: "red",
-    SessionLost: "yellow",
-    SessionRetrying: "yellow",
-    SessionOpened: "dim",
+_SESSION_STYLE: Final[dict[str, str]] = {
+    "session_failed": "red",
+    "session_lost": "yellow",
+    "session_retrying": "yellow",
+    "session_opened": "dim",
 }
 _STATUS_STYLE = {"succeeded": "green", "failed": "red", "interrupted": "yellow", "skipped": "dim"}
 _STATUS_MARK = {"succeeded": "✓", "failed": "✗", "interrupted": "!", "skipped": "-"}
@@ -294,12 +291,12 @@ class LiveView:
         self._lines.append(line)
 
     def observe(self, entry: Entry) -> None:
-        """Queue the line ``entry`` prints, by its type: ``_on_<type>`` handles an event of that ``type`` (the
-        journal's name for its class), as typed; the region is drawn from the state, not from here."""
+        """Count the steps, and queue the line ``entry`` prints (:func:`~runner.view.text.handler_of`); the
+        region is drawn from the state, not from here."""
         self._tally.observe(entry.event)
         if self._started is None:
             self._started = self._clock()
-        handler: Callable[[Entry], None] | None = getattr(self, f"_on_{entry.event.type}", None)
+        handler = handler_of(self, entry)
         if handler is not None:
             handler(entry)
 
@@ -340,7 +337,7 @@ class LiveView:
 
     def _on_session_opened(self, entry: Entry) -> None:
         first, _, detail = (format_session(encode(entry)) or "").partition("\n")
-        self._add(Text(terminal(first), style=_SESSION_STYLE[type(entry.event)]))
+        self._add(Text(terminal(first), style=_SESSION_STYLE[entry.event.type]))
         if detail:
             self._lines.append(Text(terminal(detail), style="dim"))
 

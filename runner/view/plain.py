@@ -23,7 +23,7 @@ This module imports no ``rich``: :mod:`runner.view.live` is imported only when a
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, TextIO
 
@@ -53,6 +53,7 @@ from runner.view.text import (
     format_log,
     format_session,
     github_error,
+    handler_of,
     level_index,
     one_line,
     shows_failure,
@@ -85,8 +86,6 @@ class NullView:
     """Shows nothing."""
 
     def observe(self, entry: Entry) -> None:
-        """Write what ``entry`` shows, by its type: ``_on_<type>`` handles an event of that ``type`` (the
-        journal's name for its class), as typed; an event with no handler shows nothing."""
         return None
 
     async def run(self) -> None:
@@ -178,10 +177,11 @@ class PlainView:
         self._stream.flush()
 
     def observe(self, entry: Entry) -> None:
-        kind = entry.event.type
-        if self._quiet and kind not in _SHOWN_QUIET:
+        """Write what ``entry`` shows (:func:`~runner.view.text.handler_of`: its ``_on_<type>`` method); when
+        quiet, only for the events a quiet view shows."""
+        if self._quiet and entry.event.type not in _SHOWN_QUIET:
             return
-        handler: Callable[[Entry], None] | None = getattr(self, f"_on_{kind}", None)
+        handler = handler_of(self, entry)
         if handler is not None:
             handler(entry)
 

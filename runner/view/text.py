@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from runner.engine.core.events import FailureKind, SkipCause
+from runner.engine.core.events import Entry, FailureKind, SkipCause
 from runner.protocol.mcp import LOG_LEVELS
 from runner.words import plural
 from runner.workflow.keys import LABEL_LIMIT
@@ -34,6 +34,7 @@ __all__ = [
     "format_session",
     "github_error",
     "group_failures",
+    "handler_of",
     "kind_words",
     "level_index",
     "one_line",
@@ -43,6 +44,14 @@ __all__ = [
     "ts_seconds",
     "where",
 ]
+
+
+def handler_of(view: object, entry: Entry) -> Callable[[Entry], None] | None:
+    """The method of ``view`` that shows ``entry``: ``_on_<type>`` for an event of that ``type`` (the journal's
+    name for its class; the method reads the typed event), None when the view shows nothing of it. A view
+    names its handlers as it reads, and one lookup costs what a table's would."""
+    handler: Callable[[Entry], None] | None = getattr(view, f"_on_{entry.event.type}", None)
+    return handler
 
 
 def kind_words(kind: Any) -> str:

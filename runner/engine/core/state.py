@@ -168,6 +168,15 @@ class StepState:
             reused=self.reused,
         )
 
+    def end(self, status: StepStatus, reason: str | None, at: str, *, cause: SkipCause | None = None) -> None:
+        """The step ended (skipped or finished) at ``at``; its failure kind is cleared (the caller sets a
+        finished step's own)."""
+        self.status = status
+        self.reason = reason
+        self.cause = cause
+        self.kind = None
+        self.finished_at = at
+
     def latest_call(self) -> tuple[str, CallProgress] | None:
         """The call in flight whose progress was reported last (the one worth showing)."""
         best: tuple[str, CallProgress] | None = None
@@ -416,11 +425,8 @@ class RunState:
         event = entry.event
         assert isinstance(event, StepSkipped)
         step = self.step(event.step)
-        step.status = StepStatus.SKIPPED
-        step.reason = event.reason
-        step.cause = event.cause
-        step.kind = None  # a failure of an earlier attempt no longer says how this step ended
-        step.finished_at = entry.ts
+        # A failure of an earlier attempt (its kind) no longer says how this step ended.
+        step.end(StepStatus.SKIPPED, event.reason, entry.ts, cause=event.cause)
         # Nor do the calls of an earlier attempt that failed (a `failure()` step, skipped by a --retry-failed
         # that succeeded): they say nothing a later attempt needs. Succeeded calls stay (a later attempt that
         # runs the step reuses them), and so do calls in doubt and those skipped in doubt (never called again).
@@ -432,11 +438,8 @@ class RunState:
         event = entry.event
         assert isinstance(event, StepFinished)
         step = self.step(event.step)
-        step.status = event.status
-        step.reason = event.error
-        step.cause = None
+        step.end(event.status, event.error, entry.ts)
         step.kind = event.kind
-        step.finished_at = entry.ts
         step.calls.clear()
         if step.started_at is None:  # failed before it started (its items could not be listed)
             step.started_at = entry.ts
