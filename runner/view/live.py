@@ -38,17 +38,14 @@ from runner.engine.core.state import CallProgress, RunState, StepState
 from runner.termsafe import terminal
 from runner.view.plain import finished_detail, rate_and_eta
 from runner.view.text import (
-    RepeatedFailures,
-    error_detail,
+    FailureLines,
     format_elapsed,
-    format_failure,
     format_log,
     format_session,
     handler_of,
     level_index,
     one_line,
     short_key,
-    shows_failure,
     ts_seconds,
 )
 from runner.words import plural
@@ -274,8 +271,7 @@ class LiveView:
         self._clock = clock
         self._started: float | None = None
         self._lines: list[Text] = []
-        self._repeats = RepeatedFailures()
-        self._details: set[str] = set()
+        self._failures = FailureLines()
         self._frame = 0
         self._closed = trio.Event()
         # Writes to sys.stderr while the region is up (warnings of the run) are routed above it by rich.
@@ -285,7 +281,7 @@ class LiveView:
     # -- called for every entry: lines to print, never a drawing -----------------------------------------
 
     def _add(self, line: Text) -> None:
-        repeats = self._repeats.take()
+        repeats = self._failures.repeats.take()
         if repeats is not None:
             self._lines.append(Text(terminal(repeats), style="dim"))
         self._lines.append(line)
@@ -303,15 +299,12 @@ class LiveView:
     def _on_item_failed(self, entry: Entry) -> None:
         event = entry.event
         assert isinstance(event, ItemFailed)
-        fields = encode(entry)
-        if shows_failure(fields) and not self._repeats.absorb(fields):
-            doubt = event.retrying or (event.kind is not None and event.kind.in_doubt)
-            self._add(Text(terminal(format_failure(fields)), style="yellow" if doubt else "red"))
-            self._repeats.shown(fields)
-            detail = error_detail(event.error)
-            if detail is not None and detail not in self._details:  # a crash's stderr: once
-                self._details.add(detail)
-                self._lines.append(Text(terminal(detail), style="dim"))
+        style = "yellow" if event.retrying or (event.kind is not None and event.kind.in_doubt) else "red"
+        self._failures.show(
+            encode(entry),
+            lambda text: self._add(Text(terminal(text), style=style)),
+            lambda text: self._lines.append(Text(terminal(text), style="dim")),  # a crash's stderr
+        )
 
     def _on_log(self, entry: Entry) -> None:
         event = entry.event
@@ -376,7 +369,7 @@ class LiveView:
                 self.draw(live)
                 with trio.move_on_after(self._interval):
                     await self._closed.wait()
-            repeats = self._repeats.take()
+            repeats = self._failures.repeats.take()
             if repeats is not None:
                 self._lines.append(Text(terminal(repeats), style="dim"))
             self.draw(live)

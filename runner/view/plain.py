@@ -45,18 +45,15 @@ from runner.engine.core.state import RunState, StepState
 from runner.termsafe import terminal
 from runner.view.text import (
     ERROR_LEVEL,
-    RepeatedFailures,
+    FailureLines,
     clock_time,
-    error_detail,
     format_elapsed,
-    format_failure,
     format_log,
     format_session,
     github_error,
     handler_of,
     level_index,
     one_line,
-    shows_failure,
     ts_seconds,
     where,
 )
@@ -159,14 +156,13 @@ class PlainView:
         self._github = github
         self._last_line: dict[str, float] = {}
         self._closed = trio.Event()
-        self._repeats = RepeatedFailures()
-        self._details: set[str] = set()
+        self._failures = FailureLines()
         self._last_ts: Any = None
 
     def _write(self, ts: str, text: str) -> None:
         when = clock_time(ts)
         self._last_ts = ts
-        repeats = self._repeats.take()
+        repeats = self._failures.repeats.take()
         if repeats is not None:
             self._stream.write(f"{when} {terminal(repeats)}\n")
         self._stream.write(f"{when} {terminal(text)}\n")
@@ -189,13 +185,7 @@ class PlainView:
         event = entry.event
         assert isinstance(event, ItemFailed)
         fields = encode(entry)
-        if shows_failure(fields) and not self._repeats.absorb(fields):
-            self._write(entry.ts, format_failure(fields))
-            self._repeats.shown(fields)
-            detail = error_detail(event.error)
-            if detail is not None and detail not in self._details:  # a crash's stderr: once, as it was
-                self._details.add(detail)
-                self._raw(detail)
+        self._failures.show(fields, lambda text: self._write(entry.ts, text), self._raw)  # a crash's stderr as it was
         if not event.retrying and self._github:
             self._raw(github_error(fields))
         self._progress_line(entry.ts, event.step)
@@ -283,7 +273,7 @@ class PlainView:
         await self._closed.wait()
 
     def close(self) -> None:
-        repeats = self._repeats.take()
+        repeats = self._failures.repeats.take()
         if repeats is not None:
             self._stream.write(f"{clock_time(self._last_ts)} {terminal(repeats)}\n")
             self._stream.flush()

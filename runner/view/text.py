@@ -23,6 +23,7 @@ from runner.workflow.keys import LABEL_LIMIT
 __all__ = [
     "ERROR_LEVEL",
     "FailureGroup",
+    "FailureLines",
     "RepeatedFailures",
     "clock_time",
     "error_detail",
@@ -241,6 +242,29 @@ class RepeatedFailures:
         self._key = None
         self._items = []
         return text
+
+
+class FailureLines:
+    """What a view shows of failed calls: each failure's line, those that repeat it counted instead
+    (:class:`RepeatedFailures`: ``repeats.take()`` before showing anything else), and a crash's stderr once."""
+
+    __slots__ = ("_details", "repeats")
+
+    def __init__(self) -> None:
+        self.repeats = RepeatedFailures()
+        self._details: set[str] = set()
+
+    def show(self, fields: dict[str, Any], line: Callable[[str], None], detail: Callable[[str], None]) -> None:
+        """Show the failure ``fields`` (its journal form) through ``line``, and its error's detail, the first
+        time it comes, through ``detail``; nothing when it is not shown or repeats the last one."""
+        if not shows_failure(fields) or self.repeats.absorb(fields):
+            return
+        line(format_failure(fields))
+        self.repeats.shown(fields)
+        text = error_detail(fields.get("error"))
+        if text is not None and text not in self._details:
+            self._details.add(text)
+            detail(text)
 
 
 def format_session(event: dict[str, Any]) -> str | None:
