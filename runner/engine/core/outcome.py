@@ -31,7 +31,7 @@ from runner.engine.core.report import (
     item_report,
     step_report,
 )
-from runner.engine.core.state import RunState
+from runner.engine.core.state import RunState, StepState
 from runner.exitcodes import ExitCode, combine
 from runner.masking import Masker
 from runner.workflow.plan import OutputFailure, Plan
@@ -143,20 +143,28 @@ def _reports(plan: Plan, state: RunState) -> tuple[list[ItemReport], list[ItemRe
         step = state.steps.get(sid)
         if step is None:
             continue
+        failed, doubtful = _step_reports(sid, step)
+        failures += failed
+        in_doubt += doubtful
         lenient = plan.steps[sid].continue_on_error
-        kinds: list[FailureKind] = []
-        if step.kind is not None and step.status in (StepStatus.FAILED, StepStatus.INCOMPLETE):
-            failures.append(ItemReport(sid, None, None, step.kind, step.reason or ""))
-            kinds.append(step.kind)
-        for item in step.items.values():
-            if item.in_doubt:
-                in_doubt.append(item_report(sid, item))
-                codes.add(ExitCode.OUTCOME_UNKNOWN)
-            elif item.status is ItemStatus.FAILED or item.status is ItemStatus.SKIPPED:
-                failures.append(entry := item_report(sid, item))
-                kinds.append(entry.kind)
-        codes.update(kind.exit_code for kind in kinds if kind is FailureKind.NOT_SENT or not lenient)
+        codes.update(f.kind.exit_code for f in failed if f.kind is FailureKind.NOT_SENT or not lenient)
+        if doubtful:
+            codes.add(ExitCode.OUTCOME_UNKNOWN)
     return failures, in_doubt, codes
+
+
+def _step_reports(sid: str, step: StepState) -> tuple[list[ItemReport], list[ItemReport]]:
+    """A step's failures (its own, when it failed as a whole, then its items') and its items in doubt."""
+    failed: list[ItemReport] = []
+    if step.kind is not None and step.status in (StepStatus.FAILED, StepStatus.INCOMPLETE):
+        failed.append(ItemReport(sid, None, None, step.kind, step.reason or ""))
+    doubtful: list[ItemReport] = []
+    for item in step.items.values():
+        if item.in_doubt:
+            doubtful.append(item_report(sid, item))
+        elif item.status is ItemStatus.FAILED or item.status is ItemStatus.SKIPPED:
+            failed.append(item_report(sid, item))
+    return failed, doubtful
 
 
 def _status(codes: set[ExitCode], *, interrupted: bool, in_doubt: bool) -> RunStatus:
