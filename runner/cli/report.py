@@ -297,6 +297,31 @@ def _step_counts(steps: Iterable[dict[str, Any]]) -> str:
     return ", ".join(parts)
 
 
+def _stray_lines(stray: dict[str, dict[str, int]]) -> list[str]:
+    """What each server sent that matched nothing (and was ignored)."""
+    lines = []
+    for server, counts in stray.items():
+        said = []
+        if counts.get("invalid_lines"):
+            said.append(f"{counts['invalid_lines']} message(s) that are not JSON-RPC")
+        if counts.get("unmatched_responses"):
+            said.append(f"{counts['unmatched_responses']} response(s) to requests never sent")
+        lines.append(f"  server {server} sent {' and '.join(said)}; they were ignored")
+    return lines
+
+
+def _failure_lines(failed: list[dict[str, Any]], show: str | None) -> list[str]:
+    """The failures, those that read the same grouped (the first 20 groups), and the command listing all."""
+    groups = group_failures(failed)
+    lines = [f"  {format_group(group)}" for group in groups[:20]]
+    if len(groups) > 20:
+        rest = sum(len(g.items) for g in groups[20:])
+        lines.append(f"  ... and {rest} more failures")
+    if show and (len(groups) > 20 or any(len(g.items) > 3 for g in groups)):
+        lines.append(f"  every failed item: {show}")
+    return lines
+
+
 def render_summary(summary: dict[str, Any], *, show: str | None = None) -> str:
     """The summary's text; ``show``: the command that shows the whole run (it names failures not listed)."""
     steps = summary["steps"]
@@ -307,22 +332,10 @@ def render_summary(summary: dict[str, Any], *, show: str | None = None) -> str:
         f"{summary['status']}: {plural(len(steps), 'step')} ({parts}); "
         f"{done}/{plural(items, 'call')} done in {summary['duration_s']:.1f}s"
     ]
-    for server, counts in summary.get("stray", {}).items():
-        said = []
-        if counts.get("invalid_lines"):
-            said.append(f"{counts['invalid_lines']} message(s) that are not JSON-RPC")
-        if counts.get("unmatched_responses"):
-            said.append(f"{counts['unmatched_responses']} response(s) to requests never sent")
-        lines.append(f"  server {server} sent {' and '.join(said)}; they were ignored")
+    lines += _stray_lines(summary.get("stray", {}))
     outputs_failed = summary.get("outputs_failed", [])
     if outputs_failed:
         lines[0] += f"; {plural(len(outputs_failed), 'output')} failed to render"
     lines += [f"  {line}" for line in _output_failure_lines(summary)]
-    groups = group_failures(summary["failed"])
-    lines += [f"  {format_group(group)}" for group in groups[:20]]
-    if len(groups) > 20:
-        rest = sum(len(g.items) for g in groups[20:])
-        lines.append(f"  ... and {rest} more failures")
-    if show and (len(groups) > 20 or any(len(g.items) > 3 for g in groups)):
-        lines.append(f"  every failed item: {show}")
+    lines += _failure_lines(summary["failed"], show)
     return "\n".join(lines)
