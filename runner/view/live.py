@@ -39,10 +39,10 @@ from runner.termsafe import terminal
 from runner.view.plain import finished_detail, rate_and_eta
 from runner.view.text import (
     FailureLines,
+    dispatch,
     format_elapsed,
     format_log,
     format_session,
-    handler_of,
     level_index,
     one_line,
     short_key,
@@ -287,14 +287,12 @@ class LiveView:
         self._lines.append(line)
 
     def observe(self, entry: Entry) -> None:
-        """Count the steps, and queue the line ``entry`` prints (:func:`~runner.view.text.handler_of`); the
+        """Count the steps, and queue the line ``entry`` prints (:func:`~runner.view.text.dispatch`); the
         region is drawn from the state, not from here."""
         self._tally.observe(entry.event)
         if self._started is None:
             self._started = self._clock()
-        handler = handler_of(self, entry)
-        if handler is not None:
-            handler(entry)
+        dispatch(self, entry)
 
     def _on_item_failed(self, entry: Entry) -> None:
         event = entry.event

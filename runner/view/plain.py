@@ -47,11 +47,11 @@ from runner.view.text import (
     ERROR_LEVEL,
     FailureLines,
     clock_time,
+    dispatch,
     format_elapsed,
     format_log,
     format_session,
     github_error,
-    handler_of,
     level_index,
     one_line,
     ts_seconds,
@@ -173,13 +173,11 @@ class PlainView:
         self._stream.flush()
 
     def observe(self, entry: Entry) -> None:
-        """Write what ``entry`` shows (:func:`~runner.view.text.handler_of`: its ``_on_<type>`` method); when
+        """Write what ``entry`` shows (:func:`~runner.view.text.dispatch`: its ``_on_<type>`` method); when
         quiet, only for the events a quiet view shows."""
         if self._quiet and entry.event.type not in _SHOWN_QUIET:
             return
-        handler = handler_of(self, entry)
-        if handler is not None:
-            handler(entry)
+        dispatch(self, entry)
 
     def _on_item_failed(self, entry: Entry) -> None:
         event = entry.event

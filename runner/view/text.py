@@ -26,6 +26,7 @@ __all__ = [
     "FailureLines",
     "RepeatedFailures",
     "clock_time",
+    "dispatch",
     "error_detail",
     "failure_key",
     "format_elapsed",
@@ -35,7 +36,6 @@ __all__ = [
     "format_session",
     "github_error",
     "group_failures",
-    "handler_of",
     "kind_words",
     "level_index",
     "one_line",
@@ -47,12 +47,13 @@ __all__ = [
 ]
 
 
-def handler_of(view: object, entry: Entry) -> Callable[[Entry], None] | None:
-    """The method of ``view`` that shows ``entry``: ``_on_<type>`` for an event of that ``type`` (the journal's
-    name for its class; the method reads the typed event), None when the view shows nothing of it. A view
+def dispatch(view: object, entry: Entry) -> None:
+    """Hand ``entry`` to the method of ``view`` that shows it: ``_on_<type>`` for an event of that ``type`` (the
+    journal's name for its class; the method reads the typed event); nothing when ``view`` has none. A view
     names its handlers as it reads, and one lookup costs what a table's would."""
     handler: Callable[[Entry], None] | None = getattr(view, f"_on_{entry.event.type}", None)
-    return handler
+    if handler is not None:
+        handler(entry)
 
 
 def kind_words(kind: Any) -> str:
