@@ -205,10 +205,14 @@ class RunStatus(enum.StrEnum):
 _EnumT = TypeVar("_EnumT", bound=enum.StrEnum)
 
 
-def _known(vocabulary: type[_EnumT], unknown: _EnumT | None = None) -> BeforeValidator:
+def _known(vocabulary: type[_EnumT], unknown: _EnumT | None = None, *, null: bool = False) -> BeforeValidator:
+    """A field of ``vocabulary``: a value it does not know reads as ``unknown``; ``null`` (JSON's) only where
+    the field may be absent (``null=True``), as when it was a string."""
     values = {member.value: member for member in vocabulary}
 
     def check(value: object) -> object:
+        if value is None and not null:
+            raise ValueError("Input should be a valid string")
         if isinstance(value, str) and not isinstance(value, enum.Enum):
             return values.get(value, unknown)
         return value
@@ -224,8 +228,8 @@ def _string(title: str, *, optional: bool = False) -> WithJsonSchema:
 
 
 _Kind: TypeAlias = Annotated[FailureKind | None, _known(FailureKind), _string("Kind")]
-_OptionalKind: TypeAlias = Annotated[FailureKind | None, _known(FailureKind), _string("Kind", optional=True)]
-_Cause: TypeAlias = Annotated[SkipCause | None, _known(SkipCause), _string("Cause", optional=True)]
+_OptionalKind: TypeAlias = Annotated[FailureKind | None, _known(FailureKind, null=True), _string("Kind", optional=True)]
+_Cause: TypeAlias = Annotated[SkipCause | None, _known(SkipCause, null=True), _string("Cause", optional=True)]
 _StepStatus: TypeAlias = Annotated[StepStatus, _known(StepStatus, StepStatus.FAILED), _string("Status")]
 _RunStatus: TypeAlias = Annotated[RunStatus | None, _known(RunStatus), _string("Status")]
 
