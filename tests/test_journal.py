@@ -135,3 +135,75 @@ def test_what_comes_before_a_bad_line_is_read(tmp_path: Path) -> None:
         problem is not None and problem.line == 5 and str(problem).startswith(f"{path}:5: not an event: item_failed:")
     )
     assert state.events == 4 and state.steps["a"].items["k1"].status == "succeeded"
+
+
+# Lines as a journal of format 3 holds them, written before events carried enums, and some with values a later
+# version might write: every vocabulary field decodes to its enum, an unknown value as the fold tolerated it.
+OLD_LINES = b"""\
+{"seq":1,"ts":"2026-01-01T00:00:00.000Z","type":"run_started","run_id":"r","workflow":"/w.yaml","inputs":{},"fingerprints":{"a":"1"},"pid":1,"env":[],"journal":3}
+{"seq":2,"ts":"2026-01-01T00:00:00.001Z","type":"session_failed","server":"s","kind":"connection-before-send","error":"down"}
+{"seq":3,"ts":"2026-01-01T00:00:00.002Z","type":"item_dispatched","step":"a","item":"k1","index":0,"server":"s","tool":"t","request_id":1,"progress_token":1,"attempt":1}
+{"seq":4,"ts":"2026-01-01T00:00:00.003Z","type":"item_failed","step":"a","item":"k1","index":0,"kind":"timeout","error":"late"}
+{"seq":5,"ts":"2026-01-01T00:00:00.004Z","type":"doubt_decided","step":"a","keys":["k1"],"decision":"skip"}
+{"seq":6,"ts":"2026-01-01T00:00:00.005Z","type":"item_dispatched","step":"a","item":"k2","index":1,"server":"s","tool":"t","request_id":2,"progress_token":2,"attempt":1}
+{"seq":7,"ts":"2026-01-01T00:00:00.006Z","type":"item_failed","step":"a","item":"k2","index":1,"kind":"a-kind-of-later","error":"odd"}
+{"seq":8,"ts":"2026-01-01T00:00:00.007Z","type":"item_dispatched","step":"a","item":"k3","index":2,"server":"s","tool":"t","request_id":3,"progress_token":3,"attempt":1}
+{"seq":9,"ts":"2026-01-01T00:00:00.008Z","type":"doubt_decided","step":"a","keys":["k3"],"decision":"ponder"}
+{"seq":10,"ts":"2026-01-01T00:00:00.009Z","type":"step_finished","step":"a","status":"a-status-of-later","counts":{}}
+{"seq":11,"ts":"2026-01-01T00:00:00.010Z","type":"step_skipped","step":"b","reason":"why","cause":"if-false"}
+{"seq":12,"ts":"2026-01-01T00:00:00.011Z","type":"step_skipped","step":"c","reason":"why","cause":"a-cause-of-later"}
+{"seq":13,"ts":"2026-01-01T00:00:00.012Z","type":"step_finished","step":"d","status":"failed","counts":{},"error":"e","kind":"template-error"}
+{"seq":14,"ts":"2026-01-01T00:00:00.013Z","type":"run_stopped","status":"in-doubt","exit_code":3}
+{"seq":15,"ts":"2026-01-01T00:00:00.014Z","type":"run_finished","status":"a-status-of-later","exit_code":1}
+"""
+
+
+def test_a_journal_written_with_strings_reads_as_enums_and_unknown_values_as_before() -> None:
+    from runner.engine.core.events import (
+        Decision,
+        DoubtDecided,
+        FailureKind,
+        ItemFailed,
+        RunFinished,
+        RunStatus,
+        RunStopped,
+        SessionFailed,
+        SkipCause,
+        StepFinished,
+        StepSkipped,
+        StepStatus,
+    )
+
+    events, end = parse_journal(OLD_LINES)
+    assert end == len(OLD_LINES)
+    by_seq = {entry.seq: entry.event for entry in events}
+    assert isinstance(by_seq[2], SessionFailed) and by_seq[2].kind is FailureKind.NOT_SENT
+    assert isinstance(by_seq[4], ItemFailed) and by_seq[4].kind is FailureKind.TIMEOUT
+    assert isinstance(by_seq[5], DoubtDecided) and by_seq[5].decision is Decision.SKIP
+    assert isinstance(by_seq[7], ItemFailed) and by_seq[7].kind is None  # unknown: no kind, as the fold had it
+    assert isinstance(by_seq[9], DoubtDecided) and by_seq[9].decision is None  # nothing this version acts on
+    assert isinstance(by_seq[10], StepFinished) and by_seq[10].status is StepStatus.FAILED  # unknown: failed
+    assert isinstance(by_seq[11], StepSkipped) and by_seq[11].cause is SkipCause.CONDITION
+    assert isinstance(by_seq[12], StepSkipped) and by_seq[12].cause is None
+    assert isinstance(by_seq[13], StepFinished) and by_seq[13].kind is FailureKind.TEMPLATE_ERROR
+    assert isinstance(by_seq[14], RunStopped) and by_seq[14].status is RunStatus.IN_DOUBT
+    assert isinstance(by_seq[15], RunFinished) and by_seq[15].status is None
+    state = fold(events)
+    items = state.steps["a"].items
+    assert items["k1"].status == "skipped" and items["k1"].decided is Decision.SKIP
+    assert items["k2"].status == "failed" and items["k2"].kind is None
+    assert items["k3"].status == "dispatched" and items["k3"].decided is None
+    assert state.steps["a"].status is StepStatus.FAILED
+    assert state.steps["b"].cause is SkipCause.CONDITION and state.steps["c"].cause is None
+    assert state.steps["d"].kind is FailureKind.TEMPLATE_ERROR
+    assert state.status is None and not state.finished
+
+
+@pytest.mark.parametrize("field", ["kind", "status"])
+def test_a_vocabulary_field_of_the_wrong_type_is_named(field: str) -> None:
+    line = journal_line(seq=2, type="step_finished", step="a", status="failed", counts={}).replace(
+        f'"{field}": "failed"'.encode() if field == "status" else b'"counts"',
+        b'"status": 7' if field == "status" else b'"kind": [1], "counts"',
+    )
+    with pytest.raises(JournalCorrupt, match=f":2: not an event: step_finished: {field}: "):
+        parse_journal(STARTED + line)

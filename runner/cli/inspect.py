@@ -12,11 +12,11 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from runner.cli.journaltail import follow
 from runner.cli.runrecord import RECORD_VERSION, load, run_record, show_record
-from runner.cli.runtext import format_event, render_runs, render_show
+from runner.cli.runtext import log_line, render_runs, render_show
 from runner.errors import UsageError
 from runner.exitcodes import ExitCode
 from runner.jsontext import dumps
@@ -51,9 +51,8 @@ def runs_command(args: argparse.Namespace) -> int:
         from runner.cli.temporal_inspect import runs_temporal
 
         return runs_temporal(args)
-    from runner.cli.where import parse_target, short
-    from runner.engine.journal.listing import summarize
-    from runner.engine.journal.rundir import iter_run_dirs, resolve_state_dir, runs_of
+    from runner.cli.where import parse_target
+    from runner.engine.journal.rundir import resolve_state_dir
 
     workflow, _ = parse_target(args.workflow, None) if args.workflow is not None else (None, None)
     if args.workflow is not None and workflow is None:
@@ -62,16 +61,28 @@ def runs_command(args: argparse.Namespace) -> int:
     if args.keep is not None and not args.prune:
         raise UsageError("--keep goes with --prune")
     if args.prune:
-        if args.keep is None or args.keep < 0:
-            raise UsageError("--prune needs --keep N (N >= 0): how many finished runs to keep")
-        from runner.engine.journal.listing import prune
+        return _prune(args, state_dir, workflow)
+    return _list_runs(args, state_dir, workflow)
 
-        removed = prune(state_dir, args.keep, workflow=workflow)
-        if args.json:
-            print(json.dumps({"removed": removed}, indent=2))
-        else:
-            print(f"removed {len(removed)} finished run(s)" + "".join(f"\n  {r}" for r in removed))
-        return ExitCode.OK
+
+def _prune(args: argparse.Namespace, state_dir: Path, workflow: Path | None) -> int:
+    from runner.engine.journal.listing import prune
+
+    if args.keep is None or args.keep < 0:
+        raise UsageError("--prune needs --keep N (N >= 0): how many finished runs to keep")
+    removed = prune(state_dir, args.keep, workflow=workflow)
+    if args.json:
+        print(json.dumps({"removed": removed}, indent=2))
+    else:
+        print(f"removed {len(removed)} finished run(s)" + "".join(f"\n  {r}" for r in removed))
+    return ExitCode.OK
+
+
+def _list_runs(args: argparse.Namespace, state_dir: Path, workflow: Path | None) -> int:
+    from runner.cli.where import short
+    from runner.engine.journal.listing import summarize
+    from runner.engine.journal.rundir import iter_run_dirs, runs_of
+
     now = time.time()
     run_dirs = runs_of(state_dir, workflow) if workflow is not None else list(iter_run_dirs(state_dir))
     if args.limit is not None:
@@ -132,11 +143,7 @@ def logs_command(args: argparse.Namespace) -> int:
         keep_going=args.follow,
         poll=min(max(args.poll, 0.01), 2.0),
     ):
-        if event.get("type") == "log" and level_index(event.get("level")) < threshold:
-            continue
-        if event.get("type") == "progress" and args.no_progress_events:
-            continue
-        line = format_event(event)
+        line = log_line(event, threshold, progress=not args.no_progress_events)
         if line is not None:
             print(terminal(line), flush=args.follow)
     return ExitCode.OK
@@ -177,6 +184,40 @@ def _add_target(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_id", metavar="RUN_ID", nargs="?", help="a run id (after a WORKFLOW)")
 
 
+# The commands that take one run: their help, description and examples.
+_ONE_RUN: Final[dict[str, tuple[str, str, str]]] = {
+    "show": (
+        "show one run: steps, failures, in-doubt items, server log",
+        "Show a run from its journal: its steps, failures with their error text, the calls in\n"
+        "flight or in doubt, the server log messages, and the command that resumes it.",
+        "  mcp-run show workflows/convert_docs.yaml\n  mcp-run show 3f9a1c --json",
+    ),
+    "logs": (
+        "print a run's server log and progress messages",
+        "Print the log and progress events of a run's journal; with --follow, keep printing until\nthe run finishes.",
+        "  mcp-run logs workflows/convert_docs.yaml --follow",
+    ),
+}
+
+
+def _target_parser(
+    sub: Any, name: str, exit_help: str, formatter: type[argparse.HelpFormatter]
+) -> argparse.ArgumentParser:
+    """The parser of a command that takes one run (``show``, ``logs``): its target and its state directory."""
+    summary, description, examples = _ONE_RUN[name]
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=summary,
+        usage="%(prog)s [WORKFLOW] RUN_ID [options]\n       %(prog)s WORKFLOW [options]",
+        description=description + "\n\n" + TARGET_HELP % {"command": f"mcp-run {name}"},
+        epilog=f"examples:\n{examples}\n\n{exit_help}",
+        formatter_class=formatter,
+    )
+    _add_target(parser)
+    _add_state_dir(parser)
+    return parser
+
+
 def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: str) -> None:
     runs = sub.add_parser(
         "runs",
@@ -203,34 +244,12 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
     _add_engine(runs)
     runs.set_defaults(handler=runs_command)
 
-    show = sub.add_parser(
-        "show",
-        help="show one run: steps, failures, in-doubt items, server log",
-        usage="%(prog)s [WORKFLOW] RUN_ID [options]\n       %(prog)s WORKFLOW [options]",
-        description="Show a run from its journal: its steps, failures with their error text, the calls in\n"
-        "flight or in doubt, the server log messages, and the command that resumes it.\n\n"
-        + TARGET_HELP
-        % {"command": "mcp-run show"},
-        epilog="examples:\n  mcp-run show workflows/convert_docs.yaml\n  mcp-run show 3f9a1c --json\n\n" + exit_help,
-        formatter_class=formatter,
-    )
-    _add_target(show)
-    _add_state_dir(show)
+    show = _target_parser(sub, "show", exit_help, formatter)
     show.add_argument("--json", action="store_true", help="print the run as JSON")
     _add_engine(show)
     show.set_defaults(handler=show_command)
 
-    logs = sub.add_parser(
-        "logs",
-        help="print a run's server log and progress messages",
-        usage="%(prog)s [WORKFLOW] RUN_ID [options]\n       %(prog)s WORKFLOW [options]",
-        description="Print the log and progress events of a run's journal; with --follow, keep printing until\n"
-        "the run finishes.\n\n" + TARGET_HELP % {"command": "mcp-run logs"},
-        epilog="examples:\n  mcp-run logs workflows/convert_docs.yaml --follow\n\n" + exit_help,
-        formatter_class=formatter,
-    )
-    _add_target(logs)
-    _add_state_dir(logs)
+    logs = _target_parser(sub, "logs", exit_help, formatter)
     logs.add_argument("--follow", "-f", action="store_true", help="wait for new events until the run finishes")
     logs.add_argument(
         "--level",

@@ -11,7 +11,7 @@ import json
 import shlex
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 from runner.cli.where import decision_lines, resume_hint, run_hint, runs_hint, short, show_hint
 from runner.engine.core.events import RunStatus
 from runner.engine.core.outcome import Outcome
+from runner.engine.core.report import ItemReport
 from runner.engine.core.resume import (
     NoRunToRetry,
     NothingToRetry,
@@ -167,35 +168,20 @@ def report(
     about its items in doubt)."""
     plan = outcome.plan
     assert plan is not None
-    masker = console.masker
+    advice = _Advice.of(outcome, state_dir, resume_command)
     summary = outcome.summary()
-    run_id = outcome.run_id
-    workflow = Path(plan.file) if plan.file else None
-    resumable = run_id is not None and state_dir is not None and workflow is not None
-
-    def resume(*flags: str) -> str:
-        if resume_command is not None:
-            return resume_command(*flags)
-        assert run_id is not None and state_dir is not None and workflow is not None
-        return resume_hint(state_dir, run_id, workflow, *flags)
-
-    decidable = resumable or (resume_command is not None and run_id is not None)
-
-    show = show_hint(state_dir, run_id, workflow) if resumable and state_dir and run_id and workflow else None
     # Values are masked before they are serialized: a secret's JSON-escaped form never reaches the text.
-    outputs = masker.mask_value(outcome.outputs)
+    outputs = console.masker.mask_value(outcome.outputs)
     code = outcome.exit_code
-    unwritten: str | None = None
-    if options.output:
-        unwritten = _write_outputs(Path(options.output), outputs)
-        if unwritten is not None:
-            code = combine([code, ExitCode.FAILED])
-            summary = {**summary, "exit_code": int(code), "output_file_error": unwritten}
+    unwritten = _write_outputs(Path(options.output), outputs) if options.output else None
+    if unwritten is not None:
+        code = combine([code, ExitCode.FAILED])
+        summary = {**summary, "exit_code": int(code), "output_file_error": unwritten}
     if options.json:
         print(escape(json.dumps(summary, indent=2, ensure_ascii=False)))
     else:
         if not options.quiet:
-            console.info(render_summary(summary, show=show))
+            console.info(render_summary(summary, show=advice.show))
         if outputs or unwritten is not None:
             print(escape(json.dumps(outputs, indent=2, ensure_ascii=False)))
     if options.json or options.quiet:  # (the text summary names them already)
@@ -203,29 +189,73 @@ def report(
             console.error(f"error: {line}")
     if unwritten is not None:  # the outputs are not lost: say where they are
         printed = "in the summary's outputs on stdout" if options.json else "printed on stdout"
-        kept = f", and kept in the run's journal: {show} --json" if show else ""
+        kept = f", and kept in the run's journal: {advice.show} --json" if advice.show else ""
         console.error(f"error: {unwritten}; the outputs are {printed}{kept}")
-    if outcome.blocked or outcome.in_doubt:
-        rows = "\n".join(
-            f"  {where(d['step'], d.get('item'))}: {kind_words(d.get('kind'))}"
-            + (f", dispatched {d['dispatched_at']}" if d.get("dispatched_at") else "")
-            for d in outcome.in_doubt[:50]
-        )
-        more = ""
-        if len(outcome.in_doubt) > 50:
-            more = f"\n  ... and {len(outcome.in_doubt) - 50} more" + (f" ({show})" if show else "")
-        if decidable:
-            choices = decision_lines(resume)
-            decide = "Check them on the server, then resume with one of:\n" + "\n".join(choices)
-            decide += _secret_note(plan)
-        else:
-            decide = "Check them on the server (a run without a journal cannot be resumed)."
-        console.error(f"{plural(len(outcome.in_doubt), 'call')} may or may not have happened:\n{rows}{more}\n{decide}")
-    if resumable and outcome.status is RunStatus.INTERRUPTED:
-        console.error(f"run interrupted; resume it with:\n  {resume()}{_secret_note(plan)}")
-    elif resumable and outcome.status is RunStatus.INCOMPLETE:
-        console.error(f"run {run_id} is incomplete and stays open; resume it with:\n  {resume()}{_secret_note(plan)}")
+    if outcome.blocked or outcome.in_doubt_reports:
+        console.error(_in_doubt_text(outcome.in_doubt_reports, advice, plan))
+    left_open = _left_open(outcome, advice, plan)
+    if left_open is not None:
+        console.error(left_open)
     return int(code)
+
+
+@dataclass(frozen=True, slots=True)
+class _Advice:
+    """The commands a run's end names: ``show`` (None when the run is kept in no state directory) and
+    ``resume(*flags)``; ``resumable``: the run has a state directory to resume from; ``decidable``: a decision
+    about its items in doubt can be given (there, or to a Temporal run waiting for one)."""
+
+    show: str | None
+    resume: Callable[..., str]
+    resumable: bool
+    decidable: bool
+    run_id: str | None
+
+    @classmethod
+    def of(cls, outcome: Outcome, state_dir: Path | None, resume_command: Callable[..., str] | None) -> _Advice:
+        assert outcome.plan is not None
+        run_id = outcome.run_id
+        workflow = Path(outcome.plan.file) if outcome.plan.file else None
+        resumable = run_id is not None and state_dir is not None and workflow is not None
+
+        def resume(*flags: str) -> str:
+            if resume_command is not None:
+                return resume_command(*flags)
+            assert run_id is not None and state_dir is not None and workflow is not None
+            return resume_hint(state_dir, run_id, workflow, *flags)
+
+        show = show_hint(state_dir, run_id, workflow) if resumable and state_dir and run_id and workflow else None
+        decidable = resumable or (resume_command is not None and run_id is not None)
+        return cls(show, resume, resumable, decidable, run_id)
+
+
+def _in_doubt_text(in_doubt: Sequence[ItemReport], advice: _Advice, plan: Plan) -> str:
+    """The calls that may or may not have happened (the first 50), and how to decide about them."""
+    rows = "\n".join(
+        f"  {where(d.step, d.item)}: {kind_words(d.kind)}"
+        + (f", dispatched {d.dispatched_at}" if d.dispatched_at else "")
+        for d in in_doubt[:50]
+    )
+    more = ""
+    if len(in_doubt) > 50:
+        more = f"\n  ... and {len(in_doubt) - 50} more" + (f" ({advice.show})" if advice.show else "")
+    if advice.decidable:
+        choices = decision_lines(advice.resume)
+        decide = "Check them on the server, then resume with one of:\n" + "\n".join(choices)
+        decide += _secret_note(plan)
+    else:
+        decide = "Check them on the server (a run without a journal cannot be resumed)."
+    return f"{plural(len(in_doubt), 'call')} may or may not have happened:\n{rows}{more}\n{decide}"
+
+
+def _left_open(outcome: Outcome, advice: _Advice, plan: Plan) -> str | None:
+    """How to resume a run an interruption or an unreachable server left open (None: it is not)."""
+    if not advice.resumable or outcome.status not in (RunStatus.INTERRUPTED, RunStatus.INCOMPLETE):
+        return None
+    command = f"{advice.resume()}{_secret_note(plan)}"
+    if outcome.status is RunStatus.INTERRUPTED:
+        return f"run interrupted; resume it with:\n  {command}"
+    return f"run {advice.run_id} is incomplete and stays open; resume it with:\n  {command}"
 
 
 def _write_outputs(path: Path, outputs: dict[str, Any]) -> str | None:
@@ -267,6 +297,31 @@ def _step_counts(steps: Iterable[dict[str, Any]]) -> str:
     return ", ".join(parts)
 
 
+def _stray_lines(stray: dict[str, dict[str, int]]) -> list[str]:
+    """What each server sent that matched nothing (and was ignored)."""
+    lines = []
+    for server, counts in stray.items():
+        said = []
+        if counts.get("invalid_lines"):
+            said.append(f"{counts['invalid_lines']} message(s) that are not JSON-RPC")
+        if counts.get("unmatched_responses"):
+            said.append(f"{counts['unmatched_responses']} response(s) to requests never sent")
+        lines.append(f"  server {server} sent {' and '.join(said)}; they were ignored")
+    return lines
+
+
+def _failure_lines(failed: list[dict[str, Any]], show: str | None) -> list[str]:
+    """The failures, those that read the same grouped (the first 20 groups), and the command listing all."""
+    groups = group_failures(failed)
+    lines = [f"  {format_group(group)}" for group in groups[:20]]
+    if len(groups) > 20:
+        rest = sum(len(g.items) for g in groups[20:])
+        lines.append(f"  ... and {rest} more failures")
+    if show and (len(groups) > 20 or any(len(g.items) > 3 for g in groups)):
+        lines.append(f"  every failed item: {show}")
+    return lines
+
+
 def render_summary(summary: dict[str, Any], *, show: str | None = None) -> str:
     """The summary's text; ``show``: the command that shows the whole run (it names failures not listed)."""
     steps = summary["steps"]
@@ -277,22 +332,10 @@ def render_summary(summary: dict[str, Any], *, show: str | None = None) -> str:
         f"{summary['status']}: {plural(len(steps), 'step')} ({parts}); "
         f"{done}/{plural(items, 'call')} done in {summary['duration_s']:.1f}s"
     ]
-    for server, counts in summary.get("stray", {}).items():
-        said = []
-        if counts.get("invalid_lines"):
-            said.append(f"{counts['invalid_lines']} message(s) that are not JSON-RPC")
-        if counts.get("unmatched_responses"):
-            said.append(f"{counts['unmatched_responses']} response(s) to requests never sent")
-        lines.append(f"  server {server} sent {' and '.join(said)}; they were ignored")
+    lines += _stray_lines(summary.get("stray", {}))
     outputs_failed = summary.get("outputs_failed", [])
     if outputs_failed:
         lines[0] += f"; {plural(len(outputs_failed), 'output')} failed to render"
     lines += [f"  {line}" for line in _output_failure_lines(summary)]
-    groups = group_failures(summary["failed"])
-    lines += [f"  {format_group(group)}" for group in groups[:20]]
-    if len(groups) > 20:
-        rest = sum(len(g.items) for g in groups[20:])
-        lines.append(f"  ... and {rest} more failures")
-    if show and (len(groups) > 20 or any(len(g.items) > 3 for g in groups)):
-        lines.append(f"  every failed item: {show}")
+    lines += _failure_lines(summary["failed"], show)
     return "\n".join(lines)

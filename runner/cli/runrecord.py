@@ -115,51 +115,14 @@ def run_record(run: RunSummary | Loaded, now: float) -> dict[str, Any]:
 def show_record(run: Loaded, now: float) -> dict[str, Any]:
     """Everything ``mcp-run show`` prints: steps, failures with their error text, in-doubt items, logs. All of
     it is read off the run's state: the same counts as ``runs`` and the run's summary."""
-    from runner.engine.core.events import Decision, ItemStatus, StepStatus, encode
+    from runner.engine.core.events import Decision, ItemStatus, encode
 
     state = run.state
     live = run.running_pid is not None
-    steps: dict[str, dict[str, Any]] = {}
-    failures: list[dict[str, Any]] = []
-    for session in state.sessions.values():
-        if session.status == "failed":  # of the latest attempt: a resume starts its sessions afresh
-            failures.append(
-                {"server": session.server, "kind": session.kind.value if session.kind else None, "error": session.error}
-            )
-    for sid, step in state.steps.items():
-        status = step.status.value
-        if step.status is StepStatus.RUNNING and not live:
-            status = "unfinished"
-        entry: dict[str, Any] = {"status": status}
-        if step.status is StepStatus.SKIPPED and step.reason:
-            entry["reason"] = step.reason
-        if step.fan_out:
-            entry["items"] = step.total
-        if step.kind is not None and step.reason:
-            entry["error"] = step.reason
-            failures.append({"step": sid, "item": None, "kind": "step", "error": step.reason})
-        entry.update(_step_counts(step, live))
-        steps[sid] = entry
-    for sid, item in state.items_in(ItemStatus.FAILED, ItemStatus.SKIPPED):
-        kind = item.kind.value if item.kind else None
-        failures.append({"step": sid, "item": item.key, "index": item.index, "kind": kind, "error": item.error})
-
-    def entry_of(sid: str, item: ItemState) -> dict[str, Any]:
-        return {
-            "step": sid,
-            "item": item.key,
-            "index": item.index,
-            "kind": item.kind.value if item.kind else None,
-            "error": item.error,
-            "dispatched_at": item.dispatched_at,
-            "attempts": item.attempts,
-            "request_id": item.request_id,
-        }
-
     running: list[dict[str, Any]] = []
     in_doubt: list[dict[str, Any]] = []
     for sid, item in state.in_doubt():
-        (running if live and item.status is ItemStatus.DISPATCHED else in_doubt).append(entry_of(sid, item))
+        (running if live and item.status is ItemStatus.DISPATCHED else in_doubt).append(_doubt_entry(sid, item))
     accepted = [
         {"step": sid, "item": item.key, "index": item.index, "dispatched_at": item.dispatched_at}
         for sid, item in state.items_in(ItemStatus.SUCCEEDED)
@@ -171,11 +134,63 @@ def show_record(run: Loaded, now: float) -> dict[str, Any]:
         **run_record(run, now),
         "inputs": state.inputs,
         "pids": state.pids,
-        "steps": steps,
-        "failures": failures,
+        "steps": {sid: _step_entry(step, live) for sid, step in state.steps.items()},
+        "failures": _failures(state),
         "running": running,
         "in_doubt": in_doubt,
         "accepted": accepted,
         "logs": logs,
         "outputs": state.outputs,
+    }
+
+
+def _step_entry(step: StepState, live: bool) -> dict[str, Any]:
+    """A step as ``show`` lists it: ``unfinished`` when it was running and no process runs it any more."""
+    from runner.engine.core.events import StepStatus
+
+    status = step.status.value
+    if step.status is StepStatus.RUNNING and not live:
+        status = "unfinished"
+    entry: dict[str, Any] = {"status": status}
+    if step.status is StepStatus.SKIPPED and step.reason:
+        entry["reason"] = step.reason
+    if step.fan_out:
+        entry["items"] = step.total
+    if step.kind is not None and step.reason:
+        entry["error"] = step.reason
+    entry.update(_step_counts(step, live))
+    return entry
+
+
+def _failures(state: RunState) -> list[dict[str, Any]]:
+    """The servers that failed in the latest attempt (a resume starts its sessions afresh), the steps that
+    failed as a whole, and the items that failed or were skipped in doubt."""
+    from runner.engine.core.events import ItemStatus
+
+    failures: list[dict[str, Any]] = [
+        {"server": session.server, "kind": session.kind.value if session.kind else None, "error": session.error}
+        for session in state.sessions.values()
+        if session.status == "failed"
+    ]
+    failures += [
+        {"step": sid, "item": None, "kind": step.kind.value, "error": step.reason}
+        for sid, step in state.steps.items()
+        if step.kind is not None and step.reason
+    ]
+    for sid, item in state.items_in(ItemStatus.FAILED, ItemStatus.SKIPPED):
+        kind = item.kind.value if item.kind else None
+        failures.append({"step": sid, "item": item.key, "index": item.index, "kind": kind, "error": item.error})
+    return failures
+
+
+def _doubt_entry(sid: str, item: ItemState) -> dict[str, Any]:
+    return {
+        "step": sid,
+        "item": item.key,
+        "index": item.index,
+        "kind": item.kind.value if item.kind else None,
+        "error": item.error,
+        "dispatched_at": item.dispatched_at,
+        "attempts": item.attempts,
+        "request_id": item.request_id,
     }

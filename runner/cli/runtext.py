@@ -10,7 +10,7 @@ from typing import Any
 from runner.cli.where import decision_lines
 from runner.words import plural
 
-__all__ = ["LOG_TAIL", "format_event", "render_runs", "render_show"]
+__all__ = ["LOG_TAIL", "format_event", "log_line", "render_runs", "render_show"]
 
 LOG_TAIL = 50  # `show` prints the last LOG_TAIL log messages; `logs` prints them all
 
@@ -63,13 +63,26 @@ def _indent(text: Any, prefix: str = "      ", max_lines: int = 12) -> str:
 def render_show(
     record: dict[str, Any], *, resume: str | None = None, logs_command: str | None = None, retry: bool = True
 ) -> str:
-    """``show``'s text. ``resume`` and ``logs_command`` are the commands to print as advice (``mcp-run resume
-    WORKFLOW RUN_ID``, ``mcp-run logs ...``, with ``--state-dir`` when needed); by default, the run id form.
-    ``retry``: whether ``--retry-failed`` is advised for a failed run (not on Temporal yet)."""
-    from runner.view.text import format_log, kind_words, one_line, where
-
+    """``show``'s text, from its ``--json`` record (:func:`runner.cli.runrecord.show_record`: the text says
+    what the JSON holds, in words). ``resume`` and ``logs_command`` are the commands to print as advice
+    (``mcp-run resume WORKFLOW RUN_ID``, ``mcp-run logs ...``, with ``--state-dir`` when needed); by default,
+    the run id form. ``retry``: whether ``--retry-failed`` is advised for a failed run (not on Temporal yet)."""
     resume = resume or f"mcp-run resume {record['run_id']}"
     logs_command = logs_command or f"mcp-run logs {record['run_id']}"
+    sections = [
+        _head(record),
+        _steps(record["steps"]),
+        _failures(record["failures"]),
+        _running(record["running"]),
+        _accepted(record.get("accepted") or []),
+        _in_doubt(record, resume, retry),
+        _logs(record["logs"], logs_command),
+    ]
+    return "\n\n".join(section for section in sections if section)
+
+
+def _head(record: dict[str, Any]) -> str:
+    from runner.view.text import one_line
 
     status = record["status"]
     if record.get("exit_code") is not None:
@@ -87,67 +100,99 @@ def render_show(
             lines.append("            (shown: what the lines before it say; a resume refuses this run)")
         else:
             lines.append("            (nothing of the run can be read; a resume refuses it)")
-    if record["steps"]:
-        lines.append("")
-        lines.append("steps")
-        width = max(len(s) for s in record["steps"])
-        for sid, step in record["steps"].items():
-            text = f"  {sid.ljust(width)}  {step['status']}"
-            if "items" in step:
-                parts = [f"{step['succeeded']} succeeded"]
-                parts += [f"{step['failed']} failed"] if step["failed"] else []
-                parts += [f"{step['in_doubt']} in doubt"] if step["in_doubt"] else []
-                text += f"  {plural(step['items'], 'item')}: {', '.join(parts)}"
-            elif step.get("reason"):
-                text += f": {step['reason']}"
-            lines.append(text)
-    if record["failures"]:
-        lines.append("")
-        lines.append(f"failures ({len(record['failures'])})")
-        for failure in record["failures"]:
-            if failure.get("server") is not None:
-                head = f"server {failure['server']}: {kind_words(failure['kind'])}"
-            else:
-                head = f"{where(failure['step'], failure['item'])}: {kind_words(failure['kind'])}"
-            lines.append(f"  {head}")
-            lines.append(_indent(failure["error"]))
-    if record["running"]:
-        lines.append("")
-        lines.append(f"running ({len(record['running'])}): calls in flight")
-        for item in record["running"]:
-            sent = f"dispatched {_when(item['dispatched_at'])}, attempt {item['attempts']}"
-            lines.append(f"  {where(item['step'], item['item'])}: {sent}")
-    if record.get("accepted"):
-        lines.append("")
-        lines.append(f"recorded as done ({len(record['accepted'])}): were in doubt, accepted by --accept-in-doubt")
-        lines.extend(f"  {where(item['step'], item['item'])}" for item in record["accepted"])
-    if record["in_doubt"]:
-        lines.append("")
-        lines.append(f"in doubt ({len(record['in_doubt'])}): the server may or may not have run these calls")
-        for item in record["in_doubt"]:
-            sent = f"dispatched {_when(item['dispatched_at'])}, attempt {item['attempts']}"
-            if item["kind"]:
-                what = f"{kind_words(item['kind'])} ({sent}): {one_line(item['error'], 200)}"
-            else:
-                what = f"no outcome recorded ({sent})"
-            lines.append(f"  {where(item['step'], item['item'])}: {what}")
-        if record["status"] not in ("running", "damaged"):
-            lines.append("  check them on the server, then resume with one of:")
-            lines.extend(decision_lines(lambda flag: f"{resume} {flag}", "    "))
-    elif record["status"] == "failed" and retry:
-        lines.append("")
-        lines.append(f"re-attempt what failed with: {resume} --retry-failed")
-    elif record["status"] not in ("succeeded", "running", "damaged", "failed"):
-        lines.append("")
-        lines.append(f"resume it with: {resume}")
-    if record["logs"]:
-        lines.append("")
-        logs = record["logs"]
-        shown = logs[-LOG_TAIL:]
-        more = f", the last {len(shown)} (all: {logs_command})" if len(shown) < len(logs) else ""
-        lines.append(f"server log ({len(logs)} messages{more})")
-        for event in shown:
-            lines.append(f"  {_time_of(event.get('ts'))} {format_log(event)}")
+    return "\n".join(lines)
+
+
+def _steps(steps: dict[str, dict[str, Any]]) -> str:
+    if not steps:
+        return ""
+    lines = ["steps"]
+    width = max(len(s) for s in steps)
+    for sid, step in steps.items():
+        text = f"  {sid.ljust(width)}  {step['status']}"
+        if "items" in step:
+            parts = [f"{step['succeeded']} succeeded"]
+            parts += [f"{step['failed']} failed"] if step["failed"] else []
+            parts += [f"{step['in_doubt']} in doubt"] if step["in_doubt"] else []
+            text += f"  {plural(step['items'], 'item')}: {', '.join(parts)}"
+        elif step.get("reason"):
+            text += f": {step['reason']}"
+        lines.append(text)
+    return "\n".join(lines)
+
+
+def _failures(failures: list[dict[str, Any]]) -> str:
+    from runner.view.text import kind_words, where
+
+    if not failures:
+        return ""
+    lines = [f"failures ({len(failures)})"]
+    for failure in failures:
+        if failure.get("server") is not None:
+            head = f"server {failure['server']}: {kind_words(failure['kind'])}"
+        else:
+            head = f"{where(failure['step'], failure['item'])}: {kind_words(failure['kind'])}"
+        lines.append(f"  {head}")
+        lines.append(_indent(failure["error"]))
+    return "\n".join(lines)
+
+
+def _running(running: list[dict[str, Any]]) -> str:
+    from runner.view.text import where
+
+    if not running:
+        return ""
+    lines = [f"running ({len(running)}): calls in flight"]
+    for item in running:
+        sent = f"dispatched {_when(item['dispatched_at'])}, attempt {item['attempts']}"
+        lines.append(f"  {where(item['step'], item['item'])}: {sent}")
+    return "\n".join(lines)
+
+
+def _accepted(accepted: list[dict[str, Any]]) -> str:
+    from runner.view.text import where
+
+    if not accepted:
+        return ""
+    lines = [f"recorded as done ({len(accepted)}): were in doubt, accepted by --accept-in-doubt"]
+    lines.extend(f"  {where(item['step'], item['item'])}" for item in accepted)
+    return "\n".join(lines)
+
+
+def _in_doubt(record: dict[str, Any], resume: str, retry: bool) -> str:
+    """The items in doubt and the decisions a resume takes about them; else what a resume would do."""
+    from runner.view.text import kind_words, one_line, where
+
+    status = record["status"]
+    if not record["in_doubt"]:
+        if status == "failed" and retry:
+            return f"re-attempt what failed with: {resume} --retry-failed"
+        if status not in ("succeeded", "running", "damaged", "failed"):
+            return f"resume it with: {resume}"
+        return ""
+    lines = [f"in doubt ({len(record['in_doubt'])}): the server may or may not have run these calls"]
+    for item in record["in_doubt"]:
+        sent = f"dispatched {_when(item['dispatched_at'])}, attempt {item['attempts']}"
+        if item["kind"]:
+            what = f"{kind_words(item['kind'])} ({sent}): {one_line(item['error'], 200)}"
+        else:
+            what = f"no outcome recorded ({sent})"
+        lines.append(f"  {where(item['step'], item['item'])}: {what}")
+    if status not in ("running", "damaged"):
+        lines.append("  check them on the server, then resume with one of:")
+        lines.extend(decision_lines(lambda flag: f"{resume} {flag}", "    "))
+    return "\n".join(lines)
+
+
+def _logs(logs: list[dict[str, Any]], logs_command: str) -> str:
+    from runner.view.text import format_log
+
+    if not logs:
+        return ""
+    shown = logs[-LOG_TAIL:]
+    more = f", the last {len(shown)} (all: {logs_command})" if len(shown) < len(logs) else ""
+    lines = [f"server log ({len(logs)} messages{more})"]
+    lines.extend(f"  {_time_of(event.get('ts'))} {format_log(event)}" for event in shown)
     return "\n".join(lines)
 
 
@@ -155,6 +200,19 @@ def _time_of(ts: Any) -> str:
     """``21:33:16.623``: the clock time of an event, to the millisecond."""
     text = str(ts or "")
     return text[11:23] if len(text) >= 23 and text[10] == "T" else text
+
+
+def log_line(event: dict[str, Any], threshold: int, *, progress: bool = True) -> str | None:
+    """An event as ``logs`` prints it (:func:`format_event`), or None: not shown, a log message below the
+    ``threshold`` level, or a progress event when ``progress`` is off."""
+    from runner.view.text import level_index
+
+    kind = event.get("type")
+    if kind == "log" and level_index(event.get("level")) < threshold:
+        return None
+    if kind == "progress" and not progress:
+        return None
+    return format_event(event)
 
 
 def format_event(event: dict[str, Any]) -> str | None:

@@ -143,7 +143,7 @@ def show_temporal(args: argparse.Namespace) -> int:
 
 @leaves_by_exit
 def logs_temporal(args: argparse.Namespace) -> int:
-    from runner.cli.runtext import format_event
+    from runner.cli.runtext import log_line
     from runner.masking import shown_fields
     from runner.view.text import level_index
 
@@ -152,11 +152,7 @@ def logs_temporal(args: argparse.Namespace) -> int:
     poll = min(max(args.poll, 0.01), 2.0)
 
     def emit(event: dict[str, Any]) -> None:
-        if event.get("type") == "log" and level_index(event.get("level")) < threshold:
-            return
-        if event.get("type") == "progress" and args.no_progress_events:
-            return
-        line = format_event(event)
+        line = log_line(event, threshold, progress=not args.no_progress_events)
         if line is not None:
             print(terminal(line), flush=args.follow)
 

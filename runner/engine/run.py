@@ -568,12 +568,8 @@ def _record_end(log: EventLog, outcome: Outcome, state: RunState) -> None:
     counts = state.totals(live=False)
     del counts["running"]
     if outcome.status is RunStatus.INTERRUPTED:
-        log.record(events.RunInterrupted(status=outcome.status.value, exit_code=code, counts=counts))
+        log.record(events.RunInterrupted(status=outcome.status, exit_code=code, counts=counts))
     elif outcome.status.closed and not outcome.blocked:
-        log.record(
-            events.RunFinished(status=outcome.status.value, exit_code=code, outputs=outcome.outputs, counts=counts)
-        )
+        log.record(events.RunFinished(status=outcome.status, exit_code=code, outputs=outcome.outputs, counts=counts))
     else:
-        log.record(
-            events.RunStopped(status=outcome.status.value, exit_code=code, outputs=outcome.outputs, counts=counts)
-        )
+        log.record(events.RunStopped(status=outcome.status, exit_code=code, outputs=outcome.outputs, counts=counts))

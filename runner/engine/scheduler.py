@@ -44,6 +44,7 @@ from runner.engine.calls.retry import RetryPolicy, failure_kind, is_safe_to_repe
 from runner.engine.calls.tools import ToolChecks
 from runner.engine.core.conditions import Skip
 from runner.engine.core.events import (
+    Decision,
     DoubtDecided,
     FailureKind,
     ItemFailed,
@@ -244,7 +245,8 @@ class Scheduler:
             return False
         if prior.in_doubt == "ask":
             return True
-        decisions = [DoubtDecided(step=sid, keys=keys, decision=prior.in_doubt) for sid, keys in undecided.items()]
+        chosen = Decision(prior.in_doubt)
+        decisions = [DoubtDecided(step=sid, keys=keys, decision=chosen) for sid, keys in undecided.items()]
         for decision in decisions[:-1]:
             self._log.append(decision)
         await self._log.commit(decisions[-1])  # durable, with those before it, before any call is made
@@ -419,7 +421,7 @@ class Scheduler:
         result: dict[str, Any] | None = None,
     ) -> str:
         self._notes.settle(ps.id, key)
-        self._log.record(ItemFailed(step=ps.id, item=key, index=index, kind=kind.value, error=error, result=result))
+        self._log.record(ItemFailed(step=ps.id, item=key, index=index, kind=kind, error=error, result=result))
         return error
 
     def _trusted(self, ps: PlannedStep) -> bool:
@@ -519,9 +521,7 @@ class Scheduler:
                 )
             )
         elif isinstance(event, LinkFailed):
-            self._log.record(
-                SessionFailed(server=event.server, kind=failure_kind(event.error).value, error=str(event.error))
-            )
+            self._log.record(SessionFailed(server=event.server, kind=failure_kind(event.error), error=str(event.error)))
 
     def _on_log(self, server: str, message: McpLogMessage, rid: Any) -> None:
         where = self._in_flight.get((server, rid)) if rid is not None else None

@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from runner.engine.core.events import (
         JOURNAL_FORMAT,
         AnyEvent,
+        Decision,
         DoubtDecided,
         Entry,
         FailureKind,
@@ -158,9 +159,9 @@ class DagWorkflow:
         del counts["running"]
         code = int(outcome.exit_code)
         if outcome.status.closed:
-            self._emit(RunFinished(status=outcome.status.value, exit_code=code, outputs=outputs, counts=counts))
+            self._emit(RunFinished(status=outcome.status, exit_code=code, outputs=outputs, counts=counts))
         else:
-            self._emit(RunStopped(status=outcome.status.value, exit_code=code, outputs=outputs, counts=counts))
+            self._emit(RunStopped(status=outcome.status, exit_code=code, outputs=outputs, counts=counts))
         return {
             "run_id": spec.run_id,
             "status": outcome.status.value,
@@ -210,7 +211,7 @@ class DagWorkflow:
         # anything acts on it; the fold applies it (an accepted item is then succeeded, a skipped one skipped).
         assert self._plan is not None
         for sid, keys in awaiting_decision(self._state, self._plan.steps).items():
-            self._emit(DoubtDecided(step=sid, keys=keys, decision=choice))
+            self._emit(DoubtDecided(step=sid, keys=keys, decision=Decision(choice)))
         return first
 
     @decide.validator
@@ -396,5 +397,5 @@ class DagWorkflow:
         )
 
     def _failed(self, ps: PlannedStep, index: int | None, key: str, kind: str, error: str, result: Any = None) -> str:
-        self._emit(ItemFailed(step=ps.id, item=key, index=index, kind=kind, error=error, result=result))
+        self._emit(ItemFailed(step=ps.id, item=key, index=index, kind=FailureKind(kind), error=error, result=result))
         return error

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable
-from typing import TextIO
+from typing import Final, TextIO
 
 import trio
 from rich.console import Console, Group, RenderableType
@@ -26,13 +26,8 @@ from rich.text import Text
 
 from runner.engine.core.events import (
     Entry,
-    FailureKind,
     ItemFailed,
     LogMessage,
-    SessionFailed,
-    SessionLost,
-    SessionOpened,
-    SessionRetrying,
     StepFinished,
     StepSkipped,
     StepStarted,
@@ -43,16 +38,14 @@ from runner.engine.core.state import CallProgress, RunState, StepState
 from runner.termsafe import terminal
 from runner.view.plain import finished_detail, rate_and_eta
 from runner.view.text import (
-    RepeatedFailures,
-    error_detail,
+    FailureLines,
+    dispatch,
     format_elapsed,
-    format_failure,
     format_log,
     format_session,
     level_index,
     one_line,
     short_key,
-    shows_failure,
     ts_seconds,
 )
 from runner.words import plural
@@ -73,21 +66,14 @@ _LEVEL_STYLE = {
     "alert": "bold red",
     "emergency": "bold red",
 }
-_SESSION_STYLE: dict[type, str] = {
-    SessionFailed: "red",
-    SessionLost: "yellow",
-    SessionRetrying: "yellow",
-    SessionOpened: "dim",
+_SESSION_STYLE: Final[dict[str, str]] = {
+    "session_failed": "red",
+    "session_lost": "yellow",
+    "session_retrying": "yellow",
+    "session_opened": "dim",
 }
 _STATUS_STYLE = {"succeeded": "green", "failed": "red", "interrupted": "yellow", "skipped": "dim"}
 _STATUS_MARK = {"succeeded": "✓", "failed": "✗", "interrupted": "!", "skipped": "-"}
-
-
-def _in_doubt(kind: str) -> bool:
-    try:
-        return FailureKind.of(kind).in_doubt
-    except KeyError:
-        return False
 
 
 def _bar(done: float, total: float, width: int) -> Text:
@@ -122,40 +108,49 @@ def _call_text(key: str, progress: CallProgress, frame: int) -> Text:
 def _step_row(step: StepState, now: float, frame: int, bar_width: int) -> list[RenderableType]:
     spinner = Text(SPINNER[frame % len(SPINNER)], style="cyan")
     name = Text(step.id, style="bold", overflow="ellipsis", no_wrap=True)
-    latest = step.latest_call()
-    if step.fan_out:
-        counts = step.counts()
-        bar = _bar(counts.done, counts.total, bar_width)
-        count = Text(f"{counts.done}/{counts.total}")
-        if counts.failed:
-            count.append(f" {counts.failed}✗", style="red")
-        if counts.in_doubt:
-            count.append(f" {counts.in_doubt}?", style="yellow")
-        rate, eta = rate_and_eta(step, now)
-        speed = Text(f"{rate:.1f}/s" if rate is not None else "", style="dim")
-        if eta is not None:
-            speed.append(f" eta {format_elapsed(eta)}", style="dim")
-        message = _call_text(latest[0], latest[1], frame) if latest is not None else Text()
-    else:
-        # one call: its own progress is the bar (a spinner and a count when the server sends no total)
-        call = latest[1] if latest is not None else None
-        if call is not None and call.progress is not None and call.total:
-            bar = _bar(call.progress, call.total, bar_width)
-            count = Text(f"{_number(call.progress)}/{_number(call.total)}")
-        elif call is not None and call.progress is not None:
-            bar = Text(" " * bar_width)
-            count = Text(f"{SPINNER[frame % len(SPINNER)]} {_number(call.progress)}")
-        else:
-            bar = Text(" " * bar_width)
-            count = Text("")
-        started = ts_seconds(step.started_at)
-        speed = Text(format_elapsed(now - started) if started is not None else "", style="dim")
-        message = Text()
-        if call is not None and call.message:
-            message = Text(terminal(one_line(call.message, 120)), style="dim")
+    cells = _fan_out_cells if step.fan_out else _call_cells
+    bar, count, speed, message = cells(step, now, frame, bar_width)
     message.no_wrap = True
     message.overflow = "ellipsis"
     return [spinner, name, bar, count, speed, message]
+
+
+def _fan_out_cells(step: StepState, now: float, frame: int, bar_width: int) -> tuple[Text, Text, Text, Text]:
+    """A fan-out's bar is its items done; its message, the call in flight that reported last."""
+    counts = step.counts()
+    bar = _bar(counts.done, counts.total, bar_width)
+    count = Text(f"{counts.done}/{counts.total}")
+    if counts.failed:
+        count.append(f" {counts.failed}✗", style="red")
+    if counts.in_doubt:
+        count.append(f" {counts.in_doubt}?", style="yellow")
+    rate, eta = rate_and_eta(step, now)
+    speed = Text(f"{rate:.1f}/s" if rate is not None else "", style="dim")
+    if eta is not None:
+        speed.append(f" eta {format_elapsed(eta)}", style="dim")
+    latest = step.latest_call()
+    message = _call_text(latest[0], latest[1], frame) if latest is not None else Text()
+    return bar, count, speed, message
+
+
+def _call_cells(step: StepState, now: float, frame: int, bar_width: int) -> tuple[Text, Text, Text, Text]:
+    """One call: its own progress is the bar (a spinner and a count when the server sends no total)."""
+    latest = step.latest_call()
+    call = latest[1] if latest is not None else None
+    progress = call.progress if call is not None else None
+    total = call.total if call is not None else None
+    if progress is not None and total:
+        bar, count = _bar(progress, total, bar_width), Text(f"{_number(progress)}/{_number(total)}")
+    elif progress is not None:
+        bar, count = Text(" " * bar_width), Text(f"{SPINNER[frame % len(SPINNER)]} {_number(progress)}")
+    else:
+        bar, count = Text(" " * bar_width), Text("")
+    started = ts_seconds(step.started_at)
+    speed = Text(format_elapsed(now - started) if started is not None else "", style="dim")
+    message = Text()
+    if call is not None and call.message:
+        message = Text(terminal(one_line(call.message, 120)), style="dim")
+    return bar, count, speed, message
 
 
 class StepTally:
@@ -276,8 +271,7 @@ class LiveView:
         self._clock = clock
         self._started: float | None = None
         self._lines: list[Text] = []
-        self._repeats = RepeatedFailures()
-        self._details: set[str] = set()
+        self._failures = FailureLines()
         self._frame = 0
         self._closed = trio.Event()
         # Writes to sys.stderr while the region is up (warnings of the run) are routed above it by rich.
@@ -287,45 +281,58 @@ class LiveView:
     # -- called for every entry: lines to print, never a drawing -----------------------------------------
 
     def _add(self, line: Text) -> None:
-        repeats = self._repeats.take()
+        repeats = self._failures.repeats.take()
         if repeats is not None:
             self._lines.append(Text(terminal(repeats), style="dim"))
         self._lines.append(line)
 
     def observe(self, entry: Entry) -> None:
-        event = entry.event
-        self._tally.observe(event)
+        """Count the steps, and queue the line ``entry`` prints (:func:`~runner.view.text.dispatch`); the
+        region is drawn from the state, not from here."""
+        self._tally.observe(entry.event)
         if self._started is None:
             self._started = self._clock()
-        if isinstance(event, ItemFailed):
-            fields = encode(entry)
-            if shows_failure(fields) and not self._repeats.absorb(fields):
-                doubt = event.retrying or _in_doubt(event.kind)
-                self._add(Text(terminal(format_failure(fields)), style="yellow" if doubt else "red"))
-                self._repeats.shown(fields)
-                detail = error_detail(event.error)
-                if detail is not None and detail not in self._details:  # a crash's stderr: once
-                    self._details.add(detail)
-                    self._lines.append(Text(terminal(detail), style="dim"))
-        elif isinstance(event, LogMessage):
-            if level_index(event.level) >= self._threshold:
-                self._add(Text(terminal(format_log(encode(entry))), style=_LEVEL_STYLE.get(event.level, "")))
-        elif isinstance(event, StepFinished):
-            step = self.state.step(event.step)
-            status = event.status
-            line = Text(f"{_STATUS_MARK.get(status, '·')} ", style=_STATUS_STYLE.get(status, ""))
-            line.append(terminal(f"step {event.step} {status}{finished_detail(step, event.error)}"))
-            begun, ended = ts_seconds(step.started_at), ts_seconds(entry.ts)
-            if begun is not None and ended is not None:
-                line.append(f" in {format_elapsed(ended - begun)}", style="dim")
-            self._add(line)
-        elif isinstance(event, StepSkipped):
-            self._add(Text(terminal(f"- step {event.step} skipped: {event.reason}"), style="dim"))
-        elif type(event) in _SESSION_STYLE:
-            first, _, detail = (format_session(encode(entry)) or "").partition("\n")
-            self._add(Text(terminal(first), style=_SESSION_STYLE[type(event)]))
-            if detail:
-                self._lines.append(Text(terminal(detail), style="dim"))
+        dispatch(self, entry)
+
+    def _on_item_failed(self, entry: Entry) -> None:
+        event = entry.event
+        assert isinstance(event, ItemFailed)
+        style = "yellow" if event.retrying or (event.kind is not None and event.kind.in_doubt) else "red"
+        self._failures.show(
+            encode(entry),
+            lambda text: self._add(Text(terminal(text), style=style)),
+            lambda text: self._lines.append(Text(terminal(text), style="dim")),  # a crash's stderr
+        )
+
+    def _on_log(self, entry: Entry) -> None:
+        event = entry.event
+        assert isinstance(event, LogMessage)
+        if level_index(event.level) >= self._threshold:
+            self._add(Text(terminal(format_log(encode(entry))), style=_LEVEL_STYLE.get(event.level, "")))
+
+    def _on_step_finished(self, entry: Entry) -> None:
+        event = entry.event
+        assert isinstance(event, StepFinished)
+        step = self.state.step(event.step)
+        status = event.status
+        line = Text(f"{_STATUS_MARK.get(status, '·')} ", style=_STATUS_STYLE.get(status, ""))
+        line.append(terminal(f"step {event.step} {status}{finished_detail(step, event.error)}"))
+        begun, ended = ts_seconds(step.started_at), ts_seconds(entry.ts)
+        if begun is not None and ended is not None:
+            line.append(f" in {format_elapsed(ended - begun)}", style="dim")
+        self._add(line)
+
+    def _on_step_skipped(self, entry: Entry) -> None:
+        assert isinstance(entry.event, StepSkipped)
+        self._add(Text(terminal(f"- step {entry.event.step} skipped: {entry.event.reason}"), style="dim"))
+
+    def _on_session_opened(self, entry: Entry) -> None:
+        first, _, detail = (format_session(encode(entry)) or "").partition("\n")
+        self._add(Text(terminal(first), style=_SESSION_STYLE[entry.event.type]))
+        if detail:
+            self._lines.append(Text(terminal(detail), style="dim"))
+
+    _on_session_lost = _on_session_retrying = _on_session_failed = _on_session_opened
 
     # -- drawing -----------------------------------------------------------------------------------------
 
@@ -360,7 +367,7 @@ class LiveView:
                 self.draw(live)
                 with trio.move_on_after(self._interval):
                     await self._closed.wait()
-            repeats = self._repeats.take()
+            repeats = self._failures.repeats.take()
             if repeats is not None:
                 self._lines.append(Text(terminal(repeats), style="dim"))
             self.draw(live)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TextIO
+from typing import Any, Final, Protocol, TextIO
 
 import trio
 
@@ -34,10 +34,6 @@ from runner.engine.core.events import (
     ItemFailed,
     ItemSucceeded,
     LogMessage,
-    SessionFailed,
-    SessionLost,
-    SessionOpened,
-    SessionRetrying,
     StepFinished,
     StepSkipped,
     StepStarted,
@@ -49,17 +45,15 @@ from runner.engine.core.state import RunState, StepState
 from runner.termsafe import terminal
 from runner.view.text import (
     ERROR_LEVEL,
-    RepeatedFailures,
+    FailureLines,
     clock_time,
-    error_detail,
+    dispatch,
     format_elapsed,
-    format_failure,
     format_log,
     format_session,
     github_error,
     level_index,
     one_line,
-    shows_failure,
     ts_seconds,
     where,
 )
@@ -162,14 +156,13 @@ class PlainView:
         self._github = github
         self._last_line: dict[str, float] = {}
         self._closed = trio.Event()
-        self._repeats = RepeatedFailures()
-        self._details: set[str] = set()
+        self._failures = FailureLines()
         self._last_ts: Any = None
 
     def _write(self, ts: str, text: str) -> None:
         when = clock_time(ts)
         self._last_ts = ts
-        repeats = self._repeats.take()
+        repeats = self._failures.repeats.take()
         if repeats is not None:
             self._stream.write(f"{when} {terminal(repeats)}\n")
         self._stream.write(f"{when} {terminal(text)}\n")
@@ -180,52 +173,71 @@ class PlainView:
         self._stream.flush()
 
     def observe(self, entry: Entry) -> None:
-        event = entry.event
-        ts = entry.ts
-        if isinstance(event, ItemFailed):
-            fields = encode(entry)
-            if shows_failure(fields) and not self._repeats.absorb(fields):
-                self._write(ts, format_failure(fields))
-                self._repeats.shown(fields)
-                detail = error_detail(event.error)
-                if detail is not None and detail not in self._details:  # a crash's stderr: once, as it was
-                    self._details.add(detail)
-                    self._raw(detail)
-            if not event.retrying and self._github:
-                self._raw(github_error(fields))
-            self._progress_line(ts, event.step)
-        elif isinstance(event, ItemSucceeded):
-            self._progress_line(ts, event.step)
-        elif isinstance(event, LogMessage):
-            if level_index(event.level) >= self._threshold:
-                self._write(ts, format_log(encode(entry)))
-        elif isinstance(event, SessionFailed):
-            fields = encode(entry)
-            self._write(ts, format_session(fields) or "")
-            if self._github:
-                self._raw(github_error(fields))
-        elif self._quiet:
+        """Write what ``entry`` shows (:func:`~runner.view.text.dispatch`: its ``_on_<type>`` method); when
+        quiet, only for the events a quiet view shows."""
+        if self._quiet and entry.event.type not in _SHOWN_QUIET:
             return
-        elif isinstance(event, SessionOpened | SessionLost | SessionRetrying):
-            self._write(ts, format_session(encode(entry)) or "")
-        elif isinstance(event, StepStarted):
-            step = self._state.step(event.step)
-            self._last_line[step.id] = ts_seconds(ts) or 0.0
-            text = f"step {step.id} started" + (f": {plural(step.total, 'item')}" if step.fan_out else "")
-            if step.reused:
-                text += f" ({step.reused} done earlier)"
-            self._write(ts, text)
-        elif isinstance(event, StepFinished):
-            step = self._state.step(event.step)
-            self._write(ts, f"step {event.step} {event.status}{finished_detail(step, event.error)}")
-        elif isinstance(event, StepSkipped):
-            self._write(ts, f"step {event.step} skipped: {event.reason}")
-        elif isinstance(event, StreamResumed):
-            self._write(ts, f"{where(event.step, event.item)}: stream resumed")
-        elif isinstance(event, TaskUpdated) and not self._state.step(event.step).fan_out:
+        dispatch(self, entry)
+
+    def _on_item_failed(self, entry: Entry) -> None:
+        event = entry.event
+        assert isinstance(event, ItemFailed)
+        fields = encode(entry)
+        self._failures.show(fields, lambda text: self._write(entry.ts, text), self._raw)  # a crash's stderr as it was
+        if not event.retrying and self._github:
+            self._raw(github_error(fields))
+        self._progress_line(entry.ts, event.step)
+
+    def _on_item_succeeded(self, entry: Entry) -> None:
+        assert isinstance(entry.event, ItemSucceeded)
+        self._progress_line(entry.ts, entry.event.step)
+
+    def _on_log(self, entry: Entry) -> None:
+        assert isinstance(entry.event, LogMessage)
+        if level_index(entry.event.level) >= self._threshold:
+            self._write(entry.ts, format_log(encode(entry)))
+
+    def _on_session_failed(self, entry: Entry) -> None:
+        fields = encode(entry)
+        self._write(entry.ts, format_session(fields) or "")
+        if self._github:
+            self._raw(github_error(fields))
+
+    def _on_session_opened(self, entry: Entry) -> None:
+        self._write(entry.ts, format_session(encode(entry)) or "")
+
+    _on_session_lost = _on_session_retrying = _on_session_opened
+
+    def _on_step_started(self, entry: Entry) -> None:
+        assert isinstance(entry.event, StepStarted)
+        step = self._state.step(entry.event.step)
+        self._last_line[step.id] = ts_seconds(entry.ts) or 0.0
+        text = f"step {step.id} started" + (f": {plural(step.total, 'item')}" if step.fan_out else "")
+        if step.reused:
+            text += f" ({step.reused} done earlier)"
+        self._write(entry.ts, text)
+
+    def _on_step_finished(self, entry: Entry) -> None:
+        event = entry.event
+        assert isinstance(event, StepFinished)
+        step = self._state.step(event.step)
+        self._write(entry.ts, f"step {event.step} {event.status}{finished_detail(step, event.error)}")
+
+    def _on_step_skipped(self, entry: Entry) -> None:
+        assert isinstance(entry.event, StepSkipped)
+        self._write(entry.ts, f"step {entry.event.step} skipped: {entry.event.reason}")
+
+    def _on_stream_resumed(self, entry: Entry) -> None:
+        assert isinstance(entry.event, StreamResumed)
+        self._write(entry.ts, f"{where(entry.event.step, entry.event.item)}: stream resumed")
+
+    def _on_task_status(self, entry: Entry) -> None:
+        event = entry.event
+        assert isinstance(event, TaskUpdated)
+        if not self._state.step(event.step).fan_out:
             # One line per change of a plain step's task (a fan-out's would be thousands: its progress line counts)
             said = f": {event.message}" if event.message else ""
-            self._write(ts, f"{where(event.step, event.item)}: task {event.status}{said}")
+            self._write(entry.ts, f"{where(event.step, event.item)}: task {event.status}{said}")
 
     def _progress_line(self, ts: str, sid: str) -> None:
         if not self._progress:
@@ -259,11 +271,15 @@ class PlainView:
         await self._closed.wait()
 
     def close(self) -> None:
-        repeats = self._repeats.take()
+        repeats = self._failures.repeats.take()
         if repeats is not None:
             self._stream.write(f"{clock_time(self._last_ts)} {terminal(repeats)}\n")
             self._stream.flush()
         self._closed.set()
+
+
+# The events a quiet plain view shows (by type): failures, finished calls (a fan-out's progress line), logs.
+_SHOWN_QUIET: Final = frozenset({"item_failed", "item_succeeded", "log", "session_failed"})
 
 
 # -- choosing a view ----------------------------------------------------------------------------------------

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from runner.engine.core.events import FailureKind, SkipCause
+from runner.engine.core.events import Entry, FailureKind, SkipCause
 from runner.protocol.mcp import LOG_LEVELS
 from runner.words import plural
 from runner.workflow.keys import LABEL_LIMIT
@@ -23,8 +23,10 @@ from runner.workflow.keys import LABEL_LIMIT
 __all__ = [
     "ERROR_LEVEL",
     "FailureGroup",
+    "FailureLines",
     "RepeatedFailures",
     "clock_time",
+    "dispatch",
     "error_detail",
     "failure_key",
     "format_elapsed",
@@ -43,6 +45,15 @@ __all__ = [
     "ts_seconds",
     "where",
 ]
+
+
+def dispatch(view: object, entry: Entry) -> None:
+    """Hand ``entry`` to the method of ``view`` that shows it: ``_on_<type>`` for an event of that ``type`` (the
+    journal's name for its class; the method reads the typed event); nothing when ``view`` has none. A view
+    names its handlers as it reads, and one lookup costs what a table's would."""
+    handler: Callable[[Entry], None] | None = getattr(view, f"_on_{entry.event.type}", None)
+    if handler is not None:
+        handler(entry)
 
 
 def kind_words(kind: Any) -> str:
@@ -232,6 +243,29 @@ class RepeatedFailures:
         self._key = None
         self._items = []
         return text
+
+
+class FailureLines:
+    """What a view shows of failed calls: each failure's line, those that repeat it counted instead
+    (:class:`RepeatedFailures`: ``repeats.take()`` before showing anything else), and a crash's stderr once."""
+
+    __slots__ = ("_details", "repeats")
+
+    def __init__(self) -> None:
+        self.repeats = RepeatedFailures()
+        self._details: set[str] = set()
+
+    def show(self, fields: dict[str, Any], line: Callable[[str], None], detail: Callable[[str], None]) -> None:
+        """Show the failure ``fields`` (its journal form) through ``line``, and its error's detail, the first
+        time it comes, through ``detail``; nothing when it is not shown or repeats the last one."""
+        if not shows_failure(fields) or self.repeats.absorb(fields):
+            return
+        line(format_failure(fields))
+        self.repeats.shown(fields)
+        text = error_detail(fields.get("error"))
+        if text is not None and text not in self._details:
+            self._details.add(text)
+            detail(text)
 
 
 def format_session(event: dict[str, Any]) -> str | None:

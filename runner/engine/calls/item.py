@@ -275,7 +275,7 @@ class ItemCall:
                         step=ps.id,
                         item=self._key,
                         index=self._index,
-                        kind=FailureKind.CANCELLED.value,
+                        kind=FailureKind.CANCELLED,
                         error="cancelled after it was sent (the run was stopping); the server may have done it",
                     )
                 )
@@ -293,7 +293,7 @@ class ItemCall:
                     step=self._ps.id,
                     item=self._key,
                     index=self._index,
-                    kind=failure_kind(exc).value,
+                    kind=failure_kind(exc),
                     error=first_line(exc),
                     retrying=True,
                     retry_in=round(retry_in, 3) if retry_in is not None else None,

@@ -25,7 +25,7 @@ import typing
 from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias, TypeVar
 
-from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, WithJsonSchema
 
 from runner.exitcodes import ExitCode
 
@@ -79,7 +79,7 @@ placeholders read back as they did then)."""
 # -- vocabularies -------------------------------------------------------------------------------------------
 
 
-class FailureKind(enum.Enum):
+class FailureKind(enum.StrEnum):
     """How a call (or a step) failed. ``exit_code``: what a failure of this kind makes the run exit with;
     ``in_doubt``: the server may have done the work."""
 
@@ -194,6 +194,46 @@ class RunStatus(enum.StrEnum):
         return self in (RunStatus.SUCCEEDED, RunStatus.FAILED)
 
 
+# -- the vocabularies as fields ----------------------------------------------------------------------------
+# An event field holds the enum itself; the journal holds its value (a StrEnum is its value in JSON). A value
+# this version does not know (written by a later one) still decodes, as it did when these fields were strings:
+# a kind, cause, run status or decision becomes None (the item's or step's status still says what matters; a
+# decision of a later version is nothing this one can act on), a step status becomes failed. A value of the
+# wrong type (not a string) is still an error naming the field. The schema says "string", as before: a reader
+# accepts any.
+
+_EnumT = TypeVar("_EnumT", bound=enum.StrEnum)
+
+
+def _known(vocabulary: type[_EnumT], unknown: _EnumT | None = None, *, null: bool = False) -> BeforeValidator:
+    """A field of ``vocabulary``: a value it does not know reads as ``unknown``; ``null`` (JSON's) only where
+    the field may be absent (``null=True``), as when it was a string."""
+    values = {member.value: member for member in vocabulary}
+
+    def check(value: object) -> object:
+        if value is None and not null:
+            raise ValueError("Input should be a valid string")
+        if isinstance(value, str) and not isinstance(value, enum.Enum):
+            return values.get(value, unknown)
+        return value
+
+    return BeforeValidator(check)
+
+
+def _string(title: str, *, optional: bool = False) -> WithJsonSchema:
+    """The schema of a vocabulary field: a string (or null), as it was when the field was one."""
+    if optional:
+        return WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "null"}], "title": title})
+    return WithJsonSchema({"title": title, "type": "string"})
+
+
+_Kind: TypeAlias = Annotated[FailureKind | None, _known(FailureKind), _string("Kind")]
+_OptionalKind: TypeAlias = Annotated[FailureKind | None, _known(FailureKind, null=True), _string("Kind", optional=True)]
+_Cause: TypeAlias = Annotated[SkipCause | None, _known(SkipCause, null=True), _string("Cause", optional=True)]
+_StepStatus: TypeAlias = Annotated[StepStatus, _known(StepStatus, StepStatus.FAILED), _string("Status")]
+_RunStatus: TypeAlias = Annotated[RunStatus | None, _known(RunStatus), _string("Status")]
+
+
 # -- the events ---------------------------------------------------------------------------------------------
 
 # Lax, as JSON is: a dict decodes into an event; a wrong type ("kind": [1], "inputs": [1, 2]) is an error.
@@ -289,7 +329,7 @@ class SessionRetrying(Event):
 class SessionFailed(Event):
     type: Literal["session_failed"] = "session_failed"
     server: str
-    kind: str
+    kind: _Kind
     error: str
 
 
@@ -312,7 +352,7 @@ class StepSkipped(Event):
     type: Literal["step_skipped"] = "step_skipped"
     step: str
     reason: str
-    cause: str | None = None  # a SkipCause; absent from journals of earlier versions
+    cause: _Cause = None  # absent from journals of earlier versions
 
 
 @_event
@@ -415,7 +455,7 @@ class ItemFailed(Event):
     step: str
     item: str
     index: int | None = None
-    kind: str
+    kind: _Kind
     error: str
     result: _JsonObject | None = None
     retrying: bool | None = None
@@ -434,6 +474,9 @@ class Decision(enum.StrEnum):
     """They ran: they count as succeeded, with no result, and the steps that depend on them run."""
 
 
+_Decision: TypeAlias = Annotated[Decision | None, _known(Decision), _string("Decision")]
+
+
 @_event
 class DoubtDecided(Event):
     """A decision about items in doubt, journaled (fsynced) before it acts: ``keys`` of ``step`` are the items
@@ -442,7 +485,7 @@ class DoubtDecided(Event):
     type: Literal["doubt_decided"] = "doubt_decided"
     step: str
     keys: list[str]
-    decision: str
+    decision: _Decision
 
 
 @_event
@@ -451,10 +494,10 @@ class StepFinished(Event):
 
     type: Literal["step_finished"] = "step_finished"
     step: str
-    status: str
+    status: _StepStatus
     counts: dict[str, int]
     error: str | None = None
-    kind: str | None = None
+    kind: _OptionalKind = None
 
 
 @_event
@@ -464,7 +507,7 @@ class RunFinished(Event):
     of its journal. The same in :class:`RunStopped` and :class:`RunInterrupted`."""
 
     type: Literal["run_finished"] = "run_finished"
-    status: str
+    status: _RunStatus
     exit_code: int
     outputs: _JsonObject | None = None
     counts: dict[str, int] | None = None  # absent from journals of earlier versions
@@ -475,7 +518,7 @@ class RunStopped(Event):
     """The run ended without a definite answer for every item (in doubt, incomplete): it stays open."""
 
     type: Literal["run_stopped"] = "run_stopped"
-    status: str
+    status: _RunStatus
     exit_code: int
     outputs: _JsonObject | None = None
     counts: dict[str, int] | None = None
@@ -486,7 +529,7 @@ class RunInterrupted(Event):
     """The run stopped on a signal: it stays open."""
 
     type: Literal["run_interrupted"] = "run_interrupted"
-    status: str
+    status: _RunStatus
     exit_code: int
     counts: dict[str, int] | None = None
 

@@ -17,29 +17,32 @@ doubt, and the ``--json`` summary. Pure: the same state always settles the same 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
-from runner.engine.core.events import Decision, FailureKind, ItemStatus, RunStatus, SkipCause, StepStatus
-from runner.engine.core.state import ItemState, RunState
+from runner.engine.core.events import FailureKind, ItemStatus, RunStatus, SkipCause, StepStatus
+from runner.engine.core.report import (
+    RERUN_PENDING,
+    SUMMARY_VERSION,
+    ItemReport,
+    RunReport,
+    StepReport,
+    item_report,
+    step_report,
+)
+from runner.engine.core.state import RunState, StepState
 from runner.exitcodes import ExitCode, combine
 from runner.masking import Masker
 from runner.workflow.plan import OutputFailure, Plan
 
-__all__ = ["SUMMARY_VERSION", "Outcome", "StepOutcome", "masked_summary", "settle", "summary"]
-
-RERUN_PENDING: Final = (
-    "; --rerun-in-doubt was decided for it earlier: the next resume calls it again, whatever it is told"
-)
-
-SUMMARY_VERSION: Final = 1
+__all__ = ["RERUN_PENDING", "SUMMARY_VERSION", "Outcome", "StepOutcome", "settle", "summary"]
 
 
 @dataclass(frozen=True, slots=True)
 class StepOutcome:
     """How one step ended: its status, why (a skip's reason, or the step's own error), and its items;
-    ``cause``: which kind of why, for a skipped step."""
+    ``cause``: which kind of why, for a skipped step. (The Python API's view of a :class:`StepReport`.)"""
 
     status: StepStatus
     reason: str | None
@@ -51,15 +54,20 @@ class StepOutcome:
     reused: int
     cause: SkipCause | None = None
 
+    @classmethod
+    def of(cls, report: StepReport) -> StepOutcome:
+        c = report.counts
+        return cls(
+            report.status, report.reason, c.total, c.succeeded, c.failed, c.in_doubt, c.skipped, c.reused,
+            report.cause,
+        )  # fmt: skip
+
     def counts(self) -> dict[str, int]:
-        return {
-            "total": self.total,
-            "succeeded": self.succeeded,
-            "failed": self.failed,
-            "in_doubt": self.in_doubt,
-            "skipped": self.skipped,
-            "reused": self.reused,
-        }
+        """As the summary counts (``total``, ``succeeded``, ``failed``, ``in_doubt``, ``skipped``, ``reused``)."""
+        return {name: getattr(self, name) for name in _COUNTED}
+
+
+_COUNTED: Final = ("total", "succeeded", "failed", "in_doubt", "skipped", "reused")
 
 
 @dataclass
@@ -71,8 +79,9 @@ class Outcome:
     exit_code: ExitCode
     state: RunState = field(repr=False)
     outputs: dict[str, Any]
-    failures: list[dict[str, Any]]
-    in_doubt: list[dict[str, Any]]
+    failure_reports: tuple[ItemReport, ...]
+    """The items that failed or were skipped in doubt, and the steps that failed as a whole, in plan order."""
+    in_doubt_reports: tuple[ItemReport, ...]
     blocked: bool = False
     stray: dict[str, dict[str, int]] = field(default_factory=dict)
     output_failures: list[OutputFailure] = field(default_factory=list)
@@ -84,48 +93,90 @@ class Outcome:
     duration: float = 0.0
     masker: Masker = field(default_factory=Masker, repr=False)  # the run's secrets, to mask what is printed
 
+    @property
+    def failures(self) -> list[dict[str, Any]]:
+        """The failures as the summary's ``failed`` lists them (JSON values)."""
+        return [entry.to_json() for entry in self.failure_reports]
+
+    @property
+    def in_doubt(self) -> list[dict[str, Any]]:
+        """The items in doubt as the summary's ``in_doubt`` lists them (JSON values)."""
+        return [entry.to_json() for entry in self.in_doubt_reports]
+
+    def report(self) -> RunReport:
+        """This outcome as a :class:`RunReport` (unmasked: :meth:`RunReport.masked` before printing)."""
+        order = self.plan.order if self.plan is not None else tuple(self.state.steps)
+        workflow = self.plan.file if self.plan is not None else None
+        return RunReport.of(
+            self.state,
+            order,
+            head=(self.run_id, workflow, self.status, self.exit_code, self.duration),
+            outputs=self.outputs,
+            failures=self.failure_reports,
+            in_doubt=self.in_doubt_reports,
+            stray=self.stray,
+            output_failures=self.output_failures,
+        )
+
     def summary(self) -> dict[str, Any]:
-        """The ``--json`` summary of this outcome (see :func:`summary`), the run's secrets masked value by value
-        (``outputs`` holds the values themselves, for a program's use: mask before printing them)."""
+        """The ``--json`` summary of this outcome, the run's secrets masked value by value (``outputs`` holds
+        the values themselves, for a program's use: mask before printing them)."""
         assert self.plan is not None, "an outcome of a run (runner.engine.run) knows its plan"
-        return masked_summary(summary(self.plan, self, run_id=self.run_id, duration=self.duration), self.masker)
+        return self.report().masked(self.masker).to_json()
 
     @property
     def steps(self) -> dict[str, StepOutcome]:
         """Each step of the plan, in order, as it ended."""
-        order = self.plan.order if self.plan is not None else tuple(self.state.steps)
-        out: dict[str, StepOutcome] = {}
-        for sid in order:
-            step = self.state.steps.get(sid)
-            if step is None:
-                out[sid] = StepOutcome(StepStatus.NOT_RUN, None, 0, 0, 0, 0, 0, 0)
-                continue
-            c = step.counts(live=False)
-            status = self.step_status(sid)
-            out[sid] = StepOutcome(
-                status, step.reason, c.total, c.succeeded, c.failed, c.in_doubt, c.skipped, c.reused,
-                step.cause if status is StepStatus.SKIPPED else None,
-            )  # fmt: skip
-        return out
+        return {step.id: StepOutcome.of(step) for step in self.report().steps}
 
     def step_status(self, sid: str) -> StepStatus:
-        step = self.state.steps.get(sid)
-        if step is None or step.status in (StepStatus.PENDING, StepStatus.RUNNING):
-            return StepStatus.NOT_RUN
-        return step.status
+        return step_report(sid, self.state.steps.get(sid)).status
 
 
-def _item_entry(sid: str, item: ItemState, kind: FailureKind | None, error: str | None) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "step": sid,
-        "item": item.key,
-        "index": item.index,
-        "kind": (kind or FailureKind.OUTCOME_UNKNOWN).value,
-        "error": error or "",
-    }
-    if item.dispatched_at is not None:
-        entry["dispatched_at"] = item.dispatched_at
-    return entry
+def _reports(plan: Plan, state: RunState) -> tuple[list[ItemReport], list[ItemReport], set[ExitCode]]:
+    """The failures and the items in doubt of ``state``, in plan order, and the exit codes they mean (a
+    ``continue_on_error`` step's failures mean none, unless never sent)."""
+    codes: set[ExitCode] = set()
+    failures: list[ItemReport] = []
+    in_doubt: list[ItemReport] = []
+    for sid in plan.order:
+        step = state.steps.get(sid)
+        if step is None:
+            continue
+        failed, doubtful = _step_reports(sid, step)
+        failures += failed
+        in_doubt += doubtful
+        lenient = plan.steps[sid].continue_on_error
+        codes.update(f.kind.exit_code for f in failed if f.kind is FailureKind.NOT_SENT or not lenient)
+        if doubtful:
+            codes.add(ExitCode.OUTCOME_UNKNOWN)
+    return failures, in_doubt, codes
+
+
+def _step_reports(sid: str, step: StepState) -> tuple[list[ItemReport], list[ItemReport]]:
+    """A step's failures (its own, when it failed as a whole, then its items') and its items in doubt."""
+    failed: list[ItemReport] = []
+    if step.kind is not None and step.status in (StepStatus.FAILED, StepStatus.INCOMPLETE):
+        failed.append(ItemReport(sid, None, None, step.kind, step.reason or ""))
+    doubtful: list[ItemReport] = []
+    for item in step.items.values():
+        if item.in_doubt:
+            doubtful.append(item_report(sid, item))
+        elif item.status is ItemStatus.FAILED or item.status is ItemStatus.SKIPPED:
+            failed.append(item_report(sid, item))
+    return failed, doubtful
+
+
+def _status(codes: set[ExitCode], *, interrupted: bool, in_doubt: bool) -> RunStatus:
+    if interrupted:
+        return RunStatus.INTERRUPTED
+    if in_doubt:
+        return RunStatus.IN_DOUBT
+    if ExitCode.UNREACHABLE in codes:
+        return RunStatus.INCOMPLETE
+    if any(code != ExitCode.OK for code in codes):
+        return RunStatus.FAILED
+    return RunStatus.SUCCEEDED
 
 
 def settle(
@@ -142,106 +193,23 @@ def settle(
     """The outcome of a run whose events ``state`` folded (see the module docstring). ``output_failures``:
     the outputs that failed to render; ``outputs_failed``: some did, unnamed (an engine that renders the
     outputs as one)."""
-    codes: set[ExitCode] = set()
-    failures: list[dict[str, Any]] = []
-    in_doubt: list[dict[str, Any]] = []
-    for sid in plan.order:
-        step = state.steps.get(sid)
-        if step is None:
-            continue
-        lenient = plan.steps[sid].continue_on_error
-        if step.kind is not None and step.status in (StepStatus.FAILED, StepStatus.INCOMPLETE):
-            failures.append({"step": sid, "item": None, "index": None, "kind": step.kind.value, "error": step.reason})
-            if step.kind is FailureKind.NOT_SENT or not lenient:
-                codes.add(step.kind.exit_code)
-        for item in step.items.values():
-            if item.in_doubt:
-                error = item.error or "dispatched; no result recorded"
-                if item.decided is Decision.RERUN:  # journaled by an earlier resume, not carried out yet
-                    error += RERUN_PENDING
-                in_doubt.append(_item_entry(sid, item, item.kind, error))
-                codes.add(ExitCode.OUTCOME_UNKNOWN)
-            elif item.status is ItemStatus.FAILED or item.status is ItemStatus.SKIPPED:
-                kind = item.kind or FailureKind.TOOL_ERROR
-                failures.append(_item_entry(sid, item, kind, item.error))
-                if kind is FailureKind.NOT_SENT or not lenient:
-                    codes.add(kind.exit_code)
+    failures, in_doubt, codes = _reports(plan, state)
     if outputs_failed or output_failures:
         codes.add(ExitCode.FAILED)
-    if interrupted:
-        status = RunStatus.INTERRUPTED
-    elif in_doubt:
-        status = RunStatus.IN_DOUBT
-    elif ExitCode.UNREACHABLE in codes:
-        status = RunStatus.INCOMPLETE
-    elif any(code != ExitCode.OK for code in codes):
-        status = RunStatus.FAILED
-    else:
-        status = RunStatus.SUCCEEDED
     return Outcome(
-        status=status,
+        status=_status(codes, interrupted=interrupted, in_doubt=bool(in_doubt)),
         exit_code=combine(codes),
         plan=plan,
         state=state,
         outputs=outputs or {},
-        failures=failures,
-        in_doubt=in_doubt,
+        failure_reports=tuple(failures),
+        in_doubt_reports=tuple(in_doubt),
         blocked=blocked,
         stray=stray or {},
         output_failures=list(output_failures),
     )
 
 
-def masked_summary(data: dict[str, Any], masker: Masker) -> dict[str, Any]:
-    """``data`` (a summary) with the values that may hold a secret masked: the outputs, every error and
-    reason (a resume reads an earlier attempt's errors back unmasked). What mcp-run names itself (statuses,
-    step ids, keys, kinds) is left as it is."""
-    if not masker:
-        return data
-
-    def texts(entry: dict[str, Any], *names: str) -> dict[str, Any]:
-        return {k: masker.mask_value(v) if k in names else v for k, v in entry.items()}
-
-    return {
-        **data,
-        "outputs": masker.mask_value(data["outputs"]),
-        "steps": {sid: texts(step, "reason") for sid, step in data["steps"].items()},
-        "failed": [texts(entry, "error") for entry in data["failed"]],
-        "in_doubt": [texts(entry, "error") for entry in data["in_doubt"]],
-        "outputs_failed": [texts(entry, "error") for entry in data.get("outputs_failed", [])],
-    }
-
-
 def summary(plan: Plan, outcome: Outcome, *, run_id: str | None, duration: float) -> dict[str, Any]:
-    """The ``--json`` summary (``schemas/summary.schema.json``)."""
-    steps: dict[str, Any] = {}
-    for sid in plan.order:
-        step = outcome.state.steps.get(sid)
-        status = outcome.step_status(sid)
-        entry: dict[str, Any] = {"status": status.value}
-        if step is not None and step.reason:
-            entry["reason"] = step.reason
-        if step is not None and status is StepStatus.SKIPPED and step.cause is not None:
-            entry["cause"] = step.cause.value
-        if step is not None:
-            counts = step.counts(live=False).as_dict()
-        else:
-            counts = {"total": 0, "succeeded": 0, "failed": 0, "in_doubt": 0, "skipped": 0, "reused": 0}
-        steps[sid] = {**entry, **counts}
-    return {
-        "version": SUMMARY_VERSION,
-        "run_id": run_id,
-        "workflow": plan.file,
-        "status": outcome.status.value,
-        "exit_code": int(outcome.exit_code),
-        "duration_s": round(duration, 3),
-        "steps": steps,
-        "outputs": outcome.outputs,
-        "failed": outcome.failures,
-        "in_doubt": outcome.in_doubt,
-        "stray": outcome.stray,
-        "outputs_failed": [
-            {"output": f.name, "error": f.error, "file": f.file, "line": f.line, "column": f.column}
-            for f in outcome.output_failures
-        ],
-    }
+    """The ``--json`` summary (``schemas/summary.schema.json``) of ``outcome``, unmasked."""
+    return replace(outcome.report(), run_id=run_id, workflow=plan.file, duration_s=round(duration, 3)).to_json()

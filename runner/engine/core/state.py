@@ -168,6 +168,15 @@ class StepState:
             reused=self.reused,
         )
 
+    def end(self, status: StepStatus, reason: str | None, at: str, *, cause: SkipCause | None = None) -> None:
+        """The step ended (skipped or finished) at ``at``; its failure kind is cleared (the caller sets a
+        finished step's own)."""
+        self.status = status
+        self.reason = reason
+        self.cause = cause
+        self.kind = None
+        self.finished_at = at
+
     def latest_call(self) -> tuple[str, CallProgress] | None:
         """The call in flight whose progress was reported last (the one worth showing)."""
         best: tuple[str, CallProgress] | None = None
@@ -332,7 +341,7 @@ class RunState:
         event = entry.event
         assert isinstance(event, ItemFailed)
         step, item = self._item(event.step, event.item, event.index)
-        kind = _kind(event.kind)
+        kind = event.kind
         item.kind = kind
         item.error = event.error
         item.task_id = None
@@ -354,9 +363,8 @@ class RunState:
     def _doubt_decided(self, entry: Entry) -> StepState | None:
         event = entry.event
         assert isinstance(event, DoubtDecided)
-        try:
-            decision = Decision(event.decision)
-        except ValueError:
+        decision = event.decision
+        if decision is None:
             return None  # a decision of a later version: nothing this one can act on
         step = self.steps.get(event.step)
         if step is None:
@@ -417,11 +425,8 @@ class RunState:
         event = entry.event
         assert isinstance(event, StepSkipped)
         step = self.step(event.step)
-        step.status = StepStatus.SKIPPED
-        step.reason = event.reason
-        step.cause = _cause(event.cause)
-        step.kind = None  # a failure of an earlier attempt no longer says how this step ended
-        step.finished_at = entry.ts
+        # A failure of an earlier attempt (its kind) no longer says how this step ended.
+        step.end(StepStatus.SKIPPED, event.reason, entry.ts, cause=event.cause)
         # Nor do the calls of an earlier attempt that failed (a `failure()` step, skipped by a --retry-failed
         # that succeeded): they say nothing a later attempt needs. Succeeded calls stay (a later attempt that
         # runs the step reuses them), and so do calls in doubt and those skipped in doubt (never called again).
@@ -433,11 +438,8 @@ class RunState:
         event = entry.event
         assert isinstance(event, StepFinished)
         step = self.step(event.step)
-        step.status = _step_status(event.status)
-        step.reason = event.error
-        step.cause = None
-        step.kind = _kind(event.kind) if event.kind is not None else None
-        step.finished_at = entry.ts
+        step.end(event.status, event.error, entry.ts)
+        step.kind = event.kind
         step.calls.clear()
         if step.started_at is None:  # failed before it started (its items could not be listed)
             step.started_at = entry.ts
@@ -460,7 +462,7 @@ class RunState:
             session = self.sessions.setdefault(event.server, SessionState(event.server))
             session.status = "failed"
             session.error = event.error
-            session.kind = _kind(event.kind)
+            session.kind = event.kind
 
     def _run(self, entry: Entry) -> None:
         event = entry.event
@@ -483,7 +485,7 @@ class RunState:
             self.pids.append(event.pid)
             self.attempts += 1
         elif isinstance(event, RunFinished | RunStopped | RunInterrupted):
-            self.status = _run_status(event.status)
+            self.status = event.status
             self.ended_by = event.type
             self.exit_code = event.exit_code
             self.ended_at = entry.ts
@@ -491,37 +493,7 @@ class RunState:
                 self.outputs = event.outputs
 
 
-def _kind(value: str | None) -> FailureKind | None:
-    if value is None:
-        return None
-    try:
-        return FailureKind.of(value)
-    except KeyError:
-        return None  # a kind of a later version: the item's status still says what matters
-
-
 _FORGOTTEN_ON_SKIP: Final = (ItemStatus.FAILED, ItemStatus.PENDING)
-
-
-def _cause(value: str | None) -> SkipCause | None:
-    try:
-        return SkipCause(value) if value is not None else None
-    except ValueError:
-        return None  # a cause of a later version: the step is still skipped
-
-
-def _step_status(value: str) -> StepStatus:
-    try:
-        return StepStatus(value)
-    except ValueError:
-        return StepStatus.FAILED
-
-
-def _run_status(value: str) -> RunStatus | None:
-    try:
-        return RunStatus(value)
-    except ValueError:
-        return None
 
 
 _HANDLERS: Final[dict[type, Any]] = {

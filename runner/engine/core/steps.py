@@ -178,7 +178,7 @@ class StepMachine:
 
     def skip(self, ps: PlannedStep, skip: Skip) -> None:
         self.views[ps.id] = fanout_view([], [], "skipped") if ps.fan_out else step_view(None, status="skipped")
-        self._emit(StepSkipped(step=ps.id, reason=skip.reason, cause=skip.cause.value))
+        self._emit(StepSkipped(step=ps.id, reason=skip.reason, cause=skip.cause))
 
     def fail(self, ps: PlannedStep, error: str, kind: FailureKind) -> None:
         """The step fails before it runs (its ``if:``, its items or keys, its server)."""
@@ -186,7 +186,7 @@ class StepMachine:
         self.views[ps.id] = fanout_view([], [], "failed") if ps.fan_out else step_view(None, status="failed")
         self._stops(ps, status)
         counts = self._state.step(ps.id).counts(live=False).as_dict()
-        self._emit(StepFinished(step=ps.id, status=status.value, counts=counts, error=error, kind=kind.value))
+        self._emit(StepFinished(step=ps.id, status=status, counts=counts, error=error, kind=kind))
 
     def keys(self, ps: PlannedStep, items: list[Any], secrets_in: Callable[[str], list[str]]) -> list[str]:
         """The item keys of fan-out ``ps`` (see :func:`~runner.engine.core.items.step_keys`)."""
@@ -229,7 +229,7 @@ class StepMachine:
 
     def finished(self, ps: PlannedStep, status: StepStatus) -> None:
         counts = self._state.step(ps.id).counts(live=False).as_dict()
-        self._emit(StepFinished(step=ps.id, status=status.value, counts=counts))
+        self._emit(StepFinished(step=ps.id, status=status, counts=counts))
 
     def _stops(self, ps: PlannedStep, status: StepStatus) -> None:
         if status is StepStatus.FAILED and not ps.continue_on_error:

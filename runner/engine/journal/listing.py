@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from runner.engine.core.events import RunFinished, RunInterrupted, RunStarted, RunStatus, RunStopped
+from runner.engine.core.events import Entry, RunFinished, RunInterrupted, RunStarted, RunStatus, RunStopped
 from runner.engine.core.state import RunState
 from runner.engine.journal.reader import (
     JournalCorrupt,
@@ -86,23 +86,25 @@ def summarize(run_dir: RunDir) -> RunSummary:
         return summary
     if first is None:
         return summary  # no complete record: the process died writing its first one
+    quick = _from_ends(summary, first, last) if summary.running_pid is None else None
+    return quick if quick is not None else _folded(summary)
+
+
+def _from_ends(summary: RunSummary, first: Entry, last: Entry | None) -> RunSummary | None:
+    """A run no process holds, listed from its first and last records alone: when the last one ends the
+    run and carries its counts (None: the whole journal is read instead)."""
     assert isinstance(first.event, RunStarted)
     ended = last.event if last is not None else None
-    if (
-        summary.running_pid is None
-        and last is not None
-        and isinstance(ended, RunFinished | RunStopped | RunInterrupted)
-        and ended.counts is not None
-    ):
-        summary.workflow = first.event.workflow
-        summary.started_at = first.ts
-        summary.ended_at = summary.last_ts = last.ts
-        summary.status = _status(ended.status)
-        summary.exit_code = ended.exit_code
-        summary.finished = closes(last)
-        summary.counts = {name: ended.counts.get(name, 0) for name in COUNTS}
-        return summary
-    return _folded(summary)
+    if last is None or not isinstance(ended, RunFinished | RunStopped | RunInterrupted) or ended.counts is None:
+        return None
+    summary.workflow = first.event.workflow
+    summary.started_at = first.ts
+    summary.ended_at = summary.last_ts = last.ts
+    summary.status = ended.status
+    summary.exit_code = ended.exit_code
+    summary.finished = closes(last)
+    summary.counts = {name: ended.counts.get(name, 0) for name in COUNTS}
+    return summary
 
 
 def _folded(summary: RunSummary) -> RunSummary:
@@ -130,13 +132,6 @@ def from_state(run_dir: RunDir, running_pid: int | None, state: RunState, damage
         counts=state.totals(live=running_pid is not None),
         damaged=damaged,
     )
-
-
-def _status(value: str) -> RunStatus | None:
-    try:
-        return RunStatus(value)
-    except ValueError:
-        return None
 
 
 def list_runs(state_dir: Path, workflow: Path | None = None) -> list[RunSummary]:

@@ -79,7 +79,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, Final
 
-from runner.engine.core.events import JOURNAL_FORMAT, BadEvent, Entry, RunFinished, RunStarted, RunStatus, decode
+from runner.engine.core.events import JOURNAL_FORMAT, BadEvent, Entry, RunFinished, RunStarted, decode
 from runner.engine.core.state import RunState, fold
 from runner.errors import McpRunError
 from runner.exitcodes import ExitCode
@@ -126,10 +126,8 @@ def closes(entry: Entry | None) -> bool:
     """Whether ``entry``, a run's last record, closes it (see the module docstring)."""
     if entry is None or not isinstance(entry.event, RunFinished):
         return False
-    try:
-        return RunStatus(entry.event.status).closed
-    except ValueError:
-        return False
+    status = entry.event.status
+    return status is not None and status.closed
 
 
 def iter_journal(
