@@ -381,16 +381,10 @@ class Session(Waiting):
         the next one (the era probe uses 0, so every later request keeps the id it had without a probe)."""
         era = era or self._era
         for _attempt in range(MAX_REINITIALIZE + 1):
-            if not handshake and method != "initialize" and not self._ready.is_set():
-                await self._ready.wait()  # only while re-initializing: a set Event's wait() is a task switch
-            if self._broken is not None:
-                raise self._closed()
+            await self._until_ready(handshake or method == "initialize")
             generation = self._generation
             rid = self._ids.next() if request_id is None else request_id
-            if progress:
-                params = _with_progress_token(params, rid)
-            stamped, headers = era.stamp(method, params)
-            request = Request(rid, method, stamped, headers)
+            request = _outgoing(era, rid, method, _with_progress_token(params, rid) if progress else params)
             if before_send is not None:
                 request = sendable(request)  # written once, before its dispatch is journaled (see .sendable)
                 await before_send(rid, rid)
@@ -408,6 +402,14 @@ class Session(Waiting):
                     # so every dispatch in the journal has an end.
                     raise
         raise NotDelivered(f"{self.name}: the server keeps forgetting our session; the request was not run")
+
+    async def _until_ready(self, handshake: bool) -> None:
+        """Wait while the session is being re-initialized (not for the handshake's own requests); raise once it
+        is broken."""
+        if not handshake and not self._ready.is_set():
+            await self._ready.wait()  # only while re-initializing: a set Event's wait() is a task switch
+        if self._broken is not None:
+            raise self._closed()
 
     async def _send_in_era(self, request: Request, call: PendingCall, era: Era) -> dict[str, Any]:
         """Send and wait; in 2026-07-28 an HTTP 4xx whose body is a JSON-RPC error is that error."""
@@ -570,3 +572,9 @@ def _with_progress_token(params: dict[str, Any] | None, rid: RequestId) -> dict[
     own = params.get("_meta") if params is not None else None
     meta = {**own, "progressToken": rid} if isinstance(own, dict) else {"progressToken": rid}
     return {**params, "_meta": meta} if params is not None else {"_meta": meta}
+
+
+def _outgoing(era: Era, rid: RequestId, method: str, params: dict[str, Any] | None) -> Request:
+    """The request as ``era`` sends it (its params and HTTP headers stamped)."""
+    stamped, headers = era.stamp(method, params)
+    return Request(rid, method, stamped, headers)
