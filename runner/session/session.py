@@ -384,7 +384,7 @@ class Session(Waiting):
             await self._until_ready(handshake or method == "initialize")
             generation = self._generation
             rid = self._ids.next() if request_id is None else request_id
-            request = _outgoing(era, rid, method, _with_progress_token(params, rid) if progress else params)
+            request = _outgoing(era, rid, method, params, progress=progress)
             if before_send is not None:
                 request = sendable(request)  # written once, before its dispatch is journaled (see .sendable)
                 await before_send(rid, rid)
@@ -574,7 +574,7 @@ def _with_progress_token(params: dict[str, Any] | None, rid: RequestId) -> dict[
     return {**params, "_meta": meta} if params is not None else {"_meta": meta}
 
 
-def _outgoing(era: Era, rid: RequestId, method: str, params: dict[str, Any] | None) -> Request:
-    """The request as ``era`` sends it (its params and HTTP headers stamped)."""
-    stamped, headers = era.stamp(method, params)
+def _outgoing(era: Era, rid: RequestId, method: str, params: dict[str, Any] | None, *, progress: bool) -> Request:
+    """The request as ``era`` sends it (its params and HTTP headers stamped; a progress token if asked)."""
+    stamped, headers = era.stamp(method, _with_progress_token(params, rid) if progress else params)
     return Request(rid, method, stamped, headers)
