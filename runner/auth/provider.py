@@ -207,9 +207,7 @@ class OAuthProvider:
             return servers[0]
         raise AuthFailed(f"{self._where()}: the protected-resource metadata names no authorization server")
 
-    async def _read_server_metadata(
-        self, issuer: str, prm: Mapping[str, Any] | None
-    ) -> tuple[str, Mapping[str, Any]]:
+    async def _read_server_metadata(self, issuer: str, prm: Mapping[str, Any] | None) -> tuple[str, Mapping[str, Any]]:
         """The issuer (MCP 2025-03-26: as its metadata names it) and its authorization server metadata."""
         for url in discovery.server_metadata_urls(issuer):
             data = await self.http.get_json(url)

@@ -16,6 +16,7 @@ waiting for it fails at once (its outcome unknown) instead of waiting for a time
 
 from __future__ import annotations
 
+import enum
 import json
 import re
 import sys
@@ -23,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate
 from json.encoder import c_encode_basestring, c_make_encoder  # type: ignore[attr-defined]
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 from runner.errors import MalformedMessage
 from runner.jsontext import escape
@@ -291,12 +292,13 @@ def _shallow_id(text: str) -> RequestId | None:
             depth += 1 if token in "[{" else -1
         elif depth == 1 and match.group(2) is not None:
             verdict = keys.see(key, match.end())
-            if verdict is not _MORE:
+            if verdict is not _Read.ON:
                 return verdict
     return None
 
 
-_MORE: Final = object()  # _TopKeys.see: read on
+class _Read(enum.Enum):
+    ON = "on"  # _TopKeys.see: neither found nor given up
 
 
 class _TopKeys:
@@ -309,9 +311,9 @@ class _TopKeys:
         self.found: RequestId | None = None
         self.answer = False
 
-    def see(self, key: str, end: int) -> RequestId | None | object:
+    def see(self, key: str, end: int) -> RequestId | Literal[_Read.ON] | None:
         """The id once it and a result (or error) are seen; None to give up (a request, an id not read);
-        else ``_MORE``. ``end``: where the key's colon ends, its value starts."""
+        else ``_Read.ON``. ``end``: where the key's colon ends, its value starts."""
         if key == '"method"':
             return None
         if key in ('"result"', '"error"'):
@@ -323,7 +325,7 @@ class _TopKeys:
             self.found = json.loads(value.group(1))
         if self.answer and self.found is not None:
             return self.found
-        return _MORE
+        return _Read.ON
 
 
 def _utf8(data: bytes | str, text: str, encoding: str) -> bytes:

@@ -35,9 +35,9 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass, field
 from collections.abc import Callable
-from typing import Any, Final
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeGuard
 from urllib.parse import quote
 
 from runner.protocol.jsonrpc import METHOD_NOT_FOUND
@@ -277,7 +277,7 @@ def _fits(prop: dict[str, Any], value: Any) -> bool:
     return check is not None and check(prop, value)
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
