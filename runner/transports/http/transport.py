@@ -67,7 +67,7 @@ import trio
 from runner.errors import NotDelivered, OutcomeUnknown, SessionExpired
 from runner.protocol.jsonrpc import Message, Request, RequestId, encode
 from runner.transports.base import TransportEvent
-from runner.transports.http.body import ACCEPT_SSE, aclose_response, content_type
+from runner.transports.http.body import ACCEPT_SSE, aclose_response, aclose_within, content_type
 from runner.transports.http.connection import Connection, Stream
 from runner.transports.http.params import HttpParams
 from runner.transports.http.post import Poster
@@ -201,7 +201,6 @@ async def open_http_transport(
         if transport is not None:
             transport.close()
         if owned:
-            with trio.move_on_after(params.close_timeout, shield=True):
-                await http.aclose()
+            await aclose_within(http, params.close_timeout)
     if body_error is not None:
         raise body_error
