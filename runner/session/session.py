@@ -392,15 +392,13 @@ class Session(Waiting):
                 method, timeout=timeout, idle_timeout=idle_timeout, on_progress=on_progress, on_resumed=on_resumed
             )
             try:
-                return await self._send_in_era(request, call, era)
-            except SessionExpired:
+                return await self._send_and_wait(request, call)
+            except HTTPStatusError as exc:
+                raise _in_era(exc, era, method)  # noqa: B904 - its cause is set there (or it is exc itself)
+            except SessionExpired as exc:
                 if method == "initialize" or handshake:
                     raise  # the handshake under way (it holds the lock) is what failed: no new one from here
-                await self._reinitialize(generation)
-                if before_send is not None:
-                    # A journaled call: its caller records how this attempt ended and sends it again itself,
-                    # so every dispatch in the journal has an end.
-                    raise
+                await self._renew(exc, generation, journaled=before_send is not None)
         raise NotDelivered(f"{self.name}: the server keeps forgetting our session; the request was not run")
 
     async def _until_ready(self, handshake: bool) -> None:
@@ -411,15 +409,13 @@ class Session(Waiting):
         if self._broken is not None:
             raise self._closed()
 
-    async def _send_in_era(self, request: Request, call: PendingCall, era: Era) -> dict[str, Any]:
-        """Send and wait; in 2026-07-28 an HTTP 4xx whose body is a JSON-RPC error is that error."""
-        try:
-            return await self._send_and_wait(request, call)
-        except HTTPStatusError as exc:
-            rpc = exc.rpc_error
-            if era.modern and rpc is not None and 400 <= exc.status_code < 500:
-                raise modern_error(*rpc, method=request.method) from exc
-            raise
+    async def _renew(self, expired: SessionExpired, generation: int, *, journaled: bool) -> None:
+        """The server forgot the session: renew it (once per generation); a journaled call then fails with
+        ``expired``: its caller records how this attempt ended and sends it again itself, so every dispatch in
+        the journal has an end. Otherwise the request is sent again."""
+        await self._reinitialize(generation)
+        if journaled:
+            raise expired
 
     # -- what the server sends -------------------------------------------------------------------------
 
@@ -578,3 +574,14 @@ def _outgoing(era: Era, rid: RequestId, method: str, params: dict[str, Any] | No
     """The request as ``era`` sends it (its params and HTTP headers stamped; a progress token if asked)."""
     stamped, headers = era.stamp(method, _with_progress_token(params, rid) if progress else params)
     return Request(rid, method, stamped, headers)
+
+
+def _in_era(exc: HTTPStatusError, era: Era, method: str) -> Exception:
+    """The error an HTTP status error raises: in 2026-07-28 a 4xx whose body is a JSON-RPC error is that
+    error (caused by the status error); otherwise the status error itself."""
+    rpc = exc.rpc_error
+    if era.modern and rpc is not None and 400 <= exc.status_code < 500:
+        error = modern_error(*rpc, method=method)
+        error.__cause__ = exc
+        return error
+    return exc
