@@ -87,7 +87,7 @@ class Waiting:
         outcome comes to ``entry.written``), no cancel scope (its deadline is kept by ``Deadlines``)."""
         rid = request.id
         timed = entry.deadline != math.inf
-        if timed:
+        if timed and not self._deadlines.started:
             self._start_deadlines()
         withdraw = self._enqueue(request, entry)
         if timed:
@@ -109,10 +109,9 @@ class Waiting:
         return _result(entry)
 
     def _start_deadlines(self) -> None:
-        """Start the deadline keeper once, before anything is queued (a closed nursery raises here)."""
-        if not self._deadlines.started:
-            self._nursery.start_soon(self._deadlines.run)
-            self._deadlines.started = True
+        """Start the deadline keeper, before anything is queued (a closed nursery raises here)."""
+        self._nursery.start_soon(self._deadlines.run)
+        self._deadlines.started = True
 
     def _enqueue(self, request: Request, entry: PendingCall) -> Callable[[], bool]:
         """Register the call and queue its write; returns the queue's withdraw (True: taken back unwritten)."""
