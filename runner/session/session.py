@@ -381,7 +381,10 @@ class Session(Waiting):
         the next one (the era probe uses 0, so every later request keeps the id it had without a probe)."""
         era = era or self._era
         for _attempt in range(MAX_REINITIALIZE + 1):
-            await self._until_ready(handshake or method == "initialize")
+            if not handshake and method != "initialize" and not self._ready.is_set():
+                await self._ready.wait()  # only while re-initializing: a set Event's wait() is a task switch
+            if self._broken is not None:
+                raise self._closed()
             generation = self._generation
             rid = self._ids.next() if request_id is None else request_id
             request = _outgoing(era, rid, method, params, progress=progress)
@@ -400,14 +403,6 @@ class Session(Waiting):
                     raise  # the handshake under way (it holds the lock) is what failed: no new one from here
                 await self._renew(exc, generation, journaled=before_send is not None)
         raise NotDelivered(f"{self.name}: the server keeps forgetting our session; the request was not run")
-
-    async def _until_ready(self, handshake: bool) -> None:
-        """Wait while the session is being re-initialized (not for the handshake's own requests); raise once it
-        is broken."""
-        if not handshake and not self._ready.is_set():
-            await self._ready.wait()  # only while re-initializing: a set Event's wait() is a task switch
-        if self._broken is not None:
-            raise self._closed()
 
     async def _renew(self, expired: SessionExpired, generation: int, *, journaled: bool) -> None:
         """The server forgot the session: renew it (once per generation); a journaled call then fails with
