@@ -66,10 +66,7 @@ def pkce_pair() -> tuple[str, str]:
 async def _register(provider: OAuthProvider, metadata: Mapping[str, Any], redirect_uri: str) -> None:
     """Dynamic client registration (RFC 7591); sets the provider's client id (and secret)."""
     endpoint = discovery.check_endpoint(metadata.get("registration_endpoint"), "registration endpoint")
-    offered = metadata.get("token_endpoint_auth_methods_supported")
-    method = "none"
-    if isinstance(offered, list) and offered and "none" not in offered:
-        method = next((m for m in ("client_secret_basic", "client_secret_post") if m in offered), "client_secret_basic")
+    method = _registration_method(metadata.get("token_endpoint_auth_methods_supported"))
     request = {
         "client_name": CLIENT_NAME,
         # SEP-837: a client whose redirect is a loopback address is a native application
@@ -82,6 +79,19 @@ async def _register(provider: OAuthProvider, metadata: Mapping[str, Any], redire
     status, data = await provider.http.post(endpoint, body=request, headers={"Accept": "application/json"})
     if status not in (200, 201) or not isinstance(data, Mapping) or not isinstance(data.get("client_id"), str):
         raise AuthFailed(f"dynamic client registration failed ({status}, {token_error(data)})")
+    _take_registration(provider, data)
+
+
+def _registration_method(offered: Any) -> str:
+    """The client authentication to register with: none when the server takes it (or says nothing), else a
+    client secret (basic unless only post is offered)."""
+    if not isinstance(offered, list) or not offered or "none" in offered:
+        return "none"
+    return next((m for m in ("client_secret_basic", "client_secret_post") if m in offered), "client_secret_basic")
+
+
+def _take_registration(provider: OAuthProvider, data: Mapping[str, Any]) -> None:
+    """Keep what the registration issued: the client id, a secret (masked from then on), the method agreed."""
     provider.client_id = data["client_id"]
     provider.registered_with = provider.issuer
     secret = data.get("client_secret")
@@ -93,6 +103,20 @@ async def _register(provider: OAuthProvider, metadata: Mapping[str, Any], redire
         provider.registered_method = registered
     elif provider.client_secret is None:
         provider.registered_method = "none"
+
+
+async def _identify(provider: OAuthProvider, metadata: Mapping[str, Any], redirect_uri: str) -> None:
+    """Give a provider without a client id one: its client metadata document's URL where the server takes
+    one (CIMD), else by dynamic registration."""
+    cimd = provider.config.client_metadata_url
+    if cimd and metadata.get("client_id_metadata_document_supported") is True:
+        provider.client_id = cimd
+        provider.registered_method = "none"
+        provider.registered_with = provider.issuer
+    elif metadata.get("registration_endpoint"):
+        await _register(provider, metadata, redirect_uri)
+    else:
+        raise AuthFailed("the authorization server offers no registration: register a client and configure its id")
 
 
 def check_response_issuer(answer: Mapping[str, str], metadata: Mapping[str, Any]) -> None:
@@ -120,17 +144,7 @@ def authorizer(redirector: Redirector) -> Authorizer:
         endpoint = discovery.check_endpoint(metadata.get("authorization_endpoint"), "authorization endpoint")
         redirect_uri = redirector.redirect_uri
         if provider.client_id is None:
-            cimd = provider.config.client_metadata_url
-            if cimd and metadata.get("client_id_metadata_document_supported") is True:
-                provider.client_id = cimd
-                provider.registered_method = "none"
-                provider.registered_with = provider.issuer
-            elif metadata.get("registration_endpoint"):
-                await _register(provider, metadata, redirect_uri)
-            else:
-                raise AuthFailed(
-                    "the authorization server offers no registration: register a client and configure its id"
-                )
+            await _identify(provider, metadata, redirect_uri)
         assert provider.client_id is not None
         verifier, challenge = pkce_pair()
         state = secrets.token_urlsafe(24)

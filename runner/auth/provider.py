@@ -100,29 +100,36 @@ class OAuthProvider:
                 return await self._step_up(challenge)  # adds the challenge's scope to the ones held
             if challenge.scope:
                 self._challenge_scope = challenge.scope
-            refused = self._token if sent is not None and self._token is not None else None
-            before = self.issuer
-            # A refused token: read the resource's metadata again, it may have moved to another authorization
-            # server (SEP-2352), whose token is then asked for (with a new registration, see _discover).
-            await self._discover(challenge, again=refused is not None)
-            if refused is not None and before is not None and self.issuer != before:
-                self._take(await self._grant(), answering_refusal=False)
-                return True
-            if refused is not None:
-                if self._answering_refusal and time.monotonic() - self._obtained_at < _JUST_ISSUED:
-                    raise AuthFailed(f"{self._where()}: the server refuses the token just issued (401)")
-                if refused.refresh_token:
-                    token = await self._refresh(refused)
-                    if token is not None:
-                        self._take(token, answering_refusal=True)
-                        return True
-            else:
-                cached = self._cache.get(self._issuer(), self._client_key(), self.resource)
-                if cached is not None and cached.fresh():
-                    self._take(cached, answering_refusal=False)
-                    return True
-            self._take(await self._grant(), answering_refusal=refused is not None)
+            refused = self._token if sent is not None else None
+            token, answering_refusal = await self._next_token(challenge, refused)
+            self._take(token, answering_refusal=answering_refusal)
             return True
+
+    async def _next_token(self, challenge: discovery.Challenge, refused: Token | None) -> tuple[Token, bool]:
+        """The token to hold after a 401, and whether it answers a refused one."""
+        before = self.issuer
+        # A refused token: read the resource's metadata again, it may have moved to another authorization
+        # server (SEP-2352), whose token is then asked for (with a new registration, see _discover).
+        await self._discover(challenge, again=refused is not None)
+        if refused is None:
+            cached = self._cached()
+            return (cached if cached is not None else await self._grant()), False
+        if before is not None and self.issuer != before:
+            return await self._grant(), False
+        renewed = await self._renewed(refused)
+        return (renewed if renewed is not None else await self._grant()), True
+
+    async def _renewed(self, refused: Token) -> Token | None:
+        """A refreshed token for the refused one (None: a new grant is needed). A refusal of the token just
+        issued in answer to a refusal fails: another grant would loop."""
+        if self._answering_refusal and time.monotonic() - self._obtained_at < _JUST_ISSUED:
+            raise AuthFailed(f"{self._where()}: the server refuses the token just issued (401)")
+        return await self._refresh(refused) if refused.refresh_token else None
+
+    def _cached(self) -> Token | None:
+        """The cached token for this issuer, client and resource while it is fresh."""
+        cached = self._cache.get(self._issuer(), self._client_key(), self.resource)
+        return cached if cached is not None and cached.fresh() else None
 
     async def _step_up(self, challenge: discovery.Challenge) -> bool:
         if challenge.error != "insufficient_scope":
@@ -161,50 +168,11 @@ class OAuthProvider:
             and (challenge.resource_metadata is None or challenge.resource_metadata == self._metadata_url)
         ):
             return
-        prm: Mapping[str, Any] | None = None
-        for url in discovery.resource_metadata_urls(self.server_url, challenge.resource_metadata):
-            data = await self.http.get_json(url)
-            if isinstance(data, Mapping):
-                prm, self._metadata_url = data, url
-                break
+        prm = await self._read_resource_metadata(challenge)
         self.resource_metadata = prm
-        if prm is not None:
-            resource = prm.get("resource")
-            if isinstance(resource, str) and resource:
-                discovery.check_resource(resource, self.server_url)
-                self.resource = resource
-            servers = [s for s in prm.get("authorization_servers") or [] if isinstance(s, str)]
-            if self.config.issuer is not None:
-                issuer = self.config.issuer
-            elif servers:
-                issuer = servers[0]
-            else:
-                raise AuthFailed(f"{self._where()}: the protected-resource metadata names no authorization server")
-        else:
-            parts = urlsplit(self.server_url)
-            issuer = self.config.issuer or f"{parts.scheme}://{parts.netloc}"
+        issuer = self._choose_issuer(prm)
         discovery.check_endpoint(issuer, "issuer")
-        metadata: Mapping[str, Any] | None = None
-        for url in discovery.server_metadata_urls(issuer):
-            data = await self.http.get_json(url)
-            if isinstance(data, Mapping):
-                if prm is not None:
-                    discovery.check_issuer(data, issuer)
-                elif isinstance(data.get("issuer"), str):
-                    issuer = data["issuer"]  # MCP 2025-03-26: the server's origin stands for its issuer
-                metadata = data
-                break
-        if metadata is None:
-            if prm is not None:
-                raise AuthFailed(f"no authorization server metadata found for {issuer}")
-            # MCP 2025-03-26: no metadata at all; the default endpoints at the server's origin.
-            base = issuer.rstrip("/")
-            metadata = {
-                "issuer": issuer,
-                "authorization_endpoint": f"{base}/authorize",
-                "token_endpoint": f"{base}/token",
-                "registration_endpoint": f"{base}/register",
-            }
+        issuer, metadata = await self._read_server_metadata(issuer, prm)
         if self.registered_with is not None and issuer != self.registered_with:
             # The resource moved to another authorization server (SEP-2352): a client registered with the old
             # one means nothing to the new one, and its credentials must not be shown to it.
@@ -212,6 +180,55 @@ class OAuthProvider:
             self.registered_with = None
         self.issuer = issuer
         self.server_metadata = metadata
+
+    async def _read_resource_metadata(self, challenge: discovery.Challenge) -> Mapping[str, Any] | None:
+        """The protected-resource metadata (the first URL that answers an object; None when none does)."""
+        for url in discovery.resource_metadata_urls(self.server_url, challenge.resource_metadata):
+            data = await self.http.get_json(url)
+            if isinstance(data, Mapping):
+                self._metadata_url = url
+                return data
+        return None
+
+    def _choose_issuer(self, prm: Mapping[str, Any] | None) -> str:
+        """The authorization server to use: the configured one, else the resource metadata's first, else (no
+        resource metadata, MCP 2025-03-26) the server's origin. Takes the metadata's ``resource`` on the way."""
+        if prm is None:
+            parts = urlsplit(self.server_url)
+            return self.config.issuer or f"{parts.scheme}://{parts.netloc}"
+        resource = prm.get("resource")
+        if isinstance(resource, str) and resource:
+            discovery.check_resource(resource, self.server_url)
+            self.resource = resource
+        servers = [s for s in prm.get("authorization_servers") or [] if isinstance(s, str)]
+        if self.config.issuer is not None:
+            return self.config.issuer
+        if servers:
+            return servers[0]
+        raise AuthFailed(f"{self._where()}: the protected-resource metadata names no authorization server")
+
+    async def _read_server_metadata(self, issuer: str, prm: Mapping[str, Any] | None) -> tuple[str, Mapping[str, Any]]:
+        """The issuer (MCP 2025-03-26: as its metadata names it) and its authorization server metadata."""
+        for url in discovery.server_metadata_urls(issuer):
+            data = await self.http.get_json(url)
+            if not isinstance(data, Mapping):
+                continue
+            if prm is not None:
+                discovery.check_issuer(data, issuer)
+            elif isinstance(data.get("issuer"), str):
+                issuer = data["issuer"]  # MCP 2025-03-26: the server's origin stands for its issuer
+            return issuer, data
+        if prm is not None:
+            raise AuthFailed(f"no authorization server metadata found for {issuer}")
+        # MCP 2025-03-26: no metadata at all; the default endpoints at the server's origin.
+        base = issuer.rstrip("/")
+        defaults = {
+            "issuer": issuer,
+            "authorization_endpoint": f"{base}/authorize",
+            "token_endpoint": f"{base}/token",
+            "registration_endpoint": f"{base}/register",
+        }
+        return issuer, defaults
 
     def scope(self, *, interactive: bool = False) -> str | None:
         """The scope to ask for; ``offline_access`` added to an interactive login the server offers it to."""

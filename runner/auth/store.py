@@ -88,20 +88,8 @@ class TokenStore:
         os.replace(temporary, self.path)
 
     def logins(self) -> list[StoredLogin]:
-        found = []
-        for entry in self._read().values():
-            if not isinstance(entry, dict):
-                continue  # a damaged entry (hand-edited?) is skipped, never a traceback
-            fields = {k: v for k, v in entry.items() if k in StoredLogin.__slots__}
-            if not all(isinstance(v, str) for k, v in fields.items() if k not in ("client_secret", "scope")):
-                continue
-            if not all(v is None or isinstance(v, str) for v in fields.values()):
-                continue
-            try:
-                found.append(StoredLogin(**fields))
-            except TypeError:
-                continue
-        return found
+        found = (_login(entry) for entry in self._read().values())
+        return [login for login in found if login is not None]
 
     def find(self, server_url: str, issuer: str | None = None) -> StoredLogin | None:
         """The login made for ``server_url`` (and ``issuer`` when given), the newest if several."""
@@ -129,3 +117,23 @@ class TokenStore:
         if len(keep) != len(logins):
             self._write(keep)
         return len(logins) - len(keep)
+
+
+def _login(entry: Any) -> StoredLogin | None:
+    """A stored entry as a login; None for a damaged one (hand-edited?), which is skipped, never a traceback."""
+    if not isinstance(entry, dict):
+        return None
+    fields = {k: v for k, v in entry.items() if k in StoredLogin.__slots__}
+    if not _texts(fields):
+        return None
+    try:
+        return StoredLogin(**fields)
+    except TypeError:
+        return None
+
+
+def _texts(fields: dict[str, Any]) -> bool:
+    """Every field a string (``client_secret`` and ``scope`` may be null)."""
+    if not all(isinstance(v, str) for k, v in fields.items() if k not in ("client_secret", "scope")):
+        return False
+    return all(v is None or isinstance(v, str) for v in fields.values())

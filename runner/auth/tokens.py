@@ -50,20 +50,22 @@ def parse_token_response(data: Any, *, now: float | None = None, previous_refres
     token_type = data.get("token_type", "Bearer")
     if not isinstance(token_type, str) or token_type.lower() != "bearer":
         raise AuthFailed(f"the token endpoint issued a {token_type!r} token; only Bearer tokens are supported")
-    expires_in = data.get("expires_in")
-    current = time.time() if now is None else now
-    expires_at = math.inf
-    if isinstance(expires_in, int | float) and not isinstance(expires_in, bool) and math.isfinite(expires_in):
-        expires_at = current + float(expires_in)
     refresh = data.get("refresh_token")
     scope = data.get("scope")
     return Token(
         access,
         "Bearer",
-        expires_at,
+        _expires_at(data.get("expires_in"), time.time() if now is None else now),
         refresh if isinstance(refresh, str) and refresh else previous_refresh,
         scope if isinstance(scope, str) else None,
     )
+
+
+def _expires_at(expires_in: Any, now: float) -> float:
+    """When a token issued ``now`` expires: never (inf) when ``expires_in`` is not a finite number."""
+    if isinstance(expires_in, int | float) and not isinstance(expires_in, bool) and math.isfinite(expires_in):
+        return now + float(expires_in)
+    return math.inf
 
 
 def token_error(data: Any) -> str:

@@ -7,7 +7,7 @@ skipped.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, NoReturn
 
 from runner.errors import FrameTooLarge
 
@@ -46,11 +46,7 @@ class LineDecoder:
         if self._oversized:
             self._too_large(self._oversized)
         if b"\n" not in data:
-            if data:
-                self._pending += len(data)
-                if self._pending > self._max_size:
-                    self._too_large(self._pending)
-                self._chunks.append(data)
+            self._hold(data)
             return []
         if self._chunks:
             self._chunks.append(data)
@@ -71,14 +67,26 @@ class LineDecoder:
             if not part:
                 continue
             if len(part) > max_size:
-                if lines:
-                    # Hand back the good lines read before it; the next feed raises.
-                    self._oversized = len(part)
-                    self._chunks.clear()
-                    self._pending = 0
-                    return lines
-                self._too_large(len(part))
+                return self._refuse(lines, len(part))
             lines.append(part)
+        return lines
+
+    def _hold(self, data: bytes) -> None:
+        """Keep a read without a newline: the start, or more, of a line still unterminated."""
+        if data:
+            self._pending += len(data)
+            if self._pending > self._max_size:
+                self._too_large(self._pending)
+            self._chunks.append(data)
+
+    def _refuse(self, lines: list[bytes], size: int) -> list[bytes]:
+        """A line of ``size`` bytes is too large: hand back the good lines read before it (the next feed
+        raises), or raise now when there are none."""
+        if not lines:
+            self._too_large(size)
+        self._oversized = size
+        self._chunks.clear()
+        self._pending = 0
         return lines
 
     def close(self) -> bytes | None:
@@ -88,7 +96,7 @@ class LineDecoder:
         self._pending = 0
         return rest or None
 
-    def _too_large(self, size: int) -> None:
+    def _too_large(self, size: int) -> NoReturn:
         self._oversized = 0
         self._chunks.clear()
         self._pending = 0

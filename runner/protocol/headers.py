@@ -123,14 +123,7 @@ def _walk(node: Any, path: tuple[str, ...], *, reachable: bool, marks: list[Head
     if not isinstance(node, Mapping):
         return
     if MARK in node:
-        where = ".".join(path) or "(root)"
-        if not reachable:
-            raise InvalidHeaderMarking(
-                f"x-mcp-header under {where!r} is not reached from the root through 'properties' alone"
-            )
-        if not path:
-            raise InvalidHeaderMarking("x-mcp-header on the schema root, which is not a parameter")
-        marks.append(_mark(node, path))
+        marks.append(_reachable_mark(node, path, reachable=reachable))
     for key, child in node.items():
         if key == "properties" and isinstance(child, Mapping):
             for name, sub in child.items():
@@ -138,6 +131,18 @@ def _walk(node: Any, path: tuple[str, ...], *, reachable: bool, marks: list[Head
         elif isinstance(child, Mapping | list):
             # items, oneOf/anyOf/allOf/not, if/then/else, $defs...: a marking below is not statically reachable
             _walk(child, path, reachable=False, marks=marks)
+
+
+def _reachable_mark(node: Mapping[str, Any], path: tuple[str, ...], *, reachable: bool) -> HeaderMark:
+    """The marking on ``node``, which must be a parameter reached from the root through ``properties``."""
+    if not reachable:
+        where = ".".join(path) or "(root)"
+        raise InvalidHeaderMarking(
+            f"x-mcp-header under {where!r} is not reached from the root through 'properties' alone"
+        )
+    if not path:
+        raise InvalidHeaderMarking("x-mcp-header on the schema root, which is not a parameter")
+    return _mark(node, path)
 
 
 def _mark(node: Mapping[str, Any], path: tuple[str, ...]) -> HeaderMark:

@@ -16,6 +16,7 @@ waiting for it fails at once (its outcome unknown) instead of waiting for a time
 
 from __future__ import annotations
 
+import enum
 import json
 import re
 import sys
@@ -23,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate
 from json.encoder import c_encode_basestring, c_make_encoder  # type: ignore[attr-defined]
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 from runner.errors import MalformedMessage
 from runner.jsontext import escape
@@ -171,31 +172,40 @@ def decode_object(obj: Any) -> Message:
         raise MalformedMessage(f'"jsonrpc" must be "2.0", got {obj.get("jsonrpc")!r}')
     method = obj.get("method")
     if method is not None:
-        if type(method) is not str:
-            raise MalformedMessage(f'"method" must be a string, got {type(method).__name__}')
-        params = obj.get("params")
-        if params is not None and type(params) is not dict:
-            raise MalformedMessage(f'{method}: "params" must be an object, got {type(params).__name__}')
-        if "id" not in obj:
-            return Notification(method, params)
-        rid = obj["id"]
-        if not _is_id(rid):
-            raise MalformedMessage(f"{method}: request id must be a string or an integer, got {rid!r}")
-        return Request(rid, method, params)
+        return _decode_call(obj, method)
     if "id" not in obj:
         raise MalformedMessage('a message needs "method" (request or notification) or "id" (response)')
     rid = obj["id"]
     has_result = "result" in obj
-    has_error = "error" in obj
-    if has_result == has_error:
+    if has_result == ("error" in obj):
         raise MalformedMessage(f'response {rid!r} must have exactly one of "result" and "error"')
-    if has_result:
-        if not _is_id(rid):
-            raise MalformedMessage(f"response id must be a string or an integer, got {rid!r}")
-        result = obj["result"]
-        if type(result) is not dict:
-            raise MalformedMessage(f'response {rid!r}: "result" must be an object, got {type(result).__name__}')
-        return Response(rid, result)
+    if not has_result:
+        return _decode_error(obj, rid)
+    if not _is_id(rid):
+        raise MalformedMessage(f"response id must be a string or an integer, got {rid!r}")
+    result = obj["result"]
+    if type(result) is not dict:
+        raise MalformedMessage(f'response {rid!r}: "result" must be an object, got {type(result).__name__}')
+    return Response(rid, result)
+
+
+def _decode_call(obj: dict[str, Any], method: Any) -> Request | Notification:
+    """A message with a ``method``: a request (it has an ``id``) or a notification."""
+    if type(method) is not str:
+        raise MalformedMessage(f'"method" must be a string, got {type(method).__name__}')
+    params = obj.get("params")
+    if params is not None and type(params) is not dict:
+        raise MalformedMessage(f'{method}: "params" must be an object, got {type(params).__name__}')
+    if "id" not in obj:
+        return Notification(method, params)
+    rid = obj["id"]
+    if not _is_id(rid):
+        raise MalformedMessage(f"{method}: request id must be a string or an integer, got {rid!r}")
+    return Request(rid, method, params)
+
+
+def _decode_error(obj: dict[str, Any], rid: Any) -> ErrorResponse:
+    """A response with an ``error`` (its id may be null: the server could not read the request's)."""
     if rid is not None and not _is_id(rid):
         raise MalformedMessage(f"error response id must be a string, an integer or null, got {rid!r}")
     err = obj["error"]
@@ -272,8 +282,7 @@ def _shallow_id(text: str) -> RequestId | None:
     """The ``"id"`` of a response too deep to parse, read from the top level of its object: found once
     both ``"id"`` and ``"result"`` (or ``"error"``) are seen there, and no ``"method"``. ``None`` otherwise."""
     depth = 0
-    found: RequestId | None = None
-    answer = False
+    keys = _TopKeys(text)
     for match in _TOKEN.finditer(text):
         key = match.group(1)
         if key is None:
@@ -282,18 +291,41 @@ def _shallow_id(text: str) -> RequestId | None:
                 return None  # a batch, or not JSON
             depth += 1 if token in "[{" else -1
         elif depth == 1 and match.group(2) is not None:
-            if key == '"method"':
-                return None
-            if key in ('"result"', '"error"'):
-                answer = True
-            elif key == '"id"' and found is None:
-                value = _ID_VALUE.match(text, match.end())
-                if value is None:
-                    return None
-                found = json.loads(value.group(1))
-            if answer and found is not None:
-                return found
+            verdict = keys.see(key, match.end())
+            if verdict is not _Read.ON:
+                return verdict
     return None
+
+
+class _Read(enum.Enum):
+    ON = "on"  # _TopKeys.see: neither found nor given up
+
+
+class _TopKeys:
+    """The keys of a response object's top level, as :func:`_shallow_id` meets them."""
+
+    __slots__ = ("answer", "found", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.found: RequestId | None = None
+        self.answer = False
+
+    def see(self, key: str, end: int) -> RequestId | Literal[_Read.ON] | None:
+        """The id once it and a result (or error) are seen; None to give up (a request, an id not read);
+        else ``_Read.ON``. ``end``: where the key's colon ends, its value starts."""
+        if key == '"method"':
+            return None
+        if key in ('"result"', '"error"'):
+            self.answer = True
+        elif key == '"id"' and self.found is None:
+            value = _ID_VALUE.match(self.text, end)
+            if value is None:
+                return None
+            self.found = json.loads(value.group(1))
+        if self.answer and self.found is not None:
+            return self.found
+        return _Read.ON
 
 
 def _utf8(data: bytes | str, text: str, encoding: str) -> bytes:
@@ -307,31 +339,25 @@ def decode(data: bytes | str) -> list[Message | InvalidMessage]:
     invalid part comes back as an ``InvalidMessage`` naming what is wrong (see the module docstring for
     what valid JSON is refused)."""
     raw = data.encode(errors="surrogatepass") if isinstance(data, str) else data
+    text = ""  # read by _unreadable only once decoded
     try:
         encoding = "utf-8" if isinstance(data, str) else json.detect_encoding(data)
         text = data if isinstance(data, str) else data.decode(encoding, "surrogatepass")
         obj = _strict(text)
     except ValueError as exc:  # _NotANumber, UnicodeDecodeError and JSONDecodeError among them
-        if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
-            return [InvalidMessage(raw, f"not JSON: {exc}")]
-        # NaN or Infinity, or an integer too long to convert: what it answers can still be read.
-        limit = sys.get_int_max_str_digits()
-        error = str(exc) if isinstance(exc, _NotANumber) else f"an integer longer than {limit:,} digits"
-        try:
-            rid = _salvage_id(_lenient(text))
-        except (ValueError, RecursionError):
-            rid = None
-        return [InvalidMessage(raw, error, rid)]
+        return [_unreadable(raw, text, exc)]
     except RecursionError:
         return [InvalidMessage(raw, f"JSON nested deeper than {MAX_DEPTH} levels", _shallow_id(text))]
     if _too_deep(_utf8(data, text, encoding)):
         return [InvalidMessage(raw, f"JSON nested deeper than {MAX_DEPTH} levels", _salvage_id(obj))]
-    if type(obj) is list:
-        if not obj:
-            return [InvalidMessage(raw, "empty batch")]
-        items = obj
-    else:
-        items = [obj]
+    items = obj if type(obj) is list else [obj]
+    if not items:
+        return [InvalidMessage(raw, "empty batch")]
+    return _decode_items(raw, items)
+
+
+def _decode_items(raw: bytes, items: list[Any]) -> list[Message | InvalidMessage]:
+    """Each parsed item as a message, or as the ``InvalidMessage`` saying why it is none."""
     out: list[Message | InvalidMessage] = []
     for item in items:
         try:
@@ -339,6 +365,20 @@ def decode(data: bytes | str) -> list[Message | InvalidMessage]:
         except MalformedMessage as exc:
             out.append(InvalidMessage(raw, str(exc), _salvage_id(item)))
     return out
+
+
+def _unreadable(raw: bytes, text: str, exc: ValueError) -> InvalidMessage:
+    """A frame the strict decoder refused: not JSON, or (NaN, Infinity, an integer too long to convert) JSON
+    whose id the lenient decoder can still read, so that the call it answers fails at once."""
+    if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
+        return InvalidMessage(raw, f"not JSON: {exc}")
+    limit = sys.get_int_max_str_digits()
+    error = str(exc) if isinstance(exc, _NotANumber) else f"an integer longer than {limit:,} digits"
+    try:
+        rid = _salvage_id(_lenient(text))
+    except (ValueError, RecursionError):
+        rid = None
+    return InvalidMessage(raw, error, rid)
 
 
 class IdAllocator:

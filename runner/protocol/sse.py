@@ -134,16 +134,23 @@ class SSEParser:
             if self._data_size > self._max:
                 raise FrameTooLarge.over("a server-sent event", self._max, self._data_size)
             self._data.append(value)
-        elif name == "id":
+            self._has_field = True
+        elif self._field(name, value):
+            self._has_field = True
+
+    def _field(self, name: str, value: str) -> bool:
+        """Take a field other than ``data``; False for one ignored (unknown, an id with NUL, a retry that is
+        not a number), which does not make a block an event."""
+        if name == "id":
             if "\0" in value:
-                return  # ignored, as the standard says
+                return False  # ignored, as the standard says
             self._id = value
         elif name == "event":
             self._event = value
         elif name == "retry":
             if not value.isascii() or not value.isdigit():
-                return
+                return False
             self._retry = int(value)
         else:
-            return  # unknown field: ignored, and does not make a block an event
-        self._has_field = True
+            return False
+        return True

@@ -26,6 +26,7 @@ What differs from 2025-11-25:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Final
 
 from runner.errors import JsonRpcError, MalformedMessage
@@ -86,27 +87,27 @@ def parse_detailed_task(raw: Any, *, where: str = "tasks/get") -> Task:
     if not isinstance(raw, dict):
         raise MalformedMessage(f"{where}: a task must be an object, got {raw!r:.100}")
     task = parse_task(_renamed(raw), where=where)
+    status = task.status
     result = raw.get("result")
     error = raw.get("error")
     questions = raw.get("inputRequests")
+    _check_carried(task, where, result=result, error=error, questions=questions)
+    return replace(
+        task,
+        result=result if status is TaskStatus.COMPLETED else None,
+        error=error if status is TaskStatus.FAILED else None,
+        input_requests=questions if status is TaskStatus.INPUT_REQUIRED else None,
+    )
+
+
+def _check_carried(task: Task, where: str, *, result: Any, error: Any, questions: Any) -> None:
+    """A completed task carries its result, a failed one its error; questions, when there, are an object."""
     if task.status is TaskStatus.COMPLETED and not isinstance(result, dict):
         raise MalformedMessage(f"{where}: task {task.task_id} is completed but carries no 'result' object")
     if task.status is TaskStatus.FAILED and not isinstance(error, dict):
         raise MalformedMessage(f"{where}: task {task.task_id} failed but carries no 'error' object")
     if questions is not None and not isinstance(questions, dict):
         raise MalformedMessage(f"{where}: task {task.task_id} 'inputRequests' must be an object")
-    return Task(
-        task_id=task.task_id,
-        status=task.status,
-        status_message=task.status_message,
-        created_at=task.created_at,
-        last_updated_at=task.last_updated_at,
-        ttl_ms=task.ttl_ms,
-        poll_interval_ms=task.poll_interval_ms,
-        result=result if task.status is TaskStatus.COMPLETED else None,
-        error=error if task.status is TaskStatus.FAILED else None,
-        input_requests=questions if task.status is TaskStatus.INPUT_REQUIRED else None,
-    )
 
 
 def outcome(task: Task) -> ToolResult:

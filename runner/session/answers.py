@@ -35,8 +35,9 @@ import json
 import math
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 from urllib.parse import quote
 
 from runner.protocol.jsonrpc import METHOD_NOT_FOUND
@@ -237,47 +238,80 @@ def elicitation_defaults(schema: Any) -> tuple[dict[str, Any] | None, str]:
         return None, "the requested schema is not an object schema"
     properties = schema.get("properties", {})
     required = schema.get("required", [])
-    if (
-        not isinstance(properties, dict)
-        or not isinstance(required, list)
-        or not all(isinstance(name, str) for name in required)
-    ):
+    if not isinstance(properties, dict) or not _names(required):
         return None, "the requested schema's properties or required list cannot be read"
-    content: dict[str, Any] = {}
-    for name, prop in properties.items():
-        if isinstance(prop, dict) and "default" in prop and _fits(prop, prop["default"]):
-            content[name] = prop["default"]
+    content = _fitting_defaults(properties)
     for name in required:
         if name not in content:
-            why = "has no default" if isinstance(name, str) and name in properties else "is not a known field"
-            if isinstance(name, str) and isinstance(properties.get(name), dict) and "default" in properties[name]:
-                why = "has a default that does not fit its type"
-            return None, f"the required field {_quote(name)} {why}"
+            return None, f"the required field {_quote(name)} {_why_missing(name in properties, properties.get(name))}"
     return content, ""
+
+
+def _fitting_defaults(properties: dict[str, Any]) -> dict[str, Any]:
+    """Each field's default, where it has one that fits its type."""
+    return {
+        name: prop["default"]
+        for name, prop in properties.items()
+        if isinstance(prop, dict) and "default" in prop and _fits(prop, prop["default"])
+    }
+
+
+def _names(value: Any) -> bool:
+    """Whether ``value`` is a list of strings (a schema's ``required``)."""
+    return isinstance(value, list) and all(isinstance(name, str) for name in value)
+
+
+def _why_missing(known: bool, prop: Any) -> str:
+    """Why a required field (``known``: the schema lists it, as ``prop``) has no usable default."""
+    if not known:
+        return "is not a known field"
+    if isinstance(prop, dict) and "default" in prop:
+        return "has a default that does not fit its type"
+    return "has no default"
 
 
 def _fits(prop: dict[str, Any], value: Any) -> bool:
     """Whether ``value`` is a valid value of the primitive schema ``prop`` (the elicitation subset)."""
     kind = prop.get("type")
-    if kind == "string":
-        if not isinstance(value, str):
-            return False
-        allowed = _allowed(prop)
-        return allowed is None or value in allowed
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind == "integer":
-        return isinstance(value, int) and not isinstance(value, bool) and _in_range(prop, value)
-    if kind == "number":
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        return number and math.isfinite(value) and _in_range(prop, value)
-    if kind == "array":
-        items = prop.get("items")
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            return False
-        allowed = _allowed(items) if isinstance(items, dict) else None
-        return allowed is None or all(v in allowed for v in value)
-    return False
+    check = _FITS.get(kind) if isinstance(kind, str) else None
+    return check is not None and check(prop, value)
+
+
+def _is_number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _fits_string(prop: dict[str, Any], value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    allowed = _allowed(prop)
+    return allowed is None or value in allowed
+
+
+def _fits_integer(prop: dict[str, Any], value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and _in_range(prop, value)
+
+
+def _fits_number(prop: dict[str, Any], value: Any) -> bool:
+    return _is_number(value) and math.isfinite(value) and _in_range(prop, value)
+
+
+def _fits_array(prop: dict[str, Any], value: Any) -> bool:
+    """A multi-select: a list of strings, each one the items' enum allows."""
+    items = prop.get("items")
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return False
+    allowed = _allowed(items) if isinstance(items, dict) else None
+    return allowed is None or all(v in allowed for v in value)
+
+
+_FITS: Final[dict[str, Callable[[dict[str, Any], Any], bool]]] = {
+    "string": _fits_string,
+    "boolean": lambda _prop, value: isinstance(value, bool),
+    "integer": _fits_integer,
+    "number": _fits_number,
+    "array": _fits_array,
+}
 
 
 def _allowed(schema: dict[str, Any]) -> set[str] | None:
@@ -295,9 +329,9 @@ def _allowed(schema: dict[str, Any]) -> set[str] | None:
 
 def _in_range(prop: dict[str, Any], value: float) -> bool:
     low, high = prop.get("minimum"), prop.get("maximum")
-    if isinstance(low, int | float) and not isinstance(low, bool) and value < low:
+    if _is_number(low) and value < low:
         return False
-    return not (isinstance(high, int | float) and not isinstance(high, bool) and value > high)
+    return not (_is_number(high) and value > high)
 
 
 def _quote(value: Any) -> str:

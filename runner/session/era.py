@@ -158,14 +158,24 @@ class ModernEra(Era):
 
     def stamp(self, method: str, params: dict[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, str] | None]:
         given = params or {}
-        own = given.get("_meta")
-        meta = {**self._meta, **own} if isinstance(own, dict) else dict(self._meta)
-        extra = own.get(META_CLIENT_CAPABILITIES) if isinstance(own, dict) else None
-        if isinstance(extra, dict):  # capabilities a request adds (the tasks extension): merged, not replaced
-            meta[META_CLIENT_CAPABILITIES] = _merged_capabilities(self._meta[META_CLIENT_CAPABILITIES], extra)
-        stamped = {**given, "_meta": meta}
+        stamped = {**given, "_meta": self._stamped_meta(given.get("_meta"))}
         if not self.http:
             return stamped, None
+        return stamped, self._headers(method, given)
+
+    def _stamped_meta(self, own: Any) -> dict[str, Any]:
+        """The era's ``_meta`` under the request's own; capabilities a request adds (the tasks extension) are
+        merged, not replaced."""
+        if not isinstance(own, dict):
+            return dict(self._meta)
+        meta = {**self._meta, **own}
+        extra = own.get(META_CLIENT_CAPABILITIES)
+        if isinstance(extra, dict):
+            meta[META_CLIENT_CAPABILITIES] = _merged_capabilities(self._meta[META_CLIENT_CAPABILITIES], extra)
+        return meta
+
+    def _headers(self, method: str, given: dict[str, Any]) -> dict[str, str]:
+        """The HTTP headers of a request: version, method, the name it bears, a tool's marked parameters."""
         headers = {"MCP-Protocol-Version": self.version, "Mcp-Method": method}
         key = NAME_BEARING.get(method)
         name = given.get(key) if key is not None else None
@@ -176,7 +186,7 @@ class ModernEra(Era):
             marks = self._marks.get(name)
             if marks and isinstance(arguments, dict):
                 headers.update(_param_headers(marks, arguments))
-        return stamped, headers
+        return headers
 
     def needs_tool_list(self, tool: str) -> bool:
         return self.http and tool not in self._marks

@@ -89,22 +89,11 @@ def answer_input_requests(
     """The ``inputResponses`` for what ``result`` asks (an ``input_required`` result, or a task's status
     that carries ``inputRequests``): each request answered by ``policy`` and handed to ``on_answer``.
     Raises ``MalformedMessage`` for what cannot be read, ``ProtocolError`` when the policy refuses one."""
-    requests = result.get("inputRequests")
-    state = result.get("requestState")
-    if requests is None and state is None:
-        raise MalformedMessage("an input_required result must hold inputRequests or requestState; it has neither")
-    if state is not None and not isinstance(state, str):
-        raise MalformedMessage("the requestState of an input_required result must be a string")
-    if requests is None:
-        return {}
-    if not isinstance(requests, dict):
-        raise MalformedMessage("the inputRequests of an input_required result must be an object")
+    requests = _input_requests(result)
     answers: dict[str, Any] = {}
     refused: list[Answer] = []
     for key, request in requests.items():
-        if not isinstance(request, dict) or not isinstance(request.get("method"), str):
-            raise MalformedMessage(f"input request {key!r} has no method")
-        answer = answer_request(policy, request["method"], request.get("params"))
+        answer = _answer_one(policy, key, request)
         if on_answer is not None:
             on_answer(answer)
         if answer.result is None:
@@ -115,3 +104,25 @@ def answer_input_requests(
         what = "; ".join(f"{a.method}: {a.error_message}" for a in refused)
         raise ProtocolError(f"the server needs input mcp-run cannot give: {what}")
     return answers
+
+
+def _input_requests(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``inputRequests`` object of an ``input_required`` result ({} for one that holds only a
+    ``requestState``); ``MalformedMessage`` when neither is there or either has the wrong type."""
+    requests = result.get("inputRequests")
+    state = result.get("requestState")
+    if requests is None and state is None:
+        raise MalformedMessage("an input_required result must hold inputRequests or requestState; it has neither")
+    if state is not None and not isinstance(state, str):
+        raise MalformedMessage("the requestState of an input_required result must be a string")
+    if requests is None:
+        return {}
+    if not isinstance(requests, dict):
+        raise MalformedMessage("the inputRequests of an input_required result must be an object")
+    return requests
+
+
+def _answer_one(policy: AnswerPolicy, key: str, request: Any) -> Answer:
+    if not isinstance(request, dict) or not isinstance(request.get("method"), str):
+        raise MalformedMessage(f"input request {key!r} has no method")
+    return answer_request(policy, request["method"], request.get("params"))

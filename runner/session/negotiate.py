@@ -103,17 +103,28 @@ def judge_error(code: int, message: str, data: Any, *, pinned: bool, version: st
     (a -32022 naming a modern version we speak: the revision says to retry with it; when pinned, only with
     the pinned one) or ``ConnectFailed``."""
     if code == UNSUPPORTED_VERSION:
-        supported = _supported(data)
-        if supported is not None and version is not None:
-            again = [v for v in supported if is_modern(v) and (not pinned or v == version)]
-            if again:
-                raise _RetryWith(again[0])
-        if supported is not None and not pinned and any(v in LEGACY_VERSIONS for v in supported):
-            raise _Legacy(f"it speaks {', '.join(supported)}")
-        raise ConnectFailed(f"could not connect: {modern_error(code, message, data, method='server/discover')}")
-    if code in MODERN_ERRORS:
+        _judge_unsupported(_supported(data), pinned=pinned, version=version)
+    if code == UNSUPPORTED_VERSION or code in MODERN_ERRORS:
         raise ConnectFailed(f"could not connect: {modern_error(code, message, data, method='server/discover')}")
     raise _Legacy(f"server/discover: server error {code}: {message}")
+
+
+def _judge_unsupported(supported: tuple[str, ...] | None, *, pinned: bool, version: str | None) -> None:
+    """A -32022 listing ``supported``: raise ``_RetryWith`` or ``_Legacy`` when one applies (else the caller
+    fails the connection)."""
+    if supported is None:
+        return
+    if version is not None:
+        again = _retry_versions(supported, pinned=pinned, version=version)
+        if again:
+            raise _RetryWith(again[0])
+    if not pinned and any(v in LEGACY_VERSIONS for v in supported):
+        raise _Legacy(f"it speaks {', '.join(supported)}")
+
+
+def _retry_versions(supported: tuple[str, ...], *, pinned: bool, version: str) -> list[str]:
+    """The modern versions a refusal names that a retry may use (when pinned, only the pinned one)."""
+    return [v for v in supported if is_modern(v) and (not pinned or v == version)]
 
 
 async def negotiate(session: Session) -> None:
@@ -168,15 +179,25 @@ async def _probe(session: Session, version: str, *, pinned: bool, retry: bool) -
             raise _Legacy(f"no answer to server/discover within {timeout:g} s") from None
         raise session.connect_failed(exc, f"no answer to server/discover within {timeout:g} s") from exc
     except HTTPStatusError as exc:
-        rpc = exc.rpc_error
-        if rpc is not None and rpc[0] in MODERN_ERRORS:
-            judge_error(*rpc, pinned=pinned, version=version if retry else None)
-        if 400 <= exc.status_code < 500 and exc.status_code != 429:
-            raise _Legacy(f"it answered server/discover with HTTP {exc.status_code}") from None
+        _judge_status(exc, pinned=pinned, version=version if retry else None)
         raise session.connect_failed(exc) from exc
     except TransportError as exc:
         raise session.connect_failed(exc) from exc
-    info = parse_discover_result(result)
+    return _judge_discovered(parse_discover_result(result), version, pinned=pinned)
+
+
+def _judge_status(exc: HTTPStatusError, *, pinned: bool, version: str | None) -> None:
+    """An HTTP error answer to the probe: a modern JSON-RPC error in its body is judged as one; another 4xx
+    (not 429) means an older server. Returns when the connection fails on the status itself."""
+    rpc = exc.rpc_error
+    if rpc is not None and rpc[0] in MODERN_ERRORS:
+        judge_error(*rpc, pinned=pinned, version=version)
+    if 400 <= exc.status_code < 500 and exc.status_code != 429:
+        raise _Legacy(f"it answered server/discover with HTTP {exc.status_code}") from None
+
+
+def _judge_discovered(info: DiscoverInfo | None, version: str, *, pinned: bool) -> DiscoverInfo:
+    """The probe's answer, when it supports ``version``; else raise what it means."""
     if info is None:
         raise _Legacy("its answer to server/discover is not a DiscoverResult")
     if version in info.supported:

@@ -258,15 +258,10 @@ class Session(Waiting):
             for _page in range(MAX_TOOL_PAGES):
                 params = {"cursor": cursor} if cursor is not None else None
                 result = await self.request("tools/list", params, timeout=self._options.initialize_timeout)
-                raw_tools = result.get("tools")
-                if not isinstance(raw_tools, list):
-                    raise MalformedMessage(f"{self.name}: tools/list result has no 'tools' list")
-                tools.extend(parse_tool(t) for t in raw_tools)
-                next_cursor = result.get("nextCursor")
+                tools.extend(self._page_tools(result))
+                next_cursor = self._next_cursor(result)
                 if next_cursor is None:
                     break
-                if not isinstance(next_cursor, str):
-                    raise MalformedMessage(f"{self.name}: tools/list nextCursor must be a string")
                 if next_cursor in seen:
                     raise MalformedMessage(f"{self.name}: tools/list repeated cursor {next_cursor!r}; stopping")
                 seen.add(next_cursor)
@@ -277,6 +272,18 @@ class Session(Waiting):
             if generation == self._generation:
                 self._tools = tools
             return tools
+
+    def _page_tools(self, result: dict[str, Any]) -> list[Tool]:
+        raw_tools = result.get("tools")
+        if not isinstance(raw_tools, list):
+            raise MalformedMessage(f"{self.name}: tools/list result has no 'tools' list")
+        return [parse_tool(t) for t in raw_tools]
+
+    def _next_cursor(self, result: dict[str, Any]) -> str | None:
+        next_cursor = result.get("nextCursor")
+        if next_cursor is not None and not isinstance(next_cursor, str):
+            raise MalformedMessage(f"{self.name}: tools/list nextCursor must be a string")
+        return next_cursor
 
     async def call_tool(
         self,
@@ -380,12 +387,7 @@ class Session(Waiting):
                 raise self._closed()
             generation = self._generation
             rid = self._ids.next() if request_id is None else request_id
-            if progress:
-                own = params.get("_meta") if params is not None else None
-                meta = {**own, "progressToken": rid} if isinstance(own, dict) else {"progressToken": rid}
-                params = {**params, "_meta": meta} if params is not None else {"_meta": meta}
-            stamped, headers = era.stamp(method, params)
-            request = Request(rid, method, stamped, headers)
+            request = _outgoing(era, rid, method, params, progress=progress)
             if before_send is not None:
                 request = sendable(request)  # written once, before its dispatch is journaled (see .sendable)
                 await before_send(rid, rid)
@@ -395,19 +397,20 @@ class Session(Waiting):
             try:
                 return await self._send_and_wait(request, call)
             except HTTPStatusError as exc:
-                rpc = exc.rpc_error
-                if era.modern and rpc is not None and 400 <= exc.status_code < 500:
-                    raise modern_error(*rpc, method=method) from exc
-                raise
-            except SessionExpired:
+                raise _in_era(exc, era, method)  # noqa: B904 - its cause is set there (or it is exc itself)
+            except SessionExpired as exc:
                 if method == "initialize" or handshake:
                     raise  # the handshake under way (it holds the lock) is what failed: no new one from here
-                await self._reinitialize(generation)
-                if before_send is not None:
-                    # A journaled call: its caller records how this attempt ended and sends it again itself,
-                    # so every dispatch in the journal has an end.
-                    raise
+                await self._renew(exc, generation, journaled=before_send is not None)
         raise NotDelivered(f"{self.name}: the server keeps forgetting our session; the request was not run")
+
+    async def _renew(self, expired: SessionExpired, generation: int, *, journaled: bool) -> None:
+        """The server forgot the session: renew it (once per generation); a journaled call then fails with
+        ``expired``: its caller records how this attempt ended and sends it again itself, so every dispatch in
+        the journal has an end. Otherwise the request is sent again."""
+        await self._reinitialize(generation)
+        if journaled:
+            raise expired
 
     # -- what the server sends -------------------------------------------------------------------------
 
@@ -432,18 +435,23 @@ class Session(Waiting):
                 elif isinstance(event, Request):
                     # Answered in a task of its own: a reader blocked on a full pipe would deadlock.
                     self._nursery.start_soon(self._answer, event)
-                elif isinstance(event, RequestLost):
-                    lost = pending.get(event.request_id)
-                    if lost is not None:
-                        lost.finish(None, event.error)
-                elif isinstance(event, StreamResumed):
-                    resumed = pending.get(event.request_id)
-                    if resumed is not None and resumed.on_resumed is not None:
-                        resumed.on_resumed(event.last_event_id)
                 else:
-                    self._on_invalid(event)
+                    self._on_transport_event(event)
         except (TransportError, ProtocolError) as exc:
             self._fail_all(exc)
+
+    def _on_transport_event(self, event: RequestLost | StreamResumed | InvalidMessage) -> None:
+        """What the transport itself reports about a call (lost, resumed) or an invalid message."""
+        if isinstance(event, RequestLost):
+            lost = self._pending.get(event.request_id)
+            if lost is not None:
+                lost.finish(None, event.error)
+        elif isinstance(event, StreamResumed):
+            resumed = self._pending.get(event.request_id)
+            if resumed is not None and resumed.on_resumed is not None:
+                resumed.on_resumed(event.last_event_id)
+        else:
+            self._on_invalid(event)
 
     def close(self) -> None:
         """Stop accepting calls; calls still waiting fail (``OutcomeUnknown`` if their request went out)."""
@@ -482,22 +490,24 @@ class Session(Waiting):
         method = event.method
         params = event.params or {}
         if method == "notifications/progress":
-            token = params.get("progressToken")
-            entry = self._pending.get(token) if isinstance(token, str | int) else None
-            if entry is None:
-                followed = self._followed.get(token) if isinstance(token, str | int) else None
-                progress = parse_progress(params) if followed is not None else None
-                if followed is not None and progress is not None:
-                    followed(progress)  # a call the server took as a task: its token lives as long as the task
-                return  # else progress for a call that ended; harmless
-            progress = parse_progress(params)
-            if progress is not None:
-                entry.progressed(progress)
+            self._on_progress(params)
         elif method == "notifications/message":
             if self._options.on_log is not None:
                 self._options.on_log(parse_log_message(params), event.related_request_id)
         elif method == "notifications/tools/list_changed":
             self._tools = None
+
+    def _on_progress(self, params: dict[str, Any]) -> None:
+        token = params.get("progressToken")
+        if not isinstance(token, str | int):
+            return
+        entry = self._pending.get(token)
+        handler = entry.progressed if entry is not None else self._followed.get(token)
+        if handler is None:
+            return  # progress for a call that ended; harmless
+        progress = parse_progress(params)
+        if progress is not None:
+            handler(progress)  # a followed call: one the server took as a task, its token lives as long
 
     def _on_invalid(self, event: InvalidMessage) -> None:
         entry = self._pending.get(event.request_id) if event.request_id is not None else None
@@ -546,3 +556,27 @@ async def open_session(transport: Transport, options: SessionOptions | None = No
             finally:
                 session.close()
                 nursery.cancel_scope.cancel()
+
+
+def _with_progress_token(params: dict[str, Any] | None, rid: RequestId) -> dict[str, Any]:
+    """``params`` with ``_meta.progressToken`` set to the request id (the caller's other ``_meta`` kept)."""
+    own = params.get("_meta") if params is not None else None
+    meta = {**own, "progressToken": rid} if isinstance(own, dict) else {"progressToken": rid}
+    return {**params, "_meta": meta} if params is not None else {"_meta": meta}
+
+
+def _outgoing(era: Era, rid: RequestId, method: str, params: dict[str, Any] | None, *, progress: bool) -> Request:
+    """The request as ``era`` sends it (its params and HTTP headers stamped; a progress token if asked)."""
+    stamped, headers = era.stamp(method, _with_progress_token(params, rid) if progress else params)
+    return Request(rid, method, stamped, headers)
+
+
+def _in_era(exc: HTTPStatusError, era: Era, method: str) -> Exception:
+    """The error an HTTP status error raises: in 2026-07-28 a 4xx whose body is a JSON-RPC error is that
+    error (caused by the status error); otherwise the status error itself."""
+    rpc = exc.rpc_error
+    if era.modern and rpc is not None and 400 <= exc.status_code < 500:
+        error = modern_error(*rpc, method=method)
+        error.__cause__ = exc
+        return error
+    return exc

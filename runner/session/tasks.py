@@ -14,8 +14,8 @@ does not know the task (any more).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
-from typing import Any, Final, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, Protocol, TypeAlias
 
 import trio
 
@@ -39,6 +39,7 @@ from runner.session.session import Session
 __all__ = [
     "CANCEL_TIMEOUT",
     "TASKS_2025",
+    "StartTask",
     "TaskCallOptions",
     "TaskWire",
     "Tasks2025",
@@ -170,6 +171,10 @@ async def cancel_task(session: Session, task_id: str, *, meta: dict[str, Any] | 
     return why
 
 
+# A wire's start: (session, tool name, arguments, options) -> the task, or the result of a call run at once.
+StartTask: TypeAlias = Callable[[Session, str, Mapping[str, Any] | None, TaskCallOptions], Awaitable[Task | ToolResult]]
+
+
 class TaskWire(Protocol):
     """How one era speaks tasks (see the module docstring). ``result`` is the call's outcome from a terminal
     task that is not cancelled: a ``ToolResult`` (a failed 2025 task's is a tool error), or the
@@ -181,13 +186,9 @@ class TaskWire(Protocol):
 
     def wants(self, capabilities: dict[str, Any], task_support: str, mode: TaskMode) -> bool: ...
 
-    async def start(
-        self,
-        session: Session,
-        name: str,
-        arguments: Mapping[str, Any] | None,
-        options: TaskCallOptions,
-    ) -> Task | ToolResult: ...
+    @property
+    def start(self) -> StartTask:
+        """Send the ``tools/call`` that may become a task: the task, or the result of a call run at once."""
 
     async def get(self, session: Session, task_id: str, *, timeout: float | None) -> Task: ...
 
@@ -207,14 +208,7 @@ class Tasks2025:
     def wants(self, capabilities: dict[str, Any], task_support: str, mode: TaskMode) -> bool:
         return wants_task(capabilities, task_support, mode)
 
-    async def start(
-        self,
-        session: Session,
-        name: str,
-        arguments: Mapping[str, Any] | None,
-        options: TaskCallOptions,
-    ) -> Task | ToolResult:
-        return await start_task_call(session, name, arguments, options)
+    start = staticmethod(start_task_call)
 
     async def get(self, session: Session, task_id: str, *, timeout: float | None) -> Task:
         return await get_task(session, task_id, timeout=timeout)

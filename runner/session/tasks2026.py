@@ -27,7 +27,7 @@ from runner.protocol.tasks2026 import (
 )
 from runner.session.results import complete_result
 from runner.session.session import Session
-from runner.session.tasks import TaskCallOptions, cancel_task, get_task, send_task_call
+from runner.session.tasks import StartTask, TaskCallOptions, cancel_task, get_task, send_task_call
 
 __all__ = ["TASKS_2026", "Tasks2026"]
 
@@ -49,15 +49,10 @@ class Tasks2026:
         """Declare the extension whenever the server does, unless tasks are ``off`` (the server decides)."""
         return server_takes_tasks(capabilities) and mode == "auto"
 
-    async def start(
-        self,
-        session: Session,
-        name: str,
-        arguments: Mapping[str, Any] | None,
-        options: TaskCallOptions,
-    ) -> Task | ToolResult:
-        params = {"name": name, "arguments": dict(arguments) if arguments is not None else {}, "_meta": _meta()}
-        return await send_task_call(session, params, _task_or_result, options, progress=False)
+    @property
+    def start(self) -> StartTask:
+        """A plain ``tools/call`` declaring the extension: the server decides whether it becomes a task."""
+        return _start
 
     async def get(self, session: Session, task_id: str, *, timeout: float | None) -> Task:
         return await get_task(session, task_id, timeout=timeout, meta=_meta(), parse=parse_detailed_task)
@@ -74,6 +69,13 @@ class Tasks2026:
 
     async def cancel(self, session: Session, task_id: str) -> str | None:
         return await cancel_task(session, task_id, meta=_meta())
+
+
+async def _start(
+    session: Session, name: str, arguments: Mapping[str, Any] | None, options: TaskCallOptions
+) -> Task | ToolResult:
+    params = {"name": name, "arguments": dict(arguments) if arguments is not None else {}, "_meta": _meta()}
+    return await send_task_call(session, params, _task_or_result, options, progress=False)
 
 
 def _task_or_result(result: dict[str, Any], server: str) -> Task | ToolResult:

@@ -59,7 +59,7 @@ class Waiting:
             raise self._closed()
         if self._queue is not None:
             return await self._queue_and_wait(request, entry)
-        rid, method = request.id, request.method
+        rid = request.id
         self._pending.add(rid, entry)
         deadline = entry.first_deadline
         try:
@@ -76,58 +76,67 @@ class Waiting:
             if not entry.done.is_set():
                 await self._timed_out(rid, entry)
         except trio.Cancelled:
-            if entry.write is Write.WRITTEN and not entry.done.is_set() and method != "initialize":
-                with trio.CancelScope(shield=True):
-                    await self._notify_cancelled(rid, "cancelled by the client")
+            await self._cancel_if_written(request, entry)
             raise
         finally:
             self._pending.remove(rid)
-        if entry.error is not None:
-            raise entry.error
-        assert entry.result is not None
-        return entry.result
+        return _result(entry)
 
     async def _queue_and_wait(self, request: Request, entry: PendingCall) -> dict[str, Any]:
         """:meth:`_send_and_wait` where the transport queues writes: one park for the whole call (the write's
         outcome comes to ``entry.written``), no cancel scope (its deadline is kept by ``Deadlines``)."""
-        assert self._queue is not None
-        rid, method = request.id, request.method
+        rid = request.id
         timed = entry.deadline != math.inf
-        if timed and not self._deadlines.started:  # before anything is queued: a closed nursery raises here
-            self._nursery.start_soon(self._deadlines.run)
-            self._deadlines.started = True
-        self._pending.add(rid, entry)
-        entry.start_write()
-        try:
-            withdraw = self._queue(request, entry.written)
-        except BaseException:
-            entry.end_write(written=False)
-            self._pending.remove(rid)
-            raise
+        if timed and not self._deadlines.started:
+            self._start_deadlines()
+        withdraw = self._enqueue(request, entry)
         if timed:
             self._deadlines.add(entry)
         try:
             await entry.done.wait()
             if entry.expired:
-                if entry.write is Write.SENDING and withdraw():
-                    entry.end_write(written=False)
-                    raise self._not_written(entry)
-                await self._timed_out(rid, entry)
+                await self._expired(rid, entry, withdraw)
         except trio.Cancelled:
             if entry.write is Write.SENDING and withdraw():
                 entry.end_write(written=False)
-            elif entry.write is Write.WRITTEN and not entry.done.is_set() and method != "initialize":
-                with trio.CancelScope(shield=True):
-                    await self._notify_cancelled(rid, "cancelled by the client")
+            else:
+                await self._cancel_if_written(request, entry)
             raise
         finally:
             if timed:
                 self._deadlines.remove(entry)
             self._pending.remove(rid)
-        if entry.error is not None:
-            raise entry.error
-        assert entry.result is not None
-        return entry.result
+        return _result(entry)
+
+    def _start_deadlines(self) -> None:
+        """Start the deadline keeper, before anything is queued (a closed nursery raises here)."""
+        self._nursery.start_soon(self._deadlines.run)
+        self._deadlines.started = True
+
+    def _enqueue(self, request: Request, entry: PendingCall) -> Callable[[], bool]:
+        """Register the call and queue its write; returns the queue's withdraw (True: taken back unwritten)."""
+        assert self._queue is not None
+        self._pending.add(request.id, entry)
+        entry.start_write()
+        try:
+            return self._queue(request, entry.written)
+        except BaseException:
+            entry.end_write(written=False)
+            self._pending.remove(request.id)
+            raise
+
+    async def _expired(self, rid: RequestId, entry: PendingCall, withdraw: Callable[[], bool]) -> None:
+        """A queued call's deadline passed: one still unwritten is withdrawn (never sent), else it timed out."""
+        if entry.write is Write.SENDING and withdraw():
+            entry.end_write(written=False)
+            raise self._not_written(entry)
+        await self._timed_out(rid, entry)
+
+    async def _cancel_if_written(self, request: Request, entry: PendingCall) -> None:
+        """Tell the server a cancelled call is abandoned, when it was written and is still running."""
+        if entry.write is Write.WRITTEN and not entry.done.is_set() and request.method != "initialize":
+            with trio.CancelScope(shield=True):
+                await self._notify_cancelled(request.id, "cancelled by the client")
 
     def _not_written(self, entry: PendingCall) -> NotDelivered:
         """``entry`` timed out before the writer took its line (the server was not reading what we sent): it was
@@ -188,3 +197,11 @@ class Waiting:
                         )
         finally:
             self._transport.abandon(rid)
+
+
+def _result(entry: PendingCall) -> dict[str, Any]:
+    """The finished call's result, or its error raised."""
+    if entry.error is not None:
+        raise entry.error
+    assert entry.result is not None
+    return entry.result

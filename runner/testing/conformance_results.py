@@ -81,16 +81,21 @@ def judge_checks(checks: Sequence[Mapping[str, Any]], exit_code: int) -> str:
     """The reason a scenario failed, or "" when it passed (see the module docstring for the rule)."""
     bad = [c for c in checks if c.get("status") in BAD_STATUSES]
     if bad:
-        first = bad[0]
-        detail = first.get("errorMessage") or first.get("description") or ""
-        more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
-        return f"{first.get('status')} {first.get('id', '?')}: {_first_line(detail)}{more}"
+        return _bad_checks(bad)
     if not any(c.get("status") == "SUCCESS" for c in checks):
         skipped = sum(c.get("status") == "SKIPPED" for c in checks)
         return f"tested nothing: no check succeeded ({len(checks)} checks, {skipped} skipped)"
     if exit_code != 0:
         return f"the suite exited {exit_code} (the client failed or timed out)"
     return ""
+
+
+def _bad_checks(bad: Sequence[Mapping[str, Any]]) -> str:
+    """The first failed check, and how many more failed."""
+    first = bad[0]
+    detail = first.get("errorMessage") or first.get("description") or ""
+    more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
+    return f"{first.get('status')} {first.get('id', '?')}: {_first_line(detail)}{more}"
 
 
 def _read_checks(directory: Path) -> list[dict[str, Any]] | None:
@@ -147,12 +152,14 @@ def load_expected(path: Path) -> dict[str, str]:
         return {}
     if not isinstance(client, dict):
         raise ResultsError(f"{path}: 'client' must map each scenario name to a one-line reason")
-    expected: dict[str, str] = {}
-    for name, reason in client.items():
-        if not isinstance(name, str) or not isinstance(reason, str) or not reason.strip():
-            raise ResultsError(f"{path}: the entry {name!r} needs a one-line reason (a non-empty string)")
-        expected[name] = reason.strip()
-    return expected
+    return {name: _reason(path, name, reason) for name, reason in client.items()}
+
+
+def _reason(path: Path, name: object, reason: object) -> str:
+    """An expected failure's reason, stripped; every entry needs one."""
+    if not isinstance(name, str) or not isinstance(reason, str) or not reason.strip():
+        raise ResultsError(f"{path}: the entry {name!r} needs a one-line reason (a non-empty string)")
+    return reason.strip()
 
 
 def check_group(results: GroupResults, expected: Mapping[str, str], *, complete: bool) -> list[str]:
@@ -185,15 +192,24 @@ def _print_group(results: GroupResults, expected: Mapping[str, str]) -> None:
     scope = "required scenarios" if results.scored else "scenarios"
     print(f"== {results.group}: {passed} / {total} {scope} passed")
     for o in results.outcomes:
-        if o.passed:
-            verdict = "pass" if o.scenario not in expected else "UNEXPECTED PASS"
-        else:
-            verdict = "expected failure" if o.scenario in expected else "FAIL"
         mark = "" if o.scored or not results.scored else "  (not scored)"
-        why = f": {o.reason}" if o.reason and verdict != "expected failure" else ""
-        if verdict == "expected failure":
-            why = f": {expected[o.scenario]}"
-        print(f"  {verdict:<17} {o.scenario}{mark}{why}")
+        print(f"  {_verdict(o, expected)} {o.scenario}{mark}{_why(o, expected)}")
+
+
+def _verdict(o: Outcome, expected: Mapping[str, str]) -> str:
+    """The outcome against the expected failures, padded for the column."""
+    if o.passed:
+        verdict = "pass" if o.scenario not in expected else "UNEXPECTED PASS"
+    else:
+        verdict = "expected failure" if o.scenario in expected else "FAIL"
+    return f"{verdict:<17}"
+
+
+def _why(o: Outcome, expected: Mapping[str, str]) -> str:
+    """The reason shown: the expected failure's entry, else what failed."""
+    if not o.passed and o.scenario in expected:
+        return f": {expected[o.scenario]}"
+    return f": {o.reason}" if o.reason else ""
 
 
 def check(results: Path, expected_dir: Path, complete: bool) -> int:
@@ -217,21 +233,29 @@ def check(results: Path, expected_dir: Path, complete: bool) -> int:
 def scores(labelled: Iterable[tuple[str, Path]]) -> int:
     columns = [(label, {d.name: load_group(d) for d in _groups(path)}) for label, path in labelled]
     names = sorted({g for _, groups in columns for g in groups}, key=_group_key)
-    header = f"{'':<14}" + "".join(f"{label:>16}" for label, _ in columns)
-    print(header)
-    for name in names:
-        cells = []
-        for _, groups in columns:
-            group = groups.get(name)
-            cells.append("-" if group is None else "{} / {}".format(*group.score()))
-        print(f"{name:<14}" + "".join(f"{cell:>16}" for cell in cells))
+    _print_scores(names, columns)
     for name in names:
         for label, groups in columns:
-            group = groups.get(name)
-            failed = [o.scenario for o in group.outcomes if not o.passed] if group else []
+            failed = _failed(groups.get(name))
             if failed:
                 print(f"{name} {label} failed: {', '.join(failed)}")
     return 0
+
+
+def _print_scores(names: list[str], columns: list[tuple[str, dict[str, GroupResults]]]) -> None:
+    """A table: a row per group, a column per labelled results directory."""
+    print(f"{'':<14}" + "".join(f"{label:>16}" for label, _ in columns))
+    for name in names:
+        cells = [_score_cell(groups.get(name)) for _, groups in columns]
+        print(f"{name:<14}" + "".join(f"{cell:>16}" for cell in cells))
+
+
+def _score_cell(group: GroupResults | None) -> str:
+    return "-" if group is None else "{} / {}".format(*group.score())
+
+
+def _failed(group: GroupResults | None) -> list[str]:
+    return [o.scenario for o in group.outcomes if not o.passed] if group else []
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -241,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "       python -m runner.testing.conformance_results scores LABEL=RESULTS ..."
     )
     try:
-        if len(args) in (3, 4) and args[0] == "check" and args[3:] in ([], ["--partial"]):
+        if _is_check(args):
             return check(Path(args[1]), Path(args[2]), complete=args[3:] == [])
         if len(args) >= 2 and args[0] == "scores" and all("=" in a for a in args[1:]):
             return scores((a.split("=", 1)[0], Path(a.split("=", 1)[1])) for a in args[1:])
@@ -250,6 +274,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     print(usage, file=sys.stderr)
     return 2
+
+
+def _is_check(args: list[str]) -> bool:
+    """``check RESULTS EXPECTED_DIR [--partial]``."""
+    return len(args) in (3, 4) and args[0] == "check" and args[3:] in ([], ["--partial"])
 
 
 if __name__ == "__main__":

@@ -40,6 +40,10 @@ class MemoryClientTransport:
         self.protocol_version: str | None = None
         self.sent: list[Message] = []
         self.abandoned: list[RequestId] = []  # what the session said it no longer waits for, in order
+        self._prepare()
+
+    def _prepare(self) -> None:
+        """A subclass's own state, set up at the end of ``__init__`` (this class has none)."""
 
     async def send(self, message: Message, /) -> None:
         if self.broken is not None:
@@ -72,13 +76,7 @@ class MemoryClientTransport:
 class QueuedMemoryClientTransport(MemoryClientTransport):
     """A client end that also queues messages (see the module docstring); ``write_queued`` is its writer task."""
 
-    def __init__(
-        self,
-        outgoing: trio.MemorySendChannel[Message],
-        incoming: trio.MemoryReceiveChannel[TransportEvent],
-        description: str = "memory",
-    ) -> None:
-        super().__init__(outgoing, incoming, description)
+    def _prepare(self) -> None:
         self._queued: deque[tuple[Message, Written]] = deque()
         self._wake = trio.Event()
         self._writer_done = False

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from typing import Final
 
 import httpx2
@@ -52,7 +52,14 @@ from runner.errors import (
 from runner.protocol.jsonrpc import Message, Request, RequestId, decode, encode
 from runner.protocol.sse import SSEEvent, SSEParser
 from runner.transports.base import TransportEvent
-from runner.transports.http.body import ACCEPT_SSE, aclose_response, content_type, pump_body
+from runner.transports.http.body import (
+    ACCEPT_SSE,
+    aclose_response,
+    aclose_within,
+    content_type,
+    pump_body,
+    read_error_body,
+)
 from runner.transports.http.classify import Action, classify_exception, classify_status
 from runner.transports.http.params import HttpParams, safe_url
 
@@ -247,15 +254,7 @@ class LegacySseTransport:
         self._lose(TransportError(f"{self._name}: the transport is closed"))
 
     async def _error_text(self, response: httpx2.Response) -> str:
-        data = bytearray()
-
-        def on_chunk(chunk: bytes) -> bool:
-            data.extend(chunk)
-            return len(data) >= _ERROR_BODY_LIMIT
-
-        with trio.move_on_after(self._params.close_timeout):
-            with suppress(httpx2.HTTPError):
-                await pump_body(response, on_chunk)
+        data = await read_error_body(response, _ERROR_BODY_LIMIT, self._params.close_timeout)
         text = data[:_ERROR_BODY_LIMIT].decode("utf-8", errors="replace").strip()
         return f": {text}" if text else ""
 
@@ -289,7 +288,6 @@ async def open_legacy_sse_transport(
     finally:
         transport.close()
         if owned:
-            with trio.move_on_after(params.close_timeout, shield=True):
-                await http.aclose()
+            await aclose_within(http, params.close_timeout)
     if body_error is not None:
         raise body_error

@@ -192,15 +192,7 @@ class StdioTransport:
     async def send(self, message: Message, /) -> None:
         data = encode(message) + b"\n"
         await trio.lowlevel.checkpoint_if_cancelled()
-        if self._error is not None or self._writer_done:
-            raise self._closed()
-        batch = self._queued
-        if batch is None:
-            batch = self._queued = _Batch()
-            self._writer_wake.set()
-        index = len(batch.lines)
-        batch.lines.append(data)
-        batch.told.append(None)
+        batch, index = self._add(data, None)
         try:
             await batch.done.wait()
         except trio.Cancelled:
@@ -214,16 +206,7 @@ class StdioTransport:
 
     def queue(self, message: Message, written: Written, /) -> Callable[[], bool]:
         """Queue ``message`` for the writer and return at once (see ``runner.transports.base.Queued``)."""
-        data = encode(message) + b"\n"
-        if self._error is not None or self._writer_done:
-            raise self._closed()
-        batch = self._queued
-        if batch is None:
-            batch = self._queued = _Batch()
-            self._writer_wake.set()
-        index = len(batch.lines)
-        batch.lines.append(data)
-        batch.told.append(written)
+        batch, index = self._add(encode(message) + b"\n", written)
 
         def withdraw() -> bool:
             if batch is not self._queued:
@@ -233,6 +216,19 @@ class StdioTransport:
             return True
 
         return withdraw
+
+    def _add(self, data: bytes, written: Written | None) -> tuple[_Batch, int]:
+        """Add a line to the batch the writer takes next (a new one wakes it); returns the batch and the line's
+        place in it."""
+        if self._error is not None or self._writer_done:
+            raise self._closed()
+        batch = self._queued
+        if batch is None:
+            batch = self._queued = _Batch()
+            self._writer_wake.set()
+        batch.lines.append(data)
+        batch.told.append(written)
+        return batch, len(batch.lines) - 1
 
     async def _write_stdin(self) -> None:
         """The writer task: each batch of queued lines in one write (several when the pipe is full)."""
@@ -371,25 +367,36 @@ class StdioTransport:
                         await self._deliver(last)
                     break
                 if delivering:
-                    try:
-                        for line in decoder.feed(chunk):
-                            await self._deliver(line)
-                    except FrameTooLarge as exc:
-                        self._fail(exc)
-                        delivering = False
-                    except trio.BrokenResourceError:  # the transport is closing
-                        delivering = False
+                    delivering = await self._deliver_lines(decoder, chunk)
         except trio.BrokenResourceError:  # a failed read is an end of stream, or the transport is closing
             pass
         if self._error is None:
-            if not held_open:
-                with trio.move_on_after(EXIT_GRACE):  # the exit code and the last of stderr follow shortly
-                    await self._process.wait()
-                    await self._stderr_closed.wait()
-            status = self._exit_status() or "server closed its stdout"
-            if held_open:
-                status += " (its stdout is still held open, probably by a child process)"
-            self._fail(TransportError(status, stderr=self.stderr_tail()))
+            await self._stdout_ended(held_open)
+
+    async def _deliver_lines(self, decoder: LineDecoder, chunk: bytes) -> bool:
+        """Deliver the lines ``chunk`` completes; False once nothing more is to be delivered (a line too large,
+        which fails the transport, or the transport is closing)."""
+        try:
+            for line in decoder.feed(chunk):
+                await self._deliver(line)
+        except FrameTooLarge as exc:
+            self._fail(exc)
+            return False
+        except trio.BrokenResourceError:  # the transport is closing
+            return False
+        return True
+
+    async def _stdout_ended(self, held_open: bool) -> None:
+        """Fail the transport for an ended stdout, with the exit status once it follows (``held_open``: the
+        server exited but a child still holds its stdout)."""
+        if not held_open:
+            with trio.move_on_after(EXIT_GRACE):  # the exit code and the last of stderr follow shortly
+                await self._process.wait()
+                await self._stderr_closed.wait()
+        status = self._exit_status() or "server closed its stdout"
+        if held_open:
+            status += " (its stdout is still held open, probably by a child process)"
+        self._fail(TransportError(status, stderr=self.stderr_tail()))
 
     async def _deliver(self, line: bytes) -> None:
         for event in decode(line):

@@ -6,13 +6,24 @@ Shared by the POST side (error bodies) and the stream readers (JSON and SSE bodi
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final
+from contextlib import suppress
+from typing import Final, Protocol
 
+import httpx2
 import trio
 
 from runner.transports.http.wire import HttpResponse
 
-__all__ = ["ACCEPT_POST", "ACCEPT_SSE", "aclose_response", "content_type", "pump_body"]
+__all__ = [
+    "ACCEPT_POST",
+    "ACCEPT_SSE",
+    "Closeable",
+    "aclose_response",
+    "aclose_within",
+    "content_type",
+    "pump_body",
+    "read_error_body",
+]
 
 ACCEPT_POST: Final = "application/json, text/event-stream"
 ACCEPT_SSE: Final = "text/event-stream"
@@ -47,7 +58,31 @@ async def pump_body(response: HttpResponse, on_chunk: Callable[[bytes], bool]) -
         raise error
 
 
+class Closeable(Protocol):
+    async def aclose(self) -> None: ...
+
+
+async def aclose_within(closeable: Closeable, timeout: float) -> None:
+    """Close ``closeable`` (a response, a client) even while being cancelled, bounded in time."""
+    with trio.move_on_after(timeout, shield=True):
+        await closeable.aclose()
+
+
 async def aclose_response(response: HttpResponse, timeout: float) -> None:
     """Close ``response`` even while being cancelled, bounded in time."""
-    with trio.move_on_after(timeout, shield=True):
-        await response.aclose()
+    await aclose_within(response, timeout)
+
+
+async def read_error_body(response: HttpResponse, limit: int, timeout: float) -> bytes:
+    """The first ``limit`` bytes (or a little more: whole chunks) of an error response's body, read for
+    ``timeout`` at most; a read error ends it early (the body only describes an error already known)."""
+    data = bytearray()
+
+    def on_chunk(chunk: bytes) -> bool:
+        data.extend(chunk)
+        return len(data) >= limit
+
+    with trio.move_on_after(timeout):
+        with suppress(httpx2.HTTPError):
+            await pump_body(response, on_chunk)
+    return bytes(data)

@@ -175,17 +175,21 @@ class LeanClient:
             except h11.LocalProtocolError as exc:
                 raise httpx2.LocalProtocolError(f"the request cannot be sent: {exc}") from exc
             await self._write(conn, data)
-            while True:
-                head = await self.next_event(conn)
-                if isinstance(head, h11.Response):
-                    return LeanResponse(self, conn, head)
-                if not isinstance(head, h11.InformationalResponse):  # pragma: no cover - h11 gives nothing else
-                    raise httpx2.RemoteProtocolError(f"unexpected {head!r} before the response head")
+            return LeanResponse(self, conn, await self._response_head(conn))
         except BaseException:
             if conn is not None:
                 conn.close()
             self._slots.release()
             raise
+
+    async def _response_head(self, conn: _Conn) -> h11.Response:
+        """The response's head, the informational (1xx) ones before it skipped."""
+        while True:
+            head = await self.next_event(conn)
+            if isinstance(head, h11.Response):
+                return head
+            if not isinstance(head, h11.InformationalResponse):  # pragma: no cover - h11 gives nothing else
+                raise httpx2.RemoteProtocolError(f"unexpected {head!r} before the response head")
 
     async def next_event(self, conn: _Conn) -> object:
         """The next h11 event of ``conn``'s response, reading as needed; transport failures raised as

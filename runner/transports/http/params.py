@@ -74,26 +74,14 @@ class HttpParams:
     auth: AuthHook | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        try:
-            url = httpx2.URL(self.url)
-        except httpx2.InvalidURL as exc:
-            raise ConnectFailed(f"invalid server URL: {exc}") from None
-        if url.scheme not in ("http", "https") or not url.host:
-            raise ConnectFailed(f"the server URL must be http:// or https:// with a host, got {safe_url(url)}")
-        if url.userinfo:
-            raise ConnectFailed(
-                f"the server URL {safe_url(url)} carries credentials: put credentials in a header "
-                "(for example Authorization: Bearer ...), never in the URL"
-            )
+        _check_url(self.url)
         headers = dict(self.headers)
         for name, value in headers.items():
-            if not isinstance(name, str) or not isinstance(value, str):
-                raise ConnectFailed(f"header names and values must be strings (header {name!r})")
-            if name.lower() in _RESERVED_HEADERS:
-                raise ConnectFailed(f"header {name!r} is set by the transport itself and cannot be configured")
-            if self.auth is not None and name.lower() == "authorization":
-                raise ConnectFailed("an Authorization header cannot be configured together with OAuth (auth:)")
+            _check_header(name, value, oauth=self.auth is not None)
         object.__setattr__(self, "headers", MappingProxyType(headers))
+        self._check_numbers()
+
+    def _check_numbers(self) -> None:
         positive = ("max_connections", "send_attempts", "resume_attempts", "get_stream_attempts", "max_event_bytes")
         for name in positive:
             if getattr(self, name) < 1:
@@ -134,3 +122,28 @@ class HttpParams:
 def safe_url(url: httpx2.URL) -> str:
     """The URL without userinfo and query (either may hold a secret)."""
     return str(url.copy_with(username=None, password=None, query=None, fragment=None))
+
+
+def _check_url(text: str) -> None:
+    """An http(s) URL with a host and no credentials (they belong in a header, which is masked)."""
+    try:
+        url = httpx2.URL(text)
+    except httpx2.InvalidURL as exc:
+        raise ConnectFailed(f"invalid server URL: {exc}") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ConnectFailed(f"the server URL must be http:// or https:// with a host, got {safe_url(url)}")
+    if url.userinfo:
+        raise ConnectFailed(
+            f"the server URL {safe_url(url)} carries credentials: put credentials in a header "
+            "(for example Authorization: Bearer ...), never in the URL"
+        )
+
+
+def _check_header(name: object, value: object, *, oauth: bool) -> None:
+    """A configured header: strings, not one the transport sets, no Authorization beside OAuth."""
+    if not isinstance(name, str) or not isinstance(value, str):
+        raise ConnectFailed(f"header names and values must be strings (header {name!r})")
+    if name.lower() in _RESERVED_HEADERS:
+        raise ConnectFailed(f"header {name!r} is set by the transport itself and cannot be configured")
+    if oauth and name.lower() == "authorization":
+        raise ConnectFailed("an Authorization header cannot be configured together with OAuth (auth:)")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from contextlib import suppress
 from typing import Any, Final
 
 import httpx2
@@ -28,7 +27,7 @@ from runner.errors import (
 )
 from runner.protocol.jsonrpc import ErrorResponse, decode
 from runner.transports.http.authhook import MAX_AUTH_RETRIES
-from runner.transports.http.body import ACCEPT_POST, aclose_response, content_type, pump_body
+from runner.transports.http.body import ACCEPT_POST, aclose_response, content_type, read_error_body
 from runner.transports.http.classify import Action, classify_exception, classify_status, parse_retry_after
 from runner.transports.http.connection import Connection, Stream
 from runner.transports.http.params import HttpParams
@@ -214,15 +213,7 @@ class Poster:
     async def _error_detail(self, response: HttpResponse) -> tuple[str, tuple[int, str, Any] | None]:
         """A short description of an error body (a JSON-RPC error's message when there is one), and that
         error's (code, message, data)."""
-        data = bytearray()
-
-        def on_chunk(chunk: bytes) -> bool:
-            data.extend(chunk)
-            return len(data) >= _ERROR_BODY_LIMIT
-
-        with trio.move_on_after(self._params.close_timeout):
-            with suppress(httpx2.HTTPError):
-                await pump_body(response, on_chunk)
+        data = await read_error_body(response, _ERROR_BODY_LIMIT, self._params.close_timeout)
         if not data.strip():
             return "", None
         items = decode(bytes(data)) if content_type(response) == "application/json" else []

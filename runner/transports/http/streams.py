@@ -213,20 +213,12 @@ class StreamReaders:
             f"GET {self._name} (resuming the response stream of request {stream.request_id} "
             f"after event {stream.last_event_id!r})"
         )
-        response: HttpResponse | None = None
-        # No side effects: safe to abandon if the headers take longer than the budget.
-        with trio.move_on_after(max(budget.remaining(), self._params.connect_timeout)):
-            try:
-                response = await self._client.open("GET", headers)
-            except httpx2.TransportError as exc:
-                log.debug("%s: %r", what, exc)
+        response = await self._open_resume(headers, budget, what)
         if response is None:
             return False
         status = response.status_code
         if status == 200 and content_type(response) == ACCEPT_SSE:
-            if stream.request_id is not None and stream.last_event_id is not None:
-                self._connection.emit(StreamResumed(stream.request_id, stream.last_event_id))
-            return await self._consume(response, stream)
+            return await self._consume_resumed(response, stream)
         await aclose_response(response, self._params.close_timeout)
         if status == 404 and "Mcp-Session-Id" in headers:
             self._connection.expire(headers["Mcp-Session-Id"])
@@ -234,20 +226,40 @@ class StreamReaders:
         if status == 429 or status >= 500:
             log.debug("%s: server answered %d", what, status)
             return False
-        if status in (401, 403) and self._params.auth is not None:
-            # The token ran out while the call ran: a GET has no side effects, so renew it and resume again.
-            try:
-                renewed = await self._params.auth.challenged(
-                    status, response.headers.get("www-authenticate"), headers.get("Authorization")
-                )
-            except McpRunError as exc:
-                log.debug("%s: the token could not be renewed: %s", what, exc)
-                renewed = False
-            if renewed:
-                return False
+        if status in (401, 403) and await self._renewed(response, headers, what):
+            return False
         raise _Lost(
             OutcomeUnknown(f"{what}: server answered {status} {response.reason_phrase}: the stream cannot be resumed")
         )
+
+    async def _consume_resumed(self, response: HttpResponse, stream: Stream) -> bool:
+        """Read a resumed stream, having told the session where it resumed."""
+        if stream.request_id is not None and stream.last_event_id is not None:
+            self._connection.emit(StreamResumed(stream.request_id, stream.last_event_id))
+        return await self._consume(response, stream)
+
+    async def _open_resume(self, headers: dict[str, str], budget: ResumeBudget, what: str) -> HttpResponse | None:
+        """The resuming GET's response; None when it failed or its headers took longer than the budget."""
+        # No side effects: safe to abandon if the headers take longer than the budget.
+        with trio.move_on_after(max(budget.remaining(), self._params.connect_timeout)):
+            try:
+                return await self._client.open("GET", headers)
+            except httpx2.TransportError as exc:
+                log.debug("%s: %r", what, exc)
+        return None
+
+    async def _renewed(self, response: HttpResponse, headers: dict[str, str], what: str) -> bool:
+        """Whether OAuth renewed the token a GET was refused for (401/403): the token ran out while the call
+        ran, and a GET has no side effects, so it is renewed and the stream resumed again."""
+        if self._params.auth is None:
+            return False
+        try:
+            return await self._params.auth.challenged(
+                response.status_code, response.headers.get("www-authenticate"), headers.get("Authorization")
+            )
+        except McpRunError as exc:
+            log.debug("%s: the token could not be renewed: %s", what, exc)
+            return False
 
     # -- the standalone GET stream -------------------------------------------------------------------
 
@@ -258,29 +270,9 @@ class StreamReaders:
         with stream.scope:
             try:
                 while self._connection.session_id == session_id:
-                    headers = self._connection.headers(ACCEPT_SSE, last_event_id=stream.last_event_id)
-                    progressed = False
-                    delivered = stream.delivered
-                    try:
-                        response = await self._client.open("GET", headers)
-                    except httpx2.TransportError as exc:
-                        answered.set()
-                        log.debug("%s: %r", what, exc)
-                    else:
-                        answered.set()
-                        status = response.status_code
-                        if status == 200 and content_type(response) == ACCEPT_SSE:
-                            # Progress: a new event id (a polling server moves our cursor), or any message.
-                            progressed = await self._consume(response, stream) or stream.delivered > delivered
-                        else:
-                            await aclose_response(response, self._params.close_timeout)
-                            if status == 405:
-                                log.debug("%s: the server offers no GET stream (405)", what)
-                                return
-                            if status == 404 and session_id is not None:
-                                self._connection.expire(session_id)
-                                return
-                            log.info("%s: server answered %d", what, status)
+                    progressed = await self._get_once(stream, session_id, answered, what)
+                    if progressed is None:
+                        return
                     if progressed:
                         budget.progress()
                     delay = budget.next_delay(stream.retry_ms)
@@ -293,3 +285,29 @@ class StreamReaders:
             finally:
                 answered.set()
                 self._connection.close_get_stream(stream)
+
+    async def _get_once(self, stream: Stream, session_id: str | None, answered: trio.Event, what: str) -> bool | None:
+        """One GET of the standalone stream: whether it made progress (a new event id, as a polling server
+        moves our cursor, or any message); None when the stream is over (405: none offered; 404: the session
+        expired)."""
+        headers = self._connection.headers(ACCEPT_SSE, last_event_id=stream.last_event_id)
+        delivered = stream.delivered
+        try:
+            response = await self._client.open("GET", headers)
+        except httpx2.TransportError as exc:
+            answered.set()
+            log.debug("%s: %r", what, exc)
+            return False
+        answered.set()
+        status = response.status_code
+        if status == 200 and content_type(response) == ACCEPT_SSE:
+            return await self._consume(response, stream) or stream.delivered > delivered
+        await aclose_response(response, self._params.close_timeout)
+        if status == 405:
+            log.debug("%s: the server offers no GET stream (405)", what)
+            return None
+        if status == 404 and session_id is not None:
+            self._connection.expire(session_id)
+            return None
+        log.info("%s: server answered %d", what, status)
+        return False

@@ -67,7 +67,7 @@ import trio
 from runner.errors import NotDelivered, OutcomeUnknown, SessionExpired
 from runner.protocol.jsonrpc import Message, Request, RequestId, encode
 from runner.transports.base import TransportEvent
-from runner.transports.http.body import ACCEPT_SSE, aclose_response, content_type
+from runner.transports.http.body import ACCEPT_SSE, aclose_response, aclose_within, content_type
 from runner.transports.http.connection import Connection, Stream
 from runner.transports.http.params import HttpParams
 from runner.transports.http.post import Poster
@@ -114,13 +114,8 @@ class HttpTransport:
         """POST ``message``. For a request, return once the response headers are in (its body is read in
         the background); raise ``NotDelivered``, ``SessionExpired``, ``HTTPStatusError``,
         ``ConnectFailed`` or ``OutcomeUnknown`` as the table of :mod:`.classify` says."""
-        if not self._sending:
-            raise NotDelivered(f"{self._name}: the transport is closed")
         initialize = type(message) is Request and message.method == "initialize"
-        if self._connection.expired and not initialize:
-            # Found out on a stream (a resumption GET answered 404): sending without the session id would
-            # only get a 400 "missing session ID"; the session re-initializes and sends again.
-            raise SessionExpired(f"{self._name}: the server no longer knows our session")
+        self._check_sendable(initialize)
         if not initialize:
             await self._readers.get_stream_answered()
         stream = self._connection.register(message.id) if type(message) is Request else None
@@ -137,6 +132,15 @@ class HttpTransport:
         finally:
             if stream is not None and not handed_off:
                 self._connection.forget(stream)
+
+    def _check_sendable(self, initialize: bool) -> None:
+        """Raise ``NotDelivered`` once closed, ``SessionExpired`` (but for ``initialize``) once the session is
+        known to be gone: found out on a stream (a resumption GET answered 404), sending without the session
+        id would only get a 400 "missing session ID"; the session re-initializes and sends again."""
+        if not self._sending:
+            raise NotDelivered(f"{self._name}: the transport is closed")
+        if self._connection.expired and not initialize:
+            raise SessionExpired(f"{self._name}: the server no longer knows our session")
 
     def _accept(self, response: HttpResponse, stream: Stream | None, initialize: bool) -> bool:
         """A 2xx to a POST: start reading it. Returns True once a reader owns ``response``."""
@@ -201,7 +205,6 @@ async def open_http_transport(
         if transport is not None:
             transport.close()
         if owned:
-            with trio.move_on_after(params.close_timeout, shield=True):
-                await http.aclose()
+            await aclose_within(http, params.close_timeout)
     if body_error is not None:
         raise body_error
