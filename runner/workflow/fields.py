@@ -9,6 +9,7 @@ and their JSON schema (:mod:`runner.workflow.model` uses them; :mod:`runner.work
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
@@ -21,22 +22,22 @@ __all__ = ["Budget", "Duration", "Limit"]
 _DURATION_TEXT = r"^\s*((\d+(\.\d+)?|\.\d+)(h|m|s|ms))+\s*$"
 
 
-def _duration(value: Any) -> Any:
+def _parsed(parse: Callable[[Any], float], value: Any) -> float | None:
+    """``value`` parsed (None stays None: the field is unset); a parse error as the loader's ``workflow`` error."""
     if value is None:
         return None
     try:
-        return parse_duration(value)
+        return parse(value)
     except ValueError as exc:
         raise PydanticCustomError("workflow", "{message}", {"message": str(exc)}) from None
+
+
+def _duration(value: Any) -> Any:
+    return _parsed(parse_duration, value)
 
 
 def _limit(value: Any) -> Any:
-    if value is None:
-        return None
-    try:
-        return parse_limit(value)
-    except ValueError as exc:
-        raise PydanticCustomError("workflow", "{message}", {"message": str(exc)}) from None
+    return _parsed(parse_limit, value)
 
 
 def _budget(value: Any) -> Any:
