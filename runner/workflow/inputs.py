@@ -85,14 +85,11 @@ def _coerce_into(given: dict[str, Any], name: str, spec: Input, value: Any, erro
 
 
 def _missing_input(name: str, where: Positions) -> WorkflowError:
-    line, column = where.locate(("inputs", name), at="key")
-    return WorkflowError(
+    return where.error(
         f"missing required input {name!r}",
-        file=where.file,
-        line=line,
-        column=column,
-        path=f"inputs.{name}",
+        ("inputs", name),
         suggestion=f"set it with --input {name}=VALUE or in an inputs file",
+        at="key",
     )
 
 
