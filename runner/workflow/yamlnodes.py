@@ -292,7 +292,7 @@ class _Counting(Composer):
                 )
             self.reached = depth
             anchor = event.anchor
-            if anchor in self.anchors:  # never None: an anchor is a name
+            if anchor is not None and anchor in self.anchors:  # (reading self.anchors costs: not for every node)
                 raise ComposerError(
                     f"found duplicate anchor {anchor!r}; first occurrence",
                     self.anchors[anchor].start_mark,
