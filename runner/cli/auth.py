@@ -11,13 +11,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from runner.errors import UsageError
 from runner.exitcodes import ExitCode
 
 if TYPE_CHECKING:
-    from runner.auth.config import AuthConfig
+    from runner.auth.config import AuthConfig, Grant
     from runner.masking import Masker
 
 __all__ = ["add_auth_options", "add_commands", "auth_for"]
@@ -66,31 +66,12 @@ def auth_for(args: argparse.Namespace, url: str, masker: Masker) -> AuthConfig |
     login's, or ``None``."""
     from runner.auth.config import AuthConfig
 
-    grant = getattr(args, "auth", None)
-    given = {
-        "client_secret": _reference("--client-secret", args.client_secret),
-        "private_key": _reference("--private-key", args.private_key),
-        "assertion": _reference("--assertion", args.assertion),
-    }
-    for key, value in given.items():
-        if value:
-            masker.add(f"auth.{key}", value)
+    given = _given_secrets(args, masker)
+    grant = _grant(args, url, given)
     if grant is None:
-        if any(given.values()) or args.client_id:
-            raise UsageError("--client-id, --client-secret, --private-key and --assertion need --auth GRANT")
-        from runner.auth.store import TokenStore
-
-        if TokenStore().find(url) is None:
-            return None
-        grant = "login"
-    if grant == "client_credentials" and not args.client_id:
-        raise UsageError("--auth client_credentials needs --client-id")
-    if grant == "jwt_bearer" and not (given["assertion"] or args.github_audience):
-        raise UsageError("--auth jwt_bearer needs --assertion or --github-audience")
-    if grant not in ("client_credentials", "jwt_bearer", "login"):
-        raise UsageError(f"--auth: unknown grant {grant!r}")
+        return None
     return AuthConfig(
-        grant="login" if grant == "login" else "jwt_bearer" if grant == "jwt_bearer" else "client_credentials",
+        grant=grant,
         client_id=args.client_id,
         scopes=tuple(args.scope),
         issuer=args.issuer,
@@ -99,6 +80,43 @@ def auth_for(args: argparse.Namespace, url: str, masker: Masker) -> AuthConfig |
         private_key=given["private_key"],
         assertion=given["assertion"],
     )
+
+
+def _given_secrets(args: argparse.Namespace, masker: Masker) -> dict[str, str | None]:
+    """The secrets the flags refer to, resolved, each added to ``masker``."""
+    given = {
+        "client_secret": _reference("--client-secret", args.client_secret),
+        "private_key": _reference("--private-key", args.private_key),
+        "assertion": _reference("--assertion", args.assertion),
+    }
+    for key, value in given.items():
+        if value:
+            masker.add(f"auth.{key}", value)
+    return given
+
+
+def _grant(args: argparse.Namespace, url: str, given: dict[str, str | None]) -> Grant | None:
+    """The grant ``--auth`` names, once the flags it needs are checked; without ``--auth``, ``login`` when a
+    login is stored for ``url`` (else None: no OAuth)."""
+    grant = getattr(args, "auth", None)
+    if grant is None:
+        return _stored_login(args, url, given)
+    if grant == "client_credentials" and not args.client_id:
+        raise UsageError("--auth client_credentials needs --client-id")
+    if grant == "jwt_bearer" and not (given["assertion"] or args.github_audience):
+        raise UsageError("--auth jwt_bearer needs --assertion or --github-audience")
+    if grant not in ("client_credentials", "jwt_bearer", "login"):
+        raise UsageError(f"--auth: unknown grant {grant!r}")
+    return cast("Grant", grant)
+
+
+def _stored_login(args: argparse.Namespace, url: str, given: dict[str, str | None]) -> Grant | None:
+    """Without ``--auth``: ``login`` when ``mcp-run login`` stored one for ``url``; the other flags need a grant."""
+    if any(given.values()) or args.client_id:
+        raise UsageError("--client-id, --client-secret, --private-key and --assertion need --auth GRANT")
+    from runner.auth.store import TokenStore
+
+    return None if TokenStore().find(url) is None else "login"
 
 
 def token_sink(masker: Masker) -> Callable[[str], None]:
@@ -111,32 +129,45 @@ def token_sink(masker: Masker) -> Callable[[str], None]:
 
 
 def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: str) -> None:
-    login = sub.add_parser(
+    login = _url_command(
+        sub,
         "login",
+        run_login,
+        formatter,
         help="log in to an OAuth-protected server once, for later unattended runs",
         description="Run the OAuth authorization-code flow (PKCE) for an MCP server in a browser, and store the\n"
         "refresh token in your token store (mode 0600, under your state directory), so that later runs\n"
         "and workflows (auth: {grant: login}) get tokens silently.",
         epilog="examples:\n  mcp-run login https://api.example.com/mcp\n"
         "  mcp-run login --client-id my-app --no-browser https://api.example.com/mcp\n\n" + exit_help,
-        formatter_class=formatter,
     )
-    login.add_argument("url", metavar="URL", help="the MCP server's Streamable HTTP endpoint")
     add_auth_options(login, login=True)
     login.add_argument(
         "--client-metadata-url", metavar="URL", help="a client-ID metadata document to use as the client id"
     )
     login.add_argument("--no-browser", action="store_true", help="only print the URL to open")
-    login.set_defaults(handler=run_login)
-
-    logout = sub.add_parser(
+    _url_command(
+        sub,
         "logout",
+        run_logout,
+        formatter,
         help="forget the login stored for a server",
         description="Remove the refresh tokens `mcp-run login` stored for a server.",
-        formatter_class=formatter,
     )
-    logout.add_argument("url", metavar="URL", help="the MCP server's Streamable HTTP endpoint")
-    logout.set_defaults(handler=run_logout)
+
+
+def _url_command(
+    sub: Any,
+    name: str,
+    handler: Callable[[argparse.Namespace], int],
+    formatter: type[argparse.HelpFormatter],
+    **texts: str,
+) -> argparse.ArgumentParser:
+    """A subcommand about one server: its parser, taking the server's URL, run by ``handler``."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, formatter_class=formatter, **texts)
+    parser.add_argument("url", metavar="URL", help="the MCP server's Streamable HTTP endpoint")
+    parser.set_defaults(handler=handler)
+    return parser
 
 
 def run_login(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ data is listed as a note. Findings are one per line: ``error: FILE:LINE:COLUMN: 
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
@@ -29,6 +29,9 @@ from runner.workflow.plan import Plan, PlannedStep
 from runner.workflow.positions import format_path
 from runner.workflow.suggest import did_you_mean
 from runner.workflow.template import Loc, Reference, TemplateError, canonical_json
+
+if TYPE_CHECKING:
+    from runner.engine.scheduler import SessionOpener
 
 __all__ = ["PlanCheckFailed", "check_plan"]
 
@@ -69,31 +72,54 @@ def check_plan(plan: Plan, *, connect_timeout: float | None = None) -> list[str]
     env = env_context(plan)
     masker = Masker(collect_secrets(plan, inputs, env))
     opener = make_opener(plan, inputs, env, redact=masker.mask)
+    tools, failures = _list_tools(plan, opener, connect_timeout)
+    lines = [f"error: server {name}: {masker.scrub(failures[name])}" for name in plan.servers if name in failures]
+    findings = _step_findings(_StepChecker(plan, inputs, env), tools, masker)
+    lines += [masker.mask(line) for line in findings]
+    if failures:
+        code = _failed_code(failures, findings)
+        if code != ExitCode.USAGE:
+            raise PlanCheckFailed(lines, code)
+    if not any(line.startswith("error") for line in lines):
+        steps, servers = len(plan.steps), len(tools)
+        lines.append(f"ok: {plural(steps, 'step')} checked against {plural(servers, 'server')}")
+    return lines
+
+
+def _list_tools(
+    plan: Plan, opener: SessionOpener, connect_timeout: float | None
+) -> tuple[dict[str, dict[str, Tool]], dict[str, McpRunError]]:
+    """The tools of every server a step uses, by server and name, listed at once; and why each server that
+    could not list them failed."""
     tools: dict[str, dict[str, Tool]] = {}
     failures: dict[str, McpRunError] = {}
 
-    async def list_all() -> None:
-        async def one(name: str) -> None:
-            try:
-                with single_error():
-                    server = plan.servers[name]
-                    timeout = server.connect_within(connect_timeout)
-                    options = SessionOptions(
-                        name=name, server_log_level=None, initialize_timeout=timeout, protocol=server.protocol
-                    )
-                    async with opener(name, options) as session:
-                        tools[name] = {t.name: t for t in await session.list_tools()}
-            except McpRunError as exc:
-                failures[name] = exc
+    async def one(name: str) -> None:
+        try:
+            with single_error():
+                server = plan.servers[name]
+                timeout = server.connect_within(connect_timeout)
+                options = SessionOptions(
+                    name=name, server_log_level=None, initialize_timeout=timeout, protocol=server.protocol
+                )
+                async with opener(name, options) as session:
+                    tools[name] = {t.name: t for t in await session.list_tools()}
+        except McpRunError as exc:
+            failures[name] = exc
 
+    async def list_all() -> None:
         async with trio.open_nursery() as nursery:
             for name in plan.servers:
                 if any(s.server == name for s in plan.steps.values()):
                     nursery.start_soon(one, name)
 
     trio.run(list_all)
-    lines = [f"error: server {name}: {masker.scrub(failures[name])}" for name in plan.servers if name in failures]
-    checker = _StepChecker(plan, inputs, env)
+    return tools, failures
+
+
+def _step_findings(checker: _StepChecker, tools: dict[str, dict[str, Tool]], masker: Masker) -> list[str]:
+    """Every step's findings, in the plan's order; a step whose server listed no tools has none."""
+    plan = checker.plan
     findings: list[str] = []
     with masking(masker.mask):  # a value quoted into a finding is masked before it is cut
         for sid in plan.order:
@@ -101,19 +127,16 @@ def check_plan(plan: Plan, *, connect_timeout: float | None = None) -> list[str]
             found = tools.get(step.server)
             if found is not None:
                 findings += checker.check(step, found)
-    lines += [masker.mask(line) for line in findings]
-    if failures:
-        # Listing tools has no side effects: a connection lost on the way means unreachable, not in doubt.
-        codes = [ExitCode.UNREACHABLE if isinstance(e, TransportError) else e.exit_code for e in failures.values()]
-        if any(line.startswith("error") for line in findings):
-            codes.append(ExitCode.USAGE)
-        code = combine(codes)
-        if code != ExitCode.USAGE:
-            raise PlanCheckFailed(lines, code)
-    if not any(line.startswith("error") for line in lines):
-        steps, servers = len(plan.steps), len(tools)
-        lines.append(f"ok: {plural(steps, 'step')} checked against {plural(servers, 'server')}")
-    return lines
+    return findings
+
+
+def _failed_code(failures: dict[str, McpRunError], findings: list[str]) -> ExitCode:
+    """The exit code of a check some servers failed: theirs, combined with the plan's own errors (usage)."""
+    # Listing tools has no side effects: a connection lost on the way means unreachable, not in doubt.
+    codes = [ExitCode.UNREACHABLE if isinstance(e, TransportError) else e.exit_code for e in failures.values()]
+    if any(line.startswith("error") for line in findings):
+        codes.append(ExitCode.USAGE)
+    return combine(codes)
 
 
 class _StepChecker:
@@ -128,6 +151,10 @@ class _StepChecker:
         self._unset = {
             name for name, spec in plan.workflow.inputs.items() if given.get(name) is None and not spec.has_default
         }
+
+    @property
+    def plan(self) -> Plan:
+        return self._plan
 
     def check(self, step: PlannedStep, tools: dict[str, Tool]) -> list[str]:
         sid = step.id
@@ -203,8 +230,12 @@ class _StepChecker:
         except TemplateError as exc:
             errors.append(self._error(("steps", step.id, "for_each"), step.id, str(exc)))
             return None
-        if step.key is not None and not all(self._known(r) or r.root in ("item", "index") for r in step.key.references):
-            return items
+        if step.key is None or all(self._known(r) or r.root in ("item", "index") for r in step.key.references):
+            self._check_keys(step, items, errors)
+        return items
+
+    def _check_keys(self, step: PlannedStep, items: list[Any], errors: list[str]) -> None:
+        """The first item whose key cannot be rendered, or that repeats an earlier item's key, as an error."""
         seen: dict[str, int] = {}
         for index, item in enumerate(items):
             try:
@@ -217,7 +248,6 @@ class _StepChecker:
                 text = step.same_key(first, index, key)
                 errors.append(self._error(("steps", step.id, "key" if step.key else "for_each"), step.id, text))
                 break
-        return items
 
     def _render(self, step: PlannedStep, item: Any = None, index: int | None = None) -> Partial:
         """The step's arguments rendered as far as they are known now (with the item, when ``index`` is given)."""

@@ -66,22 +66,28 @@ async def _run_of(client: Client, execution: Any) -> RemoteRun:
     )
     status = execution.status
     if status is WorkflowExecutionStatus.COMPLETED:
-        try:
-            result = await client.get_workflow_handle(execution.id, run_id=execution.run_id).result()
-        except (RPCError, WorkflowFailureError):
-            result = None
-        if isinstance(result, dict):
-            run.status = str(result.get("status") or "completed")
-            run.exit_code = result.get("exit_code")
-            counts = result.get("counts")
-            run.counts = {**counts, "running": 0} if isinstance(counts, dict) else None
-        else:
-            run.status = "completed"
+        await _completed(client, execution, run)
     elif status in _CLOSED_WITHOUT_RESULT:
         run.status = _CLOSED_WITHOUT_RESULT[status]
     elif status is not WorkflowExecutionStatus.RUNNING and status is not None:
         run.status = status.name.lower().replace("_", "-")
     return run
+
+
+async def _completed(client: Client, execution: Any, run: RemoteRun) -> None:
+    """A completed run's status, exit code and counts, from its workflow's result (``completed`` when there
+    is none to read)."""
+    try:
+        result = await client.get_workflow_handle(execution.id, run_id=execution.run_id).result()
+    except (RPCError, WorkflowFailureError):
+        result = None
+    if isinstance(result, dict):
+        run.status = str(result.get("status") or "completed")
+        run.exit_code = result.get("exit_code")
+        counts = result.get("counts")
+        run.counts = {**counts, "running": 0} if isinstance(counts, dict) else None
+    else:
+        run.status = "completed"
 
 
 async def is_open(client: Client, run_id: str) -> bool:

@@ -132,21 +132,34 @@ async def _exact(client: Client, run_id: str, *, list_wait: float) -> Located | 
     if newest is not None and newest.run_id == run_id:
         return newest
     if newest is not None and _KEYED.match(run_id) is not None:
-        query = f'WorkflowId = "{workflow_id}"'
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + list_wait
-        while True:
-            try:
-                async for execution in client.list_workflows(query):
-                    if await memo_run_id(execution) == run_id:
-                        found = await describe(client, workflow_id, execution.run_id)
-                        if found is not None:
-                            return found
-            except RPCError as exc:
-                raise TemporalUnreachable(f"cannot list the runs on Temporal: {exc}") from None
-            if loop.time() >= deadline:
-                break
-            await asyncio.sleep(0.2)
+        return await _listed(client, workflow_id, run_id, list_wait=list_wait)
+    return None
+
+
+async def _listed(client: Client, workflow_id: str, run_id: str, *, list_wait: float) -> Located | None:
+    """Run ``run_id`` among the runs of ``workflow_id`` (an older run of a keyed id), listed again for up to
+    ``list_wait`` seconds (Temporal's list is eventually consistent); None when it is not found."""
+    query = f'WorkflowId = "{workflow_id}"'
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + list_wait
+    while True:
+        found = await _listed_once(client, query, workflow_id, run_id)
+        if found is not None:
+            return found
+        if loop.time() >= deadline:
+            return None
+        await asyncio.sleep(0.2)
+
+
+async def _listed_once(client: Client, query: str, workflow_id: str, run_id: str) -> Located | None:
+    try:
+        async for execution in client.list_workflows(query):
+            if await memo_run_id(execution) == run_id:
+                found = await describe(client, workflow_id, execution.run_id)
+                if found is not None:
+                    return found
+    except RPCError as exc:
+        raise TemporalUnreachable(f"cannot list the runs on Temporal: {exc}") from None
     return None
 
 

@@ -124,6 +124,14 @@ class ArgsValidator:
             self._plain = self._base(self._schema)
         return self._plain
 
+    def _unknowing(self) -> Validator:
+        """The validator for arguments holding placeholders: each keyword skips an :class:`Unknown`."""
+        if self._with_unknowns is None:
+            self._compiled()
+            assert self._base is not None  # set by _compiled
+            self._with_unknowns = _with_unknowns(self._base)(self._schema)
+        return self._with_unknowns
+
     def problems(self, args: Any, *, limit: int = MAX_PROBLEMS) -> list[ArgProblem]:
         """The definite problems of ``args`` (see the module docstring), by path, at most ``limit``.
 
@@ -133,12 +141,7 @@ class ArgsValidator:
         if self._quick is not None and self._quick(args):
             return []  # surely valid (a placeholder passes no quick test): the common case, at a fraction of the cost
         unknown = contains_unknown(args)
-        validator = self._compiled()
-        if unknown:
-            if self._with_unknowns is None:
-                assert self._base is not None  # set by _compiled
-                self._with_unknowns = _with_unknowns(self._base)(self._schema)
-            validator = self._with_unknowns
+        validator = self._unknowing() if unknown else self._compiled()
         try:
             errors = [e for e in validator.iter_errors(args) if _definite(e, unknown)]
         except self._unusable as exc:
@@ -232,16 +235,25 @@ def _value_test(schema: Any) -> Callable[[Any], bool] | None:
     annotations only; None for any other schema."""
     if schema is True or schema == {}:
         return lambda value: True
+    names = _type_names(schema)
+    if names is None:
+        return None
+    tests = tuple(_TYPE_TESTS[name] for name in names)
+    if len(tests) == 1:
+        return tests[0]
+    return lambda value: any(test(value) for test in tests)
+
+
+def _type_names(schema: Any) -> list[str] | None:
+    """The type names of a schema that is a ``type`` (a name or a non-empty list of names the quick test knows)
+    with annotations only; None for any other schema."""
     if not isinstance(schema, dict) or "type" not in schema or not _ANNOTATIONS.issuperset(set(schema) - {"type"}):
         return None
     kind = schema["type"]
     names = [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else None
     if not names or not all(isinstance(name, str) and name in _TYPE_TESTS for name in names):
         return None
-    tests = tuple(_TYPE_TESTS[name] for name in names)
-    if len(tests) == 1:
-        return tests[0]
-    return lambda value: any(test(value) for test in tests)
+    return names
 
 
 def quick_check(schema: Any) -> QuickCheck | None:
@@ -261,12 +273,9 @@ def quick_check(schema: Any) -> QuickCheck | None:
         return None
     if not all(isinstance(name, str) for name in required):
         return None
-    tests: dict[str, Callable[[Any], bool]] = {}
-    for name, subschema in properties.items():
-        test = _value_test(subschema)
-        if test is None:
-            return None
-        tests[name] = test
+    tests = _property_tests(properties)
+    if tests is None:
+        return None
     closed = additional is False
     needed = tuple(required)
 
@@ -288,6 +297,17 @@ def quick_check(schema: Any) -> QuickCheck | None:
     return check
 
 
+def _property_tests(properties: dict[str, Any]) -> dict[str, Callable[[Any], bool]] | None:
+    """Each property's :func:`_value_test`; None when one has none."""
+    tests: dict[str, Callable[[Any], bool]] = {}
+    for name, subschema in properties.items():
+        test = _value_test(subschema)
+        if test is None:
+            return None
+        tests[name] = test
+    return tests
+
+
 # What each annotation must be for the schema to be valid (``default`` may be anything).
 _ANNOTATION_TYPES: Final[dict[str, type[Any]]] = {
     "title": str, "description": str, "$comment": str, "format": str, "examples": list,
@@ -306,22 +326,29 @@ def surely_valid(schema: dict[str, Any], draft: str) -> bool:
     if not _annotations_valid(schema) or not isinstance(schema.get("properties", {}), dict):
         return False
     draft4 = draft == "http://json-schema.org/draft-04/schema#"
-    required = schema.get("required")
-    if required is not None and (
-        not isinstance(required, list) or len(set(map(str, required))) != len(required) or (draft4 and not required)
-    ):
+    if not _required_valid(schema.get("required"), draft4):
         return False
-    for subschema in schema.get("properties", {}).values():
-        if subschema is True:
-            if draft4:
-                return False
-            continue
-        if not isinstance(subschema, dict) or not _annotations_valid(subschema):
-            return False
-        kind = subschema.get("type")
-        if isinstance(kind, list) and (not kind or len(set(map(str, kind))) != len(kind)):
-            return False
-    return True
+    return all(_property_valid(subschema, draft4) for subschema in schema.get("properties", {}).values())
+
+
+def _required_valid(required: Any, draft4: bool) -> bool:
+    """``required`` absent, or a list of unique names (not empty in draft 4)."""
+    if required is None:
+        return True
+    return (
+        isinstance(required, list) and len(set(map(str, required))) == len(required) and not (draft4 and not required)
+    )
+
+
+def _property_valid(subschema: Any, draft4: bool) -> bool:
+    """A property's schema: ``true`` (not in draft 4), or annotations of their types and a ``type`` list of
+    unique names."""
+    if subschema is True:
+        return not draft4
+    if not isinstance(subschema, dict) or not _annotations_valid(subschema):
+        return False
+    kind = subschema.get("type")
+    return not (isinstance(kind, list) and (not kind or len(set(map(str, kind))) != len(kind)))
 
 
 # -- placeholders --------------------------------------------------------------------------------------------
@@ -382,23 +409,43 @@ def _definite(error: ValidationError, any_unknown: bool) -> bool:
 def _problem(error: ValidationError) -> ArgProblem:
     """The error as a problem, in words for the common cases: a missing and an unexpected argument."""
     path = tuple(error.path)
-    what = "argument" if not path else "property"
     schema = error.schema if isinstance(error.schema, dict) else {}
     instance = error.instance if isinstance(error.instance, dict) else {}
+    worded = None
     if error.validator == "required" and isinstance(error.validator_value, list):
-        for name in error.validator_value:
-            if name not in instance and error.message == f"{name!r} is a required property":
-                hint = _describe(schema.get("properties", {}).get(name))
-                return ArgProblem(path, f"missing required {what} {name!r}" + (f" ({hint})" if hint else ""), True)
-    if error.validator == "additionalProperties" and error.validator_value is False:
-        allowed = list(schema.get("properties", {}))
-        extra = [k for k in instance if k not in allowed]
-        if extra and not schema.get("patternProperties"):
-            hint = did_you_mean(str(extra[0]), allowed) or (
-                f"it takes {', '.join(allowed)}" if allowed else "it takes none"
-            )
-            return ArgProblem((*path, extra[0]), f"unexpected {what} {extra[0]!r}; {hint}", True)
-    return ArgProblem(path, first_line(error))
+        worded = _missing_problem(error, error.validator_value, path, schema, instance)
+    elif error.validator == "additionalProperties" and error.validator_value is False:
+        worded = _unexpected_problem(path, schema, instance)
+    return worded or ArgProblem(path, first_line(error))
+
+
+def _what(path: tuple[Any, ...]) -> str:
+    return "argument" if not path else "property"
+
+
+def _missing_problem(
+    error: ValidationError,
+    names: list[Any],
+    path: tuple[Any, ...],
+    schema: dict[str, Any],
+    instance: dict[str, Any],
+) -> ArgProblem | None:
+    """``missing required argument 'name' (a string)``, for the name jsonschema's message is about."""
+    for name in names:
+        if name not in instance and error.message == f"{name!r} is a required property":
+            hint = _describe(schema.get("properties", {}).get(name))
+            return ArgProblem(path, f"missing required {_what(path)} {name!r}" + (f" ({hint})" if hint else ""), True)
+    return None
+
+
+def _unexpected_problem(path: tuple[Any, ...], schema: dict[str, Any], instance: dict[str, Any]) -> ArgProblem | None:
+    """``unexpected argument 'nmae'; did you mean 'name'?``, when no pattern could have allowed it."""
+    allowed = list(schema.get("properties", {}))
+    extra = [k for k in instance if k not in allowed]
+    if not extra or schema.get("patternProperties"):
+        return None
+    hint = did_you_mean(str(extra[0]), allowed) or (f"it takes {', '.join(allowed)}" if allowed else "it takes none")
+    return ArgProblem((*path, extra[0]), f"unexpected {_what(path)} {extra[0]!r}; {hint}", True)
 
 
 def _describe(schema: Any) -> str | None:
@@ -490,18 +537,17 @@ def _additional_properties(validator: Any, additional: Any, instance: Any, schem
         for extra in extras:
             yield from validator.descend(instance[extra], additional, path=extra)
     elif not additional and extras:
-        extras.sort(key=str)
-        if "patternProperties" in schema:
-            verb = "does" if len(extras) == 1 else "do"
-            joined = ", ".join(repr(each) for each in extras)
-            yield ValidationError(
-                f"{joined} {verb} not match any of the regexes: {', '.join(map(repr, sorted(patterns)))}"
-            )
-        else:
-            verb = "was" if len(extras) == 1 else "were"
-            yield ValidationError(
-                f"Additional properties are not allowed ({', '.join(repr(each) for each in extras)} {verb} unexpected)"
-            )
+        yield ValidationError(_not_allowed(sorted(extras, key=str), schema, patterns))
+
+
+def _not_allowed(extras: list[Any], schema: Any, patterns: list[Any]) -> str:
+    """jsonschema's own message for properties ``additionalProperties: false`` refuses."""
+    joined = ", ".join(repr(each) for each in extras)
+    if "patternProperties" in schema:
+        verb = "does" if len(extras) == 1 else "do"
+        return f"{joined} {verb} not match any of the regexes: {', '.join(map(repr, sorted(patterns)))}"
+    verb = "was" if len(extras) == 1 else "were"
+    return f"Additional properties are not allowed ({joined} {verb} unexpected)"
 
 
 def _unchecked(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:

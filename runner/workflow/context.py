@@ -38,13 +38,7 @@ def step_view(result: Mapping[str, Any] | None, *, status: StepStatus | None = N
     """
     if result is None:
         return {"result": None, "structured": None, "text": None, "json": None, "status": status or "failed"}
-    content = result.get("content")
-    blocks = content if isinstance(content, list) else []
-    text = "\n".join(
-        block["text"]
-        for block in blocks
-        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)
-    )
+    text = _text_of(result.get("content"))
     try:
         parsed = json.loads(text)
     except (ValueError, RecursionError):
@@ -58,6 +52,17 @@ def step_view(result: Mapping[str, Any] | None, *, status: StepStatus | None = N
         "json": parsed,
         "status": status,
     }
+
+
+def _text_of(content: Any) -> str:
+    """The text content blocks of a result's ``content``, joined with newlines (a content that is no list has
+    none)."""
+    blocks = content if isinstance(content, list) else []
+    return "\n".join(
+        block["text"]
+        for block in blocks
+        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)
+    )
 
 
 def item_entry(status: StepStatus, error: str | None = None, result: Mapping[str, Any] | None = None) -> dict[str, Any]:

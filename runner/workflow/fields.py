@@ -9,6 +9,7 @@ and their JSON schema (:mod:`runner.workflow.model` uses them; :mod:`runner.work
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
@@ -21,22 +22,22 @@ __all__ = ["Budget", "Duration", "Limit"]
 _DURATION_TEXT = r"^\s*((\d+(\.\d+)?|\.\d+)(h|m|s|ms))+\s*$"
 
 
-def _duration(value: Any) -> Any:
+def _parsed(parse: Callable[[Any], float], value: Any) -> float | None:
+    """``value`` parsed (None stays None: the field is unset); a parse error as the loader's ``workflow`` error."""
     if value is None:
         return None
     try:
-        return parse_duration(value)
+        return parse(value)
     except ValueError as exc:
         raise PydanticCustomError("workflow", "{message}", {"message": str(exc)}) from None
+
+
+def _duration(value: Any) -> Any:
+    return _parsed(parse_duration, value)
 
 
 def _limit(value: Any) -> Any:
-    if value is None:
-        return None
-    try:
-        return parse_limit(value)
-    except ValueError as exc:
-        raise PydanticCustomError("workflow", "{message}", {"message": str(exc)}) from None
+    return _parsed(parse_limit, value)
 
 
 def _budget(value: Any) -> Any:
@@ -53,47 +54,36 @@ def _limit_text(value: float) -> float | str:
     return NO_LIMIT if math.isinf(value) else value
 
 
-Duration = Annotated[
-    float,
-    BeforeValidator(_duration),
-    WithJsonSchema(
+def _schema(description: str, *more: dict[str, Any]) -> WithJsonSchema:
+    """The JSON schema of a duration field: seconds or a string with units, and the ``more`` it accepts."""
+    return WithJsonSchema(
         {
-            "description": "Seconds (a number > 0) or a string with units: 90s, 10m, 1h, 500ms, 1h30m.",
+            "description": description,
             "anyOf": [
                 {"type": "number", "exclusiveMinimum": 0},
                 {"type": "string", "pattern": _DURATION_TEXT},
+                *more,
             ],
         }
-    ),
+    )
+
+
+Duration = Annotated[
+    float,
+    BeforeValidator(_duration),
+    _schema("Seconds (a number > 0) or a string with units: 90s, 10m, 1h, 500ms, 1h30m."),
 ]
-
-
 Limit = Annotated[
     float,
     BeforeValidator(_limit),
     PlainSerializer(_limit_text),
-    WithJsonSchema(
-        {
-            "description": "Seconds (a number > 0), a string with units (90s, 10m, 1h, 500ms), or `none` for no limit.",
-            "anyOf": [
-                {"type": "number", "exclusiveMinimum": 0},
-                {"type": "string", "pattern": _DURATION_TEXT},
-                {"const": NO_LIMIT},
-            ],
-        }
+    _schema(
+        "Seconds (a number > 0), a string with units (90s, 10m, 1h, 500ms), or `none` for no limit.",
+        {"const": NO_LIMIT},
     ),
 ]
 Budget = Annotated[
     float,
     BeforeValidator(_budget),
-    WithJsonSchema(
-        {
-            "description": "How long to keep trying: seconds, a string with units (5m), or false (never).",
-            "anyOf": [
-                {"type": "number", "exclusiveMinimum": 0},
-                {"type": "string", "pattern": _DURATION_TEXT},
-                {"const": False},
-            ],
-        }
-    ),
+    _schema("How long to keep trying: seconds, a string with units (5m), or false (never).", {"const": False}),
 ]

@@ -245,14 +245,20 @@ def check_call(node: dict[str, Any]) -> None:
     children: list[dict[str, Any]] = node["children"]
     _check_arity(name, signature, len(children))
     for position, (param, child) in enumerate(zip(signature, children, strict=False), start=1):
-        known = _static_type(child)
-        if param["types"] and known is not None:
-            allowed = {t.split("-", 1)[0] for t in param["types"]}
-            if not set(known.split("|")) & allowed:
-                shown = describe(child["value"]) if child["type"] == "literal" else f"{_article(known)} {known}"
-                raise _type_error(name, param, position, shown)
-        if param.get("regex") and child["type"] == "literal" and isinstance(child["value"], str):
-            _regex(name, child["value"])
+        _check_argument(name, param, position, child)
+
+
+def _check_argument(name: str, param: dict[str, Any], position: int, child: dict[str, Any]) -> None:
+    """One argument against its parameter: a type known before the run must be one it takes; a literal regex
+    must pass the guard."""
+    known = _static_type(child)
+    if param["types"] and known is not None:
+        allowed = {t.split("-", 1)[0] for t in param["types"]}
+        if not set(known.split("|")) & allowed:
+            shown = describe(child["value"]) if child["type"] == "literal" else f"{_article(known)} {known}"
+            raise _type_error(name, param, position, shown)
+    if param.get("regex") and child["type"] == "literal" and isinstance(child["value"], str):
+        _regex(name, child["value"])
 
 
 def _check_arity(

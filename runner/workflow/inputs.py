@@ -5,11 +5,10 @@ once.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from runner.errors import WorkflowError
@@ -40,29 +39,7 @@ def resolve_inputs(
     """
     where = positions or Positions()
     errors: list[WorkflowError] = []
-    given: dict[str, Any] = {}
-    names = list(declared)
-    for name, value in (file_values or {}).items():
-        if name not in declared:
-            errors.append(_unknown_input(str(name), names, "in the inputs file"))
-            continue
-        try:
-            given[name] = coerce_input(name, declared[name], value)
-        except WorkflowError as exc:
-            errors.append(exc)
-    for pair in pairs:
-        name, sep, text = pair.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            errors.append(WorkflowError(f"expected --input NAME=VALUE, found {pair!r}"))
-            continue
-        if name not in declared:
-            errors.append(_unknown_input(name, names, "in --input"))
-            continue
-        try:
-            given[name] = coerce_input(name, declared[name], text)
-        except WorkflowError as exc:
-            errors.append(exc)
+    given = _given(declared, pairs, file_values or {}, errors)
     values: dict[str, Any] = {}
     for name, spec in declared.items():
         if name in given:
@@ -70,21 +47,50 @@ def resolve_inputs(
         elif spec.has_default:
             values[name] = spec.default
         elif require and spec.is_required:
-            line, column = where.locate(("inputs", name), at="key")
-            errors.append(
-                WorkflowError(
-                    f"missing required input {name!r}",
-                    file=where.file,
-                    line=line,
-                    column=column,
-                    path=f"inputs.{name}",
-                    suggestion=f"set it with --input {name}=VALUE or in an inputs file",
-                )
-            )
+            errors.append(_missing_input(name, where))
         else:
             values[name] = None
     raise_errors(errors)
     return values
+
+
+def _given(
+    declared: Mapping[str, Input], pairs: Sequence[str], file_values: Mapping[str, Any], errors: list[WorkflowError]
+) -> dict[str, Any]:
+    """The inputs the file and then the pairs give, coerced; each problem appended to ``errors``."""
+    given: dict[str, Any] = {}
+    names = list(declared)
+    for name, value in file_values.items():
+        if name not in declared:
+            errors.append(_unknown_input(str(name), names, "in the inputs file"))
+            continue
+        _coerce_into(given, name, declared[name], value, errors)
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            errors.append(WorkflowError(f"expected --input NAME=VALUE, found {pair!r}"))
+        elif name not in declared:
+            errors.append(_unknown_input(name, names, "in --input"))
+        else:
+            _coerce_into(given, name, declared[name], text, errors)
+    return given
+
+
+def _coerce_into(given: dict[str, Any], name: str, spec: Input, value: Any, errors: list[WorkflowError]) -> None:
+    try:
+        given[name] = coerce_input(name, spec, value)
+    except WorkflowError as exc:
+        errors.append(exc)
+
+
+def _missing_input(name: str, where: Positions) -> WorkflowError:
+    return where.error(
+        f"missing required input {name!r}",
+        ("inputs", name),
+        suggestion=f"set it with --input {name}=VALUE or in an inputs file",
+        at="key",
+    )
 
 
 def coerce_input(name: str, spec: Input, value: Any) -> Any:
@@ -112,21 +118,44 @@ _NOT_PARSED: Any = object()
 
 
 def _parse_text(kind: str, text: str) -> Any:
-    parsed = _NOT_PARSED
-    if kind == "integer":
-        with contextlib.suppress(ValueError):
-            parsed = int(text)
-    elif kind == "number":
-        with contextlib.suppress(ValueError):
-            parsed = float(text) if any(c in text.lower() for c in ".en") else int(text)
-        if isinstance(parsed, float) and not math.isfinite(parsed):
-            parsed = _NOT_PARSED
-    elif kind == "boolean":
-        parsed = True if text.lower() in _TRUE else False if text.lower() in _FALSE else _NOT_PARSED
-    elif kind in ("array", "object"):
-        with contextlib.suppress(ValueError, RecursionError):
-            parsed = json.loads(text)
-    return parsed
+    """``text`` read as a ``kind`` (``_NOT_PARSED`` when it cannot be; a string is never parsed)."""
+    parse = _PARSERS.get(kind)
+    return _NOT_PARSED if parse is None else parse(text)
+
+
+def _parse_integer(text: str) -> Any:
+    try:
+        return int(text)
+    except ValueError:
+        return _NOT_PARSED
+
+
+def _parse_number(text: str) -> Any:
+    try:
+        parsed = float(text) if any(c in text.lower() for c in ".en") else int(text)
+    except ValueError:
+        return _NOT_PARSED
+    return _NOT_PARSED if isinstance(parsed, float) and not math.isfinite(parsed) else parsed
+
+
+def _parse_boolean(text: str) -> Any:
+    return True if text.lower() in _TRUE else False if text.lower() in _FALSE else _NOT_PARSED
+
+
+def _parse_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return _NOT_PARSED
+
+
+_PARSERS: dict[str, Callable[[str], Any]] = {
+    "integer": _parse_integer,
+    "number": _parse_number,
+    "boolean": _parse_boolean,
+    "array": _parse_json,
+    "object": _parse_json,
+}
 
 
 def _unknown_input(name: str, names: list[str], where: str) -> WorkflowError:

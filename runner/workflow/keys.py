@@ -51,6 +51,11 @@ def scalar_label(item: Any) -> str | None:
         return text if len(text) <= LABEL_LIMIT else None
     if isinstance(item, float):
         return canonical_json(item) if math.isfinite(item) else None
-    if isinstance(item, str) and 0 < len(item) <= LABEL_LIMIT and item.isprintable() and item == item.strip():
+    return _string_label(item) if isinstance(item, str) else None
+
+
+def _string_label(item: str) -> str | None:
+    """A short printable string without surrounding spaces labels itself (unless it starts as a hash does)."""
+    if 0 < len(item) <= LABEL_LIMIT and item.isprintable() and item == item.strip():
         return None if item.startswith("#") else item
     return None

@@ -33,13 +33,14 @@ import gc
 import math
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from runner.errors import WorkflowError
 from runner.workflow.inputs import resolve_inputs
@@ -223,27 +224,29 @@ class _Builder:
             lowered = text.lower()
             return lowered == "true" if lowered in ("true", "false") else text
         if tag in (_TAG + "int", _TAG + "float"):
-            if ":" in text:
-                return text
-            try:
-                number = self.scalars.construct_object(node)
-            except (ValueError, yaml.YAMLError):
-                return self.bad_number(text, node, loc)
-            if isinstance(number, float) and not math.isfinite(number):
-                self.error(
-                    f"{_shown(text)} is not a JSON number: a value cannot be infinite or NaN",
-                    node,
-                    loc,
-                    suggestion=f'quote it to pass a string: "{text}"' if len(text) <= 40 else None,
-                )
-                return None
-            if isinstance(number, int) and number.bit_length() > 3 * _INT_DIGITS and _too_long(number):
-                return self.bad_number(text, node, loc)
-            return number
+            return text if ":" in text else self.number(text, node, loc)
         if tag in (_TAG + "timestamp", _TAG + "merge", _TAG + "value"):
             return text
         self.error(f"unsupported YAML tag {tag}", node, loc)
         return None
+
+    def number(self, text: str, node: yaml.Node, loc: Loc) -> Any:
+        """A YAML int or float as JSON allows it: finite, and with no more digits than Python will print."""
+        try:
+            number = self.scalars.construct_object(node)
+        except (ValueError, yaml.YAMLError):
+            return self.bad_number(text, node, loc)
+        if isinstance(number, float) and not math.isfinite(number):
+            self.error(
+                f"{_shown(text)} is not a JSON number: a value cannot be infinite or NaN",
+                node,
+                loc,
+                suggestion=f'quote it to pass a string: "{text}"' if len(text) <= 40 else None,
+            )
+            return None
+        if isinstance(number, int) and number.bit_length() > 3 * _INT_DIGITS and _too_long(number):
+            return self.bad_number(text, node, loc)
+        return number
 
 
 def _shown(text: str) -> str:
@@ -368,7 +371,6 @@ _EXPECTED = {
 
 
 def _schema_errors(exc: ValidationError, positions: Positions) -> list[WorkflowError]:
-    errors: list[WorkflowError] = []
     details = exc.errors(include_url=False)
     # A misspelt required key shows up twice (unknown `tol`, missing `tool`): report the typo only.
     misspelt = {
@@ -377,52 +379,86 @@ def _schema_errors(exc: ValidationError, positions: Positions) -> list[WorkflowE
         if d["type"] == "extra_forbidden"
         for match in difflib.get_close_matches(str(d["loc"][-1]), _allowed_keys(tuple(d["loc"][:-1])), n=1)
     }
+    errors: list[WorkflowError] = []
     for detail in details:
         loc: Loc = tuple(detail["loc"])
-        kind = detail["type"]
-        found = detail.get("input")
-        ctx = detail.get("ctx") or {}
-        if loc and loc[-1] == "[key]":
-            errors.append(_key_error(loc[:-1], positions))
+        if detail["type"] == "missing" and loc in misspelt:
             continue
-        if kind == "extra_forbidden":
-            name = str(loc[-1])
-            allowed = _allowed_keys(loc[:-1])
-            hint = did_you_mean(name, allowed) or (f"allowed keys: {', '.join(allowed)}" if allowed else None)
-            errors.append(positions.error(f"unknown key {name!r}", loc, suggestion=hint, at="key"))
-        elif kind == "missing" and loc in misspelt:
-            continue
-        elif kind == "missing":
-            name = str(loc[-1])
-            hint = "add `version: 1` at the top of the file" if loc == ("version",) else None
-            parent = loc[:-1]
-            line, column = positions.locate(parent, at="key") if parent else (1, 1)
-            errors.append(
-                WorkflowError(
-                    f"missing required key {name!r}",
-                    file=positions.file,
-                    line=line,
-                    column=column,
-                    path=_path(parent),
-                    suggestion=hint,
-                )
-            )
-        elif kind in _EXPECTED:
-            errors.append(positions.error(_expected(_EXPECTED[kind], found), loc, suggestion=_type_hint(kind, found)))
-        elif kind == "workflow":
-            errors.append(positions.error(str(ctx.get("message", detail["msg"])), loc))
-        elif kind == "greater_than_equal":
-            errors.append(positions.error(_expected(f"a value >= {ctx.get('ge')}", found), loc))
-        elif kind == "too_short":
-            errors.append(positions.error(f"expected at least {ctx.get('min_length')} item, found none", loc))
-        elif kind == "literal_error":
-            expected = str(ctx.get("expected", "")).replace("'", "")
-            hint = did_you_mean(str(found), [c.strip() for c in expected.replace(" or ", ",").split(",")])
-            errors.append(positions.error(f"expected one of {expected}, found {describe(found)}", loc, suggestion=hint))
-        else:
-            message = str(detail["msg"])
-            errors.append(positions.error(message[:1].lower() + message[1:] + f", found {describe(found)}", loc))
+        errors.append(_detail_error(detail, loc, positions))
     return errors
+
+
+def _detail_error(detail: ErrorDetails, loc: Loc, positions: Positions) -> WorkflowError:
+    """One pydantic error as a located WorkflowError: the error's type picks the wording (a table, so each
+    type's sentence reads on its own)."""
+    kind = detail["type"]
+    if loc and loc[-1] == "[key]":
+        return _key_error(loc[:-1], positions)
+    if kind in _EXPECTED:
+        found = detail.get("input")
+        return positions.error(_expected(_EXPECTED[kind], found), loc, suggestion=_type_hint(kind, found))
+    wording = _WORDING.get(kind, _generic_error)
+    return wording(detail, loc, positions)
+
+
+def _extra_key_error(detail: ErrorDetails, loc: Loc, positions: Positions) -> WorkflowError:
+    name = str(loc[-1])
+    allowed = _allowed_keys(loc[:-1])
+    hint = did_you_mean(name, allowed) or (f"allowed keys: {', '.join(allowed)}" if allowed else None)
+    return positions.error(f"unknown key {name!r}", loc, suggestion=hint, at="key")
+
+
+def _missing_key_error(detail: ErrorDetails, loc: Loc, positions: Positions) -> WorkflowError:
+    name = str(loc[-1])
+    hint = "add `version: 1` at the top of the file" if loc == ("version",) else None
+    parent = loc[:-1]
+    line, column = positions.locate(parent, at="key") if parent else (1, 1)
+    return WorkflowError(
+        f"missing required key {name!r}",
+        file=positions.file,
+        line=line,
+        column=column,
+        path=_path(parent),
+        suggestion=hint,
+    )
+
+
+def _workflow_error(detail: ErrorDetails, loc: Loc, positions: Positions) -> WorkflowError:
+    ctx = detail.get("ctx") or {}
+    return positions.error(str(ctx.get("message", detail["msg"])), loc)
+
+
+def _minimum_error(detail: ErrorDetails, loc: Loc, positions: Positions) -> WorkflowError:
+    ctx = detail.get("ctx") or {}
+    return positions.error(_expected(f"a value >= {ctx.get('ge')}", detail.get("input")), loc)
+
+
+def _too_short_error(detail: ErrorDetails, loc: Loc, positions: Positions) -> WorkflowError:
+    ctx = detail.get("ctx") or {}
+    return positions.error(f"expected at least {ctx.get('min_length')} item, found none", loc)
+
+
+def _literal_error(detail: ErrorDetails, loc: Loc, positions: Positions) -> WorkflowError:
+    ctx = detail.get("ctx") or {}
+    found = detail.get("input")
+    expected = str(ctx.get("expected", "")).replace("'", "")
+    hint = did_you_mean(str(found), [c.strip() for c in expected.replace(" or ", ",").split(",")])
+    return positions.error(f"expected one of {expected}, found {describe(found)}", loc, suggestion=hint)
+
+
+def _generic_error(detail: ErrorDetails, loc: Loc, positions: Positions) -> WorkflowError:
+    message = str(detail["msg"])
+    return positions.error(message[:1].lower() + message[1:] + f", found {describe(detail.get('input'))}", loc)
+
+
+_WORDING: dict[str, Callable[[ErrorDetails, Loc, Positions], WorkflowError]] = {
+    "extra_forbidden": _extra_key_error,
+    "missing": _missing_key_error,
+    "workflow": _workflow_error,
+    "greater_than_equal": _minimum_error,
+    "too_short": _too_short_error,
+    "literal_error": _literal_error,
+}
 
 
 def _expected(what: str, found: Any) -> str:

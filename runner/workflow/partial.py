@@ -65,26 +65,34 @@ def render_known(
             return [walk(item, (*at, n)) for n, item in enumerate(node)]
         if not isinstance(node, str):
             return node
-        try:
-            compiled = compile_value(node, loc=at)
-        except TemplateSyntaxError:  # a plan holds only templates that compiled; be safe anyway
-            return node
-        if compiled.is_constant:
-            return node
-        reads = tuple(dict.fromkeys(o.reference for o in compiled.occurrences))
-        text = compiled.single_expression is None
-        if not all(known(ref) for ref in reads):
-            unknown = Unknown(at, node, tuple(ref for ref in reads if not known(ref)), text)
-            partial.unknowns.append(unknown)
-            return unknown
-        try:
-            return compiled.render(context)
-        except TemplateError as exc:
-            partial.errors.append((at, exc))
-            return Unknown(at, node, (), text)
+        return _render_string(node, at, context, known, partial)
 
     partial.value = walk(value, loc)
     return partial
+
+
+def _render_string(
+    node: str, at: Loc, context: Mapping[str, Any], known: Callable[[Reference], bool], partial: Partial
+) -> Any:
+    """One string of the value: itself when it holds no template, rendered when all it reads is known, else an
+    :class:`Unknown` (listed in ``partial``, with the error when rendering failed)."""
+    try:
+        compiled = compile_value(node, loc=at)
+    except TemplateSyntaxError:  # a plan holds only templates that compiled; be safe anyway
+        return node
+    if compiled.is_constant:
+        return node
+    reads = tuple(dict.fromkeys(o.reference for o in compiled.occurrences))
+    text = compiled.single_expression is None
+    if not all(known(ref) for ref in reads):
+        unknown = Unknown(at, node, tuple(ref for ref in reads if not known(ref)), text)
+        partial.unknowns.append(unknown)
+        return unknown
+    try:
+        return compiled.render(context)
+    except TemplateError as exc:
+        partial.errors.append((at, exc))
+        return Unknown(at, node, (), text)
 
 
 def contains_unknown(value: Any) -> bool:

@@ -405,8 +405,19 @@ def _parse(source: str, loc: Loc) -> _Expression:
     if depth > MAX_NESTING:
         raise TemplateSyntaxError(_too_deep(source, depth), loc=loc, suggestion=_FLATTER)
     _check_literals(source, loc)
+    parsed = _jmespath_parse(source, loc)
+    expression = _Expression(source, parsed)
     try:
-        parsed = Parser().parse(source)
+        _check_nodes(parsed.parsed, source, loc)
+    except RecursionError:
+        raise TemplateSyntaxError(_too_deep(source), loc=loc, suggestion=_FLATTER) from None
+    return expression
+
+
+def _jmespath_parse(source: str, loc: Loc) -> ParsedResult:
+    """JMESPath's parse of ``source``; each way it fails as a :class:`TemplateSyntaxError` saying where."""
+    try:
+        return Parser().parse(source)
     except jp_exceptions.LexerError as exc:
         raise TemplateSyntaxError(
             f"invalid expression {shown_expression(source)}: {_lower_first(exc.message)} "
@@ -427,12 +438,6 @@ def _parse(source: str, loc: Loc) -> _Expression:
     except (jp_exceptions.JMESPathError, ValueError, TypeError, KeyError, IndexError) as exc:
         # The parser raises a few plain exceptions for odd input; each is still a bad expression.
         raise TemplateSyntaxError(f"invalid expression {shown_expression(source)}", loc=loc) from exc
-    expression = _Expression(source, parsed)
-    try:
-        _check_nodes(parsed.parsed, source, loc)
-    except RecursionError:
-        raise TemplateSyntaxError(_too_deep(source), loc=loc, suggestion=_FLATTER) from None
-    return expression
 
 
 _FLATTER = "nest less; a JSON literal (`[[1]]`) may be as deep as you like"
@@ -466,7 +471,7 @@ def _nesting(source: str) -> int:
         elif char in ")]}":
             depth -= 1
             run = 0
-        elif (char == "!" and source[pos + 1 : pos + 2] != "=") or (char == "&" and source[pos + 1 : pos + 2] != "&"):
+        elif char in "!&" and _is_prefix(source, pos, char):
             if pos and source[pos - 1] == "&":  # the second & of &&
                 run = 0
             else:
@@ -476,6 +481,11 @@ def _nesting(source: str) -> int:
             run = 0
         pos += 1
     return deepest
+
+
+def _is_prefix(source: str, pos: int, char: str) -> bool:
+    """Whether the ``!`` or ``&`` at ``pos`` is a prefix operator (not ``!=``, nor the first ``&`` of ``&&``)."""
+    return source[pos + 1 : pos + 2] != ("=" if char == "!" else "&")
 
 
 def _check_literals(source: str, loc: Loc) -> None:

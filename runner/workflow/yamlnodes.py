@@ -142,22 +142,32 @@ def read_text(path: str | os.PathLike[str], what: str, limits: YamlLimits = DEFA
     except OSError as exc:
         raise WorkflowError(f"cannot read the {what}: {exc.strerror or exc}", file=file) from exc
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise WorkflowError(
-                f"the {what} is {file_kind(mode)}; expected a regular file",
-                file=file,
-                suggestion=None
-                if stat.S_ISDIR(mode)
-                else _INSTEAD.get(what, f"save the {what} as a file and give its name"),
-            )
-        raw = _read_at_most(fd, limits.max_bytes + 1)
+        raw = _read_regular(fd, what, file, limits.max_bytes + 1)
     except OSError as exc:
         raise WorkflowError(f"cannot read the {what}: {exc.strerror or exc}", file=file) from exc
     finally:
         os.close(fd)
     if len(raw) > limits.max_bytes:
         raise _too_large(what, limits, file, *_position(raw, _character_start(raw, limits.max_bytes)))
+    return _decoded(raw, what, file)
+
+
+def _read_regular(fd: int, what: str, file: str, size: int) -> bytes:
+    """Up to ``size`` bytes of ``fd``, refused when it is no regular file."""
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        raise WorkflowError(
+            f"the {what} is {file_kind(mode)}; expected a regular file",
+            file=file,
+            suggestion=None
+            if stat.S_ISDIR(mode)
+            else _INSTEAD.get(what, f"save the {what} as a file and give its name"),
+        )
+    return _read_at_most(fd, size)
+
+
+def _decoded(raw: bytes, what: str, file: str) -> str:
+    """``raw`` as UTF-8 (a byte order mark skipped); a bad byte is reported at its line and column."""
     skip = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
     try:
         return str(memoryview(raw)[skip:], "utf-8")
@@ -257,9 +267,10 @@ class _Counting(Composer):
         return self.node(_step(parent, index))
 
     def node(self, step: str | int | None) -> yaml.Node:
-        """The next node, at ``step`` below the current one. PyYAML's ``compose_node`` and its three
-        ``compose_*_node`` methods in one, with the limits checked before a node is composed: each value costs
-        one call rather than five, and a scalar's implicit tag is looked up once per distinct text."""
+        """The next node, at ``step`` below the current one. PyYAML's ``compose_node`` and its
+        ``compose_scalar_node`` in one (collections in :meth:`mapping` and :meth:`sequence`), with the limits
+        checked before a node is composed: a scalar costs one call rather than three, and its implicit tag is
+        looked up once per distinct text."""
         loc = self.loc
         loc.append(step)
         try:
@@ -281,7 +292,7 @@ class _Counting(Composer):
                 )
             self.reached = depth
             anchor = event.anchor
-            if anchor is not None and anchor in self.anchors:
+            if anchor is not None and anchor in self.anchors:  # (reading self.anchors costs: not for every node)
                 raise ComposerError(
                     f"found duplicate anchor {anchor!r}; first occurrence",
                     self.anchors[anchor].start_mark,
@@ -289,53 +300,66 @@ class _Counting(Composer):
                     event.start_mark,
                 )
             node: yaml.Node
-            if kind is ScalarEvent:
+            if kind is ScalarEvent:  # the most frequent node: composed here, without a call
                 self.get_event()
                 value = event.value
-                tag = event.tag
-                if tag is None or tag == "!":
-                    tag = self.scalar_tag(value, event.implicit)
-                node = ScalarNode(tag, value, event.start_mark, event.end_mark, style=event.style)
-                if anchor is not None:
-                    self.anchors[anchor] = node
+                node = ScalarNode(
+                    self.scalar_tag(event.tag, value, event.implicit),
+                    value,
+                    event.start_mark,
+                    event.end_mark,
+                    style=event.style,
+                )
                 self.check_scalar(value, event.start_mark)
             elif kind is MappingStartEvent:
-                self.get_event()
-                tag = event.tag
-                if tag is None or tag == "!":
-                    tag = self.resolve(MappingNode, None, event.implicit)
-                node = MappingNode(tag, [], event.start_mark, None, flow_style=event.flow_style)
-                if anchor is not None:
-                    self.anchors[anchor] = node
-                pairs = node.value
-                while type(self.peek_event()) is not MappingEndEvent:
-                    key = self.node(None)
-                    pairs.append((key, self.node(_step(node, key))))
-                node.end_mark = self.get_event().end_mark
+                node = self.mapping(event, anchor)
             elif kind is SequenceStartEvent:
-                self.get_event()
-                tag = event.tag
-                if tag is None or tag == "!":
-                    tag = self.resolve(SequenceNode, None, event.implicit)
-                node = SequenceNode(tag, [], event.start_mark, None, flow_style=event.flow_style)
-                if anchor is not None:
-                    self.anchors[anchor] = node
-                items = node.value
-                while type(self.peek_event()) is not SequenceEndEvent:
-                    items.append(self.node(len(items)))
-                node.end_mark = self.get_event().end_mark
+                node = self.sequence(event, anchor)
             else:  # no other event starts a node; PyYAML's composer decides what to make of it
                 node = cast(yaml.Node, super().compose_node(None, 0))
             if anchor is not None:  # only an anchored node can be repeated
+                self.anchors[anchor] = node  # a collection's was set before its values, for aliases inside
                 self.sizes[id(node)] = (self.total - before, self.reached - depth + 1, self.chars - chars)
             self.reached = max(reached, self.reached)
             return node
         finally:
             loc.pop()
 
-    def scalar_tag(self, value: str, implicit: tuple[bool, bool]) -> str:
-        """The tag of an untagged scalar: what the resolver says, remembered for the first few thousand distinct
-        short texts (keys and repeated values), which is where a document repeats itself."""
+    def mapping(self, event: Any, anchor: str | None) -> MappingNode:
+        self.get_event()
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = self.resolve(MappingNode, None, event.implicit)
+        node = MappingNode(tag, [], event.start_mark, None, flow_style=event.flow_style)
+        if anchor is not None:
+            self.anchors[anchor] = node
+        pairs = node.value
+        while type(self.peek_event()) is not MappingEndEvent:
+            key = self.node(None)
+            pairs.append((key, self.node(_step(node, key))))
+        node.end_mark = self.get_event().end_mark
+        return node
+
+    def sequence(self, event: Any, anchor: str | None) -> SequenceNode:
+        self.get_event()
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = self.resolve(SequenceNode, None, event.implicit)
+        node = SequenceNode(tag, [], event.start_mark, None, flow_style=event.flow_style)
+        if anchor is not None:
+            self.anchors[anchor] = node
+        items = node.value
+        while type(self.peek_event()) is not SequenceEndEvent:
+            items.append(self.node(len(items)))
+        node.end_mark = self.get_event().end_mark
+        return node
+
+    def scalar_tag(self, tag: str | None, value: str, implicit: tuple[bool, bool]) -> str:
+        """The tag of a scalar: its own, or for an untagged one what the resolver says, remembered for the
+        first few thousand distinct short texts (keys and repeated values), which is where a document repeats
+        itself."""
+        if tag is not None and tag != "!":
+            return tag
         if not implicit[0] or self.yaml_path_resolvers:
             return cast(str, self.resolve(ScalarNode, value, implicit))
         tag = self.tags.get(value)
@@ -455,39 +479,50 @@ def compose(text: str, file: str | None, limits: YamlLimits = DEFAULT_LIMITS, *,
     more than a million characters, where parsing it again in Python would take seconds)."""
     check_text(text, "document", file, limits)
     try:
-        try:
-            return _compose(_FAST if fast else _PureLoader, text, file, limits)
-        except yaml.YAMLError as exc:
-            if isinstance(exc, yaml.MarkedYAMLError) and exc.problem == "exceeded maximum nesting depth":
-                # libyaml looks ahead in a flow collection ([[[[...) and gives up at 1,000 levels, before
-                # handing on the events that cross our limit: compose what comes before that point.
-                return _compose(_FAST, text[: exc.problem_mark.index if exc.problem_mark else 0], file, limits)
-            if not fast or _FAST is _PureLoader:
-                raise
-            if len(text) > _PURE_REPORT_CHARS and not isinstance(exc, yaml.reader.ReaderError):
-                raise  # the pure-Python reader finds a bad character at once; its parser would take seconds
-            return _compose(_PureLoader, text, file, limits)
-    except yaml.MarkedYAMLError as exc:
-        raise _syntax_error(exc, file) from None
-    except yaml.reader.ReaderError as exc:
+        return _compose_either(text, file, limits, fast=fast)
+    except (yaml.YAMLError, RecursionError, _OutOfMemory) as exc:
+        raise _compose_error(exc, text, file) from None
+
+
+def _compose_either(text: str, file: str | None, limits: YamlLimits, *, fast: bool) -> yaml.Node | None:
+    """Composed by libyaml's parser when ``fast``; a syntax error it finds is composed again by the pure-Python
+    parser, for that parser's message."""
+    try:
+        return _compose(_FAST if fast else _PureLoader, text, file, limits)
+    except yaml.YAMLError as exc:
+        if isinstance(exc, yaml.MarkedYAMLError) and exc.problem == "exceeded maximum nesting depth":
+            # libyaml looks ahead in a flow collection ([[[[...) and gives up at 1,000 levels, before
+            # handing on the events that cross our limit: compose what comes before that point.
+            return _compose(_FAST, text[: exc.problem_mark.index if exc.problem_mark else 0], file, limits)
+        if not fast or _FAST is _PureLoader:
+            raise
+        if len(text) > _PURE_REPORT_CHARS and not isinstance(exc, yaml.reader.ReaderError):
+            raise  # the pure-Python reader finds a bad character at once; its parser would take seconds
+        return _compose(_PureLoader, text, file, limits)
+
+
+def _compose_error(exc: BaseException, text: str, file: str | None) -> WorkflowError:
+    """What composing ``text`` raised, as the located :class:`WorkflowError` to report."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        return _syntax_error(exc, file)
+    if isinstance(exc, yaml.reader.ReaderError):
         before = text[: exc.position]
-        raise WorkflowError(
+        return WorkflowError(
             f"invalid YAML: the character U+{exc.character:04X} is not allowed in YAML text",
             file=file,
             line=before.count("\n") + 1,
             column=exc.position - before.rfind("\n"),
             suggestion='write control characters as escapes in a double-quoted string ("\\t", "\\x1b")',
-        ) from None
-    except yaml.YAMLError as exc:
-        raise WorkflowError(f"invalid YAML: {exc}", file=file) from None
-    except RecursionError:
-        raise WorkflowError("the document is nested too deeply", file=file) from None
-    except _OutOfMemory:
-        raise WorkflowError(
-            f"the document is too large to load in the memory available ({len(text):,} characters)",
-            file=file,
-            suggestion="keep large data in files the tools read, and pass their paths",
-        ) from None
+        )
+    if isinstance(exc, yaml.YAMLError):
+        return WorkflowError(f"invalid YAML: {exc}", file=file)
+    if isinstance(exc, RecursionError):
+        return WorkflowError("the document is nested too deeply", file=file)
+    return WorkflowError(
+        f"the document is too large to load in the memory available ({len(text):,} characters)",
+        file=file,
+        suggestion="keep large data in files the tools read, and pass their paths",
+    )
 
 
 class _OutOfMemory(Exception):
@@ -511,20 +546,24 @@ def _compose(loader_class: type[_Counting], text: str, file: str | None, limits:
 def _syntax_error(exc: yaml.MarkedYAMLError, file: str | None) -> WorkflowError:
     mark = exc.problem_mark or exc.context_mark
     problem = exc.problem or exc.context or "invalid YAML"
-    message = f"invalid YAML: {problem}"
-    if exc.context and problem.startswith("but "):
-        message = f"invalid YAML: {exc.context}, {problem}"
-    elif exc.context and exc.problem:
-        started = exc.context_mark
-        if started is not None and mark is not None and started.line != mark.line:
-            message += f" ({exc.context} started at line {started.line + 1})"
-        else:
-            message += f" ({exc.context})"
     hint = "indent with spaces: YAML does not allow tabs" if "'\\t'" in problem else None
     return WorkflowError(
-        message,
+        _syntax_message(exc, problem, mark),
         file=file,
         line=mark.line + 1 if mark else None,
         column=mark.column + 1 if mark else None,
         suggestion=hint,
     )
+
+
+def _syntax_message(exc: yaml.MarkedYAMLError, problem: str, mark: Any) -> str:
+    """PyYAML's problem, with its context: where the construct it is in started, when that is another line."""
+    if exc.context and problem.startswith("but "):
+        return f"invalid YAML: {exc.context}, {problem}"
+    message = f"invalid YAML: {problem}"
+    if not (exc.context and exc.problem):
+        return message
+    started = exc.context_mark
+    if started is not None and mark is not None and started.line != mark.line:
+        return message + f" ({exc.context} started at line {started.line + 1})"
+    return message + f" ({exc.context})"
