@@ -70,8 +70,9 @@ if TYPE_CHECKING:
     )
     from runner.launch import LaunchError
     from runner.session.results import ResultNotSupported, TaskNotFollowed
+    from runner.workflow.expressions import TemplateSyntaxError
     from runner.workflow.positions import WorkflowErrors
-    from runner.workflow.template import TemplateError, TemplateSyntaxError
+    from runner.workflow.template import TemplateError
 
 _FROM: Final[dict[str, tuple[str, ...]]] = {
     "runner.api": ("Outcome", "arun_workflow", "run_workflow"),
@@ -97,7 +98,8 @@ _FROM: Final[dict[str, tuple[str, ...]]] = {
     "runner.launch": ("LaunchError",),
     "runner.session.results": ("ResultNotSupported", "TaskNotFollowed"),
     "runner.workflow.positions": ("WorkflowErrors",),
-    "runner.workflow.template": ("TemplateError", "TemplateSyntaxError"),
+    "runner.workflow.expressions": ("TemplateSyntaxError",),
+    "runner.workflow.template": ("TemplateError",),
 }  # fmt: skip
 """Where each public name is defined (the errors of the tree in :mod:`runner.errors`, wherever they live)."""
 

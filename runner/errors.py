@@ -19,7 +19,7 @@ Every error carries the exit code the CLI turns it into (see :mod:`runner.exitco
     │   └── OpenRunChanged            (2) the open run on Temporal was started from another definition
     ├── WorkflowError                 (2) the workflow file is invalid: file, line, column, key path
     │   ├── WorkflowErrors            (2) several of them, found in one pass [workflow.positions]
-    │   └── TemplateSyntaxError       (2) a ${{ }} template that cannot be compiled [workflow.template]
+    │   └── TemplateSyntaxError       (2) a ${{ }} template that cannot be compiled [workflow.expressions]
     ├── BusyError                     (6) another process holds the run
     │   ├── WorkflowBusy              (6) another process holds the workflow's lock [engine.journal.rundir]
     │   └── RunAlreadyOpen            (6) a run of the file is open on Temporal

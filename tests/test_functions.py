@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 from runner.errors import WorkflowError
 from runner.workflow import functions
 from runner.workflow.context import make_context
+from runner.workflow.expressions import TemplateSyntaxError
 from runner.workflow.loader import parse_workflow, validate
-from runner.workflow.template import TemplateError, TemplateSyntaxError, compile_value
+from runner.workflow.template import TemplateError, compile_value
 from tests.harness import Harness, echo_tools, plan_of, run_plan
 
 

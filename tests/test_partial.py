@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from runner.workflow.context import make_context
+from runner.workflow.expressions import Reference
 from runner.workflow.partial import Unknown, contains_unknown, render_known, what_it_reads
-from runner.workflow.template import Reference
 
 CONTEXT = make_context(inputs={"out": "build", "n": 3}, env={"HOME": "/home/u"}, steps={})
 

@@ -14,15 +14,8 @@ from jmespath.parser import Parser
 from runner.errors import WorkflowError
 from runner.exitcodes import ExitCode
 from runner.workflow.context import fanout_view, item_entry, make_context, step_view
-from runner.workflow.template import (
-    MAX_NESTING,
-    Reference,
-    TemplateError,
-    TemplateSyntaxError,
-    compile_value,
-    is_truthy,
-    render_text,
-)
+from runner.workflow.expressions import MAX_NESTING, Reference, TemplateSyntaxError
+from runner.workflow.template import TemplateError, compile_value, is_truthy, render_text
 
 RESULT = {"content": [{"type": "text", "text": '{"files": ["a.md", "b.md"]}'}], "isError": False}
 CONTEXT = make_context(

@@ -24,11 +24,12 @@ from runner.session import SessionOptions
 from runner.words import plural
 from runner.workflow.argcheck import ArgsValidator, CannotCheck, compile_schema
 from runner.workflow.context import make_context
+from runner.workflow.expressions import Loc, Reference
 from runner.workflow.partial import Partial, render_known, what_it_reads
 from runner.workflow.plan import Plan, PlannedStep
 from runner.workflow.positions import format_path
 from runner.workflow.suggest import did_you_mean
-from runner.workflow.template import Loc, Reference, TemplateError, canonical_json
+from runner.workflow.template import TemplateError, canonical_json
 
 if TYPE_CHECKING:
     from runner.engine.scheduler import SessionOpener

@@ -14,13 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.workflow.template import (
-    Loc,
-    Reference,
-    TemplateError,
-    TemplateSyntaxError,
-    compile_value,
-)
+from runner.workflow.expressions import Loc, Reference, TemplateSyntaxError
+from runner.workflow.template import TemplateError, compile_value
 
 __all__ = ["Partial", "Unknown", "contains_unknown", "render_known", "what_it_reads"]
 

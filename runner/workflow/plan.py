@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from runner.errors import WorkflowError
 from runner.workflow import graph
+from runner.workflow.expressions import TemplateSyntaxError, shown_expression
 from runner.workflow.keys import default_key
 from runner.workflow.model import Server, Step, Workflow
 from runner.workflow.positions import Loc, Positions, describe, format_path, raise_errors
@@ -48,12 +49,10 @@ from runner.workflow.template import (
     Compiled,
     Occurrence,
     TemplateError,
-    TemplateSyntaxError,
     compile_value,
     did_you_mean,
     is_truthy,
     render_text,
-    shown_expression,
 )
 from runner.workflow.urls import url_problem
 

@@ -14,7 +14,7 @@ Syntax
       ``${{ '${{' }}``.
 
 Context (the contract with the scheduler)
-    Expressions are evaluated against one mapping with these roots (:data:`ROOTS`)::
+    Expressions are evaluated against one mapping with these roots (:data:`~runner.workflow.expressions.ROOTS`)::
 
         inputs   the resolved workflow inputs, by name
         env      the environment variables the workflow refers to (env.NAME), and only those
@@ -37,69 +37,51 @@ Truthiness (``if``) follows JMESPath: false, null, "", [] and {} are false; ever
 included, is true (:func:`is_truthy`).
 
 Errors
-    :class:`TemplateSyntaxError` (a :class:`~runner.errors.WorkflowError`) at compile time, with ``loc``
-    the position inside the compiled value; :class:`TemplateError` (exit code 1) at render time: a
-    rendering failure is a step failure, not an invalid workflow. Its text starts with the template's
-    place in the file when the compiler was given ``where`` (the planner gives it).
+    :class:`~runner.workflow.expressions.TemplateSyntaxError` (a :class:`~runner.errors.WorkflowError`) at
+    compile time, with ``loc`` the position inside the compiled value; :class:`TemplateError` (exit code 1)
+    at render time: a rendering failure is a step failure, not an invalid workflow. Its text starts with the
+    template's place in the file when the compiler was given ``where`` (the planner gives it).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from jmespath import exceptions as jp_exceptions
-from jmespath.parser import ParsedResult, Parser
+from jmespath.parser import ParsedResult
 from jmespath.visitor import Options, TreeInterpreter
 
-from runner.errors import McpRunError, WorkflowError
+from runner.errors import McpRunError
 from runner.exitcodes import ExitCode
 from runner.quoting import masked
-from runner.workflow.functions import FUNCTIONS, FunctionError, check_call, describe
+from runner.workflow.expressions import (
+    Loc,
+    Reference,
+    TemplateSyntaxError,
+    lower_first,
+    parse,
+    references,
+    shorten,
+    shown_expression,
+    too_deep,
+)
+from runner.workflow.functions import FUNCTIONS, describe
 from runner.workflow.suggest import did_you_mean
 
 __all__ = [
-    "ROOTS", "Compiled", "Loc", "Occurrence", "Reference", "StepStatus", "TemplateError", "TemplateSyntaxError",
-    "canonical_json", "compile_value", "did_you_mean", "is_truthy", "render_text", "shown_expression",
+    "Compiled", "Occurrence", "StepStatus", "TemplateError", "canonical_json", "compile_value", "did_you_mean",
+    "is_truthy", "render_text",
 ]  # fmt: skip
 
-ROOTS: tuple[str, ...] = ("inputs", "env", "steps", "item", "index")
-Loc = tuple[str | int, ...]
 Where = Callable[[Loc], str]
 StepStatus = Literal["succeeded", "failed", "skipped"]
 
 _OPEN = "${{"
 _CLOSE = "}}"
 _MAX_CLOSE_CANDIDATES = 64
-MAX_NESTING: Final = 100
-"""How deeply an expression may nest: brackets (``(``, ``[``, ``{``) and prefix operators (``!``, ``&``) one
-inside the other. JMESPath's parser and evaluator recurse once per level (or more); far below Python's
-recursion limit, and far above what a workflow needs."""
-_EXCERPT = 80  # characters of an expression an error quotes
-_NAMES: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
-"""Dotted plain names (JMESPath's unquoted identifiers), which JMESPath parses into fields under one subexpression."""
-_FUNCTIONS: dict[str, Any] = FUNCTIONS.FUNCTION_TABLE  # JMESPath's, the text functions, the status functions
 _INTERPRETER = TreeInterpreter(Options(custom_functions=FUNCTIONS))
-# Nodes whose first child is evaluated against the same value as the node itself, and whose other
-# children against something derived from it (so they cannot reach the context roots).
-_CHAIN = frozenset(
-    {"subexpression", "index_expression", "projection", "value_projection", "filter_projection", "flatten"}
-)
-# Nodes all of whose children are evaluated against the same value as the node itself.
-_SAME_SCOPE = frozenset({
-    "or_expression", "and_expression", "not_expression", "comparator", "multi_select_list", "multi_select_dict",
-    "key_val_pair", "function_expression",
-})  # fmt: skip
-
-
-class TemplateSyntaxError(WorkflowError):
-    """A template that cannot be compiled; ``loc`` is where it sits inside the compiled value."""
-
-    def __init__(self, message: str, *, loc: Loc = (), suggestion: str | None = None) -> None:
-        super().__init__(message, suggestion=suggestion)
-        self.loc = loc
 
 
 class TemplateError(McpRunError):
@@ -114,18 +96,6 @@ class TemplateError(McpRunError):
         super().__init__(message)
         self.message = message
         self.expression = expression
-
-
-class Reference(NamedTuple):
-    """What an expression reads from the context: ``steps.convert.text`` is ``("steps", "convert", "text")``.
-
-    ``name`` and ``field`` are None when the expression stops earlier (``inputs``, ``item``) or reads on
-    with something that is not a plain field (``steps.a.*``).
-    """
-
-    root: str
-    name: str | None
-    field: str | None
 
 
 class Occurrence(NamedTuple):
@@ -204,7 +174,7 @@ class _Expression:
         except (jp_exceptions.JMESPathError, TypeError, ValueError, ArithmeticError, RecursionError) as exc:
             where = f"{self.where}: " if self.where else ""
             if isinstance(exc, RecursionError):
-                message = f"{where}{_too_deep(self.text)}"
+                message = f"{where}{too_deep(self.text)}"
             elif isinstance(exc, jp_exceptions.JMESPathTypeError):  # its text holds the value whole
                 expected = " or ".join(map(str, exc.expected_types or ()))
                 found = describe(exc.current_value)
@@ -213,7 +183,7 @@ class _Expression:
             else:
                 # JMESPath's own messages quote values whole: masked before the first line is taken.
                 detail = (masked(str(exc)).splitlines() or [""])[0]
-                message = f"{where}{shown_expression(self.text)}: {_lower_first(detail)}"
+                message = f"{where}{shown_expression(self.text)}: {lower_first(detail)}"
             raise TemplateError(message, expression=self.text) from exc
 
 
@@ -351,7 +321,7 @@ def _compile_string(text: str, loc: Loc, where: Where | None) -> Compiled:
     occurrences = tuple(
         Occurrence(reference, loc, expression.text)
         for expression in expressions
-        for reference in _references(expression, loc)
+        for reference in references(expression._ast, expression.text, loc)
     )
     if len(expressions) == 1 and literals == ["", ""]:
         return _Whole(text, expressions[0], occurrences)
@@ -372,9 +342,9 @@ def _split(text: str, loc: Loc) -> Iterator[tuple[int, int, _Expression]]:
         found: _Expression | None = None
         while end >= 0 and tries < _MAX_CLOSE_CANDIDATES:
             tries += 1
-            source = text[start + len(_OPEN) : end]
+            source = text[start + len(_OPEN) : end].strip()
             try:
-                found = _parse(source.strip(), loc)
+                found = _Expression(source, parse(source, loc))
             except TemplateSyntaxError as exc:
                 first_error = first_error or exc
                 end = text.find(_CLOSE, end + 1)
@@ -383,263 +353,10 @@ def _split(text: str, loc: Loc) -> Iterator[tuple[int, int, _Expression]]:
         if found is None:
             if first_error is not None:
                 raise first_error
-            raise TemplateSyntaxError(
-                f"unclosed template in {_shorten(text)!r}: ${{{{ without a matching }}}}", loc=loc
-            )
+            raise TemplateSyntaxError(f"unclosed template in {shorten(text)!r}: ${{{{ without a matching }}}}", loc=loc)
         end += len(_CLOSE)
         yield start, end, found
         pos = end
-
-
-def _parse(source: str, loc: Loc) -> _Expression:
-    if not source:
-        raise TemplateSyntaxError(
-            "empty template ${{ }}", loc=loc, suggestion="write an expression, like ${{ inputs.name }}"
-        )
-    if _NAMES.match(source):  # a.b.c, most templates: the tree JMESPath builds, without its lexer and parser
-        names = source.split(".")
-        fields = [{"type": "field", "children": [], "value": name} for name in names]
-        tree: Any = fields[0] if len(fields) == 1 else {"type": "subexpression", "children": fields}
-        return _Expression(source, ParsedResult(source, tree))
-    depth = _nesting(source)
-    if depth > MAX_NESTING:
-        raise TemplateSyntaxError(_too_deep(source, depth), loc=loc, suggestion=_FLATTER)
-    _check_literals(source, loc)
-    parsed = _jmespath_parse(source, loc)
-    expression = _Expression(source, parsed)
-    try:
-        _check_nodes(parsed.parsed, source, loc)
-    except RecursionError:
-        raise TemplateSyntaxError(_too_deep(source), loc=loc, suggestion=_FLATTER) from None
-    return expression
-
-
-def _jmespath_parse(source: str, loc: Loc) -> ParsedResult:
-    """JMESPath's parse of ``source``; each way it fails as a :class:`TemplateSyntaxError` saying where."""
-    try:
-        return Parser().parse(source)
-    except jp_exceptions.LexerError as exc:
-        raise TemplateSyntaxError(
-            f"invalid expression {shown_expression(source)}: {_lower_first(exc.message)} "
-            f"at column {exc.lexer_position + 1}",
-            loc=loc,
-        ) from exc
-    except jp_exceptions.IncompleteExpressionError as exc:
-        raise TemplateSyntaxError(
-            f"invalid expression {shown_expression(source)}: incomplete expression", loc=loc
-        ) from exc
-    except jp_exceptions.ParseError as exc:
-        detail = _parse_detail(exc)
-        raise TemplateSyntaxError(
-            f"invalid expression {shown_expression(source)}: {detail} at column {exc.lex_position + 1}", loc=loc
-        ) from exc
-    except RecursionError:
-        raise TemplateSyntaxError(_too_deep(source), loc=loc, suggestion=_FLATTER) from None
-    except (jp_exceptions.JMESPathError, ValueError, TypeError, KeyError, IndexError) as exc:
-        # The parser raises a few plain exceptions for odd input; each is still a bad expression.
-        raise TemplateSyntaxError(f"invalid expression {shown_expression(source)}", loc=loc) from exc
-
-
-_FLATTER = "nest less; a JSON literal (`[[1]]`) may be as deep as you like"
-
-
-def _too_deep(source: str, depth: int | None = None) -> str:
-    levels = f"{depth} levels deep" if depth is not None else "too deeply"
-    return f"expression {shown_expression(source)} nests {levels}; mcp-run reads at most {MAX_NESTING} levels"
-
-
-def shown_expression(source: str) -> str:
-    """An expression as an error quotes it: ``${{ source }}``, cut to ``_EXCERPT`` characters (an expression
-    can be as long as the file: an error names its place, and shows its start)."""
-    return f"${{{{ {_shorten(source, _EXCERPT)} }}}}"
-
-
-def _nesting(source: str) -> int:
-    """How deeply ``source`` nests (see ``MAX_NESTING``): the most brackets open at once, each run of ``!`` or
-    ``&`` prefixes counted as that many levels more; quoted text and JSON literals are skipped."""
-    deepest = depth = pos = 0
-    run = 0  # prefix operators in a row, just before this point
-    while pos < len(source):
-        char = source[pos]
-        if char in "'\"`":
-            pos = _skip_quoted(source, pos, char)
-            run = 0
-            continue
-        if char in "([{":
-            depth += 1
-            deepest = max(deepest, depth + run)
-        elif char in ")]}":
-            depth -= 1
-            run = 0
-        elif char in "!&" and _is_prefix(source, pos, char):
-            if pos and source[pos - 1] == "&":  # the second & of &&
-                run = 0
-            else:
-                run += 1
-                deepest = max(deepest, depth + run)
-        elif not char.isspace():
-            run = 0
-        pos += 1
-    return deepest
-
-
-def _is_prefix(source: str, pos: int, char: str) -> bool:
-    """Whether the ``!`` or ``&`` at ``pos`` is a prefix operator (not ``!=``, nor the first ``&`` of ``&&``)."""
-    return source[pos + 1 : pos + 2] != ("=" if char == "!" else "&")
-
-
-def _check_literals(source: str, loc: Loc) -> None:
-    """Refuse a backtick literal that is not JSON.
-
-    JMESPath still reads `` `foo` `` as the string "foo" (deprecated, with a warning); we ask for
-    ``'foo'`` instead, so a typo in a JSON literal is not silently turned into a string.
-    """
-    pos = 0
-    while pos < len(source):
-        char = source[pos]
-        if char in "'\"":
-            pos = _skip_quoted(source, pos, char)
-        elif char == "`":
-            end = _skip_quoted(source, pos, "`")
-            if end > len(source):
-                return  # unclosed: the parser says so
-            lexeme = source[pos + 1 : end - 1].replace("\\`", "`")
-            try:
-                json.loads(lexeme)
-            except (ValueError, RecursionError):
-                raise TemplateSyntaxError(
-                    f"invalid expression {shown_expression(source)}: `{_shorten(lexeme, 30)}` is not a JSON literal "
-                    f"at column {pos + 1}",
-                    loc=loc,
-                    suggestion="write strings as 'text' (or `\"text\"`)",
-                ) from None
-            pos = end
-        else:
-            pos += 1
-
-
-def _skip_quoted(source: str, start: int, quote: str) -> int:
-    """The index just past the closing ``quote`` (or the end: the parser reports the unclosed quote)."""
-    pos = start + 1
-    while pos < len(source):
-        if source[pos] == "\\":
-            pos += 2
-            continue
-        if source[pos] == quote:
-            return pos + 1
-        pos += 1
-    return len(source) + 1
-
-
-def _parse_detail(exc: jp_exceptions.ParseError) -> str:
-    message = str(exc.msg)
-    if message.startswith("Expecting:"):
-        return message.replace("Expecting:", "expected").replace("got:", "found")
-    if message.startswith("Unexpected token") or message in ("invalid token", "syntax error"):
-        return f"unexpected '{exc.token_value}'"
-    return _lower_first(message)
-
-
-def _check_nodes(node: Any, source: str, loc: Loc) -> None:
-    """Refuse unknown functions, calls that cannot work (:func:`~runner.workflow.functions.check_call`), and
-    ``!a.b`` (which JMESPath reads as ``(!a).b``)."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if not isinstance(current, dict):
-            continue
-        children = current.get("children") or ()
-        if current.get("type") in _CHAIN and children and children[0].get("type") == "not_expression":
-            raise TemplateSyntaxError(
-                f"{shown_expression(source)}: ! applies only to the name right after it "
-                "(JMESPath reads !a.b as (!a).b)",
-                loc=loc,
-                suggestion="put the path in parentheses: !(a.b)",
-            )
-        if current.get("type") == "function_expression":
-            name = current["value"]
-            if name not in _FUNCTIONS:
-                raise TemplateSyntaxError(
-                    f"unknown function {name}() in {shown_expression(source)}",
-                    loc=loc,
-                    suggestion=did_you_mean(name, _FUNCTIONS),
-                )
-            try:
-                check_call(current)
-            except FunctionError as exc:
-                raise TemplateSyntaxError(
-                    f"{exc.message} in {shown_expression(source)}", loc=loc, suggestion=f"usage: {exc.usage}"
-                ) from None
-        stack.extend(current.get("children", ()))
-
-
-def _references(expression: _Expression, loc: Loc) -> list[Reference]:
-    """The context roots ``expression`` reads, found by walking the nodes evaluated against the context."""
-    found: list[Reference] = []
-    stack: list[Any] = [expression._ast]
-    while stack:
-        node = stack.pop()
-        kind = node["type"]
-        if kind == "field" or kind in _CHAIN:
-            names, _ = _leading(node)
-            if names:
-                found.append(_reference(names, expression.text, loc))
-            elif node["children"]:
-                stack.append(node["children"][0])
-        elif kind in _SAME_SCOPE:
-            stack.extend(node["children"])
-        elif kind == "pipe":
-            stack.append(node["children"][0])
-        elif kind in ("current", "identity"):
-            raise TemplateSyntaxError(
-                f"{shown_expression(expression.text)} reads the whole context; start from one of {', '.join(ROOTS)}",
-                loc=loc,
-                suggestion="name what you use, like inputs.<name> or steps.<id>.text",
-            )
-        # literal, index, slice, expref: nothing read from the context
-    found.reverse()
-    return found
-
-
-def _leading(node: Any) -> tuple[list[str], bool]:
-    """The plain field names an access path starts with (``steps.a.json[0]``: steps, a, json), and
-    whether the node is nothing but those names."""
-    kind = node["type"]
-    if kind == "field":
-        return [node["value"]], True
-    if kind == "subexpression":
-        names: list[str] = []
-        complete = True
-        for child in node["children"]:
-            more, complete = _leading(child)
-            names.extend(more)
-            if not complete:
-                break
-        return names, complete
-    if kind in _CHAIN:
-        return _leading(node["children"][0])[0], False
-    return [], False
-
-
-def _reference(names: list[str], text: str, loc: Loc) -> Reference:
-    root = names[0]
-    name = names[1] if len(names) > 1 else None
-    field = names[2] if len(names) > 2 else None
-    if root not in ROOTS:
-        raise TemplateSyntaxError(
-            f"unknown name {root!r} in {shown_expression(text)}: expressions start from one of {', '.join(ROOTS)}",
-            loc=loc,
-            suggestion=did_you_mean(root, ROOTS),
-        )
-    if root == "steps" and name is None:
-        raise TemplateSyntaxError(
-            f"{shown_expression(text)}: references to steps must name a step, like steps.<id>.text", loc=loc
-        )
-    if root == "env" and name is None:
-        raise TemplateSyntaxError(
-            f"{shown_expression(text)}: references to env must name a variable, like env.HOME", loc=loc
-        )
-    return Reference(root, name, field)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -669,11 +386,3 @@ def is_truthy(value: Any) -> bool:
     if isinstance(value, str | list | dict):
         return len(value) > 0
     return True
-
-
-def _lower_first(text: str) -> str:
-    return text[:1].lower() + text[1:]
-
-
-def _shorten(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
