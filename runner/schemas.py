@@ -17,7 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from runner.engine.core.events import FailureKind, RunStatus, SkipCause, StepStatus, event_adapter
+from runner.engine.core.events import event_adapter
+from runner.engine.core.vocabulary import FailureKind, RunStatus, SkipCause, StepStatus
 
 __all__ = [
     "ERROR_SCHEMA_PATH",

@@ -36,8 +36,8 @@ import pytest
 import trio
 
 from runner.cli.report import render_summary
-from runner.engine.core.events import SkipCause
 from runner.engine.core.outcome import Outcome, summary
+from runner.engine.core.vocabulary import SkipCause
 from runner.exitcodes import ExitCode
 from runner.view.text import skip_label
 from tests.fakes.server import FakeCall, FakeServer, text_result

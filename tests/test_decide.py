@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from runner.engine.core.events import RunStatus
 from runner.engine.core.resume import (
     Choice,
     EnvironmentChanged,
@@ -19,6 +18,7 @@ from runner.engine.core.resume import (
     choose_run,
     resume_plan,
 )
+from runner.engine.core.vocabulary import RunStatus
 from runner.exitcodes import ExitCode
 from tests.support import folded
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from runner.engine.core.events import Decision, ItemStatus
 from runner.engine.core.outcome import RERUN_PENDING
 from runner.engine.core.state import RunState
+from runner.engine.core.vocabulary import Decision, ItemStatus
 from runner.exitcodes import ExitCode
 from tests.fakes.server import FakeCall, FakeServer
 from tests.harness import CHAIN, Harness, Resume, echo_tools, plan_of, run_plan

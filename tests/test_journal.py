@@ -160,19 +160,15 @@ OLD_LINES = b"""\
 
 def test_a_journal_written_with_strings_reads_as_enums_and_unknown_values_as_before() -> None:
     from runner.engine.core.events import (
-        Decision,
         DoubtDecided,
-        FailureKind,
         ItemFailed,
         RunFinished,
-        RunStatus,
         RunStopped,
         SessionFailed,
-        SkipCause,
         StepFinished,
         StepSkipped,
-        StepStatus,
     )
+    from runner.engine.core.vocabulary import Decision, FailureKind, RunStatus, SkipCause, StepStatus
 
     events, end = parse_journal(OLD_LINES)
     assert end == len(OLD_LINES)

@@ -14,8 +14,9 @@ from typing import Any
 
 import trio
 
-from runner.engine.core.events import ItemStatus, decode, encode
+from runner.engine.core.events import decode, encode
 from runner.engine.core.state import RunState
+from runner.engine.core.vocabulary import ItemStatus
 from runner.engine.journal.reader import parse_journal
 from runner.exitcodes import ExitCode
 from tests.harness import Harness, Resume, echo_tools, plan_of, run_plan

@@ -24,9 +24,10 @@ import trio.testing
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from runner.engine.core.events import ItemStatus, RunStatus, encode
+from runner.engine.core.events import encode
 from runner.engine.core.outcome import Outcome
 from runner.engine.core.state import fold
+from runner.engine.core.vocabulary import ItemStatus, RunStatus
 from runner.engine.journal.reader import parse_journal
 from runner.workflow.plan import Plan
 from tests.fakes.server import FakeCall, FakeServer, text_result

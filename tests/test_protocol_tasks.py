@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from runner.engine.core.events import ItemStatus
+from runner.engine.core.vocabulary import ItemStatus
 from runner.errors import MalformedMessage
 from runner.protocol.tasks import (
     Task,

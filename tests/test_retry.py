@@ -15,7 +15,7 @@ from runner.engine.calls.retry import (
     reads_annotations,
     wants_safety,
 )
-from runner.engine.core.events import FailureKind
+from runner.engine.core.vocabulary import FailureKind
 from runner.errors import (
     CallTimeout,
     ConnectFailed,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runner.engine.core.events import FailureKind, ItemStatus, RunStatus, SkipCause, StepStatus
 from runner.engine.core.state import StepCounts
+from runner.engine.core.vocabulary import FailureKind, ItemStatus, RunStatus, SkipCause, StepStatus
 from runner.engine.journal.reader import closes
 from tests.snapshots import entries
 from tests.support import entry, folded

@@ -13,9 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runner.engine.core.conditions import Gate, Skip
-from runner.engine.core.events import FailureKind, SkipCause
 from runner.engine.core.state import RunState
 from runner.engine.core.steps import RUN, Fail, StepDecision, decide_step
+from runner.engine.core.vocabulary import FailureKind, SkipCause
 from runner.workflow.context import make_context
 from runner.workflow.plan import Plan
 from runner.workflow.status import status_scope

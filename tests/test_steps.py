@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from runner.engine.core.events import AnyEvent, FailureKind, ItemStatus, StepStatus, decode
+from runner.engine.core.events import AnyEvent, decode
 from runner.engine.core.items import (
     ArgsFailed,
     ItemAction,
@@ -20,6 +20,7 @@ from runner.engine.core.items import (
 )
 from runner.engine.core.state import SKIPPED_IN_DOUBT, ItemState, RunState, StepState
 from runner.engine.core.steps import StepMachine, failed_status, step_outcome, view_status
+from runner.engine.core.vocabulary import FailureKind, ItemStatus, StepStatus
 from runner.masking import placeholders
 from runner.workflow.context import make_context
 from runner.workflow.template import TemplateError

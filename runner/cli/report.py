@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from runner.cli.where import decision_lines, resume_hint, run_hint, runs_hint, short, show_hint
-from runner.engine.core.events import RunStatus
 from runner.engine.core.outcome import Outcome
 from runner.engine.core.report import ItemReport
 from runner.engine.core.resume import (
@@ -28,6 +27,7 @@ from runner.engine.core.resume import (
     RunDamaged,
     UnfinishedRun,
 )
+from runner.engine.core.vocabulary import RunStatus
 from runner.engine.journal.rundir import WorkflowBusy
 from runner.engine.journal.writer import JournalWriteError
 from runner.errors import BusyError, McpRunError, UsageError

@@ -115,7 +115,8 @@ def run_record(run: RunSummary | Loaded, now: float) -> dict[str, Any]:
 def show_record(run: Loaded, now: float) -> dict[str, Any]:
     """Everything ``mcp-run show`` prints: steps, failures with their error text, in-doubt items, logs. All of
     it is read off the run's state: the same counts as ``runs`` and the run's summary."""
-    from runner.engine.core.events import Decision, ItemStatus, encode
+    from runner.engine.core.events import encode
+    from runner.engine.core.vocabulary import Decision, ItemStatus
 
     state = run.state
     live = run.running_pid is not None
@@ -146,7 +147,7 @@ def show_record(run: Loaded, now: float) -> dict[str, Any]:
 
 def _step_entry(step: StepState, live: bool) -> dict[str, Any]:
     """A step as ``show`` lists it: ``unfinished`` when it was running and no process runs it any more."""
-    from runner.engine.core.events import StepStatus
+    from runner.engine.core.vocabulary import StepStatus
 
     status = step.status.value
     if step.status is StepStatus.RUNNING and not live:
@@ -165,7 +166,7 @@ def _step_entry(step: StepState, live: bool) -> dict[str, Any]:
 def _failures(state: RunState) -> list[dict[str, Any]]:
     """The servers that failed in the latest attempt (a resume starts its sessions afresh), the steps that
     failed as a whole, and the items that failed or were skipped in doubt."""
-    from runner.engine.core.events import ItemStatus
+    from runner.engine.core.vocabulary import ItemStatus
 
     failures: list[dict[str, Any]] = [
         {"server": session.server, "kind": session.kind.value if session.kind else None, "error": session.error}

@@ -35,10 +35,11 @@ import trio
 from runner._trio import single_error
 from runner.engine.calls.retry import RetryPolicy
 from runner.engine.core import events
-from runner.engine.core.events import JOURNAL_FORMAT, Entry, RunResumed, RunStarted, RunStatus
+from runner.engine.core.events import JOURNAL_FORMAT, Entry, RunResumed, RunStarted
 from runner.engine.core.outcome import Outcome
 from runner.engine.core.resume import InDoubt, Prior, RunDamaged, RunInfo, choose_run, resume_plan
 from runner.engine.core.state import RunState
+from runner.engine.core.vocabulary import RunStatus
 from runner.engine.interrupts import signal_exit_code, watch_signals
 from runner.engine.journal.reader import JournalCorrupt, decode_first, entry_or_none, first_line
 from runner.engine.journal.rundir import (

@@ -44,16 +44,13 @@ from runner.engine.calls.retry import RetryPolicy, failure_kind, is_safe_to_repe
 from runner.engine.calls.tools import ToolChecks
 from runner.engine.core.conditions import Skip
 from runner.engine.core.events import (
-    Decision,
     DoubtDecided,
-    FailureKind,
     ItemFailed,
     ItemSucceeded,
     SessionFailed,
     SessionLost,
     SessionOpened,
     SessionRetrying,
-    StepStatus,
 )
 from runner.engine.core.items import (
     ArgsFailed,
@@ -67,6 +64,7 @@ from runner.engine.core.outcome import Outcome, settle
 from runner.engine.core.resume import Prior
 from runner.engine.core.state import ItemState, RunState
 from runner.engine.core.steps import Fail, StepMachine
+from runner.engine.core.vocabulary import Decision, FailureKind, StepStatus
 from runner.engine.journal.notes import LOG_LIMIT, LOG_RATE, PROGRESS_INTERVAL, Notes
 from runner.engine.journal.writer import EventLog, JournalWriteError
 from runner.engine.servers import (

@@ -31,7 +31,7 @@ from runner.engine.calls.retry import (
     wants_safety,
 )
 from runner.engine.calls.tools import ToolChecks
-from runner.engine.core.events import FailureKind
+from runner.engine.core.vocabulary import FailureKind
 from runner.engine.runctl import env_context, make_opener
 from runner.engine.servers import LinkPolicy, ServerLink, answer_policy
 from runner.errors import InvalidCall, McpRunError, NotDelivered, OutcomeUnknown, SessionExpired, first_line

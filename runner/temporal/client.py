@@ -34,9 +34,10 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from runner.engine.core.events import RunStatus, decode
+from runner.engine.core.events import decode
 from runner.engine.core.outcome import Outcome, settle
 from runner.engine.core.state import RunState
+from runner.engine.core.vocabulary import RunStatus
 from runner.engines import DEFAULT_ADDRESS
 from runner.errors import RunAlreadyOpen, RunEndedWithoutResult, TemporalUnreachable, UsageError
 from runner.exitcodes import ExitCode

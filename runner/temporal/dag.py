@@ -35,17 +35,14 @@ with workflow.unsafe.imports_passed_through():
     from runner.engine.core.events import (
         JOURNAL_FORMAT,
         AnyEvent,
-        Decision,
         DoubtDecided,
         Entry,
-        FailureKind,
         ItemFailed,
         ItemSucceeded,
         ProgressNoted,
         RunFinished,
         RunResumed,
         RunStarted,
-        RunStatus,
         RunStopped,
         encode,
     )
@@ -53,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
     from runner.engine.core.outcome import settle
     from runner.engine.core.state import RunState
     from runner.engine.core.steps import Fail, StepMachine
+    from runner.engine.core.vocabulary import Decision, FailureKind, RunStatus
     from runner.masking import escape_value, placeholders
     from runner.temporal.fanout import (
         CALLS_BYTES,

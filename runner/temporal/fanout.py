@@ -39,7 +39,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from runner.engine.core.events import FailureKind
+    from runner.engine.core.vocabulary import FailureKind
     from runner.temporal.activities import CALL_ACTIVITY, SLICE_KEYS_ACTIVITY
     from runner.temporal.lost import lost_outcomes
     from runner.temporal.slices import by_reference, index_batches, slice_of

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from temporalio.exceptions import ActivityError, TimeoutError
 
-from runner.engine.core.events import FailureKind
+from runner.engine.core.vocabulary import FailureKind
 
 __all__ = [
     "ACTIVITY_LOST",

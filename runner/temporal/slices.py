@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from runner.engine.calls.args import args_renderer
-from runner.engine.core.events import FailureKind
+from runner.engine.core.vocabulary import FailureKind
 from runner.temporal.spec import RunSpec, encoded_inputs, env_placeholders
 from runner.workflow.context import make_context
 from runner.workflow.plan import Plan, PlannedStep

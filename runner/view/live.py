@@ -24,17 +24,9 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from runner.engine.core.events import (
-    Entry,
-    ItemFailed,
-    LogMessage,
-    StepFinished,
-    StepSkipped,
-    StepStarted,
-    StepStatus,
-    encode,
-)
+from runner.engine.core.events import Entry, ItemFailed, LogMessage, StepFinished, StepSkipped, StepStarted, encode
 from runner.engine.core.state import CallProgress, RunState, StepState
+from runner.engine.core.vocabulary import StepStatus
 from runner.termsafe import terminal
 from runner.view.plain import finished_detail, rate_and_eta
 from runner.view.text import (

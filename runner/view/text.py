@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from runner.engine.core.events import Entry, FailureKind, SkipCause
+from runner.engine.core.events import Entry
+from runner.engine.core.vocabulary import FailureKind, SkipCause
 from runner.protocol.mcp import LOG_LEVELS
 from runner.words import plural
 from runner.workflow.keys import LABEL_LIMIT

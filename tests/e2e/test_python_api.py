@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import runner
-from runner.engine.core.events import RunStatus, StepStatus
 from runner.engine.core.resume import UnfinishedRun
+from runner.engine.core.vocabulary import RunStatus, StepStatus
 
 pytestmark = pytest.mark.integration
 

@@ -26,7 +26,7 @@ import pytest
 import trio
 
 import runner
-from runner.engine.core.events import RunStatus
+from runner.engine.core.vocabulary import RunStatus
 from tests.integration.peers import (
     ROOT,
     RunningServer,

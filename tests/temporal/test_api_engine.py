@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import runner
-from runner.engine.core.events import RunStatus
+from runner.engine.core.vocabulary import RunStatus
 from runner.engine.run import RunOptions
 from runner.temporal.engine import TemporalEngine
 from tests.temporal.support import dev_server, fan_out_workflow, in_process_worker, target_of

@@ -35,7 +35,7 @@ from typing import Protocol
 
 import trio
 
-from runner.engine.core.events import FailureKind
+from runner.engine.core.vocabulary import FailureKind
 from runner.errors import (
     CallTimeout,
     ConnectFailed,
@@ -107,7 +107,7 @@ def classify(error: BaseException, *, sent: bool, safe: bool) -> Verdict:
 
 
 def failure_kind(exc: BaseException) -> FailureKind:
-    """How a call failed, in the journal's words (:class:`~runner.engine.core.events.FailureKind`)."""
+    """How a call failed, in the journal's words (:class:`~runner.engine.core.vocabulary.FailureKind`)."""
     if isinstance(exc, trio.Cancelled):
         return FailureKind.CANCELLED
     if isinstance(exc, CallTimeout):

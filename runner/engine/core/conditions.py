@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runner.engine.core.events import ItemStatus, SkipCause, StepStatus
 from runner.engine.core.state import RunState, StepState
+from runner.engine.core.vocabulary import ItemStatus, SkipCause, StepStatus
 from runner.workflow.plan import Plan, PlannedStep
 from runner.workflow.status import Status
 

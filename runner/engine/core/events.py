@@ -1,4 +1,4 @@
-"""The events of a run: one frozen class per journal event type, their encoding, and their vocabularies.
+"""The events of a run: one frozen class per journal event type, and their encoding.
 
 Every state change of a run is one of these. The scheduler emits them; the
 :class:`~runner.engine.journal.writer.EventLog` numbers and timestamps each (an :class:`Entry`), masks secrets,
@@ -13,9 +13,9 @@ ignores fields it does not know (so a field added later does not break an older 
 ``type`` it does not know. ``run_started.journal`` says which format wrote the journal; a newer one is
 refused by name.
 
-The vocabularies are enums, each in one place: :class:`ItemStatus`, :class:`StepStatus`, :class:`RunStatus`,
-:class:`SkipCause`, and :class:`FailureKind`, which carries the exit code a failure of that kind means and
-whether the server may have done the work.
+The vocabularies their fields use (the statuses, kinds, causes and decisions) are enums in
+:mod:`runner.engine.core.vocabulary`; a value a later version wrote still decodes (see "the vocabularies as
+fields" below).
 """
 
 from __future__ import annotations
@@ -27,19 +27,16 @@ from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias, TypeVar
 
 from pydantic import BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, WithJsonSchema
 
-from runner.exitcodes import ExitCode
+from runner.engine.core.vocabulary import Decision, FailureKind, RunStatus, SkipCause, StepStatus
 
 __all__ = [
     "JOURNAL_FORMAT",
     "BadEvent",
-    "Decision",
     "DoubtDecided",
     "Entry",
     "Event",
-    "FailureKind",
     "ItemDispatched",
     "ItemFailed",
-    "ItemStatus",
     "ItemSucceeded",
     "LogMessage",
     "ProgressNoted",
@@ -48,17 +45,14 @@ __all__ = [
     "RunInterrupted",
     "RunResumed",
     "RunStarted",
-    "RunStatus",
     "RunStopped",
     "SessionFailed",
     "SessionLost",
     "SessionOpened",
     "SessionRetrying",
-    "SkipCause",
     "StepFinished",
     "StepSkipped",
     "StepStarted",
-    "StepStatus",
     "StreamResumed",
     "TaskCreated",
     "TaskUpdated",
@@ -74,124 +68,6 @@ SHA-256 (:mod:`runner.workflow.keys`); a format-1 run keeps its keys when it res
 (:mod:`runner.masking`: a ``***`` that is not a placeholder is written ``***=``, so that no text a
 server sent reads back as a secret); a run of an older format is resumed, and written on, as it was (its
 placeholders read back as they did then)."""
-
-
-# -- vocabularies -------------------------------------------------------------------------------------------
-
-
-class FailureKind(enum.StrEnum):
-    """How a call (or a step) failed. ``exit_code``: what a failure of this kind makes the run exit with;
-    ``in_doubt``: the server may have done the work."""
-
-    NOT_SENT = "connection-before-send"
-    OUTCOME_UNKNOWN = "outcome-unknown"
-    TIMEOUT = "timeout"
-    CANCELLED = "cancelled"
-    PROTOCOL_ERROR = "protocol-error"
-    TOOL_ERROR = "tool-error"
-    SKIPPED_IN_DOUBT = "skipped-in-doubt"
-    TEMPLATE_ERROR = "template-error"
-    INVALID_CALL = "invalid-call"
-    """Refused before it was sent: the server has no such tool, or the tool's inputSchema refuses the
-    arguments (:class:`~runner.errors.InvalidCall`). Definite and not sent: a resume calls it again."""
-
-    @property
-    def exit_code(self) -> ExitCode:
-        return _KIND_FACTS[self][0]
-
-    @property
-    def in_doubt(self) -> bool:
-        return _KIND_FACTS[self][1]
-
-    @property
-    def words(self) -> str:
-        """How the console says it (the journal and ``--json`` keep ``value``)."""
-        return _KIND_WORDS[self]
-
-    @classmethod
-    def of(cls, value: str) -> FailureKind:
-        """The kind named ``value``; ``KeyError`` for a name this version does not know."""
-        return _KINDS[value]
-
-
-_KIND_FACTS: Final[dict[FailureKind, tuple[ExitCode, bool]]] = {
-    FailureKind.NOT_SENT: (ExitCode.UNREACHABLE, False),
-    FailureKind.OUTCOME_UNKNOWN: (ExitCode.OUTCOME_UNKNOWN, True),
-    FailureKind.TIMEOUT: (ExitCode.OUTCOME_UNKNOWN, True),
-    FailureKind.CANCELLED: (ExitCode.OUTCOME_UNKNOWN, True),
-    FailureKind.PROTOCOL_ERROR: (ExitCode.PROTOCOL, False),
-    FailureKind.TOOL_ERROR: (ExitCode.FAILED, False),
-    FailureKind.SKIPPED_IN_DOUBT: (ExitCode.FAILED, False),
-    FailureKind.TEMPLATE_ERROR: (ExitCode.FAILED, False),
-    FailureKind.INVALID_CALL: (ExitCode.FAILED, False),
-}
-_KIND_WORDS: Final[dict[FailureKind, str]] = {
-    FailureKind.NOT_SENT: "not sent (no connection)",
-    FailureKind.OUTCOME_UNKNOWN: "outcome unknown",
-    FailureKind.TIMEOUT: "timed out",
-    FailureKind.CANCELLED: "cancelled while running",
-    FailureKind.PROTOCOL_ERROR: "error from the server",
-    FailureKind.TOOL_ERROR: "tool error",
-    FailureKind.SKIPPED_IN_DOUBT: "skipped (was in doubt)",
-    FailureKind.TEMPLATE_ERROR: "template error",
-    FailureKind.INVALID_CALL: "invalid call",
-}
-_KINDS: Final[dict[str, FailureKind]] = {kind.value: kind for kind in FailureKind}
-
-
-class ItemStatus(enum.StrEnum):
-    """Where one item (one tool call) stands."""
-
-    PENDING = "pending"
-    """Not done, and surely not run: its last attempt was never delivered, another was to follow."""
-    DISPATCHED = "dispatched"
-    """Sent (or about to be), no answer recorded: in flight while its run's process lives, in doubt after."""
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    """A definite answer that is a failure (or never sent: a resume calls it again)."""
-    IN_DOUBT = "in-doubt"
-    """Sent, and its outcome is unknown (lost, timed out, cancelled)."""
-    SKIPPED = "skipped"
-    """Was in doubt; a resume decided to skip it (``--skip-in-doubt``). Counts as failed; stays skipped."""
-
-
-class StepStatus(enum.StrEnum):
-    PENDING = "pending"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    INCOMPLETE = "incomplete"
-    """Its server could not be reached: items left undone, which a resume runs."""
-    SKIPPED = "skipped"
-    INTERRUPTED = "interrupted"
-    NOT_RUN = "not-run"
-
-
-class SkipCause(enum.StrEnum):
-    """Why a step was skipped (``step_skipped.cause``); :mod:`runner.engine.core.conditions` decides."""
-
-    CONDITION = "if-false"
-    """Its ``if:`` was false. Nothing failed because of it."""
-    DEPENDENCY_SKIPPED = "dependency-skipped"
-    """A dependency was skipped (by its own ``if:``, or in turn), and its ``if:`` calls no status function."""
-    FAILURE = "failure"
-    """Something failed: a dependency (or, in turn, one of its own), or another step (no new step starts)."""
-    UNFINISHED = "unfinished"
-    """A dependency has no definite outcome yet (in doubt, incomplete, interrupted), or the run is being
-    interrupted: nothing is decided, a resume decides."""
-
-
-class RunStatus(enum.StrEnum):
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    IN_DOUBT = "in-doubt"
-    INCOMPLETE = "incomplete"
-    INTERRUPTED = "interrupted"
-
-    @property
-    def closed(self) -> bool:
-        """A closed run has a definite answer for every item (see :mod:`runner.engine.core.state`)."""
-        return self in (RunStatus.SUCCEEDED, RunStatus.FAILED)
 
 
 # -- the vocabularies as fields ----------------------------------------------------------------------------
@@ -460,18 +336,6 @@ class ItemFailed(Event):
     result: _JsonObject | None = None
     retrying: bool | None = None
     retry_in: float | None = None
-
-
-class Decision(enum.StrEnum):
-    """What a person decided about items in doubt (``--rerun-in-doubt``, ``--skip-in-doubt``,
-    ``--accept-in-doubt``): each settles the items its :class:`DoubtDecided` record names, and only those."""
-
-    RERUN = "rerun"
-    """Call them again: once. A crash during that call leaves them in doubt again, and a new decision is asked."""
-    SKIP = "skip"
-    """They may have run; never call them again: they count as failed (``skipped-in-doubt``)."""
-    ACCEPT = "accept"
-    """They ran: they count as succeeded, with no result, and the steps that depend on them run."""
 
 
 _Decision: TypeAlias = Annotated[Decision | None, _known(Decision), _string("Decision")]

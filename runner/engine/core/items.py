@@ -26,8 +26,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runner.engine.core.events import Decision, ItemStatus
 from runner.engine.core.state import SKIPPED_IN_DOUBT, ItemState, RunState
+from runner.engine.core.vocabulary import Decision, ItemStatus
 from runner.workflow.context import item_entry
 from runner.workflow.plan import PlannedStep
 from runner.workflow.template import TemplateError

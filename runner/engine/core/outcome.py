@@ -6,7 +6,7 @@ doubt, and the ``--json`` summary. Pure: the same state always settles the same 
 - **Failures** are the items that failed or were skipped in doubt, and the steps that failed as a whole.
   A skipped step is never a failure: the failure that caused the skip is.
 - **The exit code** is the strongest of what applies (see :func:`runner.exitcodes.combine`): each failure's
-  kind says its code (:class:`~runner.engine.core.events.FailureKind`), except that a ``continue_on_error`` step's
+  kind says its code (:class:`~runner.engine.core.vocabulary.FailureKind`), except that a ``continue_on_error`` step's
   failures do not count, and items never sent (their server could not be reached) always do.
 - **Outputs** are rendered each on its own: one that fails is left out and named (``output_failures``), the
   others are kept; a failed output fails the run (exit 1), as a failed step does.
@@ -21,7 +21,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
-from runner.engine.core.events import FailureKind, ItemStatus, RunStatus, SkipCause, StepStatus
 from runner.engine.core.report import (
     RERUN_PENDING,
     SUMMARY_VERSION,
@@ -32,6 +31,7 @@ from runner.engine.core.report import (
     step_report,
 )
 from runner.engine.core.state import RunState, StepState
+from runner.engine.core.vocabulary import FailureKind, ItemStatus, RunStatus, SkipCause, StepStatus
 from runner.exitcodes import ExitCode, combine
 from runner.masking import Masker
 from runner.workflow.plan import OutputFailure, Plan

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from runner.engine.core.events import Decision, FailureKind, RunStatus, SkipCause, StepStatus
 from runner.engine.core.state import ItemState, RunState, StepCounts, StepState
+from runner.engine.core.vocabulary import Decision, FailureKind, RunStatus, SkipCause, StepStatus
 from runner.exitcodes import ExitCode
 from runner.masking import Masker
 from runner.workflow.plan import OutputFailure

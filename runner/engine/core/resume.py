@@ -36,8 +36,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from runner.engine.core.events import RunStatus
 from runner.engine.core.state import RunState
+from runner.engine.core.vocabulary import RunStatus
 from runner.errors import McpRunError, UsageError
 from runner.exitcodes import ExitCode
 
@@ -66,7 +66,7 @@ InDoubt = Literal["ask", "rerun", "skip", "accept"]
 class Prior:
     """How a resume treats what earlier attempts left: ``in_doubt`` says what to do with items in doubt that
     are not safe to call again and no earlier decision settled ("ask": stop before anything runs; "rerun";
-    "skip"; "accept": a :class:`~runner.engine.core.events.Decision`, journaled before it acts); ``fresh_steps`` are
+    "skip"; "accept": a :class:`~runner.engine.core.vocabulary.Decision`, journaled before it acts); ``fresh_steps`` are
     steps whose definition changed (their history is ignored)."""
 
     in_doubt: str = "ask"

@@ -33,13 +33,10 @@ from typing import Any, Final
 
 from runner.engine.core.events import (
     JOURNAL_FORMAT,
-    Decision,
     DoubtDecided,
     Entry,
-    FailureKind,
     ItemDispatched,
     ItemFailed,
-    ItemStatus,
     ItemSucceeded,
     LogMessage,
     ProgressNoted,
@@ -47,20 +44,18 @@ from runner.engine.core.events import (
     RunInterrupted,
     RunResumed,
     RunStarted,
-    RunStatus,
     RunStopped,
     SessionFailed,
     SessionLost,
     SessionOpened,
     SessionRetrying,
-    SkipCause,
     StepFinished,
     StepSkipped,
     StepStarted,
-    StepStatus,
     TaskCreated,
     TaskUpdated,
 )
+from runner.engine.core.vocabulary import Decision, FailureKind, ItemStatus, RunStatus, SkipCause, StepStatus
 
 __all__ = ["CallProgress", "ItemState", "RunState", "SessionState", "StepCounts", "StepState", "fold"]
 

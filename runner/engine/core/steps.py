@@ -18,18 +18,11 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from runner.engine.core.conditions import Gate, Skip
-from runner.engine.core.events import (
-    AnyEvent,
-    FailureKind,
-    ItemStatus,
-    StepFinished,
-    StepSkipped,
-    StepStarted,
-    StepStatus,
-)
+from runner.engine.core.events import AnyEvent, StepFinished, StepSkipped, StepStarted
 from runner.engine.core.items import ItemAction, item_action, step_keys
 from runner.engine.core.readiness import Readiness
 from runner.engine.core.state import ItemState, RunState, StepState
+from runner.engine.core.vocabulary import FailureKind, ItemStatus, StepStatus
 from runner.workflow.context import fanout_view, identified, make_context, step_view
 from runner.workflow.plan import Plan, PlannedStep
 from runner.workflow.status import status_scope

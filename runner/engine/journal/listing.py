@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from runner.engine.core.events import Entry, RunFinished, RunInterrupted, RunStarted, RunStatus, RunStopped
+from runner.engine.core.events import Entry, RunFinished, RunInterrupted, RunStarted, RunStopped
 from runner.engine.core.state import RunState
+from runner.engine.core.vocabulary import RunStatus
 from runner.engine.journal.reader import (
     JournalCorrupt,
     closes,
