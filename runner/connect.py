@@ -156,8 +156,8 @@ async def open_target(target: Target, options: SessionOptions) -> AsyncIterator[
         async with open_stdio_transport(params) as transport, open_session(transport, options) as session:
             yield session
     else:
+        from runner.transports.http.legacy_sse import open_legacy_sse_transport, speaks_legacy_sse
         from runner.transports.http.transport import HttpParams, open_http_transport
-        from runner.transports.legacy_sse import open_legacy_sse_transport, speaks_legacy_sse
 
         http_params = HttpParams(
             url=target.url,

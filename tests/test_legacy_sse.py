@@ -17,8 +17,8 @@ import trio.testing
 from runner.errors import ConnectFailed, HTTPStatusError, NotDelivered, OutcomeUnknown, TransportError
 from runner.protocol.jsonrpc import Notification, Request, Response
 from runner.session import AnswerPolicy, ElicitationPolicy, SessionOptions, open_session
+from runner.transports.http.legacy_sse import LegacySseTransport, open_legacy_sse_transport, speaks_legacy_sse
 from runner.transports.http.params import HttpParams
-from runner.transports.legacy_sse import LegacySseTransport, open_legacy_sse_transport, speaks_legacy_sse
 
 URL = "http://legacy.test/sse?token=secret"
 

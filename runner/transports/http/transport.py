@@ -4,7 +4,7 @@ Also the stateless 2026-07-28 revision, once ``set_protocol_version`` names it: 
 resumption (a stream that drops before its response loses the request at once), and each request's own
 headers (``Request.headers``: ``Mcp-Method``, ``Mcp-Name``...) go on its POST. The legacy HTTP+SSE
 transport of 2024-11-05 (a GET stream announcing a separate POST endpoint) is
-:mod:`runner.transports.legacy_sse`, which :mod:`runner.connect` falls back to.
+:mod:`runner.transports.http.legacy_sse`, which :mod:`runner.connect` falls back to.
 
 ::
 
