@@ -62,13 +62,13 @@ if TYPE_CHECKING:
         ServerError,
         SessionExpired,
         TemporalUnreachable,
-        ToolError,
         TransportError,
         UnsupportedProtocolVersion,
         UsageError,
         WorkflowError,
     )
     from runner.launch import LaunchError
+    from runner.protocol.mcp import ToolError
     from runner.session.results import ResultNotSupported, TaskNotFollowed
     from runner.workflow.expressions import TemplateSyntaxError
     from runner.workflow.positions import WorkflowErrors
@@ -81,10 +81,11 @@ _FROM: Final[dict[str, tuple[str, ...]]] = {
         "BusyError", "CallTimeout", "ConnectFailed", "FrameTooLarge", "HTTPStatusError", "InvalidCall",
         "JsonRpcError", "MalformedMessage", "McpRunError", "NotDelivered", "OpenRunChanged", "OutcomeUnknown",
         "ProtocolError", "RunAlreadyOpen", "RunEndedWithoutResult", "ServerError", "SessionExpired",
-        "TemporalUnreachable", "ToolError", "TransportError", "UnsupportedProtocolVersion", "UsageError",
+        "TemporalUnreachable", "TransportError", "UnsupportedProtocolVersion", "UsageError",
         "WorkflowError",
     ),
     "runner.auth.errors": ("AuthFailed", "LoginRequired"),
+    "runner.protocol.mcp": ("ToolError",),
     "runner.engine.calls.task": ("TaskLost", "TaskUnfinished"),
     "runner.engine.core.resume": (
         "EnvironmentChanged", "NoRunToRetry", "NoUnfinishedRun", "NothingToRetry", "RunAlreadyFinished",

@@ -51,7 +51,7 @@ Every error carries the exit code the CLI turns it into (see :mod:`runner.exitco
         │   ├── FrameTooLarge         (3) a message over the size cap
         │   ├── UnsupportedProtocolVersion (3) the server chose a version we do not speak
         │   └── ResultNotSupported    (3) a kind of result mcp-run cannot act on yet [session.results]
-        └── ToolError                 (1) the tool ran and reported failure (``isError: true``)
+        └── ToolError                 (1) the tool ran and reported failure (``isError: true``) [protocol.mcp]
 
 Internal, never met by a caller (caught where they are raised), so neither public nor drawn: ``Drained`` and
 ``TaskUncollected`` (:mod:`runner.engine.calls`), ``CannotCheck`` and its kinds (:mod:`runner.workflow.argcheck`:
@@ -63,12 +63,9 @@ Errors are translated at the boundary where they happen, with the cause kept in 
 from __future__ import annotations
 
 import unicodedata
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from runner.exitcodes import ExitCode
-
-if TYPE_CHECKING:
-    from runner.protocol.mcp import ToolResult
 
 __all__ = [
     "BusyError",
@@ -89,7 +86,6 @@ __all__ = [
     "ServerError",
     "SessionExpired",
     "TemporalUnreachable",
-    "ToolError",
     "TransportError",
     "UnsupportedProtocolVersion",
     "UsageError",
@@ -337,16 +333,6 @@ class UnsupportedProtocolVersion(ProtocolError):
         super().__init__(
             f"server chose protocol version {chosen!r}, which mcp-run does not support (we offered {offered!r})"
         )
-
-
-class ToolError(ServerError):
-    """The tool ran and reported failure (``isError: true``); ``result`` holds what it returned."""
-
-    exit_code = ExitCode.FAILED
-
-    def __init__(self, message: str, result: ToolResult) -> None:
-        super().__init__(message)
-        self.result = result
 
 
 class TemporalUnreachable(McpRunError):

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from runner.errors import MalformedMessage
+from runner.errors import MalformedMessage, ServerError
+from runner.exitcodes import ExitCode
 
 __all__ = [
     "LATEST_PROTOCOL_VERSION",
@@ -21,6 +22,7 @@ __all__ = [
     "Progress",
     "Tool",
     "ToolAnnotations",
+    "ToolError",
     "ToolResult",
     "parse_log_message",
     "parse_progress",
@@ -134,6 +136,16 @@ class ToolResult:
     def text(self) -> str:
         """The text content blocks joined with a newline."""
         return "\n".join(t for b in self.content if (t := b.text) is not None)
+
+
+class ToolError(ServerError):
+    """The tool ran and reported failure (``isError: true``); ``result`` holds what it returned."""
+
+    exit_code = ExitCode.FAILED
+
+    def __init__(self, message: str, result: ToolResult) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 def parse_tool_result(raw: dict[str, Any]) -> ToolResult:

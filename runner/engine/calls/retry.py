@@ -44,8 +44,8 @@ from runner.errors import (
     NotDelivered,
     OutcomeUnknown,
     ProtocolError,
-    ToolError,
 )
+from runner.protocol.mcp import ToolError
 
 __all__ = [
     "RetryPolicy",
