@@ -26,6 +26,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from runner.api import Outcome, arun_workflow, run_workflow
     from runner.auth.errors import AuthFailed, LoginRequired
+    from runner.engine.calls.servers import ServerUnreachable
     from runner.engine.calls.task import TaskLost, TaskUnfinished
     from runner.engine.core.resume import (
         EnvironmentChanged,
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
     from runner.engine.journal.rundir import AmbiguousRun, UnknownRun, WorkflowBusy
     from runner.engine.journal.writer import JournalWriteError
     from runner.engine.preflight import OutputUnusable, StateDirUnusable
-    from runner.engine.servers import ServerUnreachable
     from runner.engines import Engine, LocalEngine, RunRequest, TemporalOptions, engine_named
     from runner.errors import (
         BusyError,
@@ -95,7 +95,7 @@ _FROM: Final[dict[str, tuple[str, ...]]] = {
     "runner.engine.journal.rundir": ("AmbiguousRun", "UnknownRun", "WorkflowBusy"),
     "runner.engine.journal.writer": ("JournalWriteError",),
     "runner.engine.preflight": ("OutputUnusable", "StateDirUnusable"),
-    "runner.engine.servers": ("ServerUnreachable",),
+    "runner.engine.calls.servers": ("ServerUnreachable",),
     "runner.launch": ("LaunchError",),
     "runner.session.results": ("ResultNotSupported", "TaskNotFollowed"),
     "runner.workflow.positions": ("WorkflowErrors",),

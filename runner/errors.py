@@ -34,7 +34,7 @@ Every error carries the exit code the CLI turns it into (see :mod:`runner.exitco
         ├── TransportError            the connection failed; ``written`` says if the request went out
         │   ├── ConnectFailed         (4) could not start, reach or initialize the server
         │   │   ├── LaunchError       (4) a stdio server that cannot start as described [launch]
-        │   │   ├── ServerUnreachable (4) the run gave up reconnecting to a server [engine.servers]
+        │   │   ├── ServerUnreachable (4) the run gave up reconnecting to a server [engine.calls.servers]
         │   │   └── AuthFailed        (4) the server's authorization failed [auth.errors]
         │   │       └── LoginRequired (4) ``mcp-run login`` first [auth.errors]
         │   ├── NotDelivered          (4) the request surely never reached the server: safe to retry

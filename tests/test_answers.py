@@ -11,7 +11,7 @@ import trio
 import trio.testing
 
 from runner.cli.options import ELICITATION_CHOICES
-from runner.engine.servers import answer_policy
+from runner.engine.calls.servers import answer_policy
 from runner.errors import JsonRpcError, MalformedMessage, ProtocolError
 from runner.protocol.jsonrpc import ErrorResponse, Request, Response
 from runner.protocol.mcp import LogMessage

@@ -12,7 +12,7 @@ import trio.testing
 
 from runner._trio import single_error
 from runner.backoff import Backoff
-from runner.engine.servers import (
+from runner.engine.calls.servers import (
     LinkEvent,
     LinkFailed,
     LinkLost,

@@ -42,7 +42,7 @@ def make_opener(
     on_secret: Callable[[str], None] | None = None,
 ) -> SessionOpener:
     """Open a server's session, once: whether and when to try again is the caller's decision (the
-    scheduler's :class:`~runner.engine.servers.ServerLink`). ``legacy`` and ``max_message_size``: see
+    scheduler's :class:`~runner.engine.calls.servers.ServerLink`). ``legacy`` and ``max_message_size``: see
     :func:`runner.connect.render_target`; ``redact``: what a stdio server's stderr tail passes through before it
     goes into an error (the run's :meth:`Masker.mask <runner.masking.Masker.mask>`, so the raw tail is masked
     before it is indented); ``connect``: how a target becomes a session (default

@@ -23,7 +23,7 @@ Rules it keeps (the README states them for users):
 - Each call is checked against its server's tool list before it is sent (:mod:`runner.engine.calls.tools`);
   its dispatch is journaled durably *before* the request is written; its result after it arrives
   (:mod:`runner.engine.calls.item`). A server that goes away is reconnected by its link
-  (:mod:`runner.engine.servers`) while its calls wait.
+  (:mod:`runner.engine.calls.servers`) while its calls wait.
 - ``drain()`` (first interrupt) stops dispatching; ``cancel()`` (second, or after the grace period)
   cancels calls in flight, which send ``notifications/cancelled`` and are journaled as cancelled.
 """
@@ -41,6 +41,16 @@ from runner.backoff import Backoff
 from runner.engine.calls.args import ArgsRenderer, args_renderer
 from runner.engine.calls.item import CallSite, Drained, ItemCall
 from runner.engine.calls.retry import RetryPolicy, failure_kind, is_safe_to_repeat, reads_annotations
+from runner.engine.calls.servers import (
+    LinkEvent,
+    LinkFailed,
+    LinkLost,
+    LinkOpened,
+    LinkPolicy,
+    LinkRetrying,
+    ServerLink,
+    answer_policy,
+)
 from runner.engine.calls.tools import ToolChecks
 from runner.engine.core.conditions import Skip
 from runner.engine.core.events import (
@@ -67,16 +77,6 @@ from runner.engine.core.steps import Fail, StepMachine
 from runner.engine.core.vocabulary import Decision, FailureKind, StepStatus
 from runner.engine.journal.notes import LOG_LIMIT, LOG_RATE, PROGRESS_INTERVAL, Notes
 from runner.engine.journal.writer import EventLog, JournalWriteError
-from runner.engine.servers import (
-    LinkEvent,
-    LinkFailed,
-    LinkLost,
-    LinkOpened,
-    LinkPolicy,
-    LinkRetrying,
-    ServerLink,
-    answer_policy,
-)
 from runner.errors import CallTimeout, MalformedMessage, McpRunError, first_line
 from runner.protocol.mcp import LogMessage as McpLogMessage
 from runner.protocol.mcp import ToolResult
@@ -464,7 +464,7 @@ class Scheduler:
         raise Drained("the run is being interrupted; not dispatching")
 
     def _link(self, name: str) -> ServerLink:
-        """The server's link, started on first use (see :mod:`runner.engine.servers`)."""
+        """The server's link, started on first use (see :mod:`runner.engine.calls.servers`)."""
         link = self._links.get(name)
         if link is not None:
             return link

@@ -30,10 +30,10 @@ from runner.engine.calls.retry import (
     reads_annotations,
     wants_safety,
 )
+from runner.engine.calls.servers import LinkPolicy, ServerLink, answer_policy
 from runner.engine.calls.tools import ToolChecks
 from runner.engine.core.vocabulary import FailureKind
 from runner.engine.runctl import env_context, make_opener
-from runner.engine.servers import LinkPolicy, ServerLink, answer_policy
 from runner.errors import InvalidCall, McpRunError, NotDelivered, OutcomeUnknown, SessionExpired, first_line
 from runner.masking import Masker
 from runner.quoting import masking

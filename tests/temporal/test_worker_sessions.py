@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from runner.cli import main
-from runner.engine.servers import answer_policy
+from runner.engine.calls.servers import answer_policy
 from runner.temporal.spec import RunSpec, build_plan_of
 from tests.temporal.support import fan_out_workflow, open_scripted_session
 

@@ -31,12 +31,12 @@ import trio
 
 from runner.backoff import Backoff
 from runner.engine.calls.retry import RetryPolicy, Verdict, classify, failure_kind, wants_safety
+from runner.engine.calls.servers import ServerLink
 from runner.engine.calls.task import TaskCall, TaskSite, TaskUncollected, wants_task_now
 from runner.engine.core.events import ItemDispatched, ItemFailed, StreamResumed
 from runner.engine.core.vocabulary import FailureKind
 from runner.engine.journal.notes import Notes, Tally
 from runner.engine.journal.writer import EventLog
-from runner.engine.servers import ServerLink
 from runner.errors import (
     JsonRpcError,
     McpRunError,

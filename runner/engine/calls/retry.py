@@ -24,7 +24,7 @@ trio cancellation (interrupt)                   cancelled            never (in d
 and the Temporal batch's, :mod:`runner.temporal.batch`): each turns its :class:`Verdict` into its own
 mechanics (the local loop waits for the link's next session; the batch leaves what is surely not sent to the
 activity's next attempt). The waits come from :mod:`runner.backoff`, and reconnecting is
-:mod:`runner.engine.servers`'s.
+:mod:`runner.engine.calls.servers`'s.
 """
 
 from __future__ import annotations
