@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from runner.api import Outcome, arun_workflow, run_workflow
+    from runner.api import Outcome, arun_workflow, engine_named, run_workflow
     from runner.auth.errors import AuthFailed, LoginRequired
     from runner.engine.calls.servers import ServerUnreachable
     from runner.engine.calls.task import TaskLost, TaskUnfinished
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from runner.engine.journal.rundir import AmbiguousRun, UnknownRun, WorkflowBusy
     from runner.engine.journal.writer import JournalWriteError
     from runner.engine.preflight import OutputUnusable, StateDirUnusable
-    from runner.engines import Engine, LocalEngine, RunRequest, TemporalOptions, engine_named
+    from runner.engines import Engine, LocalEngine, RunRequest, TemporalOptions
     from runner.errors import (
         BusyError,
         CallTimeout,
@@ -75,8 +75,8 @@ if TYPE_CHECKING:
     from runner.workflow.template import TemplateError
 
 _FROM: Final[dict[str, tuple[str, ...]]] = {
-    "runner.api": ("Outcome", "arun_workflow", "run_workflow"),
-    "runner.engines": ("Engine", "LocalEngine", "RunRequest", "TemporalOptions", "engine_named"),
+    "runner.api": ("Outcome", "arun_workflow", "engine_named", "run_workflow"),
+    "runner.engines": ("Engine", "LocalEngine", "RunRequest", "TemporalOptions"),
     "runner.errors": (
         "BusyError", "CallTimeout", "ConnectFailed", "FrameTooLarge", "HTTPStatusError", "InvalidCall",
         "JsonRpcError", "MalformedMessage", "McpRunError", "NotDelivered", "OpenRunChanged", "OutcomeUnknown",

@@ -29,9 +29,28 @@ from typing import Any
 
 from runner.engine.core.outcome import Outcome
 from runner.engine.run import Reporter, RunOptions
-from runner.engines import Engine, EngineName, RunRequest, TemporalOptions, engine_named
+from runner.engines import ENGINES, Engine, EngineName, LocalEngine, RunRequest, TemporalOptions, need_temporal
+from runner.errors import UsageError
 
-__all__ = ["Outcome", "arun_workflow", "run_workflow"]
+__all__ = ["Outcome", "arun_workflow", "engine_named", "run_workflow"]
+
+
+def engine_named(name: str, *, temporal: TemporalOptions | None = None) -> Engine:
+    """The engine called ``name`` (``local`` or ``temporal``); ``temporal`` configures the Temporal engine (its
+    defaults when None; refused for the local engine, which it would not configure). Here, not in
+    :mod:`runner.engines`: the Temporal engine imports that interface, and the selector imports the engine."""
+    if name == "local":
+        if temporal is not None:
+            raise UsageError("temporal options configure engine='temporal', not the local engine")
+        return LocalEngine()
+    if name == "temporal":
+        need_temporal("engine='temporal'")
+        options = temporal if temporal is not None else TemporalOptions()
+        options.check()
+        from runner.temporal.engine import TemporalEngine  # only now: the base install has no temporalio
+
+        return TemporalEngine(options)
+    raise UsageError(f"engine must be one of {', '.join(map(repr, ENGINES))}, not {name!r}")
 
 
 def _prepare(

@@ -9,9 +9,10 @@ An engine takes a workflow file and its typed :class:`~runner.engine.run.RunOpti
 - ``temporal`` (:class:`runner.temporal.engine.TemporalEngine`): on Temporal's workers, started (or found open)
   and followed from here; its own options in :class:`TemporalOptions`.
 
-The Temporal engine is imported only inside :func:`engine_named`, when it is asked for: the base install has no
-``temporalio`` (the ``temporal`` extra), so asking for it without the extra is a :class:`~runner.errors.UsageError`
-that says what to install, never an ``ImportError``.
+:func:`runner.api.engine_named` picks one by name. This module never imports the Temporal engine (which
+implements the interface defined here): the base install has no ``temporalio`` (the ``temporal`` extra), and
+the selector imports it only when it is asked for, so asking for it without the extra is a
+:class:`~runner.errors.UsageError` that says what to install, never an ``ImportError``.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ __all__ = [
     "LocalEngine",
     "RunRequest",
     "TemporalOptions",
-    "engine_named",
     "need_temporal",
     "refuse_unsupported",
 ]
@@ -140,20 +140,3 @@ def need_temporal(what: str = "--engine temporal") -> None:
 
     if find_spec("temporalio") is None:
         raise UsageError(f"{what} needs temporalio; {EXTRA_HINT}")
-
-
-def engine_named(name: str, *, temporal: TemporalOptions | None = None) -> Engine:
-    """The engine called ``name`` (``local`` or ``temporal``); ``temporal`` configures the Temporal engine (its
-    defaults when None; refused for the local engine, which it would not configure)."""
-    if name == "local":
-        if temporal is not None:
-            raise UsageError("temporal options configure engine='temporal', not the local engine")
-        return LocalEngine()
-    if name == "temporal":
-        need_temporal("engine='temporal'")
-        options = temporal if temporal is not None else TemporalOptions()
-        options.check()
-        from runner.temporal.engine import TemporalEngine  # only now: the base install has no temporalio
-
-        return TemporalEngine(options)
-    raise UsageError(f"engine must be one of {', '.join(map(repr, ENGINES))}, not {name!r}")

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 import runner
+from runner.api import engine_named
 from runner.engine.run import RunOptions
-from runner.engines import LocalEngine, TemporalOptions, engine_named, refuse_unsupported
+from runner.engines import LocalEngine, TemporalOptions, refuse_unsupported
 from runner.errors import UsageError
 
 

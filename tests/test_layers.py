@@ -71,10 +71,11 @@ ALLOWED: dict[str, set[str]] = {
     "runner.view": {"runner.view"},
     "runner.testing": {"runner.testing", "runner.transports", "runner.connect", "runner.session", "runner.auth"},
     "runner.demo": {"runner.demo"},
-    "runner.api": {"runner.engine", "runner.engines"},
-    # The engine selector: the local engine, and the Temporal one imported inside engine_named only (see
-    # test_only_the_cli_imports_temporal).
-    "runner.engines": {"runner.engine", "runner.temporal"},
+    # The Python API and the engine selector: the local engine, and the Temporal one imported inside
+    # engine_named only (see test_only_the_cli_imports_temporal).
+    "runner.api": {"runner.engine", "runner.engines", "runner.temporal"},
+    # The Engine interface, which the Temporal engine implements: never the Temporal engine itself.
+    "runner.engines": {"runner.engine"},
     # The Temporal engine: the pure core and the local engine's pieces (state, outcome, sessions), never the
     # reverse (see test_only_the_cli_imports_temporal).
     "runner.temporal": {
@@ -205,14 +206,14 @@ def test_validate_opens_no_session() -> None:
 
 def test_only_the_cli_imports_temporal() -> None:
     """The base install needs no temporalio: only runner.temporal imports it, and only the CLI imports that, and
-    the engine selector (runner.engines), inside the function that is asked for engine="temporal" only: so that
+    the engine selector (runner.api.engine_named), inside the function, when asked for engine="temporal" only: so that
     ``runner.run_workflow(..., engine="temporal")`` works, while ``import runner`` and the local engine never
     load it (the selector says what to install when temporalio is missing)."""
     for name, path in MODULES:
         found = imports_of(path)
         if not name.startswith(("runner.temporal", "runner.cli.temporal")):
             assert not any(i.split(".")[0] == "temporalio" for i in found), f"{name} imports temporalio"
-        if name == "runner.engines":
+        if name == "runner.api":
             found = module_level_imports(path)
         if not name.startswith(("runner.temporal", "runner.cli")):
             assert not any(i.startswith("runner.temporal") for i in found), f"{name} imports runner.temporal"

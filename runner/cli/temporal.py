@@ -1,7 +1,7 @@
 """The Temporal commands: ``temporal-dev``, ``worker --engine temporal``, and ``run --engine temporal``.
 
 The run's lifecycle is the Temporal engine's (:mod:`runner.temporal.engine`, chosen by
-:func:`runner.engines.engine_named`); here it is only parsed, followed on screen and reported, its refusals
+:func:`runner.api.engine_named`); here it is only parsed, followed on screen and reported, its refusals
 given the commands to paste. ``runner.temporal`` (and ``temporalio``) are imported only inside the commands
 that need them: the base install runs without the ``temporal`` extra.
 """
@@ -280,7 +280,8 @@ def run_temporal(args: argparse.Namespace, options: RunOptions) -> int:
     ``--detach``) followed and reported as a local run is."""
     refuse_unsupported(options)
     need_temporal()
-    from runner.engines import RunRequest, engine_named
+    from runner.api import engine_named
+    from runner.engines import RunRequest
     from runner.temporal.engine import TemporalEngine
 
     path = Path(args.file)
@@ -313,8 +314,8 @@ def resume_temporal(args: argparse.Namespace) -> int:
     """``mcp-run resume RUN_ID --engine temporal --rerun-in-doubt|--skip-in-doubt``: the decision about a run's
     items in doubt, sent to its workflow (an update), which then runs what is left; followed as a run is."""
     need_temporal()
+    from runner.api import engine_named
     from runner.cli.where import in_doubt_decision
-    from runner.engines import engine_named
     from runner.temporal.engine import TemporalEngine
 
     run_id = args.run_id or args.target
