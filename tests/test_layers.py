@@ -7,6 +7,7 @@ table below, so a convenient shortcut cannot quietly turn the design into a tang
 from __future__ import annotations
 
 import ast
+import itertools
 from pathlib import Path
 
 import pytest
@@ -237,3 +238,75 @@ def module_level_imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
     return found
+
+
+def _folder_of(module: str) -> str:
+    """The node a module belongs to: its package (the folder it sits in, ``runner.engine.core`` for
+    ``runner.engine.core.events``), a package for itself, and a top-level module (``runner.connect``) for itself."""
+    if (PACKAGE.parent.joinpath(*module.split(".")) / "__init__.py").exists():
+        return module
+    parent = module.rpartition(".")[0]
+    return module if parent == "runner" else parent
+
+
+def _modules_imported(path: Path) -> set[str]:
+    """The runner modules ``path`` imports (``from runner.x import y`` names the module ``runner.x``, or
+    ``runner.x.y`` when y is a module), each import counted once. The package ``runner`` itself is left out: its
+    public names, imported lazily from where they live, are no layer (the CLI reads ``runner.__version__``)."""
+    found = set()
+    for name in imports_of(path):
+        parts = name.split(".")
+        while parts and not _is_module(".".join(parts)):
+            parts.pop()
+        if len(parts) > 1 and parts[0] == "runner":
+            found.add(".".join(parts))
+    return {m for m in found if not any(other.startswith(m + ".") for other in found)}
+
+
+def _folder_graph() -> dict[str, dict[str, list[str]]]:
+    """folder -> the folders it imports -> the imports that make the arrow (module-level and inside functions)."""
+    graph: dict[str, dict[str, list[str]]] = {}
+    for name, path in MODULES:
+        source = _folder_of(name)
+        for module in sorted(_modules_imported(path)):
+            target = _folder_of(module)
+            if target != source:
+                graph.setdefault(source, {}).setdefault(target, []).append(f"{name} -> {module}")
+    return graph
+
+
+def _a_cycle(graph: dict[str, dict[str, list[str]]]) -> list[str] | None:
+    """One cycle of ``graph`` (its nodes in order, the first repeated at the end), or None."""
+    done: set[str] = set()
+    for start in sorted(graph):
+        if start in done:
+            continue
+        path: list[str] = [start]
+        todo = [iter(sorted(graph.get(start, {})))]
+        while todo:
+            nxt = next(todo[-1], None)
+            if nxt is None:
+                done.add(path.pop())
+                todo.pop()
+            elif nxt in path:
+                return [*path[path.index(nxt) :], nxt]
+            elif nxt not in done:
+                path.append(nxt)
+                todo.append(iter(sorted(graph.get(nxt, {}))))
+    return None
+
+
+def test_no_import_circle_between_folders() -> None:
+    """A folder (package) of runner/ never imports, through any chain, a folder that imports it: each folder
+    can be read, and changed, knowing only those below it."""
+    graph = _folder_graph()
+    cycle = _a_cycle(graph)
+    if cycle is not None:
+        arrows = [f"{a} -> {b}: {', '.join(graph[a][b])}" for a, b in itertools.pairwise(cycle)]
+        pytest.fail("import circle between folders:\n" + "\n".join(arrows))
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    graph = {"a": {"b": ["a.x -> b.y"]}, "b": {"c": ["b.y -> c.z"]}, "c": {"a": ["c.z -> a.x"]}, "d": {"a": []}}
+    assert _a_cycle(graph) == ["a", "b", "c", "a"]
+    assert _a_cycle({"a": {"b": []}, "b": {}}) is None
