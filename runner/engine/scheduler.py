@@ -83,7 +83,6 @@ from runner.protocol.mcp import ToolResult
 from runner.session import Session, SessionOptions
 from runner.workflow.context import item_entry
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, OutputFailure, Plan, PlannedStep
-from runner.workflow.template import TemplateError
 
 __all__ = ["Outcome", "Scheduler", "SchedulerOptions", "SessionOpener"]
 
@@ -300,19 +299,6 @@ class Scheduler:
         for dependent in self._steps.ended(sid):
             self._steps_nursery.start_soon(self._step_task, dependent)
 
-    def _items_of(self, ps: PlannedStep) -> tuple[list[Any], list[str]] | None:
-        """The step's items and their keys (one item, key ``""``, for a plain step); None when the step failed."""
-        if not ps.fan_out:
-            return [None], [""]
-        masker = self._log.masker
-        secrets_in = masker.secrets_in if masker else _no_secrets  # no secrets: nothing to look for
-        try:
-            items = ps.render_items(self._steps.context())
-            return items, self._steps.keys(ps, items, secrets_in)
-        except TemplateError as exc:
-            self._steps.fail(ps, str(exc), FailureKind.TEMPLATE_ERROR)
-            return None
-
     async def _connected(self, ps: PlannedStep) -> bool:
         """Wait for the step's server; False when the step ended without it (interrupted, or not reached)."""
         try:
@@ -326,7 +312,8 @@ class Scheduler:
         return True
 
     async def _run_step(self, ps: PlannedStep) -> None:
-        found = self._items_of(ps)
+        masker = self._log.masker
+        found = self._steps.items(ps, masker.secrets_in if masker else _no_secrets)  # no secrets: none to find
         if found is None:
             return
         items, keys = found

@@ -67,7 +67,6 @@ with workflow.unsafe.imports_passed_through():
     from runner.temporal.spec import RunSpec, build_plan_of, encoded_inputs, env_placeholders
     from runner.workflow.context import item_entry
     from runner.workflow.plan import Plan, PlannedStep
-    from runner.workflow.template import TemplateError
 
 __all__ = ["WORKFLOW_NAME", "DagWorkflow"]
 
@@ -251,7 +250,7 @@ class DagWorkflow:
     async def _run_step(self, ps: PlannedStep) -> None:
         assert self._spec is not None and self._steps is not None
         steps = self._steps
-        found = self._items_of(ps)
+        found = steps.items(ps, placeholders)
         if found is None:
             return
         items, keys = found
@@ -273,19 +272,6 @@ class DagWorkflow:
         for call, outcome in unreached:
             entries[call["at"]] = self._apply(ps, call, {**outcome, "status": "failed"})
         steps.finish(ps, items, keys, entries if ps.referenced else [])
-
-    def _items_of(self, ps: PlannedStep) -> tuple[list[Any], list[str]] | None:
-        """The step's items and their keys (one item, key ``""``, for a plain step); None when the step failed."""
-        assert self._steps is not None
-        if not ps.fan_out:
-            return [None], [""]
-        try:
-            items = ps.render_items(self._steps.context())
-            # Env values are placeholders here (***env.NAME***): the masker's own answer finds them.
-            return items, self._steps.keys(ps, items, placeholders)
-        except TemplateError as exc:
-            self._steps.fail(ps, str(exc), FailureKind.TEMPLATE_ERROR)
-            return None
 
     def _calls(
         self, ps: PlannedStep, items: list[Any], keys: list[str], entries: list[dict[str, Any] | None]

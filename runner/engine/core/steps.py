@@ -181,10 +181,20 @@ class StepMachine:
         counts = self._state.step(ps.id).counts(live=False).as_dict()
         self._emit(StepFinished(step=ps.id, status=status, counts=counts, error=error, kind=kind))
 
-    def keys(self, ps: PlannedStep, items: list[Any], secrets_in: Callable[[str], list[str]]) -> list[str]:
-        """The item keys of fan-out ``ps`` (see :func:`~runner.engine.core.items.step_keys`)."""
-        full_hash = self._state.journal_format < 2
-        return step_keys(ps, items, self.context, secrets_in=secrets_in, full_hash=full_hash)
+    def items(self, ps: PlannedStep, secrets_in: Callable[[str], list[str]]) -> tuple[list[Any], list[str]] | None:
+        """The step's items and their keys (:func:`~runner.engine.core.items.step_keys`; one item, key ``""``,
+        for a plain step); None when they could not be made: the step failed (recorded). ``secrets_in`` says
+        which secrets a key holds (the masker locally; on Temporal, where env values are placeholders, the
+        masker's own :func:`~runner.masking.placeholders`)."""
+        if not ps.fan_out:
+            return [None], [""]
+        try:
+            items = ps.render_items(self.context())
+            full_hash = self._state.journal_format < 2
+            return items, step_keys(ps, items, self.context, secrets_in=secrets_in, full_hash=full_hash)
+        except TemplateError as exc:
+            self.fail(ps, str(exc), FailureKind.TEMPLATE_ERROR)
+            return None
 
     def prior(self, sid: str, key: str) -> ItemState | None:
         """What earlier attempts left of an item (None for a first run, or a step whose history is ignored)."""
