@@ -167,7 +167,7 @@ version: 1
 servers:
   echo:
     command: {command}
-    max_concurrency: 64
+    max_concurrency: {inflight}
 steps:
   list:
     server: echo
@@ -179,7 +179,7 @@ steps:
     for_each: ${{{{ steps.list.structured.items }}}}
     key: ${{{{ item }}}}
     args: {{text: "n${{{{ item }}}}"}}
-    idempotent: true
+    idempotent: {idempotent}
   done:
     server: echo
     tool: echo
@@ -188,9 +188,17 @@ steps:
 """
 
 
+def fanout_yaml(command: list[str], items: int, *, inflight: int = 64, idempotent: bool = True) -> str:
+    """The fan-out workflow: a ``range`` step, ``items`` echo calls (``inflight`` at a time; ``idempotent: false``
+    makes every dispatch wait for its fsync, the default durability of a call not safe to repeat), a last step."""
+    return FANOUT_YAML.format(
+        command=json.dumps(command), items=items, inflight=inflight, idempotent=str(idempotent).lower()
+    )
+
+
 def fanout_file(tmp: Path, items: int) -> Path:
     path = tmp / f"fanout-{items}.yaml"
-    path.write_text(FANOUT_YAML.format(command=json.dumps(ECHO), items=items))
+    path.write_text(fanout_yaml(ECHO, items))
     return path
 
 
@@ -234,7 +242,7 @@ def run_whole(tmp: Path, items: int, client: str, env: dict[str, str]) -> dict[s
         cwd = REPO
     else:
         path = tmp / f"whole-{items}.yaml"
-        path.write_text(FANOUT_YAML.format(command=json.dumps(server), items=items))
+        path.write_text(fanout_yaml(server, items))
         argv = [MCP_RUN, str(path), "--no-progress", "--quiet", "--json", "--concurrency", "64", "--new-run"]
         argv += ["--no-journal"] if client.endswith("--no-journal") else ["--state-dir", str(tmp / "state-whole")]
         cwd = tmp

@@ -11,23 +11,22 @@ Needs ``valgrind``. Each run takes about 15x its normal time (a 3,000-item run: 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
 import tempfile
 from pathlib import Path
 
-from tests.benchmarks.__main__ import ECHO, FANOUT_YAML, MCP_RUN, REPO
+from tests.benchmarks.__main__ import ECHO, MCP_RUN, REPO, fanout_yaml
 
 IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 
-def instructions(tmp: Path, env: dict[str, str], items: int, journal: bool) -> int:
+def instructions(tmp: Path, env: dict[str, str], items: int, journal: bool, inflight: int, idempotent: bool) -> int:
     """The instructions of one CLI run of an ``items``-item fan-out."""
     path = tmp / f"fan-{items}.yaml"
-    path.write_text(FANOUT_YAML.format(command=json.dumps(ECHO), items=items))
-    argv = [MCP_RUN, str(path), "--no-progress", "--quiet", "--json", "--concurrency", "64", "--new-run"]
+    path.write_text(fanout_yaml(ECHO, items, inflight=inflight, idempotent=idempotent))
+    argv = [MCP_RUN, str(path), "--no-progress", "--quiet", "--json", "--concurrency", str(inflight), "--new-run"]
     argv += ["--state-dir", str(tmp / "state")] if journal else ["--no-journal"]
     subprocess.run(argv, cwd=tmp, env=env, capture_output=True, check=True)  # bytecode cached first
     out = subprocess.run(
@@ -49,6 +48,10 @@ def main() -> None:
     parser.add_argument("commits", nargs="+")
     parser.add_argument("--small", type=int, default=1_000)
     parser.add_argument("--big", type=int, default=3_000)
+    parser.add_argument("--inflight", type=int, default=64, help="the server's max_concurrency (default 64)")
+    parser.add_argument(
+        "--not-idempotent", action="store_true", help="the fanned-out step is not safe to repeat: dispatches fsynced"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mcp-run-instructions-") as folder:
         tmp = Path(folder)
@@ -62,8 +65,8 @@ def main() -> None:
             subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
             env = {**base, "PYTHONPATH": str(tree)}
             for journal in (False, True):
-                small = instructions(tmp, env, args.small, journal)
-                big = instructions(tmp, env, args.big, journal)
+                small = instructions(tmp, env, args.small, journal, args.inflight, not args.not_idempotent)
+                big = instructions(tmp, env, args.big, journal, args.inflight, not args.not_idempotent)
                 per_item = (big - small) / (args.big - args.small)
                 fixed = small - per_item * args.small
                 print(
