@@ -388,14 +388,15 @@ class Session(Waiting):
             generation = self._generation
             rid = self._ids.next() if request_id is None else request_id
             request = _outgoing(era, rid, method, params, progress=progress)
+            gate = None
             if before_send is not None:
                 request = sendable(request)  # written once, before its dispatch is journaled (see .sendable)
-                await before_send(rid, rid)
+                gate = await before_send(rid, rid)
             call = PendingCall(
                 method, timeout=timeout, idle_timeout=idle_timeout, on_progress=on_progress, on_resumed=on_resumed
             )
             try:
-                return await self._send_and_wait(request, call)
+                return await self._send_and_wait(request, call, gate)
             except HTTPStatusError as exc:
                 raise _in_era(exc, era, method)  # noqa: B904 - its cause is set there (or it is exc itself)
             except SessionExpired as exc:

@@ -66,10 +66,10 @@ from typing import Final
 import trio
 
 from runner._trio import single_error
-from runner.errors import ConnectFailed, FrameTooLarge, NotDelivered, ServerError, TransportError
+from runner.errors import ConnectFailed, FrameTooLarge, McpRunError, NotDelivered, ServerError, TransportError
 from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE, LineDecoder
 from runner.protocol.jsonrpc import InvalidMessage, Message, RequestId, decode, encode
-from runner.transports.base import TransportEvent, Written
+from runner.transports.base import Gate, TransportEvent, Written
 
 __all__ = [
     "ALLOWED_ENV_VARS",
@@ -126,10 +126,11 @@ class _Batch:
     """Lines queued for one write. ``ends[i]`` is where line ``i`` ends in the written data, ``written`` how
     much of it went out; ``failure`` says why the rest did not."""
 
-    __slots__ = ("done", "ends", "failure", "lines", "told", "written")
+    __slots__ = ("done", "ends", "failure", "gates", "lines", "told", "written")
 
     def __init__(self) -> None:
         self.lines: list[bytes] = []
+        self.gates: list[Gate] = []  # what must open before any of it is written (dispatch records, durable)
         self.told: list[Written | None] = []  # per line: whom to tell how its write ended (queued lines)
         self.ends: list[int] = []
         self.written = 0
@@ -204,9 +205,11 @@ class StdioTransport:
             assert failure is not None
             raise NotDelivered(_text(failure), stderr=failure.stderr) from failure.__cause__
 
-    def queue(self, message: Message, written: Written, /) -> Callable[[], bool]:
+    def queue(self, message: Message, written: Written, gate: Gate | None = None, /) -> Callable[[], bool]:
         """Queue ``message`` for the writer and return at once (see ``runner.transports.base.Queued``)."""
         batch, index = self._add(encode(message) + b"\n", written)
+        if gate is not None and not gate.passed():
+            batch.gates.append(gate)
 
         def withdraw() -> bool:
             if batch is not self._queued:
@@ -237,11 +240,14 @@ class StdioTransport:
             while True:
                 await self._writer_wake.wait()
                 self._writer_wake = trio.Event()
-                batch, self._queued = self._queued, None
-                if batch is None:
+                if self._queued is None:
                     continue
+                gated = await self._wait_for_gates(self._queued)
+                batch, self._queued = self._queued, None
                 batch.ends = list(itertools.accumulate(map(len, batch.lines)))
-                if self._error is not None:
+                if gated is not None:
+                    batch.fail(f"not written: {_text(gated)}", self.stderr_tail(), gated)
+                elif self._error is not None:
                     error = self._error
                     batch.fail(f"connection is closed: {_text(error)}", self.stderr_tail(), error)
                 else:
@@ -258,6 +264,19 @@ class StdioTransport:
                         unfinished.fail("cannot write to the server: the transport is closed", self.stderr_tail())
                     unfinished.finish()
             self._queued = None
+
+    async def _wait_for_gates(self, batch: _Batch) -> McpRunError | None:
+        """Wait until every gate of the batch the writer takes next has opened. It stays queued meanwhile: lines
+        still join it (they share the wait) and a withdrawn one is taken back. Returns the error of a gate that
+        cannot open (nothing of the batch is then written)."""
+        while batch.gates:
+            gate = batch.gates.pop(0)
+            if not gate.passed():
+                try:
+                    await gate.wait()
+                except McpRunError as exc:
+                    return exc
+        return None
 
     async def _write(self, batch: _Batch) -> None:
         # os.write rather than send_all: a failed send_all cannot say how much of the data went out.
