@@ -168,6 +168,7 @@ class StdioTransport:
         self._stdout = process.stdout
         self._stderr = process.stderr
         self._queued: _Batch | None = None  # lines waiting for the writer
+        self._gated: _Batch | None = None  # the batch the writer took, while it waits for its gates
         self._writer_done = False  # the writer task has ended: nothing more is written
         self._writer_wake = trio.Event()
         self._events_send, self._events = trio.open_memory_channel[TransportEvent](_EVENT_BUFFER)
@@ -197,7 +198,7 @@ class StdioTransport:
         try:
             await batch.done.wait()
         except trio.Cancelled:
-            if batch is self._queued:  # the writer has not taken it: withdraw the line
+            if batch is self._queued or batch is self._gated:  # not being written yet: withdraw the line
                 batch.lines[index] = b""
             raise
         if batch.unsent(index):
@@ -212,8 +213,8 @@ class StdioTransport:
             batch.gates.append(gate)
 
         def withdraw() -> bool:
-            if batch is not self._queued:
-                return False  # the writer has it: it goes out whole
+            if batch is not self._queued and batch is not self._gated:
+                return False  # the writer is writing it: it goes out whole
             batch.lines[index] = b""
             batch.told[index] = None
             return True
@@ -240,10 +241,10 @@ class StdioTransport:
             while True:
                 await self._writer_wake.wait()
                 self._writer_wake = trio.Event()
-                if self._queued is None:
-                    continue
-                gated = await self._wait_for_gates(self._queued)
                 batch, self._queued = self._queued, None
+                if batch is None:
+                    continue
+                gated = await self._wait_for_gates(batch) if batch.gates else None
                 batch.ends = list(itertools.accumulate(map(len, batch.lines)))
                 if gated is not None:
                     batch.fail(f"not written: {_text(gated)}", self.stderr_tail(), gated)
@@ -266,16 +267,18 @@ class StdioTransport:
             self._queued = None
 
     async def _wait_for_gates(self, batch: _Batch) -> McpRunError | None:
-        """Wait until every gate of the batch the writer takes next has opened. It stays queued meanwhile: lines
-        still join it (they share the wait) and a withdrawn one is taken back. Returns the error of a gate that
-        cannot open (nothing of the batch is then written)."""
-        while batch.gates:
-            gate = batch.gates.pop(0)
-            if not gate.passed():
-                try:
+        """Wait until every gate of ``batch`` (taken by the writer) has opened. Lines queued meanwhile go to the
+        next batch (a line already durable never waits for a later one's fsync); a line of this one can still be
+        withdrawn. Returns the error of a gate that cannot open (nothing of the batch is then written)."""
+        self._gated = batch
+        try:
+            for gate in batch.gates:
+                if not gate.passed():
                     await gate.wait()
-                except McpRunError as exc:
-                    return exc
+        except McpRunError as exc:
+            return exc
+        finally:
+            self._gated = None
         return None
 
     async def _write(self, batch: _Batch) -> None:
