@@ -41,9 +41,10 @@ outputs:
     return path
 
 
-def _run(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _run(tmp: Path, *args: str, run: bool = True) -> subprocess.CompletedProcess[str]:
+    options = ("--state-dir", str(tmp / "state"), "--no-progress") if run else ()
     return subprocess.run(
-        [sys.executable, "-m", "runner", *args, "--state-dir", str(tmp / "state"), "--no-progress"],
+        [sys.executable, "-m", "runner", *args, *options],
         capture_output=True,
         text=True,
         timeout=120,
@@ -115,3 +116,13 @@ async def test_a_pinned_2026_07_28_is_kept_and_its_cut_is_in_doubt(tmp_path: Pat
     assert "2026-07-28 streams cannot be resumed" in lines
     assert proxy.tools_call_posts == 1
     assert count.read_text().splitlines() == ["w1"]
+
+
+async def test_plan_check_says_which_era_auto_chooses_and_why(tmp_path: Path) -> None:
+    with trio.fail_after(150):
+        async with sdk_http_server() as server:
+            workflow = _workflow(tmp_path, server.url)
+            result = await trio.to_thread.run_sync(lambda: _run(tmp_path, "plan", "--check", str(workflow), run=False))
+    assert result.returncode == 0, result.stdout + result.stderr
+    print(result.stderr)  # the report shows this check
+    assert "note: server sdk: protocol 2025-11-25, chosen because some calls are not safe to repeat" in result.stderr
