@@ -6,14 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import trio
 
-from runner.session import SessionOptions
+from runner.protocol.jsonrpc import Request
+from runner.session import SessionOptions, open_session
 from runner.session.era import EraMemory
 from runner.session.negotiate import ASK_INITIALIZE, LEGACY, MODERN, choose_era
+from runner.testing.memory import memory_transport_pair
 from tests.fakes.modern_http import LEGACY as V2025
 from tests.fakes.modern_http import MODERN as V2026
 from tests.fakes.modern_http import ModernServer
-from tests.test_era import connected
+from tests.test_era import _serve_modern_stdio, connected
 
 # (pinned, unsafe, tasks, http, accepts_initialize) -> era
 TABLE = [
@@ -51,7 +54,11 @@ def test_the_reasons_say_why() -> None:
     doubt = choose_era(pinned=None, unsafe=True, tasks=False, http=True, accepts_initialize=False)
     assert "in doubt" in doubt.why and "cannot be resumed" in doubt.why
     legacy = choose_era(pinned=None, unsafe=True, tasks=False, http=True, accepts_initialize=True)
-    assert "Last-Event-ID" in legacy.why
+    assert "Last-Event-ID" in legacy.why and "event ids" not in legacy.why  # a JSON answer: not known
+    ids = choose_era(pinned=None, unsafe=True, tasks=False, http=True, accepts_initialize=True, event_ids=True)
+    assert ids.era == LEGACY and "its streams carry event ids" in ids.why
+    none = choose_era(pinned=None, unsafe=True, tasks=False, http=True, accepts_initialize=True, event_ids=False)
+    assert none.era == LEGACY and "no event id" in none.why and "in doubt" in none.why
     tasks = choose_era(pinned=None, unsafe=True, tasks=True, http=True, accepts_initialize=None)
     assert "task id survives a cut" in tasks.why
     pinned = choose_era(pinned="2026-07-28", unsafe=True, tasks=False, http=True, accepts_initialize=None)
@@ -146,3 +153,13 @@ async def test_a_pinned_2026_version_is_kept_even_when_a_call_is_not_safe() -> N
     async with connected(server, options) as (session, _):
         assert session.era.modern
     assert "initialize" not in [p.method for p in server.posts]
+
+
+async def test_over_stdio_a_modern_server_is_not_asked_initialize_and_nothing_is_said() -> None:
+    seen: list[Any] = []
+    async with memory_transport_pair("stdio: modern") as (client, end), trio.open_nursery() as nursery:
+        nursery.start_soon(_serve_modern_stdio, end, seen)
+        async with open_session(client, durable(server_log_level=None)) as session:
+            assert session.era.modern and session.era_why is None
+        nursery.cancel_scope.cancel()
+    assert [m.method for m in seen if isinstance(m, Request)] == ["server/discover"]

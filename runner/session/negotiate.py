@@ -22,8 +22,10 @@ safe to repeat (``SessionOptions.durable``), the era is the one in which a cut o
 server that answers ``server/discover`` but offers no tasks extension is asked ``initialize`` too (over HTTP
 only: over stdio a cut is the server's exit, which no era resumes); a server that accepts it is spoken to in
 2025-11-25, whose streams resume by GET with ``Last-Event-ID``. Whether they do (an event id on the stream)
-shows only on a call's own stream, so it is not probed: a 2025-11-25 server without event ids leaves a cut in
-doubt, as 2026-07-28 would, so the choice never loses durability. The cost is one round trip (the
+is known before a call only from the handshake's own answer: an SSE answer with ids (a server with an event
+store primes each stream) or without; a JSON answer says nothing. It is not probed further: a 2025-11-25
+server without event ids leaves a cut in doubt, as 2026-07-28 would, so the choice never loses durability;
+the connect line says what is known. The cost is one round trip (the
 ``initialize``) at the first connect of a run, for such workflows only; the verdict is remembered for the run.
 
 The outcome is remembered in ``SessionOptions.era_memory`` (one per server for the run): a session opened
@@ -52,6 +54,7 @@ from runner.session.era import (
     is_modern,
     modern_error,
 )
+from runner.transports.base import EventIds
 
 if TYPE_CHECKING:
     from runner.session.session import Session
@@ -116,13 +119,21 @@ class EraChoice:
 
 
 def choose_era(
-    *, pinned: str | None, unsafe: bool, tasks: bool, http: bool, accepts_initialize: bool | None
+    *,
+    pinned: str | None,
+    unsafe: bool,
+    tasks: bool,
+    http: bool,
+    accepts_initialize: bool | None,
+    event_ids: bool | None = None,
 ) -> EraChoice:
     """The era of a server that answered ``server/discover`` at 2026-07-28 (durability first, see the module
     docstring). ``pinned``: the revision ``protocol:`` asks for (None: ``auto``); ``unsafe``: some call on the
     server is not safe to repeat; ``tasks``: the server offers the tasks extension and the calls follow tasks;
     ``http``: Streamable HTTP (else stdio); ``accepts_initialize``: the verdict of an ``initialize`` try (None:
-    not tried yet)."""
+    not tried yet); ``event_ids``: whether the streams read so far (the handshake's) carried event ids (None:
+    no SSE stream was read). It only changes what ``why`` says: a 2025-11-25 stream without ids leaves a cut in
+    doubt, as 2026-07-28 would, so 2025-11-25 is never the worse choice, and the handshake is already done."""
     if pinned is not None:
         return EraChoice(pinned, f"protocol {pinned} is pinned (--protocol-version or the server's 'protocol:')")
     if not unsafe:
@@ -136,10 +147,18 @@ def choose_era(
     if accepts_initialize is None:
         return EraChoice(ASK_INITIALIZE, "some calls are not safe to repeat and it offers no tasks extension")
     if accepts_initialize:
+        given = "some calls are not safe to repeat, it offers no tasks extension and accepts initialize"
+        if event_ids is False:
+            return EraChoice(
+                LEGACY,
+                f"{given}, but its streams carry no event id: a cut may be in doubt in 2025-11-25 too "
+                "(as always in 2026-07-28)",
+            )
+        known = "its streams carry event ids, so " if event_ids else ""
         return EraChoice(
             LEGACY,
-            "some calls are not safe to repeat, it offers no tasks extension and accepts initialize: "
-            "2025-11-25 streams are resumed after a cut (GET with Last-Event-ID), 2026-07-28 ones cannot be",
+            f"{given}: {known}2025-11-25 streams are resumed after a cut (GET with Last-Event-ID), 2026-07-28 "
+            "ones cannot be",
         )
     return EraChoice(
         MODERN,
@@ -236,7 +255,11 @@ async def negotiate(session: Session) -> None:
     chosen = choose_era(pinned=None, unsafe=options.durable, tasks=tasks, http=http, accepts_initialize=None)
     if chosen.era == ASK_INITIALIZE and not remembered:
         accepts = await _accepts_initialize(session)
-        chosen = choose_era(pinned=None, unsafe=True, tasks=False, http=http, accepts_initialize=accepts)
+        transport = session.transport
+        event_ids = transport.event_ids if isinstance(transport, EventIds) else None
+        chosen = choose_era(
+            pinned=None, unsafe=True, tasks=False, http=http, accepts_initialize=accepts, event_ids=event_ids
+        )
         if accepts:
             memory.version = LEGACY
             memory.why = session.era_why = chosen.why
@@ -246,7 +269,8 @@ async def negotiate(session: Session) -> None:
     session.adopt_modern(version, info)
     memory.version = version
     memory.why = chosen.why
-    session.era_why = chosen.why if options.durable else None
+    # Said only where durability could decide: over stdio no era resumes a cut, so there is nothing to explain.
+    session.era_why = chosen.why if options.durable and http else None
 
 
 async def _accepts_initialize(session: Session) -> bool:

@@ -79,7 +79,7 @@ async def test_auto_against_the_dual_era_sdk_server_resumes_a_cut_call_executed_
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout + result.stderr
     assert "protocol 2025-11-25); era chosen because some calls are not safe to repeat" in lines
-    assert "accepts initialize" in lines
+    assert "accepts initialize: its streams carry event ids" in lines  # its initialize answer was primed
     assert proxy.cuts == 1
     assert proxy.tools_call_posts == 1
     assert count.read_text().splitlines() == ["w1"]
@@ -126,3 +126,15 @@ async def test_plan_check_says_which_era_auto_chooses_and_why(tmp_path: Path) ->
     assert result.returncode == 0, result.stdout + result.stderr
     print(result.stderr)  # the report shows this check
     assert "note: server sdk: protocol 2025-11-25, chosen because some calls are not safe to repeat" in result.stderr
+
+
+async def test_auto_says_when_the_sdk_servers_streams_carry_no_event_id(tmp_path: Path) -> None:
+    """Without an event store the SDK server's streams have no ids: 2025-11-25 is still chosen (no era does
+    better), and the connect line says a cut may be in doubt."""
+    with trio.fail_after(150):
+        async with sdk_http_server() as server:
+            workflow = _workflow(tmp_path, server.url)
+            result = await trio.to_thread.run_sync(lambda: _run(tmp_path, "run", str(workflow)))
+    lines = result.stdout + result.stderr
+    assert result.returncode == 0, lines
+    assert "protocol 2025-11-25); era chosen because" in lines and "carry no event id" in lines
