@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx2
 import pytest
 import trio
+import trio.testing
 
 from runner.protocol.jsonrpc import Request
 from runner.session import SessionOptions, open_session
@@ -163,3 +165,22 @@ async def test_over_stdio_a_modern_server_is_not_asked_initialize_and_nothing_is
             assert session.era.modern and session.era_why is None
         nursery.cancel_scope.cancel()
     assert [m.method for m in seen if isinstance(m, Request)] == ["server/discover"]
+
+
+class _SilentToInitialize(ModernServer):
+    """A modern-only server that never answers ``initialize``."""
+
+    async def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        if request.method == "POST" and b'"initialize"' in await request.aread():
+            await trio.sleep_forever()
+        return await super().__call__(request)
+
+
+async def test_an_initialize_without_answer_is_a_refusal_within_the_connect_bound(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    server = _SilentToInitialize("modern")
+    start = trio.current_time()
+    async with connected(server, durable(initialize_timeout=5)) as (session, _):
+        assert session.era.modern and "refuses initialize" in (session.era_why or "")
+        assert trio.current_time() - start == pytest.approx(5)

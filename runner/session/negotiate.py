@@ -276,13 +276,16 @@ async def negotiate(session: Session) -> None:
 async def _accepts_initialize(session: Session) -> bool:
     """Run the ``initialize`` handshake on a server that answered ``server/discover``: True when it took it
     (the session is then 2025-11-25), False when it answered with a refusal (a JSON-RPC error, a 4xx, a version
-    we do not speak). A connection that fails is no verdict: it fails the connect, as the probe's would."""
+    we do not speak, or no answer within the handshake's bound: the server has answered ``server/discover``, so
+    it is up). A connection that fails is no verdict: it fails the connect, as the probe's would."""
     try:
         await session.initialize()
     except ProtocolError:
         return False
     except ConnectFailed as exc:
         cause = exc.__cause__
+        if isinstance(cause, CallTimeout):
+            return False
         if isinstance(cause, HTTPStatusError) and 400 <= cause.status_code < 500 and cause.status_code != 429:
             return False
         raise
