@@ -329,3 +329,20 @@ def test_an_event_time_reads_as_datetime_reads_it(when: datetime, tail: str) -> 
     except ValueError:
         slow = None
     assert text.ts_seconds(odd) == slow
+
+
+def test_the_connect_line_says_why_auto_chose_the_era() -> None:
+    from runner.view.text import format_session
+
+    event = {
+        "type": "session_opened",
+        "server": "sdk",
+        "protocol_version": "2025-11-25",
+        "server_info": {"name": "peer", "version": "1"},
+        "era": "some calls are not safe to repeat",
+    }
+    assert format_session(event) == (
+        "server sdk connected (peer 1, protocol 2025-11-25); era chosen because some calls are not safe to repeat"
+    )
+    del event["era"]
+    assert format_session(event) == "server sdk connected (peer 1, protocol 2025-11-25)"

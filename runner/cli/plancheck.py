@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Final
 import trio
 
 from runner._trio import single_error
+from runner.engine.calls.servers import has_unsafe_calls
 from runner.engine.calls.tools import unknown_tool
 from runner.engine.journal.writer import Masker
 from runner.engine.runctl import env_context, make_opener
@@ -73,8 +74,9 @@ def check_plan(plan: Plan, *, connect_timeout: float | None = None) -> list[str]
     env = env_context(plan)
     masker = Masker(collect_secrets(plan, inputs, env))
     opener = make_opener(plan, inputs, env, redact=masker.mask)
-    tools, failures = _list_tools(plan, opener, connect_timeout)
+    tools, failures, eras = _list_tools(plan, opener, connect_timeout)
     lines = [f"error: server {name}: {masker.scrub(failures[name])}" for name in plan.servers if name in failures]
+    lines += [f"note: server {name}: {eras[name]}" for name in plan.servers if name in eras]
     findings = _step_findings(_StepChecker(plan, inputs, env), tools, masker)
     lines += [masker.mask(line) for line in findings]
     if failures:
@@ -89,11 +91,13 @@ def check_plan(plan: Plan, *, connect_timeout: float | None = None) -> list[str]
 
 def _list_tools(
     plan: Plan, opener: SessionOpener, connect_timeout: float | None
-) -> tuple[dict[str, dict[str, Tool]], dict[str, McpRunError]]:
-    """The tools of every server a step uses, by server and name, listed at once; and why each server that
-    could not list them failed."""
+) -> tuple[dict[str, dict[str, Tool]], dict[str, McpRunError], dict[str, str]]:
+    """The tools of every server a step uses, by server and name, listed at once; why each server that
+    could not list them failed; and, for a server whose era ``auto`` chose for durability (some call on it is
+    not safe to repeat), which era and why (as a run would choose it: :func:`has_unsafe_calls`)."""
     tools: dict[str, dict[str, Tool]] = {}
     failures: dict[str, McpRunError] = {}
+    eras: dict[str, str] = {}
 
     async def one(name: str) -> None:
         try:
@@ -101,9 +105,16 @@ def _list_tools(
                 server = plan.servers[name]
                 timeout = server.connect_within(connect_timeout)
                 options = SessionOptions(
-                    name=name, server_log_level=None, initialize_timeout=timeout, protocol=server.protocol
+                    name=name,
+                    server_log_level=None,
+                    initialize_timeout=timeout,
+                    protocol=server.protocol,
+                    tasks_extension=server.server.tasks != "off",
+                    durable=has_unsafe_calls(plan, name),
                 )
                 async with opener(name, options) as session:
+                    if session.era_why is not None:
+                        eras[name] = f"protocol {session.protocol_version}, chosen because {session.era_why}"
                     tools[name] = {t.name: t for t in await session.list_tools()}
         except McpRunError as exc:
             failures[name] = exc
@@ -115,7 +126,7 @@ def _list_tools(
                     nursery.start_soon(one, name)
 
     trio.run(list_all)
-    return tools, failures
+    return tools, failures, eras
 
 
 def _step_findings(checker: _StepChecker, tools: dict[str, dict[str, Tool]], masker: Masker) -> list[str]:

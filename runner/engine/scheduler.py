@@ -50,6 +50,7 @@ from runner.engine.calls.servers import (
     LinkRetrying,
     ServerLink,
     answer_policy,
+    has_unsafe_calls,
 )
 from runner.engine.calls.tools import ToolChecks
 from runner.engine.core.conditions import Skip
@@ -472,6 +473,7 @@ class Scheduler:
             on_warning=self._warn,
             answers=answer_policy(self._plan, name, self._options.elicitation),
             tasks_extension=server.tasks != "off",
+            durable=has_unsafe_calls(self._plan, name),
         )
         link = self._links[name] = ServerLink(
             name, lambda: self._opener(name, options), policy, on_event=self._on_link_event
@@ -491,6 +493,7 @@ class Scheduler:
                     server_info=session.server_info,
                     reconnects=event.reconnects or None,
                     down_s=round(event.down_for or 0.0, 3) if event.reconnects else None,
+                    era=None if event.reconnects else session.era_why,
                 )
             )
         elif isinstance(event, LinkLost):

@@ -67,12 +67,14 @@ _LEGACY_ONLY: Final = frozenset({"initialize", "ping", "logging/setLevel", "noti
 
 class EraMemory:
     """The era found for one server, kept for the run (``SessionOptions.era_memory``): ``version`` is
-    ``None`` until a session found it, then ``"legacy"`` or the modern revision spoken."""
+    ``None`` until a session found it, then ``"legacy"`` or the modern revision spoken; ``why`` says why
+    ``auto`` chose it (see :func:`runner.session.negotiate.choose_era`)."""
 
-    __slots__ = ("version",)
+    __slots__ = ("version", "why")
 
     def __init__(self) -> None:
         self.version: str | None = None
+        self.why: str | None = None
 
 
 def is_modern(version: str) -> bool:

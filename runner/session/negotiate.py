@@ -16,8 +16,20 @@ servers (2026-07-28, "Backward Compatibility with Initialization-Based Versions"
 - a legacy revision: no probe; ``initialize`` offers exactly that revision and a server that chooses
   another one fails the connect.
 
+Under ``auto`` the era is chosen for durability first (:func:`choose_era`): when some call on the server is not
+safe to repeat (``SessionOptions.durable``), the era is the one in which a cut of such a call survives.
+2026-07-28 streams cannot be resumed ("Resumable SSE streams via Last-Event-ID are not supported"), so a
+server that answers ``server/discover`` but offers no tasks extension is asked ``initialize`` too (over HTTP
+only: over stdio a cut is the server's exit, which no era resumes); a server that accepts it is spoken to in
+2025-11-25, whose streams resume by GET with ``Last-Event-ID``. Whether they do (an event id on the stream)
+is known before a call only from the handshake's own answer: an SSE answer with ids (a server with an event
+store primes each stream) or without; a JSON answer says nothing. It is not probed further: a 2025-11-25
+server without event ids leaves a cut in doubt, as 2026-07-28 would, so the choice never loses durability;
+the connect line says what is known. The cost is one round trip (the
+``initialize``) at the first connect of a run, for such workflows only; the verdict is remembered for the run.
+
 The outcome is remembered in ``SessionOptions.era_memory`` (one per server for the run): a session opened
-again for the same server (after a reconnect) skips the probe.
+again for the same server (after a reconnect) skips the probe, and the ``initialize`` try.
 """
 
 from __future__ import annotations
@@ -25,7 +37,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from runner.errors import CallTimeout, ConnectFailed, HTTPStatusError, JsonRpcError, TransportError
+from runner.errors import (
+    CallTimeout,
+    ConnectFailed,
+    HTTPStatusError,
+    JsonRpcError,
+    ProtocolError,
+    TransportError,
+)
+from runner.protocol.tasks2026 import server_takes_tasks
 from runner.session.era import (
     LATEST_MODERN_VERSION,
     LEGACY_VERSIONS,
@@ -34,13 +54,27 @@ from runner.session.era import (
     is_modern,
     modern_error,
 )
+from runner.transports.base import EventIds
 
 if TYPE_CHECKING:
     from runner.session.session import Session
 
-__all__ = ["LEGACY", "PROBE_TIMEOUT", "DiscoverInfo", "judge_error", "negotiate", "parse_discover_result"]
+__all__ = [
+    "ASK_INITIALIZE",
+    "LEGACY",
+    "MODERN",
+    "PROBE_TIMEOUT",
+    "DiscoverInfo",
+    "EraChoice",
+    "choose_era",
+    "judge_error",
+    "negotiate",
+    "parse_discover_result",
+]
 
 LEGACY: Final = "legacy"
+MODERN: Final = "modern"
+ASK_INITIALIZE: Final = "ask initialize"
 PROBE_ID: Final = 0
 """The probe's request id: outside the ids of later requests (1, 2, ...), so they are what they were without
 a probe (the journal and the logs of older servers keep their ids)."""
@@ -72,6 +106,64 @@ def parse_discover_result(result: dict[str, Any]) -> DiscoverInfo | None:
         capabilities=capabilities if isinstance(capabilities, dict) else {},
         instructions=instructions if isinstance(instructions, str) else None,
         server_info=server_info if isinstance(server_info, dict) else {},
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class EraChoice:
+    """What :func:`choose_era` decided: ``era`` is :data:`MODERN`, :data:`LEGACY`, :data:`ASK_INITIALIZE` (try
+    ``initialize``, then choose again with its verdict) or a pinned revision; ``why`` says why, in words."""
+
+    era: str
+    why: str
+
+
+def choose_era(
+    *,
+    pinned: str | None,
+    unsafe: bool,
+    tasks: bool,
+    http: bool,
+    accepts_initialize: bool | None,
+    event_ids: bool | None = None,
+) -> EraChoice:
+    """The era of a server that answered ``server/discover`` at 2026-07-28 (durability first, see the module
+    docstring). ``pinned``: the revision ``protocol:`` asks for (None: ``auto``); ``unsafe``: some call on the
+    server is not safe to repeat; ``tasks``: the server offers the tasks extension and the calls follow tasks;
+    ``http``: Streamable HTTP (else stdio); ``accepts_initialize``: the verdict of an ``initialize`` try (None:
+    not tried yet); ``event_ids``: whether the streams read so far (the handshake's) carried event ids (None:
+    no SSE stream was read). It only changes what ``why`` says: a 2025-11-25 stream without ids leaves a cut in
+    doubt, as 2026-07-28 would, so 2025-11-25 is never the worse choice, and the handshake is already done."""
+    if pinned is not None:
+        return EraChoice(pinned, f"protocol {pinned} is pinned (--protocol-version or the server's 'protocol:')")
+    if not unsafe:
+        return EraChoice(MODERN, "every call on it is safe to repeat, so a cut is retried in any era")
+    if tasks:
+        return EraChoice(
+            MODERN, "some calls are not safe to repeat and it offers the tasks extension: a task id survives a cut"
+        )
+    if not http:
+        return EraChoice(MODERN, "over stdio a cut is the server's exit, which no era resumes")
+    if accepts_initialize is None:
+        return EraChoice(ASK_INITIALIZE, "some calls are not safe to repeat and it offers no tasks extension")
+    if accepts_initialize:
+        given = "some calls are not safe to repeat, it offers no tasks extension and accepts initialize"
+        if event_ids is False:
+            return EraChoice(
+                LEGACY,
+                f"{given}, but its streams carry no event id: a cut may be in doubt in 2025-11-25 too "
+                "(as always in 2026-07-28)",
+            )
+        known = "its streams carry event ids, so " if event_ids else ""
+        return EraChoice(
+            LEGACY,
+            f"{given}: {known}2025-11-25 streams are resumed after a cut (GET with Last-Event-ID), 2026-07-28 "
+            "ones cannot be",
+        )
+    return EraChoice(
+        MODERN,
+        "some calls are not safe to repeat, it offers no tasks extension and refuses initialize: "
+        "a cut of such a call is in doubt (2026-07-28 streams cannot be resumed)",
     )
 
 
@@ -140,6 +232,7 @@ async def negotiate(session: Session) -> None:
     if pinned and not is_modern(choice):
         await session.initialize(version=choice)
         return
+    remembered = memory.version is not None
     version = choice if pinned else LATEST_MODERN_VERSION
     try:
         try:
@@ -153,8 +246,50 @@ async def negotiate(session: Session) -> None:
         await session.initialize()
         memory.version = LEGACY
         return
+    if pinned:
+        session.adopt_modern(version, info)
+        memory.version = version
+        return
+    http = session.modern_era(version).http
+    tasks = options.tasks_extension and server_takes_tasks(info.capabilities)
+    chosen = choose_era(pinned=None, unsafe=options.durable, tasks=tasks, http=http, accepts_initialize=None)
+    if chosen.era == ASK_INITIALIZE and not remembered:
+        accepts = await _accepts_initialize(session)
+        transport = session.transport
+        event_ids = transport.event_ids if isinstance(transport, EventIds) else None
+        chosen = choose_era(
+            pinned=None, unsafe=True, tasks=False, http=http, accepts_initialize=accepts, event_ids=event_ids
+        )
+        if accepts:
+            memory.version = LEGACY
+            memory.why = session.era_why = chosen.why
+            return
+    if chosen.era == ASK_INITIALIZE:  # an earlier session of this run found it refuses initialize
+        chosen = EraChoice(MODERN, memory.why or chosen.why)
     session.adopt_modern(version, info)
     memory.version = version
+    memory.why = chosen.why
+    # Said only where durability could decide: over stdio no era resumes a cut, so there is nothing to explain.
+    session.era_why = chosen.why if options.durable and http else None
+
+
+async def _accepts_initialize(session: Session) -> bool:
+    """Run the ``initialize`` handshake on a server that answered ``server/discover``: True when it took it
+    (the session is then 2025-11-25), False when it answered with a refusal (a JSON-RPC error, a 4xx, a version
+    we do not speak, or no answer within the handshake's bound: the server has answered ``server/discover``, so
+    it is up). A connection that fails is no verdict: it fails the connect, as the probe's would."""
+    try:
+        await session.initialize()
+    except ProtocolError:
+        return False
+    except ConnectFailed as exc:
+        cause = exc.__cause__
+        if isinstance(cause, CallTimeout):
+            return False
+        if isinstance(cause, HTTPStatusError) and 400 <= cause.status_code < 500 and cause.status_code != 429:
+            return False
+        raise
+    return True
 
 
 def _pinned_failed(version: str, why: str) -> ConnectFailed:

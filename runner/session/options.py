@@ -33,7 +33,9 @@ class SessionOptions:
     2026-07-28, fall back to the handshake) or an exact revision (see :mod:`.negotiate`); ``era_memory`` keeps
     what was found for the sessions opened later with the same options. ``capabilities`` are the client
     capabilities declared (in ``initialize``, or in every 2026-07-28 request's ``_meta``), beside what the
-    answer policy honours and tasks (:func:`.handshake.client_capabilities`).
+    answer policy honours and tasks (:func:`.handshake.client_capabilities`). ``durable``: some call on this
+    server is not safe to repeat, so ``auto`` chooses the era in which a cut of it survives
+    (:func:`.negotiate.choose_era`).
     ``answers`` is what the server's own requests (elicitation, roots, sampling) get; each answer is logged
     through ``on_log`` (logger ``mcp-run``)."""
 
@@ -48,4 +50,5 @@ class SessionOptions:
     protocol: str = "auto"
     era_memory: EraMemory = field(default_factory=EraMemory, compare=False)
     capabilities: Mapping[str, Any] = field(default_factory=dict)
+    durable: bool = False
     tasks_extension: bool = False  # declare the 2026-07-28 tasks extension: only a caller that follows tasks

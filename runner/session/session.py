@@ -99,6 +99,7 @@ class Session(Waiting):
         self.server_info: dict[str, Any] = {}
         self.capabilities: dict[str, Any] = {}
         self.instructions: str | None = None
+        self.era_why: str | None = None  # why ``auto`` chose the era, when durability decided (see .negotiate)
         self._era: Era = LegacyEra(LATEST_PROTOCOL_VERSION)  # until negotiate() chose
         # describe() is "stdio: CMD" for a stdio server: its stray lines were on stdout, which says what to fix.
         on_stdout = transport.describe().startswith("stdio:")

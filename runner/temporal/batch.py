@@ -30,7 +30,7 @@ from runner.engine.calls.retry import (
     reads_annotations,
     wants_safety,
 )
-from runner.engine.calls.servers import LinkPolicy, ServerLink, answer_policy
+from runner.engine.calls.servers import LinkPolicy, ServerLink, answer_policy, has_unsafe_calls
 from runner.engine.calls.tools import ToolChecks
 from runner.engine.core.vocabulary import FailureKind
 from runner.engine.runctl import env_context, make_opener
@@ -138,6 +138,7 @@ def session_options(
         protocol=server.protocol,
         answers=answer_policy(plan, name),
         tasks_extension=False,
+        durable=has_unsafe_calls(plan, name),
     )
 
 

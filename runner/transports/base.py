@@ -36,7 +36,7 @@ from typing import Protocol, TypeAlias, runtime_checkable
 from runner.errors import NotDelivered, TransportError
 from runner.protocol.jsonrpc import InvalidMessage, Message, RequestId
 
-__all__ = ["Gate", "Queued", "RequestLost", "StreamResumed", "Transport", "TransportEvent", "Written"]
+__all__ = ["EventIds", "Gate", "Queued", "RequestLost", "StreamResumed", "Transport", "TransportEvent", "Written"]
 
 # How the write of a queued message ended: called once, by the transport's writer, with the ``NotDelivered``
 # error when the message surely did not go out whole, or None when it did.
@@ -108,4 +108,16 @@ class Queued(Protocol):
         already gone. Returns ``withdraw``: it takes the message back
         when the writer has not taken it yet (True: surely not sent, and ``written`` is never called), and does
         nothing once it has (False: it goes out whole)."""
+        ...
+
+
+@runtime_checkable
+class EventIds(Protocol):
+    """What a transport that reads SSE streams offers besides ``send`` (Streamable HTTP): whether the server's
+    streams carry event ids, the cursor a dropped stream is resumed from (2025-11-25)."""
+
+    @property
+    def event_ids(self) -> bool | None:
+        """True once an SSE event carried an id; False once a message came on an SSE stream and none had an
+        id so far; None while no SSE stream was read (JSON answers say nothing)."""
         ...

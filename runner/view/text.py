@@ -280,7 +280,9 @@ def format_session(event: dict[str, Any]) -> str | None:
             return f"server {server} reconnected after {format_elapsed(float(event.get('down_s') or 0))}"
         info = event.get("server_info") or {}
         name = f"{info.get('name', '?')} {info.get('version', '')}".strip()
-        return f"server {server} connected ({name}, protocol {event.get('protocol_version')})"
+        line = f"server {server} connected ({name}, protocol {event.get('protocol_version')})"
+        era = event.get("era")
+        return f"{line}; era chosen because {era}" if era else line
     if kind == "session_lost":
         return f"server {server}: connection lost: {one_line(error)}"
     if kind == "session_retrying":

@@ -29,6 +29,7 @@ from runner.protocol.headers import decode_header_value
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
 TOOLS: list[dict[str, Any]] = [
     {"name": "echo", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
@@ -89,6 +90,7 @@ class ModernServer:
     calls: list[dict[str, Any]] = field(default_factory=list)
     gets: int = 0
     streams: list[_Cut] = field(default_factory=list)
+    tasks: bool = False  # its server/discover offers the tasks extension
 
     def __post_init__(self) -> None:
         if not self.supported:
@@ -135,7 +137,7 @@ class ModernServer:
         if method == "server/discover":
             result = {
                 "supportedVersions": list(self.supported),
-                "capabilities": {"tools": {}},
+                "capabilities": {"tools": {}, **({"extensions": {TASKS_EXTENSION: {}}} if self.tasks else {})},
                 "instructions": "modern",
                 "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "modern-fake", "version": "1"}},
             }

@@ -24,6 +24,8 @@ Tools:
         the initialize handshake: the SDK's stateless 2026-07-28 path has no close), then keeps
         reporting progress
     big(n) -> a text of exactly n bytes (ASCII)
+    work(key, steps=4, delay=0.05) -> "worked KEY"  side-effecting: appends ``key`` to --count-file, then
+        reports progress i/steps, ``delay`` seconds apart
 
 Calling an unknown tool name gives a tool result with isError: true ("Unknown tool: NAME"), not a
 JSON-RPC error.
@@ -119,6 +121,15 @@ def build_server(count_file: Path | None) -> MCPServer:
                 await ctx.close_sse_stream()
             await anyio.sleep(delay)
         return "closed-and-finished"
+
+    @server.tool()
+    async def work(ctx: Ctx, key: str, steps: int = 4, delay: float = 0.05) -> str:
+        """Record one execution of `key`, then report progress `steps` times, `delay` seconds apart."""
+        await record(key)
+        for i in range(1, steps + 1):
+            await ctx.report_progress(i, steps, f"step {i}/{steps}")
+            await anyio.sleep(delay)
+        return f"worked {key}"
 
     @server.tool()
     def big(n: int) -> str:

@@ -41,6 +41,7 @@ from typing import Final
 import trio
 
 from runner.backoff import Backoff
+from runner.engine.calls.retry import is_safe_to_repeat
 from runner.errors import ConnectFailed, McpRunError, NotDelivered, ProtocolError, TransportError, first_line
 from runner.launch import workflow_folder
 from runner.session import Session
@@ -57,6 +58,7 @@ __all__ = [
     "LinkState",
     "ServerLink",
     "answer_policy",
+    "has_unsafe_calls",
 ]
 
 
@@ -391,3 +393,12 @@ def answer_policy(plan: Plan, name: str, elicitation: str | None = None) -> Answ
     server = plan.servers[name].server
     roots = roots_from_config(tuple(server.roots), workflow_folder(plan)) if server.roots else ()
     return make_policy(elicitation if elicitation is not None else server.elicitation, roots)
+
+
+def has_unsafe_calls(plan: Plan, name: str) -> bool:
+    """Whether some step on server ``name`` is not known, before connecting, to be safe to repeat
+    (:func:`~runner.engine.calls.retry.is_safe_to_repeat` without a tool list: ``idempotent: true``). A trusted
+    server's annotations are not known yet, so its steps without ``idempotent: true`` count as not safe:
+    ``protocol: auto`` then chooses the era where a cut of them survives (``SessionOptions.durable``)."""
+    trusted = plan.servers[name].server.trust_annotations
+    return any(ps.server == name and not is_safe_to_repeat(ps, trusted, None) for ps in plan.steps.values())

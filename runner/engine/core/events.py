@@ -179,6 +179,8 @@ class SessionOpened(Event):
     server_info: _JsonObject
     reconnects: int | None = None
     down_s: float | None = None
+    era: str | None = None
+    """Why ``protocol: auto`` chose this era, when durability decided (first connection only)."""
 
 
 @_event

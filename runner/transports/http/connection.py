@@ -84,6 +84,7 @@ class Connection:
         self._last_int_id = 0
         self._string_ids: set[str] = set()
         self._seen_event_ids: set[str] = set()
+        self.event_ids: bool | None = None  # whether its SSE streams carry event ids (None: none read yet)
         self._get_stream: Stream | None = None
         self._events_send, self._events_recv = trio.open_memory_channel[TransportEvent](math.inf)
 
@@ -222,6 +223,7 @@ class Connection:
             stream.retry_ms = event.retry
         new = False
         if event.id:
+            self.event_ids = True
             if event.id in self._seen_event_ids:
                 return False  # a replay of an event already delivered
             self._seen_event_ids.add(event.id)
@@ -229,6 +231,8 @@ class Connection:
             new = True
         if event.event != "message" or not event.data.strip():
             return new  # a priming event (an id, empty data), or an event type MCP does not use
+        if self.event_ids is None:
+            self.event_ids = False  # a message, and no event id before it
         for item in decode(event.data):
             self.dispatch(item, stream)
         return new

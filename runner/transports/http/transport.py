@@ -94,6 +94,11 @@ class HttpTransport:
         """The ``Mcp-Session-Id`` in use (``None`` before ``initialize`` or after the session expired)."""
         return self._connection.session_id
 
+    @property
+    def event_ids(self) -> bool | None:
+        """Whether the server's SSE streams carry event ids (:class:`~runner.transports.base.EventIds`)."""
+        return self._connection.event_ids
+
     # -- the Transport interface -------------------------------------------------------------------
 
     def describe(self) -> str:
