@@ -55,4 +55,4 @@ outputs:
     assert created["server"] == "everything" and created["ttl"] == 300000 and created["poll_interval"] == 1000
     statuses = [(e["status"], e.get("message")) for e in events if e["type"] == "task_status"]
     assert ("working", "Gathering sources...") in statuses and statuses[-1][0] == "completed"
-    assert "research: task working: Analyzing content..." in result.stderr
+    assert f"research: task {created['task_id']} working: Analyzing content..." in result.stderr
