@@ -111,3 +111,19 @@ async def test_a_task_that_cannot_be_polled_to_its_end_is_in_doubt(autojump_cloc
                 await call_once(session, "s", "simulate-research-query", {"topic": "t"}, CallOptions(timeout=30))
     assert caught.value.exit_code == ExitCode.OUTCOME_UNKNOWN
     assert "task task-1 may still be running on the server" in str(caught.value)
+
+
+async def test_an_argument_the_schema_does_not_name_is_warned_about_as_plan_check_notes_it(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    warnings: list[str] = []
+    async with serving() as (session, server):
+        server.schemas["echo"] = {"type": "object", "properties": {"message": {"type": "string"}}}
+        server.tools["echo"] = _echo
+        await call_once(session, "everything", "echo", {"mesage": "hi"}, CallOptions(on_warning=warnings.append))
+        assert len(tools_calls(server)) == 1  # sent: the schema lets it through
+    assert warnings == ["everything: args.mesage is not an argument of echo; did you mean 'message'?"]
+
+
+async def _echo(call: FakeCall) -> dict[str, Any]:
+    return text_result(str(call.arguments))

@@ -56,6 +56,15 @@ outputs:
     statuses = [(e["status"], e.get("message")) for e in events if e["type"] == "task_status"]
     assert ("working", "Gathering sources...") in statuses and statuses[-1][0] == "completed"
     assert f"research: task {created['task_id']} working: Analyzing content..." in result.stderr
+    logs = subprocess.run(
+        [sys.executable, "-m", "runner", "logs", str(workflow), "--state-dir", str(tmp_path / "state")],
+        env=environment(), capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert logs.returncode == 0, logs.stderr
+    shown = [line.split(" ", 1)[1] for line in logs.stdout.splitlines() if ": task " in line]
+    assert shown[0] == f"research: task {created['task_id']} created"
+    assert f"research: task {created['task_id']} working: Analyzing content..." in shown
+    assert shown[-1].startswith(f"research: task {created['task_id']} completed")
 
 
 def test_call_of_the_task_only_tool_runs_it_as_a_task(tmp_path: Path) -> None:

@@ -5,7 +5,9 @@ copies of them:
 
 - the check before sending (:class:`~runner.engine.calls.tools.ToolChecks`, as every item's call and
   ``plan --check`` use it): an unknown tool, with the closest names suggested, or arguments the tool's
-  ``inputSchema`` refuses raise :class:`~runner.errors.InvalidCall`, and nothing is sent;
+  ``inputSchema`` refuses raise :class:`~runner.errors.InvalidCall`, and nothing is sent; an argument the
+  schema lets through without naming it is warned about, as ``plan --check`` notes it
+  (:func:`~runner.workflow.argcheck.unlisted_arguments`: ``did you mean 'timezone'?``);
 - the task rule (:func:`~runner.engine.calls.task.wants_task_now`): when the server offers tasks and the tool
   needs or allows one (``execution.taskSupport``), the call is made as a task and polled to its end by
   :class:`~runner.engine.calls.task.TaskCall`, whose status changes reach ``on_task`` (the ``task_status``
@@ -31,6 +33,7 @@ from runner.protocol.jsonrpc import RequestId
 from runner.protocol.mcp import ToolResult
 from runner.protocol.tasks import TaskMode
 from runner.session import ProgressHandler, Session
+from runner.workflow.argcheck import unlisted_arguments
 
 __all__ = ["CallOptions", "TaskNotCollected", "call_once"]
 
@@ -63,7 +66,12 @@ async def call_once(
     """Call ``tool`` once on ``session`` (see the module docstring); ``server`` names the server in messages.
     Raises ``InvalidCall`` before sending anything, else what the call raises (``TaskNotCollected`` for a
     task whose result could not be collected)."""
-    await ToolChecks(on_warning=options.on_warning).check(server, session, tool, arguments)
+    checks = ToolChecks(on_warning=options.on_warning)
+    await checks.check(server, session, tool, arguments)
+    listed = checks.known(session, tool)
+    if listed is not None and options.on_warning is not None:
+        for text in unlisted_arguments(tool, listed.input_schema, arguments):  # as plan --check notes them
+            options.on_warning(f"{server}: {text}")
     if not await wants_task_now(session, tool, mode=options.tasks):
         return await session.call_tool(
             tool,
