@@ -12,9 +12,9 @@ import pytest
 import trio
 
 from runner._trio import single_error
-from runner.engine.calls.single import CallOptions, TaskNotCollected, call_once
+from runner.engine.calls.single import CallOptions, TaskNotCollected, call_once, exit_code_of
 from runner.engine.core.events import TaskUpdated, task_words
-from runner.errors import InvalidCall
+from runner.errors import CallTimeout, HTTPStatusError, InvalidCall, JsonRpcError, NotDelivered, ServerError
 from runner.exitcodes import ExitCode
 from runner.session import Session, SessionOptions, open_session
 from runner.testing.memory import memory_transport_pair
@@ -127,3 +127,16 @@ async def test_an_argument_the_schema_does_not_name_is_warned_about_as_plan_chec
 
 async def _echo(call: FakeCall) -> dict[str, Any]:
     return text_result(str(call.arguments))
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (HTTPStatusError("refused", status_code=400), ExitCode.PROTOCOL),  # the server's answer to the call
+        (NotDelivered("not sent"), ExitCode.UNREACHABLE),
+        (CallTimeout("no answer"), ExitCode.OUTCOME_UNKNOWN),
+        (JsonRpcError(-32602, "bad"), ExitCode.PROTOCOL),
+    ],
+)
+def test_call_exits_as_a_run_whose_one_item_failed_so(error: ServerError, code: ExitCode) -> None:
+    assert exit_code_of(error) == code

@@ -369,7 +369,7 @@ def run_call(args: argparse.Namespace) -> int:
 
     from runner._trio import single_error
     from runner.connect import open_target
-    from runner.engine.calls.single import CallOptions, call_once
+    from runner.engine.calls.single import CallOptions, call_once, exit_code_of
 
     arguments = _arguments(args.args)  # a usage error (exit 2) before a server that cannot start (exit 4)
     target, masker = _target(args)
@@ -403,7 +403,7 @@ def run_call(args: argparse.Namespace) -> int:
                 except InvalidCall as exc:
                     raise CallRefused(str(exc)) from exc
                 except ServerError as exc:
-                    exc.exit_code = _run_exit_code(exc)
+                    exc.exit_code = exit_code_of(exc)  # a run's, for the way its one item failed
                     raise
 
     result = trio.run(go)
@@ -420,14 +420,6 @@ def run_call(args: argparse.Namespace) -> int:
 class CallRefused(UsageError):
     """The call was checked before sending and refused (an unknown tool, arguments the tool's schema refuses):
     nothing was sent. Exit 2, as ``plan --check`` exits for the same finding."""
-
-
-def _run_exit_code(exc: ServerError) -> ExitCode:
-    """The exit code of a run whose one item's call failed with ``exc`` (its failure kind's): a 4xx to the call
-    is the server's refusal (3), as in a run, not an unreachable server."""
-    from runner.engine.calls.retry import failure_kind
-
-    return failure_kind(exc).exit_code
 
 
 def _server_label(args: argparse.Namespace) -> str:

@@ -24,18 +24,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from runner.engine.calls.retry import failure_kind
 from runner.engine.calls.task import TaskCall, TaskSite, TaskUncollected, wants_task_now
 from runner.engine.calls.tools import ToolChecks
 from runner.engine.core.events import Entry, TaskUpdated
 from runner.engine.journal.writer import EventLog
-from runner.errors import McpRunError, NotDelivered, OutcomeUnknown, first_line
+from runner.errors import McpRunError, NotDelivered, OutcomeUnknown, ServerError, first_line
+from runner.exitcodes import ExitCode
 from runner.protocol.jsonrpc import RequestId
 from runner.protocol.mcp import ToolResult
 from runner.protocol.tasks import TaskMode
 from runner.session import ProgressHandler, Session
 from runner.workflow.argcheck import unlisted_arguments
 
-__all__ = ["CallOptions", "TaskNotCollected", "call_once"]
+__all__ = ["CallOptions", "TaskNotCollected", "call_once", "exit_code_of"]
 
 POLL_FAILURES: Final = 3
 """Polls of a task in a row that may fail on a connection that still stands before the call gives up on it."""
@@ -124,3 +126,10 @@ def _task_updates(on_task: Callable[[TaskUpdated], None]) -> Callable[[Entry], N
             on_task(entry.event)
 
     return observe
+
+
+def exit_code_of(exc: ServerError) -> ExitCode:
+    """The exit code of a run whose one item's call failed with ``exc``: its failure kind's
+    (:func:`~runner.engine.calls.retry.failure_kind`). So a 4xx to the call is the server's refusal (3), as in
+    a run, not an unreachable server."""
+    return failure_kind(exc).exit_code
