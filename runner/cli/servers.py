@@ -55,10 +55,10 @@ def add_commands(
     call = sub.add_parser(
         "call",
         help="call one tool and print its result",
-        description="Call one tool once, as a workflow of one step: the tool must exist and its inputSchema must "
-        "accept the arguments (else exit 2, nothing sent), and the call is made as a task when the server offers "
-        "tasks and the tool needs or allows one. Progress, task status and log notifications go to stderr, the "
-        "result to stdout.\n\n" + SERVER_HELP,
+        description="Call one tool once, as a workflow of one step: the tool must exist and its inputSchema must\n"
+        "accept the arguments (else exit 2, nothing sent); the call is made as a task when the server offers\n"
+        "tasks and the tool needs or allows one. Progress, task status and log notifications go to stderr,\n"
+        "the result to stdout.\n\n" + SERVER_HELP,
         epilog='examples:\n  mcp-run call --tool echo --args \'{"text": "hi"}\' -- mcp-run-demo\n'
         "  mcp-run call --tool convert_markdown --args @args.json --json http://127.0.0.1:8000/mcp\n\n" + exit_help,
         formatter_class=formatter,
