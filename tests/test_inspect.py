@@ -14,7 +14,7 @@ import pytest
 from runner.cli import main
 from runner.cli.journaltail import JournalTail, follow
 from runner.cli.runrecord import load, run_record, show_record
-from runner.cli.runtext import format_event
+from runner.cli.runtext import format_event, log_line
 from runner.engine.core.events import encode
 from runner.engine.journal.rundir import RunDir, RunLock
 from tests.snapshots import JOURNALS, SNAPSHOTS, check, events
@@ -261,3 +261,14 @@ def test_follow_stops_at_run_finished_and_without_follow(tmp_path: Path) -> None
     assert len(list(follow(journal, running=lambda: True, sleep=never))) == 2
     journal.write_text(json.dumps(encode(log)) + "\n")
     assert len(list(follow(journal, running=lambda: True, sleep=never, keep_going=False))) == 1
+
+
+def test_logs_show_tasks_as_the_views_do() -> None:
+    ts = "2026-01-02T03:04:05.250Z"
+    created = {"ts": ts, "type": "task_created", "step": "convert", "item": "3", "task_id": "t-123"}
+    status = {"ts": ts, "type": "task_status", "step": "convert", "item": "3", "task_id": "t-123",
+              "status": "working", "message": "40% ...\nstill going"}  # fmt: skip
+    assert format_event(created) == "03:04:05.250 convert[3]: task t-123 created"
+    assert format_event(status) == "03:04:05.250 convert[3]: task t-123 working: 40% ... still going"
+    plain_step = {**status, "item": "", "status": "completed", "message": None}
+    assert log_line(plain_step, 0) == "03:04:05.250 convert: task t-123 completed"

@@ -346,3 +346,35 @@ def test_the_connect_line_says_why_auto_chose_the_era() -> None:
     )
     del event["era"]
     assert format_session(event) == "server sdk connected (peer 1, protocol 2025-11-25)"
+
+
+def test_task_status_lines_name_the_task_and_say_what_the_live_view_says() -> None:
+    """One wording (:func:`runner.engine.core.events.task_words`): a plain step's every change, a fan-out
+    item's changes of status (not of message: 40%, 41%... would be thousands of lines)."""
+    plain_step = [
+        {"type": "step_started", "step": "report"},
+        {"type": "item_dispatched", "step": "report"},
+        {"type": "task_status", "step": "report", "task_id": "t-1", "status": "working", "message": "40%"},
+        {"type": "task_status", "step": "report", "task_id": "t-1", "status": "working", "message": "80%"},
+    ]
+    fan_out = [
+        {"type": "step_started", "step": "convert", "items": 4},
+        {"type": "item_dispatched", "step": "convert", "item": "3", "index": 3},
+        {"type": "task_status", "step": "convert", "item": "3", "task_id": "t-123", "status": "working",
+         "message": "40% ..."},
+        {"type": "task_status", "step": "convert", "item": "3", "task_id": "t-123", "status": "working",
+         "message": "41% ..."},
+        {"type": "task_status", "step": "convert", "item": "3", "task_id": "t-123", "status": "input_required"},
+        {"type": "task_status", "step": "convert", "item": "3", "task_id": "t-123", "status": "completed"},
+    ]  # fmt: skip
+    lines = lines_of(plain_step + fan_out)
+    assert [line for line in lines if ": task " in line] == [
+        "report: task t-1 working: 40%",
+        "report: task t-1 working: 80%",
+        "convert[3]: task t-123 working: 40% ...",
+        "convert[3]: task t-123 input_required",
+        "convert[3]: task t-123 completed",
+    ]
+    state = folded(plain_step)
+    assert state.steps["report"].calls[""].message == "task working: 80%"  # the live view's line
+    assert not [line for line in lines_of(plain_step, quiet=True) if "task" in line]

@@ -23,13 +23,12 @@ from runner.quoting import cut, masking
 from runner.secrets_of import collect_secrets
 from runner.session import SessionOptions
 from runner.words import plural
-from runner.workflow.argcheck import ArgsValidator, CannotCheck, compile_schema
+from runner.workflow.argcheck import ArgsValidator, CannotCheck, compile_schema, unlisted_arguments
 from runner.workflow.context import make_context
 from runner.workflow.expressions import Loc, Reference
 from runner.workflow.partial import Partial, render_known, what_it_reads
 from runner.workflow.plan import Plan, PlannedStep
 from runner.workflow.positions import format_path
-from runner.workflow.suggest import did_you_mean
 from runner.workflow.template import TemplateError, canonical_json
 
 if TYPE_CHECKING:
@@ -297,19 +296,8 @@ def _problems(partial: Partial, validator: ArgsValidator) -> list[tuple[Loc, str
 
 def _unlisted(step: PlannedStep, tool: Tool) -> list[str]:
     """Arguments the tool's schema does not name but lets through (most servers ignore them): likely typos."""
-    schema = tool.input_schema
-    properties = schema.get("properties")
-    args = step.step.args
-    if not isinstance(properties, dict) or not isinstance(args, dict) or "additionalProperties" in schema:
-        return []
-    if schema.get("patternProperties") or schema.get("unevaluatedProperties") is not None:
-        return []
-    notes = []
-    for name in args:
-        if name not in properties:
-            hint = did_you_mean(name, properties) or f"it takes {', '.join(properties) or 'none'}"
-            notes.append(f"note: step {step.id}: args.{name} is not an argument of {step.tool}; {hint}")
-    return notes
+    found = unlisted_arguments(step.tool, tool.input_schema, step.step.args)
+    return [f"note: step {step.id}: {text}" for text in found]
 
 
 def _short(item: Any) -> str:

@@ -217,6 +217,7 @@ def log_line(event: dict[str, Any], threshold: int, *, progress: bool = True) ->
 
 def format_event(event: dict[str, Any]) -> str | None:
     """One journal event as a line of ``mcp-run logs``, or None for the events it does not show."""
+    from runner.engine.core.events import task_words
     from runner.view.text import format_log, one_line, where
 
     kind = event.get("type")
@@ -240,6 +241,12 @@ def format_event(event: dict[str, Any]) -> str | None:
         return f"{when} step {event.get('step')} {event.get('status')}{error}"
     if kind == "step_skipped":
         return f"{when} step {event.get('step')} skipped: {event.get('reason')}"
+    if kind == "task_created":
+        return f"{when} {where(event.get('step'), event.get('item'))}: task {event.get('task_id')} created"
+    if kind == "task_status":
+        said = one_line(event["message"], 200) if event.get("message") else None
+        text = task_words(event.get("status"), said, event.get("task_id"))
+        return f"{when} {where(event.get('step'), event.get('item'))}: {text}"
     return None
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from runner.cli.auth import add_auth_options, auth_for, token_sink
 from runner.cli.options import add_elicitation, add_log_levels, add_max_message_size, add_protocol_version
-from runner.errors import ConnectFailed, TransportError, UsageError
+from runner.errors import ConnectFailed, InvalidCall, ServerError, TransportError, UsageError
 from runner.exitcodes import ExitCode
 from runner.jsontext import dumps
 from runner.protocol.headers import header_value_problem
@@ -23,6 +23,7 @@ from runner.termsafe import encodable, terminal
 
 if TYPE_CHECKING:
     from runner.connect import Target
+    from runner.engine.core.events import TaskUpdated
     from runner.masking import Masker
     from runner.protocol.mcp import ContentBlock, LogMessage, Progress, Tool, ToolResult
     from runner.session import SessionOptions
@@ -54,8 +55,10 @@ def add_commands(
     call = sub.add_parser(
         "call",
         help="call one tool and print its result",
-        description="Call one tool once. Progress and log notifications go to stderr, the result to stdout.\n\n"
-        + SERVER_HELP,
+        description="Call one tool once, as a workflow of one step: the tool must exist and its inputSchema must\n"
+        "accept the arguments (else exit 2, nothing sent); the call is made as a task when the server offers\n"
+        "tasks and the tool needs or allows one. Progress, task status and log notifications go to stderr,\n"
+        "the result to stdout.\n\n" + SERVER_HELP,
         epilog='examples:\n  mcp-run call --tool echo --args \'{"text": "hi"}\' -- mcp-run-demo\n'
         "  mcp-run call --tool convert_markdown --args @args.json --json http://127.0.0.1:8000/mcp\n\n" + exit_help,
         formatter_class=formatter,
@@ -358,10 +361,15 @@ def _arguments(text: str) -> dict[str, Any]:
 
 
 def run_call(args: argparse.Namespace) -> int:
+    """A workflow step of one item, without a journal (:func:`runner.engine.calls.single.call_once`): checked
+    before sending as a run and ``plan --check`` check it (an unknown tool or arguments the tool's schema
+    refuses: exit 2, nothing sent), made as a task when the server offers tasks and the tool needs or allows
+    one, and ending with a run's exit code for the way it ended."""
     import trio
 
     from runner._trio import single_error
     from runner.connect import open_target
+    from runner.engine.calls.single import CallOptions, call_once, exit_code_of
 
     arguments = _arguments(args.args)  # a usage error (exit 2) before a server that cannot start (exit 4)
     target, masker = _target(args)
@@ -371,16 +379,32 @@ def run_call(args: argparse.Namespace) -> int:
         message = f" {masker.mask(p.message)}" if p.message else ""
         print(terminal(f"progress {p.progress:g}{total}{message}"), file=sys.stderr)
 
+    def on_task(update: TaskUpdated) -> None:
+        from runner.engine.core.events import task_words
+
+        print(terminal(masker.mask(task_words(update.status, update.message, update.task_id))), file=sys.stderr)
+
+    def on_warning(text: str) -> None:
+        print(f"mcp-run: warning: {terminal(masker.mask(text))}", file=sys.stderr)
+
+    options = CallOptions(
+        timeout=args.timeout,
+        idle_timeout=args.idle_timeout,
+        on_progress=on_progress,
+        on_task=on_task,
+        on_warning=on_warning,
+    )
+
     async def go() -> ToolResult:
         with single_error(), _scrubbed(masker):
             async with open_target(target, _session_options(args, masker)) as session:
-                return await session.call_tool(
-                    args.tool,
-                    arguments,
-                    timeout=args.timeout,
-                    idle_timeout=args.idle_timeout,
-                    on_progress=on_progress,
-                )
+                try:
+                    return await call_once(session, _server_label(args), args.tool, arguments, options)
+                except InvalidCall as exc:
+                    raise CallRefused(str(exc)) from exc
+                except ServerError as exc:
+                    exc.exit_code = exit_code_of(exc)  # a run's, for the way its one item failed
+                    raise
 
     result = trio.run(go)
     if args.json:
@@ -391,6 +415,18 @@ def run_call(args: argparse.Namespace) -> int:
         print(f"mcp-run: error: tool {args.tool!r} reported an error", file=sys.stderr)
         return ExitCode.FAILED
     return ExitCode.OK
+
+
+class CallRefused(UsageError):
+    """The call was checked before sending and refused (an unknown tool, arguments the tool's schema refuses):
+    nothing was sent. Exit 2, as ``plan --check`` exits for the same finding."""
+
+
+def _server_label(args: argparse.Namespace) -> str:
+    """The server as messages name it: its URL, or its program's name."""
+    if args.url is not None:
+        return str(args.url)
+    return os.path.basename(args.server_argv[0]) or str(args.server_argv[0])
 
 
 def shown_result(text: str, stdout: Any) -> str:

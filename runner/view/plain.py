@@ -40,6 +40,7 @@ from runner.engine.core.events import (
     StreamResumed,
     TaskUpdated,
     encode,
+    task_words,
 )
 from runner.engine.core.state import RunState, StepState
 from runner.termsafe import terminal
@@ -158,6 +159,7 @@ class PlainView:
         self._closed = trio.Event()
         self._failures = FailureLines()
         self._last_ts: Any = None
+        self._task_status: dict[tuple[str, str], str] = {}  # a fan-out item's task's last status shown
 
     def _write(self, ts: str, text: str) -> None:
         when = clock_time(ts)
@@ -232,12 +234,20 @@ class PlainView:
         self._write(entry.ts, f"{where(entry.event.step, entry.event.item)}: stream resumed")
 
     def _on_task_status(self, entry: Entry) -> None:
+        """A line per change of a plain step's task (status or message); for a fan-out's items, per change of
+        status only: their messages (``40%``, ``41%``...) would be thousands of lines, and its progress line
+        counts them."""
         event = entry.event
         assert isinstance(event, TaskUpdated)
-        if not self._state.step(event.step).fan_out:
-            # One line per change of a plain step's task (a fan-out's would be thousands: its progress line counts)
-            said = f": {event.message}" if event.message else ""
-            self._write(entry.ts, f"{where(event.step, event.item)}: task {event.status}{said}")
+        if self._state.step(event.step).fan_out:
+            place = (event.step, event.item)
+            if self._task_status.get(place) == event.status:
+                return
+            self._task_status[place] = event.status
+            if event.status in _TASK_ENDS:
+                del self._task_status[place]  # the item's result (or failure) follows: nothing more to compare
+        text = task_words(event.status, event.message, event.task_id)
+        self._write(entry.ts, f"{where(event.step, event.item)}: {text}")
 
     def _progress_line(self, ts: str, sid: str) -> None:
         if not self._progress:
@@ -279,6 +289,7 @@ class PlainView:
 
 
 # The events a quiet plain view shows (by type): failures, finished calls (a fan-out's progress line), logs.
+_TASK_ENDS: Final = frozenset({"completed", "failed", "cancelled"})  # a task's terminal statuses
 _SHOWN_QUIET: Final = frozenset({"item_failed", "item_succeeded", "log", "session_failed"})
 
 

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PATTERN_TIMEOUT", "ArgProblem", "ArgsValidator", "CannotCheck", "InvalidSchema", "PatternTimeout",
-    "compile_schema", "describe_problems",
+    "compile_schema", "describe_problems", "unlisted_arguments",
 ]  # fmt: skip
 
 PATTERN_TIMEOUT: float = 0.2
@@ -186,6 +186,23 @@ def _checked(schema: dict[str, Any], base: type[Validator] | None = None) -> typ
 def describe_problems(problems: list[ArgProblem]) -> str:
     """The problems on one line: ``args.a: ...; args.b: ...``."""
     return "; ".join(str(p) for p in problems)
+
+
+def unlisted_arguments(tool: str, schema: dict[str, Any], args: Any) -> list[str]:
+    """Arguments ``schema`` does not name but lets through (most servers ignore them): likely typos, each as
+    ``args.time_zone is not an argument of get_current_time; did you mean 'timezone'?``. None for a schema that
+    says what it does with other arguments (``additionalProperties``, patterns, ``unevaluatedProperties``)."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict) or not isinstance(args, dict) or "additionalProperties" in schema:
+        return []
+    if schema.get("patternProperties") or schema.get("unevaluatedProperties") is not None:
+        return []
+    found = []
+    for name in args:
+        if name not in properties:
+            hint = did_you_mean(name, properties) or f"it takes {', '.join(properties) or 'none'}"
+            found.append(f"args.{name} is not an argument of {tool}; {hint}")
+    return found
 
 
 # -- the quick test -------------------------------------------------------------------------------------------

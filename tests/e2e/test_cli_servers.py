@@ -100,3 +100,33 @@ def test_usage_errors() -> None:
     assert result.returncode == 2 and "JSON object" in result.stderr
     result = mcp_run("tools", "ftp://example.com")
     assert result.returncode == 2
+
+
+def typed_call(tool: str, args: str, count_file: Path) -> tuple[int, str, str]:
+    result = mcp_run("call", "--tool", tool, "--args", args, "--", sys.executable, MODES, "typed", "--count-file",
+                     str(count_file), timeout=60)  # fmt: skip
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.returncode, result.stdout, result.stderr
+
+
+def test_call_checks_arguments_as_a_run_does_and_sends_nothing_they_refuse(tmp_path: Path) -> None:
+    """``call`` is a workflow of one step: wrong arguments exit 2 as ``plan --check`` does, and the server gets
+    no tools/call (its count file records every call it received)."""
+    calls = tmp_path / "calls.txt"
+    rc, out, err = typed_call("convert", '{"path": "a.md", "out_dir": 3}', calls)
+    assert rc == 2 and out == ""
+    assert err.splitlines() == [
+        "mcp-run: error: args.out_dir: 3 is not of type 'string' (refused by the inputSchema of convert; not sent)"
+    ]
+    assert not calls.exists()
+    rc, out, _ = typed_call("convert", '{"path": "a.md", "out_dir": "out"}', calls)
+    assert rc == 0 and json.loads(out) == {"out_dir": "out", "path": "a.md"}
+    assert calls.read_text().splitlines() == ['convert {"out_dir": "out", "path": "a.md"}']
+
+
+def test_call_of_an_unknown_tool_says_did_you_mean_and_sends_nothing(tmp_path: Path) -> None:
+    calls = tmp_path / "calls.txt"
+    rc, _out, err = typed_call("get_curent_time", '{"timezone": "UTC"}', calls)
+    assert rc == 2
+    assert "has no tool 'get_curent_time'; did you mean 'get_current_time'?" in err.splitlines()[0]
+    assert not calls.exists()

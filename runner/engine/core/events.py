@@ -59,6 +59,7 @@ __all__ = [
     "decode",
     "encode",
     "event_adapter",
+    "task_words",
 ]
 
 JOURNAL_FORMAT: Final = 3
@@ -314,6 +315,15 @@ class TaskUpdated(Event):
     task_id: str
     status: str
     message: str | None = None
+
+
+def task_words(status: Any, message: Any = None, task_id: Any = None) -> str:
+    """A task's status as every view says it: ``task t-123 working: 40% done`` (``task working: 40% done``
+    without ``task_id``: the live view's line has no room for it). The one wording of a ``task_status``
+    record, for the live view (through the run's state), plain lines, ``logs`` and ``mcp-run call``."""
+    named = f" {task_id}" if task_id not in (None, "") else ""
+    said = f": {message}" if message not in (None, "") else ""
+    return f"task{named} {status}{said}"
 
 
 @_event

@@ -54,6 +54,7 @@ from runner.engine.core.events import (
     StepStarted,
     TaskCreated,
     TaskUpdated,
+    task_words,
 )
 from runner.engine.core.vocabulary import Decision, FailureKind, ItemStatus, RunStatus, SkipCause, StepStatus
 
@@ -318,7 +319,7 @@ class RunState:
         call = step.calls.get(event.item) if step is not None else None
         if call is None:
             return None
-        call.message = f"task {event.status}" + (f": {event.message}" if event.message else "")
+        call.message = task_words(event.status, event.message)
         call.seq = entry.seq
         return step
 
