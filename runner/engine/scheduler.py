@@ -48,6 +48,7 @@ from runner.engine.calls.servers import (
     LinkOpened,
     LinkPolicy,
     LinkRetrying,
+    LinkThrottled,
     ServerLink,
     answer_policy,
 )
@@ -462,6 +463,8 @@ class Scheduler:
             reconnect=ps.reconnect,
             retry_first=ps.transport == "http",
             backoff=self._options.backoff,
+            max_concurrency=ps.max_concurrency,
+            rate=ps.rate,
         )
         options = SessionOptions(
             name=name,
@@ -507,10 +510,22 @@ class Scheduler:
             )
         elif isinstance(event, LinkFailed):
             self._log.record(SessionFailed(server=event.server, kind=failure_kind(event.error), error=str(event.error)))
+        elif isinstance(event, LinkThrottled) and event.cut:
+            self._warn(throttled_line(event))
 
     def _on_log(self, server: str, message: McpLogMessage, rid: Any) -> None:
         where = self._in_flight.get((server, rid)) if rid is not None else None
         self._notes.log(server, where, message)
+
+
+def throttled_line(event: LinkThrottled) -> str:
+    """The plain line a throttle that lowered a server's pace gets: ``server api: throttled (429), pausing 1.0 s;
+    running 4 at a time, 16.0 calls/s``."""
+    asked = "" if event.asked else " (backoff)"
+    pace = f"; running {event.limit} at a time"
+    if event.rate is not None:
+        pace += f", {event.rate:.1f} calls/s"
+    return f"server {event.server}: throttled ({event.status}), pausing {event.pause:.1f} s{asked}{pace}"
 
 
 def _settled(prior: ItemState | None, action: ItemAction) -> dict[str, Any]:
