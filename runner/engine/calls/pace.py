@@ -146,7 +146,7 @@ class Pace:
             self._trim(now)
             # After a slow start only its last second is near the server's rate; else the longer the better.
             span = min(1.0 if self._slow_start else _WINDOW, now - self._resumed)
-            full = span >= 1.0
+            full = span >= 1.0 and math.isfinite(self._resumed)
             if full:
                 admitted = sum(1 for t in self._successes if t >= now - span) / span
                 self._target = max(_MIN_RATE, admitted)
