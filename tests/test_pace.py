@@ -234,3 +234,31 @@ async def test_a_fanout_against_a_rate_limiter_runs_at_its_pace(autojump_clock: 
     texts = sorted(c.params["arguments"]["text"] for c in harness.calls("s"))
     assert texts == sorted(items)  # each run exactly once
     assert bucket.refused <= 60 and trio.current_time() < 25.0
+    counts = outcome.throttled["s"]
+    assert counts["refused"] == bucket.refused and counts["pauses"] >= 1 and 1 <= counts["concurrency"] <= 8
+    assert outcome.report().to_json()["throttled"] == {"s": counts}
+
+
+def test_the_summary_says_which_servers_throttled() -> None:
+    from runner.cli.report import render_summary
+
+    summary = {
+        "status": "succeeded",
+        "duration_s": 20.0,
+        "steps": {
+            "fan": {
+                "status": "succeeded",
+                "total": 3,
+                "succeeded": 3,
+                "failed": 0,
+                "in_doubt": 0,
+                "skipped": 0,
+                "reused": 0,
+            }
+        },
+        "failed": [],
+        "in_doubt": [],
+        "throttled": {"api": {"refused": 7, "pauses": 3, "paused_s": 3.0, "concurrency": 4}},
+    }
+    text = render_summary(summary)
+    assert "  server api throttled: 7 answers of 429/503, paused 3 times (3.0s); ended at 4 at a time" in text

@@ -262,6 +262,7 @@ class Scheduler:
             outputs=outputs,
             output_failures=output_failures,
             stray=self._stray(),
+            throttled=self._throttled(),
         )
 
     def _stray(self) -> dict[str, dict[str, int]]:
@@ -271,6 +272,21 @@ class Scheduler:
             unmatched = sum(session.stats.unmatched_responses for session in sessions.values())
             if invalid or unmatched:
                 out[server] = {"invalid_lines": invalid, "unmatched_responses": unmatched}
+        return out
+
+    def _throttled(self) -> dict[str, dict[str, float]]:
+        """Per server that refused calls for now: answers of 429/503, pauses, seconds paused, and the calls it
+        ran at once at the end (its adaptive limit)."""
+        out: dict[str, dict[str, float]] = {}
+        for name, link in self._links.items():
+            pace = link.pace
+            if pace.throttles:
+                out[name] = {
+                    "refused": pace.throttles,
+                    "pauses": pace.pauses,
+                    "paused_s": round(pace.paused_s, 3),
+                    "concurrency": pace.limit,
+                }
         return out
 
     def _warn(self, text: str) -> None:

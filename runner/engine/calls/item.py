@@ -233,7 +233,7 @@ class ItemCall:
         if isinstance(exc, Throttled):
             if not self._link.throttled(exc, sent_at=self._sent_at):
                 return False
-            self._ended(exc, retry_in=max(0.0, self._link.pace.paused_until - trio.current_time()))
+            self._ended(exc)  # (the link's line says how long the server is paused: not one line per item)
             return True
         self._link.lost(session, exc)
         self._ended(exc)
