@@ -262,3 +262,41 @@ def test_the_summary_says_which_servers_throttled() -> None:
     }
     text = render_summary(summary)
     assert "  server api throttled: 7 answers of 429/503, paused 3 times (3.0s); ended at 4 at a time" in text
+
+
+# -- rate: on a server --------------------------------------------------------------------------------------
+
+RATED = """
+version: 1
+servers:
+  api:
+    url: http://127.0.0.1:1/mcp
+    rate: RATE
+steps:
+  a: {server: api, tool: t}
+"""
+
+
+@pytest.mark.parametrize(("text", "per_second"), [("20/s", 20.0), ("300/min", 5.0), ("1800 / h", 0.5), ("4", 4.0)])
+def test_a_servers_rate_is_calls_per_second(text: str, per_second: float) -> None:
+    from runner.workflow.loader import parse_workflow, validate
+
+    plan = validate(parse_workflow(RATED.replace("RATE", text)))
+    assert plan.servers["api"].rate == per_second
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("fast", "servers.api.rate: expected a rate such as 20/s or 300/min, not 'fast'"),
+        ("0/s", "servers.api.rate: a rate must be above 0, not '0/s'"),
+        ("20/day", "servers.api.rate: expected a rate such as 20/s or 300/min, not '20/day'"),
+    ],
+)
+def test_a_rate_that_is_not_one_is_a_clear_error(text: str, message: str) -> None:
+    from runner.errors import WorkflowError
+    from runner.workflow.loader import parse_workflow, validate
+
+    with pytest.raises(WorkflowError) as info:
+        validate(parse_workflow(RATED.replace("RATE", text), file="w.yaml"))
+    assert message in str(info.value)
