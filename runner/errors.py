@@ -38,7 +38,8 @@ Every error carries the exit code the CLI turns it into (see :mod:`runner.exitco
         │   │   └── AuthFailed        (4) the server's authorization failed [auth.errors]
         │   │       └── LoginRequired (4) ``mcp-run login`` first [auth.errors]
         │   ├── NotDelivered          (4) the request surely never reached the server: safe to retry
-        │   │   └── SessionExpired    (4) the server forgot our session (HTTP 404): re-initialize
+        │   │   ├── SessionExpired    (4) the server forgot our session (HTTP 404): re-initialize
+        │   │   └── Throttled         (4) the server said "not now" (429, 503) before running it: wait, resend
         │   ├── HTTPStatusError       (4/3) the server refused the request with an HTTP status
         │   └── OutcomeUnknown        (5) the request was written but its result is lost: *in doubt*
         │       ├── CallTimeout       (5) no result in time; cancellation was sent
@@ -86,6 +87,7 @@ __all__ = [
     "ServerError",
     "SessionExpired",
     "TemporalUnreachable",
+    "Throttled",
     "TransportError",
     "UnsupportedProtocolVersion",
     "UsageError",
@@ -247,6 +249,18 @@ class NotDelivered(TransportError):
 
 class SessionExpired(NotDelivered):
     """The server answered 404 to a request that carried our session id: the session is gone."""
+
+
+class Throttled(NotDelivered):
+    """The server refused the request for now, before running it: HTTP 429 (too many requests), or 503
+    (unavailable) to a tool call. Not run, so safe to send again, after ``retry_after`` seconds when the server
+    said (its ``Retry-After``, or a ``retry_after`` / ``retry_after_seconds`` field in its error body; ``None``:
+    it did not). The server's link pauses every call to it (:mod:`runner.engine.calls.pace`)."""
+
+    def __init__(self, message: str, *, status_code: int, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.retry_after = retry_after
 
 
 class HTTPStatusError(TransportError):

@@ -92,6 +92,12 @@ class Summary(BaseModel):
         description="Per server, what it sent that matched nothing and was ignored: `invalid_lines` (not "
         "JSON-RPC) and `unmatched_responses` (to ids never sent). Only servers with something to report.",
     )
+    throttled: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="Per server that refused calls for now (HTTP 429, or 503 before running them): `refused` "
+        "(such answers), `pauses` and `paused_s` (every call to it waited), `concurrency` (the calls it ran at "
+        "once at the end, lowered from max_concurrency). Only servers that did.",
+    )
     outputs_failed: list[OutputFailure] = Field(
         default_factory=list,
         description="The outputs that could not be rendered after the run; the others are in `outputs`. Any "

@@ -24,7 +24,7 @@ from runner.engine.core.resume import Prior
 from runner.engine.core.state import RunState
 from runner.engine.journal.writer import EventLog, Masker
 from runner.engine.scheduler import Scheduler, SchedulerOptions
-from runner.errors import ConnectFailed, NotDelivered, SessionExpired
+from runner.errors import ConnectFailed, NotDelivered, SessionExpired, Throttled
 from runner.session import Session, SessionOptions, open_session
 from runner.testing.memory import memory_transport_pair
 from runner.workflow.loader import parse_workflow, validate
@@ -45,7 +45,8 @@ class Harness:
     """Fake servers by name; every session opened is recorded.
 
     ``opener`` is the scheduler's way to get a session: each call starts a new :class:`FakeServer` for the name,
-    set up by its :data:`Setup`. ``fail_open``, ``undelivered_calls`` and ``expired_calls`` script failures.
+    set up by its :data:`Setup`. ``fail_open``, ``undelivered_calls``, ``expired_calls`` and ``refuse`` (a 429)
+    script failures.
     """
 
     def __init__(self, setups: dict[str, Setup]) -> None:
@@ -55,6 +56,7 @@ class Harness:
         self.fail_open: set[str] = set()
         self.undelivered_calls = 0  # this many tools/call sends fail before a byte is written
         self.expired_calls = 0  # this many tools/call sends find the session forgotten (then renewed)
+        self.refuse: Callable[[], Throttled | None] | None = None  # a tools/call send it answers is refused
 
     @asynccontextmanager
     async def opener(self, name: str, options: SessionOptions) -> AsyncIterator[Session]:
@@ -74,6 +76,10 @@ class Harness:
                     if getattr(message, "method", None) == "tools/call" and self.undelivered_calls > 0:
                         self.undelivered_calls -= 1
                         raise NotDelivered("connection refused")
+                    if getattr(message, "method", None) == "tools/call" and self.refuse is not None:
+                        refused = self.refuse()
+                        if refused is not None:
+                            raise refused
                     if getattr(message, "method", None) == "tools/call" and self.expired_calls > 0:
                         self.expired_calls -= 1
                         raise SessionExpired("404: the server no longer knows the session")

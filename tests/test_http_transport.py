@@ -22,6 +22,7 @@ from runner.errors import (
     NotDelivered,
     OutcomeUnknown,
     SessionExpired,
+    Throttled,
     TransportError,
 )
 from runner.protocol.jsonrpc import InvalidMessage, Notification, Request, Response
@@ -744,7 +745,7 @@ async def test_4xx_is_rejected_with_its_status(autojump_clock: trio.abc.Clock, s
     assert len(server.seen) == 1  # no retry
 
 
-@pytest.mark.parametrize("status", [500, 502, 503])
+@pytest.mark.parametrize("status", [500, 502, 504])
 async def test_5xx_on_a_call_is_outcome_unknown(autojump_clock: trio.abc.Clock, status: int) -> None:
     async def handler(req: Seen) -> httpx2.Response:
         return httpx2.Response(status, text="upstream died")
@@ -787,24 +788,88 @@ async def test_a_post_that_could_not_connect_is_not_delivered_at_once(
     assert [s.time for s in server.seen] == [0.0]
 
 
-async def test_429_without_retry_after_backs_off_with_bounded_jitter(autojump_clock: trio.abc.Clock) -> None:
+@pytest.mark.parametrize("status", [429, 503])
+async def test_429_or_503_to_a_call_is_throttled_not_delivered(autojump_clock: trio.abc.Clock, status: int) -> None:
+    # Refused before it ran: not delivered (safe to resend), and not retried here: the server's link pauses
+    # every call to it and the call goes out again (runner.engine.calls.pace).
+    async def handler(req: Seen) -> httpx2.Response:
+        return httpx2.Response(status, headers={"retry-after": "2"}, text="slow down")
+
+    async with connect(handler) as (t, server):
+        with pytest.raises(Throttled) as info:
+            await t.send(Request(1, "tools/call"))
+    error = info.value
+    assert isinstance(error, NotDelivered) and error.status_code == status and error.retry_after == 2.0
+    assert f"server answered {status}" in str(error) and "slow down" in str(error)
+    assert isinstance(error.__cause__, HTTPStatusError) and error.__cause__.status_code == status
+    assert [s.time for s in server.seen] == [0.0]
+
+
+async def test_throttled_with_an_http_date(autojump_clock: trio.abc.Clock) -> None:
+    from datetime import UTC, datetime, timedelta
+    from email.utils import format_datetime
+
+    async def handler(req: Seen) -> httpx2.Response:
+        when = datetime.now(UTC) + timedelta(seconds=20)
+        return httpx2.Response(429, headers={"retry-after": format_datetime(when, usegmt=True)})
+
+    async with connect(handler) as (t, _):
+        with pytest.raises(Throttled) as info:
+            await t.send(Request(1, "tools/call"))
+    assert info.value.retry_after is not None and 18.0 <= info.value.retry_after <= 20.0
+
+
+@pytest.mark.parametrize(
+    ("body", "seconds"),
+    [
+        ({"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "busy", "data": {"retry_after": 3}}}, 3.0),
+        ({"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "busy", "retry_after_seconds": 1.5}}, 1.5),
+        ({"error": "rate limited", "retry_after_seconds": 4}, 4.0),
+        ({"error": "rate limited"}, None),
+    ],
+)
+async def test_throttled_reads_retry_after_from_the_error_body(
+    autojump_clock: trio.abc.Clock, body: dict[str, Any], seconds: float | None
+) -> None:
+    async def handler(req: Seen) -> httpx2.Response:
+        return httpx2.Response(429, json=body)
+
+    async with connect(handler) as (t, _):
+        with pytest.raises(Throttled) as info:
+            await t.send(Request(1, "tools/call"))
+    assert info.value.retry_after == seconds
+
+
+async def test_the_retry_after_header_wins_over_the_body(autojump_clock: trio.abc.Clock) -> None:
+    async def handler(req: Seen) -> httpx2.Response:
+        return httpx2.Response(429, headers={"retry-after": "1"}, json={"retry_after": 9})
+
+    async with connect(handler) as (t, _):
+        with pytest.raises(Throttled) as info:
+            await t.send(Request(1, "tools/call"))
+    assert info.value.retry_after == 1.0
+
+
+async def test_429_to_initialize_backs_off_with_bounded_jitter(
+    autojump_clock: trio.abc.Clock,
+) -> None:
     async def handler(req: Seen) -> httpx2.Response:
         return httpx2.Response(429)
 
     async with connect(handler, send_attempts=3, backoff_initial=1.0, jitter=0.5) as (t, server):
         with pytest.raises(HTTPStatusError):
-            await t.send(Request(1, "tools/call"))
+            await t.send(INIT)
     first, second, third = (s.time for s in server.seen)
     assert 1.0 <= second - first <= 1.5 and 2.0 <= third - second <= 2.5
 
 
-async def test_429_retries_bounded_in_time(autojump_clock: trio.abc.Clock) -> None:
+async def test_429_to_initialize_retries_bounded_in_time(autojump_clock: trio.abc.Clock) -> None:
     async def handler(req: Seen) -> httpx2.Response:
         return httpx2.Response(429)
 
     async with connect(handler, send_attempts=100, send_max_time=5.0, backoff_initial=1.0, jitter=0.0) as (t, server):
         with pytest.raises(HTTPStatusError):
-            await t.send(Request(1, "tools/call"))
+            await t.send(INIT)
     assert [s.time for s in server.seen] == [0.0, 1.0, 3.0]  # a wait of 4 s more would end past 5 s
 
 
@@ -817,24 +882,24 @@ async def test_failure_after_sending_is_never_reposted(autojump_clock: trio.abc.
 
     async with connect(handler) as (t, server):
         with pytest.raises(OutcomeUnknown) as info:
-            await t.send(Request(1, "tools/call"))
+            await t.send(INIT)
     assert info.value.__cause__ is error
     assert len(server.seen) == 1
 
 
-async def test_429_waits_for_retry_after(autojump_clock: trio.abc.Clock) -> None:
+async def test_429_to_initialize_waits_for_retry_after(autojump_clock: trio.abc.Clock) -> None:
     async def handler(req: Seen) -> httpx2.Response:
         if len(server.seen) == 1:
             return httpx2.Response(429, headers={"retry-after": "3"})
-        return json_response(result(1))
+        return json_response(result(0))
 
     async with connect(handler) as (t, server):
-        await t.send(Request(1, "tools/call"))
-        assert await next_event(t) == Response(1, {"value": "ok"})
+        await t.send(INIT)
+        assert await next_event(t) == Response(0, {"value": "ok"})
     assert [s.time for s in server.seen if s.method == "POST"] == [0.0, 3.0]
 
 
-async def test_429_with_an_http_date(autojump_clock: trio.abc.Clock) -> None:
+async def test_429_to_initialize_with_an_http_date(autojump_clock: trio.abc.Clock) -> None:
     from datetime import UTC, datetime, timedelta
     from email.utils import format_datetime
 
@@ -842,45 +907,45 @@ async def test_429_with_an_http_date(autojump_clock: trio.abc.Clock) -> None:
         if len(server.seen) == 1:
             when = datetime.now(UTC) + timedelta(seconds=20)
             return httpx2.Response(429, headers={"retry-after": format_datetime(when, usegmt=True)})
-        return json_response(result(1))
+        return json_response(result(0))
 
     async with connect(handler) as (t, server):
-        await t.send(Request(1, "tools/call"))
+        await t.send(INIT)
         await next_event(t)
     second = server.seen[1].time
     assert 18.0 <= second <= 20.0  # the date has a one-second resolution
 
 
-async def test_429_gives_up_with_the_status(autojump_clock: trio.abc.Clock) -> None:
+async def test_429_to_initialize_gives_up_with_the_status(autojump_clock: trio.abc.Clock) -> None:
     async def handler(req: Seen) -> httpx2.Response:
         return httpx2.Response(429, headers={"retry-after": "2"})
 
     async with connect(handler, send_attempts=3) as (t, server):
         with pytest.raises(HTTPStatusError) as info:
-            await t.send(Request(1, "tools/call"))
+            await t.send(INIT)
     assert info.value.status_code == 429 and type(info.value) is HTTPStatusError
     assert info.value.__cause__ is None and info.value.__suppress_context__  # the retry's own error stays inside
     assert [s.time for s in server.seen] == [0.0, 2.0, 4.0]
 
 
-async def test_a_cancelled_429_wait_sends_nothing_more(autojump_clock: trio.abc.Clock) -> None:
+async def test_a_cancelled_429_wait_on_initialize_sends_nothing_more(autojump_clock: trio.abc.Clock) -> None:
     async def handler(req: Seen) -> httpx2.Response:
         return httpx2.Response(429, headers={"retry-after": "10"})
 
     async with connect(handler) as (t, server):
         with trio.move_on_after(5):
-            await t.send(Request(1, "tools/call"))
+            await t.send(INIT)
         await trio.sleep(100)
     assert [s.time for s in server.seen] == [0.0]
 
 
-async def test_429_asking_too_long_a_wait_fails_at_once(autojump_clock: trio.abc.Clock) -> None:
+async def test_429_to_initialize_asking_too_long_a_wait_fails_at_once(autojump_clock: trio.abc.Clock) -> None:
     async def handler(req: Seen) -> httpx2.Response:
         return httpx2.Response(429, headers={"retry-after": "3600"})
 
     async with connect(handler, send_max_time=60.0) as (t, server):
         with pytest.raises(HTTPStatusError):
-            await t.send(Request(1, "tools/call"))
+            await t.send(INIT)
     assert trio.current_time() < 1 and len(server.seen) == 1
 
 

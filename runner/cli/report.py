@@ -310,6 +310,16 @@ def _stray_lines(stray: dict[str, dict[str, int]]) -> list[str]:
     return lines
 
 
+def _throttled_lines(throttled: dict[str, dict[str, float]]) -> list[str]:
+    """Each server that refused calls for now: how often, and how long it paused them."""
+    return [
+        f"  server {server} throttled: {plural(int(c.get('refused', 0)), 'answer')} of 429/503, "
+        f"paused {plural(int(c.get('pauses', 0)), 'time')} ({float(c.get('paused_s', 0)):.1f}s); "
+        f"ended at {int(c.get('concurrency', 0))} at a time"
+        for server, c in throttled.items()
+    ]
+
+
 def _failure_lines(failed: list[dict[str, Any]], show: str | None) -> list[str]:
     """The failures, those that read the same grouped (the first 20 groups), and the command listing all."""
     groups = group_failures(failed)
@@ -333,6 +343,7 @@ def render_summary(summary: dict[str, Any], *, show: str | None = None) -> str:
         f"{done}/{plural(items, 'call')} done in {summary['duration_s']:.1f}s"
     ]
     lines += _stray_lines(summary.get("stray", {}))
+    lines += _throttled_lines(summary.get("throttled", {}))
     outputs_failed = summary.get("outputs_failed", [])
     if outputs_failed:
         lines[0] += f"; {plural(len(outputs_failed), 'output')} failed to render"

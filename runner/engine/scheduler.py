@@ -48,6 +48,7 @@ from runner.engine.calls.servers import (
     LinkOpened,
     LinkPolicy,
     LinkRetrying,
+    LinkThrottled,
     ServerLink,
     answer_policy,
     has_unsafe_calls,
@@ -262,6 +263,7 @@ class Scheduler:
             outputs=outputs,
             output_failures=output_failures,
             stray=self._stray(),
+            throttled=self._throttled(),
         )
 
     def _stray(self) -> dict[str, dict[str, int]]:
@@ -271,6 +273,21 @@ class Scheduler:
             unmatched = sum(session.stats.unmatched_responses for session in sessions.values())
             if invalid or unmatched:
                 out[server] = {"invalid_lines": invalid, "unmatched_responses": unmatched}
+        return out
+
+    def _throttled(self) -> dict[str, dict[str, float]]:
+        """Per server that refused calls for now: answers of 429/503, pauses, seconds paused, and the calls it
+        ran at once at the end (its adaptive limit)."""
+        out: dict[str, dict[str, float]] = {}
+        for name, link in self._links.items():
+            pace = link.pace
+            if pace.throttles:
+                out[name] = {
+                    "refused": pace.throttles,
+                    "pauses": pace.pauses,
+                    "paused_s": round(pace.paused_s, 3),
+                    "concurrency": pace.limit,
+                }
         return out
 
     def _warn(self, text: str) -> None:
@@ -463,6 +480,8 @@ class Scheduler:
             reconnect=ps.reconnect,
             retry_first=ps.transport == "http",
             backoff=self._options.backoff,
+            max_concurrency=ps.max_concurrency,
+            rate=ps.rate,
         )
         options = SessionOptions(
             name=name,
@@ -510,10 +529,22 @@ class Scheduler:
             )
         elif isinstance(event, LinkFailed):
             self._log.record(SessionFailed(server=event.server, kind=failure_kind(event.error), error=str(event.error)))
+        elif isinstance(event, LinkThrottled) and event.cut:
+            self._warn(throttled_line(event))
 
     def _on_log(self, server: str, message: McpLogMessage, rid: Any) -> None:
         where = self._in_flight.get((server, rid)) if rid is not None else None
         self._notes.log(server, where, message)
+
+
+def throttled_line(event: LinkThrottled) -> str:
+    """The plain line a throttle that lowered a server's pace gets: ``server api: throttled (429), pausing 1.0 s;
+    running 4 at a time, 16.0 calls/s``."""
+    asked = "" if event.asked else " (backoff)"
+    pace = f"; running {event.limit} at a time"
+    if event.rate is not None:
+        pace += f", {event.rate:.1f} calls/s"
+    return f"server {event.server}: throttled ({event.status}), pausing {event.pause:.1f} s{asked}{pace}"
 
 
 def _settled(prior: ItemState | None, action: ItemAction) -> dict[str, Any]:

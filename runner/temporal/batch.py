@@ -34,7 +34,15 @@ from runner.engine.calls.servers import LinkPolicy, ServerLink, answer_policy, h
 from runner.engine.calls.tools import ToolChecks
 from runner.engine.core.vocabulary import FailureKind
 from runner.engine.runctl import env_context, make_opener
-from runner.errors import InvalidCall, McpRunError, NotDelivered, OutcomeUnknown, SessionExpired, first_line
+from runner.errors import (
+    InvalidCall,
+    McpRunError,
+    NotDelivered,
+    OutcomeUnknown,
+    SessionExpired,
+    Throttled,
+    first_line,
+)
 from runner.masking import Masker
 from runner.quoting import masking
 from runner.secrets_of import collect_secrets, oauth_secret_sink
@@ -107,6 +115,8 @@ class Sessions:
             connect_timeout=planned.connect_within(),
             reconnect=planned.reconnect,
             retry_first=planned.transport == "http",
+            max_concurrency=planned.max_concurrency,
+            rate=planned.rate,
         )
         options = session_options(plan, name, policy.connect_timeout, spec.server_log_level, masker)
         link = ServerLink(name, lambda: opener(name, options), policy)
@@ -217,6 +227,7 @@ class Batch:
 
         undelivered = 0
         checked = False
+        sent_at = trio.current_time()
         while True:
             sent = False
             session: Session | None = None
@@ -233,14 +244,25 @@ class Batch:
                     if not checked:  # as locally: an unknown tool, or arguments its schema refuses, are not sent
                         await self._sessions.checks.check(ps.server, session, ps.tool, args)
                         checked = True
-                    result = await session.call_tool(
-                        ps.tool,
-                        args,
-                        timeout=ps.timeout,
-                        idle_timeout=ps.idle_timeout,
-                        before_send=before_send,
-                        on_progress=lambda p: self._markers.progress.note(key, p),
-                    )
+                    sent_at = await server.link.gate.enter()  # the server's pause and pace, as locally
+                    try:
+                        result = await session.call_tool(
+                            ps.tool,
+                            args,
+                            timeout=ps.timeout,
+                            idle_timeout=ps.idle_timeout,
+                            before_send=before_send,
+                            on_progress=lambda p: self._markers.progress.note(key, p),
+                        )
+                    finally:
+                        server.link.gate.leave()
+            except Throttled as exc:
+                # Refused before it ran: the link pauses every call to the server; sent again after the pause,
+                # within the server's reconnect budget (not counted as a lost session).
+                if server.link.throttled(exc, sent_at=sent_at):
+                    await trio.sleep_until(server.link.pace.paused_until)  # (a refused check passed no gate)
+                    continue
+                return _failed(exc, await self._verdict(server, None, exc, sent=sent))
             except McpRunError as exc:
                 verdict = await self._verdict(server, session, exc, sent=sent)
                 undelivered += verdict is Verdict.RESEND

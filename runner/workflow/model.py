@@ -52,7 +52,7 @@ from pydantic_core import PydanticCustomError
 
 from runner.protocol.versions import ProtocolChoice
 from runner.workflow.auth import ServerAuth
-from runner.workflow.fields import Budget, Duration, Limit
+from runner.workflow.fields import Budget, Duration, Limit, Rate
 from runner.workflow.positions import describe
 
 __all__ = [
@@ -158,6 +158,11 @@ class Server(_Model):
         default=None, description="Streamable HTTP: OAuth (client credentials, jwt-bearer, or a stored login)."
     )
     max_concurrency: int = Field(default=8, ge=1, description="At most this many calls in flight on this server.")
+    rate: Rate | None = Field(
+        default=None,
+        description="At most this many calls start per second or minute (20/s, 300/min): a hard pace. Without "
+        "it, a server that answers 429 or 503 is paced to what it admits.",
+    )
     timeout: Limit | None = Field(default=None, description="Default hard cap for one call (default: none).")
     idle_timeout: Limit | None = Field(
         default=None,

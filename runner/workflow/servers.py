@@ -100,6 +100,7 @@ class PlannedServer:
     connect_timeout: float | None
     reconnect: float
     max_concurrency: int
+    rate: float | None
     protocol: ProtocolChoice
     trust_annotations: bool
     tasks: bool
@@ -188,6 +189,7 @@ def planned_server(
         connect_timeout=server.connect_timeout,
         reconnect=server.reconnect if server.reconnect is not None else DEFAULT_RECONNECT,
         max_concurrency=server.max_concurrency,
+        rate=server.rate,
         protocol=server.protocol,
         trust_annotations=server.trust_annotations,
         tasks=server.tasks != "off",

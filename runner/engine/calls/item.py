@@ -10,6 +10,9 @@ or sent: :mod:`runner.session.sendable`), and classifies how it ended:
 - a result (``isError`` or not) or a JSON-RPC error: the server answered; returned or raised;
 - ``SessionExpired``: refused, not run (the server forgot the session, which the session renewed): sent
   again on the renewed session, ``RetryPolicy.renewed`` times, then the link is told;
+- ``Throttled`` (a ``NotDelivered``: 429, or 503 before it ran): the server asked us to wait; the link pauses
+  every call to it and lowers its pace (:mod:`runner.engine.calls.pace`), and the call goes out again once
+  the gate lets it (within the server's ``reconnect`` budget: :meth:`ServerLink.throttled`);
 - ``NotDelivered``: the request surely never reached the server; the link is told the connection is gone and
   the call goes out again on the next session (the link's reconnect budget bounds this);
 - ``OutcomeUnknown``: sent, result lost; called again (after the backoff) only when the tool is safe to
@@ -42,6 +45,7 @@ from runner.errors import (
     McpRunError,
     NotDelivered,
     SessionExpired,
+    Throttled,
     first_line,
 )
 from runner.protocol.mcp import Progress, ToolResult
@@ -120,6 +124,7 @@ class ItemCall:
         self._tally: Tally | None = None  # the item's notifications (runner.engine.journal.notes), from the first one
         self._unknown = 0  # attempts whose outcome was unknown
         self._renewed = 0  # sessions the server forgot in a row (each renewed by the session)
+        self._sent_at = 0.0  # when the current attempt passed the server's gate
 
     async def run(self) -> ToolResult:
         try:
@@ -180,6 +185,11 @@ class ItemCall:
         (this session is no use; not sent)."""
         try:
             await self._site.check(self._ps, self._args, session)
+        except Throttled as exc:
+            if not self._link.throttled(exc, sent_at=trio.current_time()):
+                raise
+            await trio.sleep_until(self._link.pace.paused_until)
+            return False
         except NotDelivered as exc:
             self._link.lost(session, exc)
             return False
@@ -199,8 +209,7 @@ class ItemCall:
             safe = await self._safe()
         verdict = classify(exc, sent=bool(self._dispatched), safe=safe)
         if verdict is Verdict.RESEND:
-            self._resend(session, exc)
-            return True
+            return self._resend(session, exc)
         if verdict is not Verdict.REPEAT:
             return False
         if session.broken is not None:
@@ -209,18 +218,26 @@ class ItemCall:
         await trio.sleep(delay)
         return True
 
-    def _resend(self, session: Session, exc: McpRunError) -> None:
+    def _resend(self, session: Session, exc: McpRunError) -> bool:
         """Before a request surely not delivered goes out again: a session the server forgot was renewed by the
-        session (the link is told after ``RetryPolicy.renewed`` in a row); any other, the link is told."""
+        session (the link is told after ``RetryPolicy.renewed`` in a row); a call refused for now pauses the
+        server (False: its ``reconnect`` budget is spent, the call is not sent again); any other, the link is
+        told. True when it goes out again."""
         if isinstance(exc, SessionExpired):
             self._ended(exc)
             self._renewed += 1
             if self._renewed > self._site.retry.renewed:
                 self._link.lost(session, exc)
                 self._renewed = 0
-            return
+            return True
+        if isinstance(exc, Throttled):
+            if not self._link.throttled(exc, sent_at=self._sent_at):
+                return False
+            self._ended(exc)  # (the link's line says how long the server is paused: not one line per item)
+            return True
         self._link.lost(session, exc)
         self._ended(exc)
+        return True
 
     async def _safe(self) -> bool:
         """Whether the call may be made again now that its outcome is unknown. Asked only then: listing a
@@ -241,6 +258,11 @@ class ItemCall:
             await _take(limit_all)
             try:
                 await _take(limit_server)
+                try:
+                    self._sent_at = await self._link.gate.enter()
+                except BaseException:
+                    limit_server.release()
+                    raise
                 try:
                     if site.draining():
                         raise Drained("the run is being interrupted; not dispatching")
@@ -265,6 +287,7 @@ class ItemCall:
                         on_resumed=self._on_resumed,
                     )
                 finally:
+                    self._link.gate.leave()
                     limit_server.release()
             finally:
                 limit_all.release()

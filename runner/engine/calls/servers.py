@@ -23,6 +23,11 @@ States and moves (``_MOVES``)::
   until it answers, so calls in flight can still resume their streams and a server that restarted and
   forgot the session gets a new handshake on the same link. A server that comes back and fails every call
   at once is reconnected ever more slowly, within the same budget.
+- **Throttling.** A call the server refused for now (``Throttled``: 429, or 503 before it ran) is no loss:
+  the session stays up; :meth:`ServerLink.throttled` pauses every call to the server and lowers its pace
+  (:mod:`runner.engine.calls.pace`; calls pass :attr:`ServerLink.gate`), and says whether the call may go
+  out again: a server that keeps refusing, with no call answered, for ``reconnect`` seconds is given up on
+  as one that cannot be reached is.
 - **Waits** come from :mod:`runner.backoff`; each is announced (``LinkRetrying.delay``) and then slept
   exactly, so the printed schedule is the real one.
 
@@ -41,8 +46,17 @@ from typing import Final
 import trio
 
 from runner.backoff import Backoff
+from runner.engine.calls.pace import Gate, Pace
 from runner.engine.calls.retry import is_safe_to_repeat
-from runner.errors import ConnectFailed, McpRunError, NotDelivered, ProtocolError, TransportError, first_line
+from runner.errors import (
+    ConnectFailed,
+    McpRunError,
+    NotDelivered,
+    ProtocolError,
+    Throttled,
+    TransportError,
+    first_line,
+)
 from runner.launch import workflow_folder
 from runner.session import Session
 from runner.session.answers import AnswerPolicy, make_policy, roots_from_config
@@ -56,6 +70,7 @@ __all__ = [
     "LinkPolicy",
     "LinkRetrying",
     "LinkState",
+    "LinkThrottled",
     "ServerLink",
     "answer_policy",
     "has_unsafe_calls",
@@ -90,12 +105,16 @@ _MOVES: Final[dict[LinkState, frozenset[LinkState]]] = {
 @dataclass(frozen=True, slots=True)
 class LinkPolicy:
     """``connect_timeout``: how long a first connection may be retried (HTTP only; ``retry_first``).
-    ``reconnect``: how long to keep reconnecting after a loss (0: never)."""
+    ``reconnect``: how long to keep reconnecting after a loss (0: never), or resending calls a server keeps
+    refusing for now (``Throttled``). ``max_concurrency`` and ``rate`` (calls per second, None: unpaced)
+    bound the server's pace (:mod:`runner.engine.calls.pace`)."""
 
     connect_timeout: float = 30.0
     reconnect: float = 300.0
     retry_first: bool = True
     backoff: Backoff = field(default_factory=Backoff)
+    max_concurrency: int = 8
+    rate: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +157,23 @@ class LinkFailed:
     error: McpRunError
 
 
-LinkEvent = LinkOpened | LinkLost | LinkRetrying | LinkFailed
+@dataclass(frozen=True, slots=True)
+class LinkThrottled:
+    """The server refused a call for now (``status``: 429 or 503) and asked for a ``pause`` of that many seconds
+    (``asked``: it said so, else the backoff's); every call to it waits; then at most ``limit`` run at once, at
+    ``rate`` calls per second (None: unpaced). ``cut``: the pace was lowered (False: an answer to a call sent
+    before the last cut, which only counts)."""
+
+    server: str
+    status: int
+    pause: float
+    asked: bool
+    limit: int
+    rate: float | None
+    cut: bool
+
+
+LinkEvent = LinkOpened | LinkLost | LinkRetrying | LinkFailed | LinkThrottled
 
 
 class ServerUnreachable(ConnectFailed):
@@ -176,6 +211,10 @@ class ServerLink:
         self._down_since: float | None = None
         self._failures = 0  # failed attempts in the current outage: the backoff's exponent
         self.reconnects = 0
+        self.pace = Pace(policy.max_concurrency, rate=policy.rate)
+        self.gate = Gate(self.pace)
+        self._throttled_since: float | None = None  # the first refusal since a call was last answered
+        self._refusals = 0  # refusals without a Retry-After since then: the backoff's exponent
 
     @property
     def state(self) -> LinkState:
@@ -239,9 +278,32 @@ class ServerLink:
     def healthy(self) -> None:
         """A call on the current session got an answer: the server works, the outage (if any) is over; the
         next one gets a whole budget and a backoff from its first step."""
+        self._throttled_since = None
+        self._refusals = 0
+        self.pace.succeeded(trio.current_time())
         if self._state is LinkState.UP:
             self._down_since = None
             self._failures = 0
+
+    def throttled(self, error: Throttled, *, sent_at: float) -> bool:
+        """A call sent at ``sent_at`` was refused for now: pause every call to the server (the pace, see
+        :mod:`runner.engine.calls.pace`). True when it may go out again (after the pause: :attr:`gate` waits);
+        False when the server has refused calls, none answered, for longer than the ``reconnect`` budget."""
+        now = trio.current_time()
+        if self._throttled_since is None:
+            self._throttled_since = now
+        asked = error.retry_after is not None
+        if error.retry_after is not None:
+            pause = error.retry_after
+        else:
+            pause = self._policy.backoff.delay(self._refusals)
+            self._refusals += 1
+        if now + pause - self._throttled_since > self._policy.reconnect:
+            self.pace.throttles += 1
+            return False
+        cut = self.pace.throttled(now, sent_at=sent_at, pause=pause)
+        self._emit(LinkThrottled(self.name, error.status_code, pause, asked, cut.limit, cut.rate, cut.cut))
+        return True
 
     def close(self) -> None:
         """Close the session (if any) and stop reconnecting; calls waiting get ``NotDelivered``."""

@@ -73,7 +73,8 @@ _COUNTED: Final = ("total", "succeeded", "failed", "in_doubt", "skipped", "reuse
 @dataclass
 class Outcome:
     """The end of one attempt of a run. ``state`` is the run's whole state (every attempt); ``blocked``:
-    nothing ran, items in doubt need a decision; ``stray``: per server, what it sent that matched nothing."""
+    nothing ran, items in doubt need a decision; ``stray``: per server, what it sent that matched nothing;
+    ``throttled``: per server that refused calls for now (429/503), how often and how long it paused them."""
 
     status: RunStatus
     exit_code: ExitCode
@@ -84,6 +85,7 @@ class Outcome:
     in_doubt_reports: tuple[ItemReport, ...]
     blocked: bool = False
     stray: dict[str, dict[str, int]] = field(default_factory=dict)
+    throttled: dict[str, dict[str, float]] = field(default_factory=dict)
     output_failures: list[OutputFailure] = field(default_factory=list)
     """The outputs that failed to render (absent from ``outputs``), in the workflow's order."""
     # Filled by the run lifecycle (runner.engine.run): which run, where, what it ran, how long it took.
@@ -115,6 +117,7 @@ class Outcome:
             failures=self.failure_reports,
             in_doubt=self.in_doubt_reports,
             stray=self.stray,
+            throttled=self.throttled,
             output_failures=self.output_failures,
         )
 
@@ -189,6 +192,7 @@ def settle(
     outputs_failed: bool = False,
     output_failures: Sequence[OutputFailure] = (),
     stray: dict[str, dict[str, int]] | None = None,
+    throttled: dict[str, dict[str, float]] | None = None,
 ) -> Outcome:
     """The outcome of a run whose events ``state`` folded (see the module docstring). ``output_failures``:
     the outputs that failed to render; ``outputs_failed``: some did, unnamed (an engine that renders the
@@ -206,6 +210,7 @@ def settle(
         in_doubt_reports=tuple(in_doubt),
         blocked=blocked,
         stray=stray or {},
+        throttled=throttled or {},
         output_failures=list(output_failures),
     )
 

@@ -9,7 +9,7 @@ formatters read fields, and :meth:`RunReport.to_json` is the one place the summa
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from runner.engine.core.state import ItemState, RunState, StepCounts, StepState
@@ -109,6 +109,7 @@ class RunReport:
     in_doubt: tuple[ItemReport, ...]
     stray: dict[str, dict[str, int]]
     output_failures: tuple[OutputFailure, ...]
+    throttled: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -122,6 +123,7 @@ class RunReport:
         in_doubt: Iterable[ItemReport],
         stray: dict[str, dict[str, int]],
         output_failures: Iterable[OutputFailure],
+        throttled: dict[str, dict[str, float]] | None = None,
     ) -> RunReport:
         """The report of ``state``'s steps in plan ``order``; ``head``: run id, workflow file, status, exit code
         and duration."""
@@ -129,7 +131,7 @@ class RunReport:
         return cls(
             run_id, workflow, status, code, round(duration, 3),
             tuple(step_report(sid, state.steps.get(sid)) for sid in order),
-            outputs, tuple(failures), tuple(in_doubt), stray, tuple(output_failures),
+            outputs, tuple(failures), tuple(in_doubt), stray, tuple(output_failures), throttled or {},
         )  # fmt: skip
 
     def masked(self, masker: Masker) -> RunReport:
@@ -165,6 +167,7 @@ class RunReport:
             "failed": [f.to_json() for f in self.failures],
             "in_doubt": [d.to_json() for d in self.in_doubt],
             "stray": self.stray,
+            "throttled": self.throttled,
             "outputs_failed": [
                 {"output": f.name, "error": f.error, "file": f.file, "line": f.line, "column": f.column}
                 for f in self.output_failures

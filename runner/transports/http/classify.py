@@ -16,8 +16,11 @@ No I/O: the transport asks ``classify_exception`` or ``classify_status`` and act
                                                                     re-initializes and resends
     3xx                                           rejected          HTTPStatusError naming the Location;
                                                                     redirects are never followed
-    429                                           rejected          retry after Retry-After (seconds or an
-                                                                    HTTP date), bounded; then HTTPStatusError
+    429, or 503 to a request but initialize       rejected, not     a request: Throttled (NotDelivered, with
+                                                  run               Retry-After, seconds or an HTTP date, or
+                                                                    the body's retry_after); initialize or a
+                                                                    notification: retried after Retry-After,
+                                                                    bounded; then HTTPStatusError
     other 4xx (400, 401, 403, 404 without a       rejected          HTTPStatusError with the status, no retry
       session id, 405, 413, ...)
     401, 403 with an auth hook (:mod:`.authhook`)  rejected, not run  the hook renews the token and the POST is
@@ -44,6 +47,7 @@ outage is bounded in attempts and in time (trio's clock, so tests run on a virtu
 from __future__ import annotations
 
 import enum
+import json
 import math
 import random
 import re
@@ -64,6 +68,7 @@ __all__ = [
     "classify_exception",
     "classify_status",
     "parse_retry_after",
+    "retry_after_in_body",
 ]
 
 
@@ -154,6 +159,37 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     current = now if now is not None else datetime.now(UTC)
     seconds = (when - current).total_seconds()
     return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+_RETRY_FIELDS = ("retry_after", "retry_after_seconds", "retryAfter", "retryAfterSeconds")
+
+
+def retry_after_in_body(body: bytes) -> float | None:
+    """Seconds to wait that a JSON error body asks for: a ``retry_after`` or ``retry_after_seconds`` field (or
+    their camelCase forms) at the top, in a JSON-RPC ``error``, or in its ``data``; ``None`` when there is none
+    (or it is not a non-negative finite number).
+
+    >>> retry_after_in_body(b'{"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "slow down",'
+    ...                     b' "data": {"retry_after_seconds": 2.5}}}')
+    2.5
+    """
+    try:
+        value = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    places = [value]
+    if isinstance(value, dict) and isinstance(value.get("error"), dict):
+        places += [value["error"], value["error"].get("data")]
+    for place in places:
+        if not isinstance(place, dict):
+            continue
+        for name in _RETRY_FIELDS:
+            seconds = place.get(name)
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+                continue
+            if math.isfinite(seconds) and seconds >= 0:
+                return float(seconds)
+    return None
 
 
 class ResumeBudget:

@@ -1,10 +1,13 @@
 """The client-to-server half of the Streamable HTTP transport: POSTing a message, and the DELETE at close.
 
-A POST's outcome is decided by the table of :mod:`.classify` and raised in the error tree's terms. A 429
-is the one status sent again, here, by a plain loop: after ``Retry-After`` when the server gave one, else
-after :func:`runner.backoff.backoff_delay`, within ``send_attempts`` attempts and ``send_max_time``
-seconds of trio's clock (a wait that would end past that bound is not started). Nothing that may have
-reached the server is ever POSTed again.
+A POST's outcome is decided by the table of :mod:`.classify` and raised in the error tree's terms. A 429 to
+a request, or a 503 to one that is not ``initialize``, is ``Throttled`` (not delivered, with the server's
+``Retry-After`` or the ``retry_after`` field of its error body): the server's link pauses every call to it
+and the caller sends it again, within the server's ``reconnect`` budget (:mod:`runner.engine.calls.pace`).
+A 429 to ``initialize`` or to a notification is sent again here, by a plain loop: after ``Retry-After`` when
+the server gave one, else after :func:`runner.backoff.backoff_delay`, within ``send_attempts`` attempts and
+``send_max_time`` seconds of trio's clock (a wait that would end past that bound is not started). Nothing
+that may have reached the server is ever POSTed again.
 """
 
 from __future__ import annotations
@@ -23,12 +26,19 @@ from runner.errors import (
     NotDelivered,
     OutcomeUnknown,
     SessionExpired,
+    Throttled,
     TransportError,
 )
 from runner.protocol.jsonrpc import ErrorResponse, decode
 from runner.transports.http.authhook import MAX_AUTH_RETRIES
 from runner.transports.http.body import ACCEPT_POST, aclose_response, content_type, read_error_body
-from runner.transports.http.classify import Action, classify_exception, classify_status, parse_retry_after
+from runner.transports.http.classify import (
+    Action,
+    classify_exception,
+    classify_status,
+    parse_retry_after,
+    retry_after_in_body,
+)
 from runner.transports.http.connection import Connection, Stream
 from runner.transports.http.params import HttpParams
 from runner.transports.http.wire import HttpClient, HttpResponse
@@ -150,10 +160,10 @@ class Poster:
             return response
         challenge = self._params.auth is not None and response.status_code in (401, 403)
         try:
-            detail, rpc_error = await self._error_detail(response)
+            detail, rpc_error, hint = await self._error_detail(response)
         finally:
             await aclose_response(response, self._params.close_timeout)
-        refused = self._refused(response, detail, stream, sent_session, initialize)
+        refused = self._refused(response, detail, stream, sent_session, initialize, hint)
         status_error = refused if isinstance(refused, HTTPStatusError) else refused.__cause__
         if isinstance(status_error, HTTPStatusError):
             status_error.rpc_error = rpc_error
@@ -178,8 +188,10 @@ class Poster:
         stream: Stream | None,
         sent_session: str | None,
         initialize: bool,
+        hint: float | None = None,
     ) -> Exception:
-        """What a status other than 2xx means (the table's other rows); its cause is the ``HTTPStatusError``."""
+        """What a status other than 2xx means (the table's other rows); its cause is the ``HTTPStatusError``.
+        ``hint``: the wait an error body asked for (``retry_after``), read when no ``Retry-After`` says."""
         what, status = f"POST {self._name}", response.status_code
         error = HTTPStatusError(
             f"{what}: server answered {status} {response.reason_phrase}{detail}",
@@ -194,8 +206,18 @@ class Poster:
                 self._connection.forget(stream)  # reported by SessionExpired, not by RequestLost
             self._connection.expire(sent_session)
             result = SessionExpired(f"{what}: the server no longer knows our session ({status}{detail})")
+        elif (action is Action.RETRY_AFTER or status == 503) and stream is not None and not initialize:
+            # Refused before it ran (a rate limiter, an overloaded server that sheds load): not delivered. A 503
+            # to initialize stays a status error (the link retries the first connection on it).
+            retry_after = parse_retry_after(response.headers.get("retry-after"))
+            result = Throttled(
+                f"{what}: server answered {status} {response.reason_phrase}{detail}",
+                status_code=status,
+                retry_after=retry_after if retry_after is not None else hint,
+            )
         elif action is Action.RETRY_AFTER:
-            return _RateLimited(error, parse_retry_after(response.headers.get("retry-after")))
+            retry_after = parse_retry_after(response.headers.get("retry-after"))
+            return _RateLimited(error, retry_after if retry_after is not None else hint)
         elif action is Action.IN_DOUBT and stream is not None and not initialize:
             result = OutcomeUnknown(f"{what}: server answered {status} before any event: the call may have run{detail}")
         elif 300 <= status < 400:
@@ -210,15 +232,17 @@ class Poster:
         result.__cause__ = error
         return result
 
-    async def _error_detail(self, response: HttpResponse) -> tuple[str, tuple[int, str, Any] | None]:
-        """A short description of an error body (a JSON-RPC error's message when there is one), and that
-        error's (code, message, data)."""
+    async def _error_detail(self, response: HttpResponse) -> tuple[str, tuple[int, str, Any] | None, float | None]:
+        """A short description of an error body (a JSON-RPC error's message when there is one), that error's
+        (code, message, data), and the seconds it asks to wait (``retry_after``: :func:`.retry_after_in_body`)."""
         data = await read_error_body(response, _ERROR_BODY_LIMIT, self._params.close_timeout)
         if not data.strip():
-            return "", None
-        items = decode(bytes(data)) if content_type(response) == "application/json" else []
+            return "", None, None
+        is_json = content_type(response) == "application/json"
+        hint = retry_after_in_body(bytes(data)) if is_json and response.status_code in (429, 503) else None
+        items = decode(bytes(data)) if is_json else []
         if len(items) == 1 and isinstance(items[0], ErrorResponse):
             item = items[0]
-            return f": {item.message} ({item.code})", (item.code, item.message, item.data)
+            return f": {item.message} ({item.code})", (item.code, item.message, item.data), hint
         text = data[:200].decode("utf-8", errors="replace").strip()
-        return f": {text}", None
+        return f": {text}", None, hint
