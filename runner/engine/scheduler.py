@@ -52,6 +52,7 @@ from runner.engine.calls.servers import (
     answer_policy,
 )
 from runner.engine.calls.tools import ToolChecks
+from runner.engine.core.cache import CacheIndex
 from runner.engine.core.conditions import Skip
 from runner.engine.core.events import (
     DoubtDecided,
@@ -83,6 +84,7 @@ from runner.protocol.mcp import ToolResult
 from runner.session import Session, SessionOptions
 from runner.workflow.context import item_entry
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, OutputFailure, Plan, PlannedStep
+from runner.workflow.template import TemplateError
 
 __all__ = ["Outcome", "Scheduler", "SchedulerOptions", "SessionOpener"]
 
@@ -127,6 +129,7 @@ class Scheduler:
         options: SchedulerOptions | None = None,
         prior: Prior | None = None,
         on_warning: Callable[[str], None] | None = None,
+        cache: CacheIndex | None = None,
     ) -> None:
         self._plan = plan
         self._opener = opener
@@ -144,6 +147,7 @@ class Scheduler:
             env=env,
             resumed=prior is not None,
             fresh=frozenset(prior.fresh_steps) if prior is not None else frozenset(),
+            cache=cache,
         )
         self._steps_nursery: trio.Nursery | None = None
         self._draining = False
@@ -356,6 +360,12 @@ class Scheduler:
         if isinstance(args, ArgsFailed):
             return item_entry("failed", self._item_failed(ps, index, key, FailureKind.TEMPLATE_ERROR, args.error))
         try:
+            cached = self._steps.cached(ps, item, index, args) if action.calls else None
+        except TemplateError as exc:
+            return item_entry("failed", self._item_failed(ps, index, key, FailureKind.TEMPLATE_ERROR, str(exc)))
+        if cached is not None and cached.hit is not None:
+            return self._steps.reuse(ps, index, key, cached)
+        try:
             result = await self._call(ps, index, key, args, prior, action)
         except Drained:
             return None
@@ -368,7 +378,8 @@ class Scheduler:
             self._item_failed(ps, index, key, FailureKind.TOOL_ERROR, text, result.raw)
             return item_entry("failed", text, result.raw)
         self._notes.settle(ps.id, key)  # the item's last progress and its log count, before its result
-        self._log.record(ItemSucceeded(step=ps.id, item=key, index=index, result=result.raw))
+        digest = cached.digest if cached is not None else None
+        self._log.record(ItemSucceeded(step=ps.id, item=key, index=index, result=result.raw, cache=digest))
         # The entry (its text parsed as JSON, among others) is made only for a step whose results are kept.
         return item_entry("succeeded", None, result.raw) if ps.referenced else None
 

@@ -286,6 +286,17 @@ class Step(_Model):
     )
     idempotent: bool = Field(default=False, description="Safe to call again when an outcome is unknown.")
     continue_on_error: bool = Field(default=False, description="A failure of this step does not fail the run.")
+    cache: Duration | None = Field(
+        default=None,
+        description="Reuse results of earlier runs of this workflow: a call whose server, tool, rendered arguments "
+        "(and cache_key) match one that succeeded in an earlier run within this duration (7d, 12h) is not made; "
+        "its result is taken from that run's journal (reused). --no-cache ignores it for one run.",
+    )
+    cache_key: str | None = Field(
+        default=None,
+        description="With cache: a template rendered per item and added to the cache's key, e.g. a file's "
+        "modification time or hash from an earlier step: ${{ item.mtime }}. Only its SHA-256 is journaled.",
+    )
 
     @field_validator("if_")
     @classmethod

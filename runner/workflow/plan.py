@@ -72,7 +72,7 @@ __all__ = [
 STEP_FIELDS: tuple[str, ...] = ("result", "structured", "text", "json", "status")
 FANOUT_FIELDS: tuple[str, ...] = ("items", "results", "status")
 
-_Where = Literal["args", "key", "if", "for_each", "outputs", "server"]
+_Where = Literal["args", "key", "cache_key", "if", "for_each", "outputs", "server"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +106,12 @@ class PlannedStep:
     dependents: tuple[str, ...]
     referenced: bool
     status_checks: tuple[str, ...] = ()
+    cache: float | None = None  # seconds an earlier run's result may be reused (``cache:``); None: never
+    cache_key: Compiled | None = None
+
+    def render_cache_key(self, context: Mapping[str, Any]) -> Any:
+        """The step's ``cache_key`` for ``context`` (None without one); :class:`TemplateError` when it fails."""
+        return self.cache_key.render(context) if self.cache_key is not None else None
 
     def render_args(self, context: Mapping[str, Any]) -> Any:
         """The tool arguments for ``context`` (per item, for a fan-out step)."""
@@ -299,6 +305,9 @@ class _Builder:
                     self.error(f"{name} applies only to fan-out steps (with for_each)", (*loc, name), at="key")
         args = self.compile(step.args, (*loc, "args"))
         key = self.compile(step.key, (*loc, "key")) if step.key is not None else None
+        cache_key = self.compile(step.cache_key, (*loc, "cache_key")) if step.cache_key is not None else None
+        if step.cache_key is not None and step.cache is None:
+            self.error("cache_key applies only to a step with cache (cache: 7d)", (*loc, "cache_key"), at="key")
         condition = self.single(step.if_, (*loc, "if"), "if") if step.if_ is not None else None
         for_each = self.for_each(step, (*loc, "for_each"))
         parts: tuple[tuple[_Where, Compiled | None], ...] = (
@@ -306,12 +315,14 @@ class _Builder:
             ("key", key),
             ("if", condition),
             ("for_each", for_each),
+            ("cache_key", cache_key),
         )
         for where, value in parts:
             if value is not None:
                 self.check_references(value, owner=step_id, where=where, fan_out=step.fan_out)
         self.refuse_status_functions(step.args, args, (*loc, "args"), "args")
         self.refuse_status_functions(step.key, key, (*loc, "key"), "key")
+        self.refuse_status_functions(step.cache_key, cache_key, (*loc, "cache_key"), "cache_key")
         self.refuse_status_functions(step.for_each, for_each, (*loc, "for_each"), "for_each")
         return dict(parts)
 
@@ -377,7 +388,7 @@ class _Builder:
         elif where == "server":
             self.error(f"server settings may read only inputs and env, found {root} in {_shown(occ)}", occ.loc)
         elif root in ("item", "index"):
-            if not (fan_out and where in ("args", "key")):
+            if not (fan_out and where in ("args", "key", "cache_key")):
                 self.error(f"{root} is not defined here: {_shown(occ)}", occ.loc, suggestion=_item_hint(where, fan_out))
         else:
             # root == "steps"; name is never None here (the template compiler refuses that).
@@ -552,5 +563,7 @@ def _planned_steps(
             dependents=tuple(dependents[step_id]),
             referenced=step_id in builder.referenced,
             status_checks=_status_checks(parts["if"]),
+            cache=step.cache,
+            cache_key=parts["cache_key"],
         )
     return planned_steps

@@ -316,11 +316,18 @@ class TaskUpdated(Event):
 
 @_event
 class ItemSucceeded(Event):
+    """``cache``: for a step with ``cache:``, the SHA-256 of the call's server, tool, arguments and
+    ``cache_key`` (never the arguments themselves), by which a later run finds the result; ``reused_from``: the
+    result was not asked for but taken from that earlier run's journal (a cache hit). Both absent from
+    journals of earlier versions."""
+
     type: Literal["item_succeeded"] = "item_succeeded"
     step: str
     item: str
     index: int | None
     result: _JsonObject
+    cache: str | None = None
+    reused_from: str | None = None
 
 
 @_event

@@ -16,6 +16,8 @@ Rules, in brief (the journal module's docstring says them at length):
 - ``doubt_decided`` settles the items it names that are still in doubt, and no other: ``skip`` makes them
   skipped (as ``skipped-in-doubt`` does), ``accept`` succeeded (with no result), ``rerun`` leaves them in
   doubt, marked to be called once more (their next ``item_dispatched`` clears the mark).
+- ``item_succeeded`` with ``reused_from`` (a cache hit: the result came from an earlier run's journal) counts
+  the item as reused, as ``step_started.reused`` counts those an earlier attempt of the same run left.
 - A run is *closed* only when its last run-level record is ``run_finished`` with a closed status;
   ``run_stopped``, ``run_interrupted``, or no record at all (a crash) leave it open. ``run_resumed``
   reopens it.
@@ -86,6 +88,7 @@ class ItemState:
     request_id: Any = None
     attempts: int = 0
     task_id: str | None = None  # the server took its last attempt as this task, whose result is not yet recorded
+    reused_from: str | None = None  # its result was taken from this earlier run's journal (``cache:``)
     decided: Decision | None = None
     """The decision about its last doubt: ``accept`` (succeeded, no result) and ``skip`` (skipped) settled it;
     ``rerun`` is still to be carried out (it is in doubt until its next dispatch, which clears this)."""
@@ -300,7 +303,7 @@ class RunState:
         item.dispatched_at = entry.ts
         item.request_id = event.request_id
         item.attempts += 1
-        item.result = item.error = item.kind = item.task_id = item.decided = None
+        item.result = item.error = item.kind = item.task_id = item.decided = item.reused_from = None
         step.calls[event.item] = CallProgress()
         return step
 
@@ -329,6 +332,9 @@ class RunState:
         self._set_status(step, item, ItemStatus.SUCCEEDED)
         item.error = item.kind = item.task_id = None
         item.result = event.result if self._keeps(event.step) else None
+        item.reused_from = event.reused_from
+        if event.reused_from is not None:
+            step.reused += 1  # a cache hit: reused, as a result an earlier attempt left is
         step.calls.pop(event.item, None)
         return step
 

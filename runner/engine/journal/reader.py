@@ -29,7 +29,8 @@ key) and ``index`` they concern. The types, in the order a run writes them:
 ``progress``        ``step``, ``item``, ``progress``, ``total``, ``message``
 ``log``             ``server``, ``level``, ``logger``, ``data``, and ``step``/``item`` when known
 ``stream_resumed``  ``step``, ``item``, ``last_event_id``
-``item_succeeded``  ``step``, ``item``, ``index``, ``result`` (the MCP result)
+``item_succeeded``  ``step``, ``item``, ``index``, ``result`` (the MCP result), ``cache`` (a cached step's
+                    key digest) and ``reused_from`` (the run a cache hit took it from)
 ``item_failed``     ``step``, ``item``, ``index``, ``kind`` (see ``FailureKind``), ``error``, ``result``,
                     ``retrying``, ``retry_in``
 ``step_finished``   ``step``, ``status``, ``counts``; ``error`` and ``kind`` when it failed as a whole
