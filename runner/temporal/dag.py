@@ -286,7 +286,9 @@ class DagWorkflow:
         for at, item in enumerate(items):
             where, key = at if ps.fan_out else None, keys[at]
             action = self._steps.action(ps.id, key)
-            if not action.calls:
+            # (RECONCILE: the local engine asks the reconcile tool first; here a decision is always given for the
+            # items in doubt before a pass, so none arrives undecided: called again, as RERUN.)
+            if not action.calls and action is not ItemAction.RECONCILE:
                 entries[at] = self._settled(ps, key, action)
                 continue
             args = rendered_args(render, item, where)

@@ -35,7 +35,7 @@ def _server_dump_exclude(server: Server) -> set[str]:
     return left_out | {name for name in added_later if getattr(server, name) is None}
 
 
-_STEP_EXCLUDE: set[str] = {"cache", "cache_key"}
+_STEP_EXCLUDE: set[str] = {"cache", "cache_key", "reconcile"}
 
 
 def fingerprints(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, str]:
@@ -52,7 +52,8 @@ def fingerprints(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, str]:
     for sid in plan.order:
         ps = plan.steps[sid]
         h = hashlib.sha256()
-        # A cache says where a result may come from, not what the call does: adding one changes no fingerprint.
+        # A cache says where a result may come from and reconcile how a doubt is settled, not what the call
+        # does: adding either changes no fingerprint.
         h.update(utf8(canonical_json(ps.step.model_dump(mode="json", by_alias=True, exclude=_STEP_EXCLUDE))))
         h.update(servers[ps.server])  # each server's text once, not once per step
         h.update(inputs_text)

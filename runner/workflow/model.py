@@ -62,6 +62,7 @@ __all__ = [
     "SCHEMA_PATH",
     "Input",
     "InputType",
+    "Reconcile",
     "Server",
     "Step",
     "Workflow",
@@ -255,6 +256,25 @@ class Input(_Model):
         return value
 
 
+class Reconcile(_Model):
+    """How to settle an item of the step left in doubt (its call may have happened) by asking the server."""
+
+    tool: str = Field(description="The tool that says whether the call happened (on the step's server).")
+    args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Its arguments; templates may read item, key, index and args (the step's rendered arguments).",
+    )
+    done: str = Field(
+        description="A template over result (the reconcile tool's result: result.json, result.text, ...) that is "
+        "true when the call happened, false when it surely did not: ${{ result.json.processed }}."
+    )
+    idempotent: bool = Field(
+        default=False,
+        description="The reconcile tool is safe to repeat (read-only or idempotent); required unless the server "
+        "is trusted (trust_annotations) and annotates it so.",
+    )
+
+
 class Step(_Model):
     """One tool call, or a fan-out of calls (``for_each``)."""
 
@@ -296,6 +316,11 @@ class Step(_Model):
         default=None,
         description="With cache: a template rendered per item and added to the cache's key, e.g. a file's "
         "modification time or hash from an earlier step: ${{ item.mtime }}. Only its SHA-256 is journaled.",
+    )
+    reconcile: Reconcile | None = Field(
+        default=None,
+        description="On resume, an item in doubt is settled by calling this tool first: done true records it as "
+        "succeeded (reconciled), false calls it again, an error leaves it in doubt.",
     )
 
     @field_validator("if_")

@@ -27,7 +27,7 @@ from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias, TypeVar
 
 from pydantic import BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, WithJsonSchema
 
-from runner.engine.core.vocabulary import Decision, FailureKind, RunStatus, SkipCause, StepStatus
+from runner.engine.core.vocabulary import Decision, FailureKind, RunStatus, SkipCause, StepStatus, Verdict
 
 __all__ = [
     "JOURNAL_FORMAT",
@@ -37,6 +37,7 @@ __all__ = [
     "Event",
     "ItemDispatched",
     "ItemFailed",
+    "ItemReconciled",
     "ItemSucceeded",
     "LogMessage",
     "ProgressNoted",
@@ -359,6 +360,24 @@ class DoubtDecided(Event):
     decision: _Decision
 
 
+_Verdict: TypeAlias = Annotated[Verdict | None, _known(Verdict), _string("Verdict")]
+
+
+@_event
+class ItemReconciled(Event):
+    """A step's ``reconcile:`` tool was asked about an item in doubt; journaled (fsynced) before the verdict
+    acts. ``verdict`` a :class:`Verdict`: ``done`` (succeeded, ``result`` the reconcile tool's), ``not-done``
+    (called again), ``error`` (``error`` says why; it stays in doubt)."""
+
+    type: Literal["item_reconciled"] = "item_reconciled"
+    step: str
+    item: str
+    index: int | None = None
+    verdict: _Verdict
+    result: _JsonObject | None = None
+    error: str | None = None
+
+
 @_event
 class StepFinished(Event):
     """``kind`` and ``error`` when the step failed as a whole (its items could not even be listed)."""
@@ -424,6 +443,7 @@ AnyEvent: TypeAlias = (
     | ItemSucceeded
     | ItemFailed
     | DoubtDecided
+    | ItemReconciled
     | StepFinished
     | RunFinished
     | RunStopped

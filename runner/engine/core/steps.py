@@ -207,7 +207,7 @@ class StepMachine:
         return self._state.item(sid, key)
 
     def action(self, sid: str, key: str) -> ItemAction:
-        return item_action(self.prior(sid, key))
+        return item_action(self.prior(sid, key), reconcile=self._plan.steps[sid].reconcile is not None)
 
     def cached(self, ps: PlannedStep, item: Any, index: int | None, args: dict[str, Any]) -> CacheLookup | None:
         """For a step with ``cache:``, the key of the call of ``item`` with ``args`` (rendered) and the result
