@@ -103,6 +103,12 @@ class TemporalEngine:
             heartbeat_timeout=self.options.heartbeat_timeout,
             server_log_level=options.server_log_level,  # carried to the workers (runner.temporal.serverlog)
         )
+        reconciled = [sid for sid, ps in plan.steps.items() if ps.reconcile is not None]
+        if reconciled:
+            say.warn(
+                f"reconcile: of step {reconciled[0]!r} is not used on Temporal yet: its items in doubt wait for a "
+                "decision (mcp-run resume --engine temporal ... --rerun-in-doubt/--skip-in-doubt/--accept-in-doubt)"
+            )
         client = client if client is not None else await self.connect()
         horizon = max((ps.cache for ps in plan.steps.values() if ps.cache is not None), default=None)
         if horizon is not None and not options.no_cache:  # (read once, here: the workflow itself reads nothing)
