@@ -97,7 +97,7 @@ UNMASKED_FIELDS: frozenset[str] = frozenset(
         "allow_changed", "retry_failed", "server", "reconnects", "down_s", "attempt", "delay_s", "remaining_s",
         "kind", "step", "items", "reused", "fresh", "cause", "item", "index", "tool", "request_id",
         "progress_token", "progress", "total", "status", "counts", "exit_code", "retrying", "retry_in",
-        "secret_inputs", "folded", "omitted",
+        "secret_inputs", "folded", "omitted", "cache", "reused_from", "verdict",
     }
 )  # fmt: skip
 

@@ -54,6 +54,7 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "item_succeeded": {"item": "", "index": None, "result": {"content": []}},
     "item_failed": {"item": "", "kind": "tool-error", "error": "failed"},
     "doubt_decided": {"keys": [""], "decision": "skip"},
+    "item_reconciled": {"item": "", "verdict": "done"},
     "step_finished": {"status": "succeeded", "counts": {}},
     "run_finished": {"status": "succeeded", "exit_code": 0},
     "run_stopped": {"status": "in-doubt", "exit_code": 5},

@@ -63,3 +63,13 @@ def add_protocol_version(parser: argparse.ArgumentParser) -> None:
         f"{', '.join(PROTOCOL_CHOICES[1:])}; a server that does not speak it is an error (exit 4) "
         "(default: each server's 'protocol:', else auto)",
     )
+
+
+def add_no_cache(parser: argparse.ArgumentParser) -> None:
+    """``--no-cache``: steps with ``cache:`` reuse nothing from earlier runs this time."""
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="make every call of steps with cache: (reuse no result of an earlier run); their results are "
+        "still recorded for the runs after this one",
+    )

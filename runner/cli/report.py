@@ -337,10 +337,11 @@ def render_summary(summary: dict[str, Any], *, show: str | None = None) -> str:
     steps = summary["steps"]
     items = sum(s["total"] for s in steps.values())
     done = sum(s["succeeded"] for s in steps.values())
+    reused = sum(s.get("reused", 0) for s in steps.values())
     parts = _step_counts(steps.values())
     lines = [
         f"{summary['status']}: {plural(len(steps), 'step')} ({parts}); "
-        f"{done}/{plural(items, 'call')} done in {summary['duration_s']:.1f}s"
+        f"{done}/{plural(items, 'call')} done{f' ({reused} reused)' if reused else ''} in {summary['duration_s']:.1f}s"
     ]
     lines += _stray_lines(summary.get("stray", {}))
     lines += _throttled_lines(summary.get("throttled", {}))

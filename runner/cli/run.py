@@ -8,7 +8,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runner.cli.options import add_elicitation, add_log_levels, add_max_message_size, add_protocol_version
+from runner.cli.options import (
+    add_elicitation,
+    add_log_levels,
+    add_max_message_size,
+    add_no_cache,
+    add_protocol_version,
+)
 from runner.cli.temporal import add_engine_options
 from runner.errors import McpRunError, UsageError
 from runner.exitcodes import ExitCode
@@ -143,6 +149,7 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="resume even though the workflow or inputs changed: changed steps (and what follows) run afresh",
     )
+    add_no_cache(parser)
     parser.add_argument(
         "--grace",
         type=float,
@@ -334,6 +341,7 @@ def _options(args: argparse.Namespace, **overrides: Any) -> RunOptions:
         "retry_failed": args.retry_failed,
         "in_doubt": in_doubt,
         "allow_changed": args.allow_changed,
+        "no_cache": bool(getattr(args, "no_cache", False)),
         "journal": not args.no_journal,
         "concurrency": args.concurrency,
         "retry_attempts": args.retry_attempts,

@@ -35,12 +35,14 @@ import trio
 from runner._trio import single_error
 from runner.engine.calls.retry import RetryPolicy
 from runner.engine.core import events
+from runner.engine.core.cache import CacheIndex
 from runner.engine.core.events import JOURNAL_FORMAT, Entry, RunResumed, RunStarted
 from runner.engine.core.outcome import Outcome
 from runner.engine.core.resume import InDoubt, Prior, RunDamaged, RunInfo, choose_run, resume_plan
 from runner.engine.core.state import RunState
 from runner.engine.core.vocabulary import RunStatus
 from runner.engine.interrupts import signal_exit_code, watch_signals
+from runner.engine.journal.cacheindex import cache_index
 from runner.engine.journal.reader import JournalCorrupt, decode_first, entry_or_none, first_line
 from runner.engine.journal.rundir import (
     RunDir,
@@ -81,7 +83,8 @@ class RunOptions:
     and ``inputs_file`` a YAML or JSON file of them, as on the command line. ``resume``: continue the newest
     open run, else start one; ``run_id``: continue that run; ``start_new=False`` (``resume WORKFLOW``): never
     start one. ``in_doubt``: what to do with items an earlier attempt left in doubt (``ask`` stops before
-    anything runs). ``journal=False``: a throwaway run, neither journaled nor locked.
+    anything runs). ``journal=False``: a throwaway run, neither journaled nor locked. ``no_cache``: steps with
+    ``cache:`` make every call (``--no-cache``); ``clock``: the time earlier results' ages are measured from.
     """
 
     inputs: Mapping[str, Any] | None = None
@@ -106,6 +109,8 @@ class RunOptions:
     protocol: str | None = None  # --protocol-version: pins every server (None: each server's protocol:)
     grace: float = 10.0
     watch_signals: bool = False
+    no_cache: bool = False  # --no-cache: steps with `cache:` reuse nothing this run (their results are still keyed)
+    clock: Callable[[], float] = time.time  # the wall clock a cache's durations are measured by (tests choose it)
 
     def check(self) -> None:
         """``UsageError`` for options that contradict each other or make no sense."""
@@ -194,6 +199,7 @@ class _Prepared:
     prior: Prior | None = None
     signals: list[int] = field(default_factory=list)
     identity: WorkflowIdentity | None = None
+    cache: CacheIndex | None = None
 
 
 async def execute(
@@ -268,10 +274,23 @@ def _choose(path: Path, options: RunOptions) -> tuple[ExitStack, _Prepared]:
                 ) from None
         lock.set_running(run_dir.run_id)
         held.enter_context(_locked(run_dir))
+        prepared.cache = _cache_of(prepared, options, state_dir, identity, run_dir)
     except BaseException:
         held.close()
         raise
     return held, prepared
+
+
+def _cache_of(
+    prepared: _Prepared, options: RunOptions, state_dir: Path, identity: WorkflowIdentity, run_dir: RunDir
+) -> CacheIndex | None:
+    """The results earlier runs of the workflow left for its steps with ``cache:`` (read once, here, under the
+    workflow lock: no run of it writes meanwhile); None when no step has one, or with ``--no-cache``."""
+    horizon = max((ps.cache for ps in prepared.plan.steps.values() if ps.cache is not None), default=None)
+    if horizon is None or options.no_cache:
+        return None
+    earlier = [other for other in runs_of(state_dir, identity) if other.run_id != run_dir.run_id]
+    return cache_index(earlier, now=options.clock(), horizon=horizon, unmask=prepared.masker)
 
 
 def _run_infos(state_dir: Path, identity: WorkflowIdentity) -> list[RunInfo]:
@@ -468,6 +487,7 @@ async def _run(
             ),
             prior=prepared.prior,
             on_warning=say.warn,
+            cache=prepared.cache,
         )
         try:
             with single_error():

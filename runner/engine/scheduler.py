@@ -54,6 +54,7 @@ from runner.engine.calls.servers import (
     has_unsafe_calls,
 )
 from runner.engine.calls.tools import ToolChecks
+from runner.engine.core.cache import CacheIndex
 from runner.engine.core.conditions import Skip
 from runner.engine.core.events import (
     DoubtDecided,
@@ -68,15 +69,15 @@ from runner.engine.core.items import (
     ArgsFailed,
     ItemAction,
     awaiting_decision,
-    item_action,
     rendered_args,
     settled_entry,
 )
 from runner.engine.core.outcome import Outcome, settle
+from runner.engine.core.reconcile import reconcile_args, reconcile_context, verdict
 from runner.engine.core.resume import Prior
 from runner.engine.core.state import ItemState, RunState
 from runner.engine.core.steps import Fail, StepMachine
-from runner.engine.core.vocabulary import Decision, FailureKind, StepStatus
+from runner.engine.core.vocabulary import Decision, FailureKind, StepStatus, Verdict
 from runner.engine.journal.notes import LOG_LIMIT, LOG_RATE, PROGRESS_INTERVAL, Notes
 from runner.engine.journal.writer import EventLog, JournalWriteError
 from runner.errors import CallTimeout, MalformedMessage, McpRunError, first_line
@@ -85,6 +86,7 @@ from runner.protocol.mcp import ToolResult
 from runner.session import Session, SessionOptions
 from runner.workflow.context import item_entry
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, OutputFailure, Plan, PlannedStep
+from runner.workflow.template import TemplateError
 
 __all__ = ["Outcome", "Scheduler", "SchedulerOptions", "SessionOpener"]
 
@@ -129,6 +131,7 @@ class Scheduler:
         options: SchedulerOptions | None = None,
         prior: Prior | None = None,
         on_warning: Callable[[str], None] | None = None,
+        cache: CacheIndex | None = None,
     ) -> None:
         self._plan = plan
         self._opener = opener
@@ -146,6 +149,7 @@ class Scheduler:
             env=env,
             resumed=prior is not None,
             fresh=frozenset(prior.fresh_steps) if prior is not None else frozenset(),
+            cache=cache,
         )
         self._steps_nursery: trio.Nursery | None = None
         self._draining = False
@@ -234,6 +238,8 @@ class Scheduler:
             return False
         undecided: dict[str, list[str]] = {}
         for sid, keys in awaiting_decision(self._state, self._plan.steps, prior.fresh_steps).items():
+            if prior.in_doubt == "ask" and self._plan.steps[sid].reconcile is not None:
+                continue  # its reconcile tool settles them, each before it would be called (a decision still wins)
             try:
                 safe = await self._safe_to_repeat(self._plan.steps[sid], connect=True)
             except (McpRunError, Drained):
@@ -367,12 +373,25 @@ class Scheduler:
         render: ArgsRenderer,
     ) -> dict[str, Any] | None:
         prior = self._steps.prior(ps.id, key)
-        action = item_action(prior)
-        if not action.calls and action is not ItemAction.COLLECT:
+        action = self._steps.action(ps.id, key)
+        if not action.calls and action not in (ItemAction.COLLECT, ItemAction.RECONCILE):
             return _settled(prior, action)
         args = rendered_args(render, item, index)
         if isinstance(args, ArgsFailed):
+            if action is ItemAction.RECONCILE:
+                return item_entry("failed", args.error)  # it may have run: it stays in doubt, nothing recorded
             return item_entry("failed", self._item_failed(ps, index, key, FailureKind.TEMPLATE_ERROR, args.error))
+        if action is ItemAction.RECONCILE:
+            settled, entry = await self._reconcile(ps, index, key, item, args)
+            if settled:
+                return entry
+            action = ItemAction.CALL  # surely not run: called, as a call never made is
+        try:
+            cached = self._steps.cached(ps, item, index, args) if action.calls else None
+        except TemplateError as exc:
+            return item_entry("failed", self._item_failed(ps, index, key, FailureKind.TEMPLATE_ERROR, str(exc)))
+        if cached is not None and cached.hit is not None:
+            return self._steps.reuse(ps, index, key, cached)
         try:
             result = await self._call(ps, index, key, args, prior, action)
         except Drained:
@@ -386,9 +405,52 @@ class Scheduler:
             self._item_failed(ps, index, key, FailureKind.TOOL_ERROR, text, result.raw)
             return item_entry("failed", text, result.raw)
         self._notes.settle(ps.id, key)  # the item's last progress and its log count, before its result
-        self._log.record(ItemSucceeded(step=ps.id, item=key, index=index, result=result.raw))
+        digest = cached.digest if cached is not None else None
+        self._log.record(ItemSucceeded(step=ps.id, item=key, index=index, result=result.raw, cache=digest))
         # The entry (its text parsed as JSON, among others) is made only for a step whose results are kept.
         return item_entry("succeeded", None, result.raw) if ps.referenced else None
+
+    async def _reconcile(
+        self, ps: PlannedStep, index: int | None, key: str, item: Any, args: dict[str, Any]
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """Ask the step's reconcile tool whether the call of an item in doubt happened, and journal the verdict
+        (fsynced) before acting on it (:mod:`runner.engine.core.reconcile`). Returns whether that settled the
+        item, and its entry: (True, entry) done or still in doubt, (False, None) not done (to be called now)."""
+        spec = ps.reconcile
+        assert spec is not None
+        context = reconcile_context(self._steps.context(item, index), key, args)
+        call_args = reconcile_args(spec, context)
+        result: dict[str, Any] | None = None
+        error = call_args.error if isinstance(call_args, ArgsFailed) else None
+        if not isinstance(call_args, ArgsFailed):
+            try:
+                session = await self._wait_for(self._link(ps.server))
+                if spec.idempotent or await self._trusted_safe(ps, session, spec.tool):
+                    answer = await session.call_tool(
+                        spec.tool, call_args, timeout=ps.timeout, idle_timeout=ps.idle_timeout
+                    )
+                    result = answer.raw
+                else:
+                    error = f"the server does not annotate {spec.tool!r} as read-only or idempotent"
+            except Drained:
+                return True, None  # the run is stopping: the item did not end (still in doubt)
+            except McpRunError as exc:
+                self._log.masker.scrub(exc)
+                error = first_line(exc)
+        record = verdict(spec, context, step=ps.id, key=key, index=index, result=result, error=error)
+        await self._log.commit(record)  # durable before it acts: a crash after it cannot call the item twice
+        if record.verdict is Verdict.DONE:
+            return True, item_entry("succeeded", None, result) if ps.referenced else None
+        if record.verdict is Verdict.NOT_DONE:
+            return False, None
+        return True, item_entry("failed", record.error or "in doubt")
+
+    async def _trusted_safe(self, ps: PlannedStep, session: Session, tool: str) -> bool:
+        """A trusted server annotates ``tool`` as read-only or idempotent (the tool list asked if need be)."""
+        if not self._trusted(ps):
+            return False
+        found = await self._tools.tool(ps.server, session, tool)
+        return found is not None and (found.annotations.read_only or found.annotations.idempotent)
 
     async def _call(
         self,

@@ -67,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
     from runner.temporal.spec import RunSpec, build_plan_of, encoded_inputs, env_placeholders
     from runner.workflow.context import item_entry
     from runner.workflow.plan import Plan, PlannedStep
+    from runner.workflow.template import TemplateError
 
 __all__ = ["WORKFLOW_NAME", "DagWorkflow"]
 
@@ -95,6 +96,7 @@ class DagWorkflow:
         self._children: asyncio.Semaphore | None = None
         # calls whose server could not be reached (the activity's "unreachable"), by step, until the step ends
         self._unreached: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+        self._digests: dict[tuple[str, str], str] = {}  # the cache keys of calls in flight of steps with `cache:`
 
     # -- queries -------------------------------------------------------------------------------------
 
@@ -145,6 +147,7 @@ class DagWorkflow:
             inputs=self._inputs,
             env=self._env,
             resumed=self._prior is not None,
+            cache=spec.cache_index(),
         )
         for sid in steps.first():
             self._start(sid)
@@ -283,13 +286,27 @@ class DagWorkflow:
         for at, item in enumerate(items):
             where, key = at if ps.fan_out else None, keys[at]
             action = self._steps.action(ps.id, key)
-            if not action.calls:
+            # (RECONCILE: the local engine asks the reconcile tool first; here a decision is always given for the
+            # items in doubt before a pass, so none arrives undecided: called again, as RERUN.)
+            if not action.calls and action is not ItemAction.RECONCILE:
                 entries[at] = self._settled(ps, key, action)
                 continue
             args = rendered_args(render, item, where)
             if isinstance(args, ArgsFailed):
                 entries[at] = item_entry("failed", self._failed(ps, where, key, "template-error", args.error))
                 continue
+            try:
+                cached = self._steps.cached(ps, item, where, args)
+            except TemplateError as exc:
+                entries[at] = item_entry("failed", self._failed(ps, where, key, "template-error", str(exc)))
+                continue
+            if cached is not None and cached.hit is not None:
+                entries[at] = self._steps.reuse(ps, where, key, cached)
+                if entries[at] is not None:
+                    self._kept[(ps.id, key)] = entries[at]
+                continue
+            if cached is not None:
+                self._digests[(ps.id, key)] = cached.digest  # journaled with its result (a later run's cache)
             calls.append({"key": key, "index": where, "args": args, "at": at})
         return calls
 
@@ -347,7 +364,8 @@ class DagWorkflow:
             self._unreached.setdefault(ps.id, []).append((call, outcome))
             return None  # journaled by _run_step, once the step's calls have all ended
         if status == "succeeded":
-            self._emit(ItemSucceeded(step=ps.id, item=key, index=index, result=result or {}))
+            digest = self._digests.pop((ps.id, key), None)
+            self._emit(ItemSucceeded(step=ps.id, item=key, index=index, result=result or {}, cache=digest))
             entry = item_entry("succeeded", None, result) if ps.referenced else None
             if entry is not None:
                 self._kept[(ps.id, key)] = entry

@@ -30,6 +30,7 @@ from runner.engine.run import RunOptions
 from runner.engines import EngineName, RunRequest, TemporalOptions, refuse_unsupported
 from runner.errors import OpenRunChanged, RunAlreadyOpen, UsageError
 from runner.temporal import client as remote
+from runner.temporal.cache import earlier_results
 from runner.temporal.changes import changes_since
 from runner.temporal.spec import RunSpec
 from runner.workflow.loader import load_inputs_file, validate
@@ -102,7 +103,18 @@ class TemporalEngine:
             heartbeat_timeout=self.options.heartbeat_timeout,
             server_log_level=options.server_log_level,  # carried to the workers (runner.temporal.serverlog)
         )
+        reconciled = [sid for sid, ps in plan.steps.items() if ps.reconcile is not None]
+        if reconciled:
+            say.warn(
+                f"reconcile: of step {reconciled[0]!r} is not used on Temporal yet: its items in doubt wait for a "
+                "decision (mcp-run resume --engine temporal ... --rerun-in-doubt/--skip-in-doubt/--accept-in-doubt)"
+            )
         client = client if client is not None else await self.connect()
+        horizon = max((ps.cache for ps in plan.steps.values() if ps.cache is not None), default=None)
+        if horizon is not None and not options.no_cache:  # (read once, here: the workflow itself reads nothing)
+            now = options.clock()
+            cache = await earlier_results(client, spec.workflow, now=now, horizon=horizon)
+            spec = replace(spec, cache=cache, cache_now=now)
         handle, found = await self._open_handle(client, spec, resume=options.resume)
         if found is None:
             say.info(f"run {spec.run_id} on Temporal (workflow {handle.id}, task queue {self.options.task_queue})")

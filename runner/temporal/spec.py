@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Final
 
+from runner.engine.core.cache import CacheHit, CacheIndex
 from runner.masking import escape_value, placeholder
 from runner.workflow.loader import parse_workflow, validate
 from runner.workflow.plan import Plan
@@ -57,6 +58,10 @@ class RunSpec:
     max_attempts: int = 5
     server_log_level: str | None = "info"  # asked of servers; messages at or above it go to the worker's stderr
     child_items: int = field(default_factory=_child_items)  # calls per child workflow (runner.temporal.fanout)
+    # Results earlier runs left for steps with `cache:` ({"digest", "run_id", "result", "at"}), as of `cache_now`
+    # (seconds since the epoch): the index the step machine looks calls up in (runner.engine.core.cache).
+    cache: list[dict[str, Any]] = field(default_factory=list)
+    cache_now: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -67,6 +72,14 @@ class RunSpec:
         given = {k: v for k, v in data.items() if k in known}
         given.setdefault("child_items", CHILD_ITEMS)  # a definition from before child workflows: never the environment
         return cls(**given)
+
+    def cache_index(self) -> CacheIndex:
+        """The run's :class:`~runner.engine.core.cache.CacheIndex`, from ``cache`` (deterministic: its time is
+        the definition's)."""
+        index = CacheIndex(self.cache_now)
+        for hit in self.cache:
+            index.offer(str(hit["digest"]), CacheHit(str(hit["run_id"]), dict(hit["result"]), float(hit["at"])))
+        return index
 
     @cached_property
     def plan_key(self) -> str:

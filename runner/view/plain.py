@@ -120,7 +120,7 @@ def finished_detail(step: StepState, error: str | None = None) -> str:
         if counts.in_doubt:
             text += f", {counts.in_doubt} in doubt"
         if step.reused:
-            text += f" ({step.reused} from the journal)"
+            text += f" ({step.reused} reused)"
     if error:
         text += f": {one_line(error)}"
     return text

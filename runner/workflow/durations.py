@@ -5,6 +5,7 @@ Accepted forms::
     90          seconds (an int or a float; must be > 0)
     "90s"       seconds          "500ms"    milliseconds
     "10m"       minutes          "1h"       hours
+    "7d"        days (a cache's lifetime: ``cache: 7d``)
     "1h30m"     several parts, largest unit first, each unit at most once
     "1.5s"      fractions are allowed in every part
 
@@ -23,9 +24,9 @@ __all__ = ["NO_LIMIT", "format_duration", "parse_duration", "parse_limit"]
 
 NO_LIMIT = "none"
 
-_UNITS: dict[str, float] = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-_ORDER = ("h", "m", "s", "ms")
-_PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|h|m|s)")
+_UNITS: dict[str, float] = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+_ORDER = ("d", "h", "m", "s", "ms")
+_PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|d|h|m|s)")
 
 
 def parse_duration(value: object) -> float:
@@ -93,7 +94,8 @@ def format_duration(seconds: float) -> str:
     if seconds < 60 or seconds != int(seconds):
         return f"{seconds:g}s"
     whole = int(seconds)
-    hours, rest = divmod(whole, 3600)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
-    parts = [f"{n}{u}" for n, u in ((hours, "h"), (minutes, "m"), (secs, "s")) if n]
+    parts = [f"{n}{u}" for n, u in ((days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")) if n]
     return "".join(parts)

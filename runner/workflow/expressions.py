@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Final, NamedTuple
 
 from jmespath import exceptions as jp_exceptions
@@ -20,11 +23,27 @@ from runner.workflow.functions import FUNCTIONS, FunctionError, check_call
 from runner.workflow.suggest import did_you_mean
 
 __all__ = [
-    "MAX_NESTING", "ROOTS", "Loc", "Reference", "TemplateSyntaxError", "lower_first", "parse",
-    "references", "shorten", "shown_expression", "too_deep",
+    "MAX_NESTING", "RECONCILE_ROOTS", "ROOTS", "Loc", "Reference", "TemplateSyntaxError", "extra_roots",
+    "lower_first", "parse", "references", "shorten", "shown_expression", "too_deep",
 ]  # fmt: skip
 
 ROOTS: tuple[str, ...] = ("inputs", "env", "steps", "item", "index")
+RECONCILE_ROOTS: tuple[str, ...] = ("key", "args", "result")
+"""Roots only a step's ``reconcile:`` templates read (the item's key, the step's rendered arguments, the
+reconcile tool's result): allowed while they compile, inside :func:`extra_roots`."""
+_EXTRA_ROOTS: ContextVar[tuple[str, ...]] = ContextVar("extra_roots", default=())
+
+
+@contextmanager
+def extra_roots(names: tuple[str, ...]) -> Iterator[None]:
+    """Expressions compiled inside may also start from ``names`` (the planner's, for ``reconcile:``)."""
+    token = _EXTRA_ROOTS.set(names)
+    try:
+        yield
+    finally:
+        _EXTRA_ROOTS.reset(token)
+
+
 Loc = tuple[str | int, ...]
 MAX_NESTING: Final = 100
 """How deeply an expression may nest: brackets (``(``, ``[``, ``{``) and prefix operators (``!``, ``&``) one
@@ -302,11 +321,12 @@ def _reference(names: list[str], text: str, loc: Loc) -> Reference:
     root = names[0]
     name = names[1] if len(names) > 1 else None
     field = names[2] if len(names) > 2 else None
-    if root not in ROOTS:
+    roots = ROOTS + _EXTRA_ROOTS.get()
+    if root not in roots:
         raise TemplateSyntaxError(
-            f"unknown name {root!r} in {shown_expression(text)}: expressions start from one of {', '.join(ROOTS)}",
+            f"unknown name {root!r} in {shown_expression(text)}: expressions start from one of {', '.join(roots)}",
             loc=loc,
-            suggestion=did_you_mean(root, ROOTS),
+            suggestion=did_you_mean(root, roots),
         )
     if root == "steps" and name is None:
         raise TemplateSyntaxError(

@@ -22,7 +22,7 @@ from runner.workflow.durations import NO_LIMIT, parse_duration, parse_limit
 
 __all__ = ["Budget", "Duration", "Limit", "Rate", "parse_rate"]
 
-_DURATION_TEXT = r"^\s*((\d+(\.\d+)?|\.\d+)(h|m|s|ms))+\s*$"
+_DURATION_TEXT = r"^\s*((\d+(\.\d+)?|\.\d+)(d|h|m|s|ms))+\s*$"
 
 
 def _parsed(parse: Callable[[Any], float], value: Any) -> float | None:

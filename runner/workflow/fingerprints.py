@@ -35,6 +35,9 @@ def _server_dump_exclude(server: Server) -> set[str]:
     return left_out | {name for name in added_later if getattr(server, name) is None}
 
 
+_STEP_EXCLUDE: set[str] = {"cache", "cache_key", "reconcile"}
+
+
 def fingerprints(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, str]:
     """step -> hash of its definition, its server's definition, the non-secret inputs and its dependencies'
     fingerprints (so a change flows downstream). Linear in steps: a step hashes its dependencies' fingerprints,
@@ -49,7 +52,9 @@ def fingerprints(plan: Plan, inputs: Mapping[str, Any]) -> dict[str, str]:
     for sid in plan.order:
         ps = plan.steps[sid]
         h = hashlib.sha256()
-        h.update(utf8(canonical_json(ps.step.model_dump(mode="json", by_alias=True))))
+        # A cache says where a result may come from and reconcile how a doubt is settled, not what the call
+        # does: adding either changes no fingerprint.
+        h.update(utf8(canonical_json(ps.step.model_dump(mode="json", by_alias=True, exclude=_STEP_EXCLUDE))))
         h.update(servers[ps.server])  # each server's text once, not once per step
         h.update(inputs_text)
         for dep in ps.dependencies:

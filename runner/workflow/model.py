@@ -62,6 +62,7 @@ __all__ = [
     "SCHEMA_PATH",
     "Input",
     "InputType",
+    "Reconcile",
     "Server",
     "Step",
     "Workflow",
@@ -260,6 +261,25 @@ class Input(_Model):
         return value
 
 
+class Reconcile(_Model):
+    """How to settle an item of the step left in doubt (its call may have happened) by asking the server."""
+
+    tool: str = Field(description="The tool that says whether the call happened (on the step's server).")
+    args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Its arguments; templates may read item, key, index and args (the step's rendered arguments).",
+    )
+    done: str = Field(
+        description="A template over result (the reconcile tool's result: result.json, result.text, ...) that is "
+        "true when the call happened, false when it surely did not: ${{ result.json.processed }}."
+    )
+    idempotent: bool = Field(
+        default=False,
+        description="The reconcile tool is safe to repeat (read-only or idempotent); required unless the server "
+        "is trusted (trust_annotations) and annotates it so.",
+    )
+
+
 class Step(_Model):
     """One tool call, or a fan-out of calls (``for_each``)."""
 
@@ -291,6 +311,22 @@ class Step(_Model):
     )
     idempotent: bool = Field(default=False, description="Safe to call again when an outcome is unknown.")
     continue_on_error: bool = Field(default=False, description="A failure of this step does not fail the run.")
+    cache: Duration | None = Field(
+        default=None,
+        description="Reuse results of earlier runs of this workflow: a call whose server, tool, rendered arguments "
+        "(and cache_key) match one that succeeded in an earlier run within this duration (7d, 12h) is not made; "
+        "its result is taken from that run's journal (reused). --no-cache ignores it for one run.",
+    )
+    cache_key: str | None = Field(
+        default=None,
+        description="With cache: a template rendered per item and added to the cache's key, e.g. a file's "
+        "modification time or hash from an earlier step: ${{ item.mtime }}. Only its SHA-256 is journaled.",
+    )
+    reconcile: Reconcile | None = Field(
+        default=None,
+        description="On resume, an item in doubt is settled by calling this tool first: done true records it as "
+        "succeeded (reconciled), false calls it again, an error leaves it in doubt.",
+    )
 
     @field_validator("if_")
     @classmethod

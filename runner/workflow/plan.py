@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from runner.errors import WorkflowError
 from runner.workflow import graph
-from runner.workflow.expressions import TemplateSyntaxError, shown_expression
+from runner.workflow.expressions import RECONCILE_ROOTS, TemplateSyntaxError, extra_roots, shown_expression
 from runner.workflow.keys import default_key
 from runner.workflow.model import Server, Step, Workflow
 from runner.workflow.positions import Loc, Positions, describe, format_path, raise_errors
@@ -64,6 +64,7 @@ __all__ = [
     "STEP_FIELDS",
     "OutputFailure",
     "Plan",
+    "PlannedReconcile",
     "PlannedServer",
     "PlannedStep",
     "build_plan",
@@ -72,7 +73,19 @@ __all__ = [
 STEP_FIELDS: tuple[str, ...] = ("result", "structured", "text", "json", "status")
 FANOUT_FIELDS: tuple[str, ...] = ("items", "results", "status")
 
-_Where = Literal["args", "key", "if", "for_each", "outputs", "server"]
+_Where = Literal["args", "key", "cache_key", "reconcile", "if", "for_each", "outputs", "server"]
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedReconcile:
+    """A step's ``reconcile:``, compiled: its ``tool`` (on the step's server), ``args`` and ``done`` templates
+    (over ``item``, ``key``, ``index``, ``args`` and, for ``done``, ``result``), and whether the workflow says
+    the tool is safe to repeat (``idempotent``; else the server's annotations must, when it is trusted)."""
+
+    tool: str
+    args: Compiled
+    done: Compiled
+    idempotent: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +119,13 @@ class PlannedStep:
     dependents: tuple[str, ...]
     referenced: bool
     status_checks: tuple[str, ...] = ()
+    cache: float | None = None  # seconds an earlier run's result may be reused (``cache:``); None: never
+    cache_key: Compiled | None = None
+    reconcile: PlannedReconcile | None = None
+
+    def render_cache_key(self, context: Mapping[str, Any]) -> Any:
+        """The step's ``cache_key`` for ``context`` (None without one); :class:`TemplateError` when it fails."""
+        return self.cache_key.render(context) if self.cache_key is not None else None
 
     def render_args(self, context: Mapping[str, Any]) -> Any:
         """The tool arguments for ``context`` (per item, for a fan-out step)."""
@@ -232,6 +252,7 @@ class _Builder:
         self.errors: list[WorkflowError] = []
         self.env_names: set[str] = set()
         self.referenced: set[str] = set()
+        self.reconciles: dict[str, PlannedReconcile] = {}
         # step id -> {dependency id: loc of the first place that creates the edge}
         self.edges: dict[str, dict[str, Loc]] = {}
         self.step_ids = list(workflow.steps)
@@ -299,6 +320,9 @@ class _Builder:
                     self.error(f"{name} applies only to fan-out steps (with for_each)", (*loc, name), at="key")
         args = self.compile(step.args, (*loc, "args"))
         key = self.compile(step.key, (*loc, "key")) if step.key is not None else None
+        cache_key = self.compile(step.cache_key, (*loc, "cache_key")) if step.cache_key is not None else None
+        if step.cache_key is not None and step.cache is None:
+            self.error("cache_key applies only to a step with cache (cache: 7d)", (*loc, "cache_key"), at="key")
         condition = self.single(step.if_, (*loc, "if"), "if") if step.if_ is not None else None
         for_each = self.for_each(step, (*loc, "for_each"))
         parts: tuple[tuple[_Where, Compiled | None], ...] = (
@@ -306,14 +330,48 @@ class _Builder:
             ("key", key),
             ("if", condition),
             ("for_each", for_each),
+            ("cache_key", cache_key),
         )
         for where, value in parts:
             if value is not None:
                 self.check_references(value, owner=step_id, where=where, fan_out=step.fan_out)
         self.refuse_status_functions(step.args, args, (*loc, "args"), "args")
         self.refuse_status_functions(step.key, key, (*loc, "key"), "key")
+        self.refuse_status_functions(step.cache_key, cache_key, (*loc, "cache_key"), "cache_key")
+        self.reconcile(step_id, step, loc)
         self.refuse_status_functions(step.for_each, for_each, (*loc, "for_each"), "for_each")
         return dict(parts)
+
+    def reconcile(self, step_id: str, step: Step, loc: Loc) -> None:
+        """``reconcile:``: its templates (which may also read ``key``, ``args`` and ``result``), and a tool
+        declared safe to repeat (a reconcile is asked again after every crash)."""
+        spec = step.reconcile
+        if spec is None:
+            return
+        where: Loc = (*loc, "reconcile")
+        with extra_roots(RECONCILE_ROOTS):
+            args = self.compile(spec.args, (*where, "args"))
+            done = self.compile(spec.done, (*where, "done"))
+        if done is not None and done.single_expression is None:
+            self.error(
+                f"done must be a single template like ${{{{ result.json.done }}}}, found {describe(spec.done)}",
+                (*where, "done"),
+            )
+            done = None
+        for value, name in ((args, "args"), (done, "done")):
+            if value is not None:
+                self.check_references(value, owner=step_id, where="reconcile", fan_out=step.fan_out)
+                self.refuse_status_functions(getattr(spec, name), value, (*where, name), "reconcile")
+        server = self.workflow.servers.get(step.server)
+        if not spec.idempotent and not (server is not None and server.trust_annotations):
+            self.error(
+                f"the reconcile tool {spec.tool!r} must be safe to repeat (it is asked again after every crash): "
+                "say idempotent: true under reconcile when it is read-only or idempotent, or trust the server's "
+                "annotations (trust_annotations: true)",
+                (*where, "tool"),
+            )
+        if args is not None and done is not None:
+            self.reconciles[step_id] = PlannedReconcile(spec.tool, args, done, spec.idempotent)
 
     def needs(self, step_id: str, step: Step, deps: dict[str, Loc]) -> None:
         """``needs`` names other steps: each becomes an edge, located at its entry."""
@@ -376,8 +434,10 @@ class _Builder:
             self.outer_reference(occ)
         elif where == "server":
             self.error(f"server settings may read only inputs and env, found {root} in {_shown(occ)}", occ.loc)
+        elif root in RECONCILE_ROOTS:
+            return  # compiled only inside extra_roots: a reconcile template's own
         elif root in ("item", "index"):
-            if not (fan_out and where in ("args", "key")):
+            if not (fan_out and where in ("args", "key", "cache_key", "reconcile")):
                 self.error(f"{root} is not defined here: {_shown(occ)}", occ.loc, suggestion=_item_hint(where, fan_out))
         else:
             # root == "steps"; name is never None here (the template compiler refuses that).
@@ -552,5 +612,8 @@ def _planned_steps(
             dependents=tuple(dependents[step_id]),
             referenced=step_id in builder.referenced,
             status_checks=_status_checks(parts["if"]),
+            cache=step.cache,
+            cache_key=parts["cache_key"],
+            reconcile=builder.reconciles.get(step_id),
         )
     return planned_steps

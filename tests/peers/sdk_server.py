@@ -18,6 +18,7 @@ Tools:
     fail(message) -> tool error (isError: true) with ``message``
     structured() -> {"name": "mcp-run", "items": [1, 2, 3], "nested": {"ok": true}}
     count(key, delay=0) -> key                      appends ``key`` + newline to --count-file, then waits
+    counted(key) -> {"counted": bool} as JSON text   read-only: whether --count-file holds ``key`` (a reconcile tool)
     close_stream(steps=4, delay=0.05) -> "closed-and-finished"
         appends "close_stream" to --count-file, reports progress, closes its SSE stream half-way
         (SEP-1699; effective only over HTTP with --resumable on a 2025-11-25 session, i.e. after
@@ -34,6 +35,7 @@ JSON-RPC error.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import string
 import sys
@@ -110,6 +112,12 @@ def build_server(count_file: Path | None) -> MCPServer:
         if delay:
             await anyio.sleep(delay)
         return key
+
+    @server.tool(annotations=READ_ONLY)
+    def counted(key: str) -> str:
+        """Whether `key` was counted (is a line of the count file), as JSON text: {"counted": true}."""
+        lines = count_file.read_text(encoding="utf-8").split() if count_file is not None and count_file.exists() else []
+        return json.dumps({"counted": key in lines})
 
     @server.tool()
     async def close_stream(ctx: Ctx, steps: int = 4, delay: float = 0.05) -> str:

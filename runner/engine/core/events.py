@@ -27,7 +27,7 @@ from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias, TypeVar
 
 from pydantic import BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, WithJsonSchema
 
-from runner.engine.core.vocabulary import Decision, FailureKind, RunStatus, SkipCause, StepStatus
+from runner.engine.core.vocabulary import Decision, FailureKind, RunStatus, SkipCause, StepStatus, Verdict
 
 __all__ = [
     "JOURNAL_FORMAT",
@@ -37,6 +37,7 @@ __all__ = [
     "Event",
     "ItemDispatched",
     "ItemFailed",
+    "ItemReconciled",
     "ItemSucceeded",
     "LogMessage",
     "ProgressNoted",
@@ -328,11 +329,18 @@ def task_words(status: Any, message: Any = None, task_id: Any = None) -> str:
 
 @_event
 class ItemSucceeded(Event):
+    """``cache``: for a step with ``cache:``, the SHA-256 of the call's server, tool, arguments and
+    ``cache_key`` (never the arguments themselves), by which a later run finds the result; ``reused_from``: the
+    result was not asked for but taken from that earlier run's journal (a cache hit). Both absent from
+    journals of earlier versions."""
+
     type: Literal["item_succeeded"] = "item_succeeded"
     step: str
     item: str
     index: int | None
     result: _JsonObject
+    cache: str | None = None
+    reused_from: str | None = None
 
 
 @_event
@@ -362,6 +370,24 @@ class DoubtDecided(Event):
     step: str
     keys: list[str]
     decision: _Decision
+
+
+_Verdict: TypeAlias = Annotated[Verdict | None, _known(Verdict), _string("Verdict")]
+
+
+@_event
+class ItemReconciled(Event):
+    """A step's ``reconcile:`` tool was asked about an item in doubt; journaled (fsynced) before the verdict
+    acts. ``verdict`` a :class:`Verdict`: ``done`` (succeeded, ``result`` the reconcile tool's), ``not-done``
+    (called again), ``error`` (``error`` says why; it stays in doubt)."""
+
+    type: Literal["item_reconciled"] = "item_reconciled"
+    step: str
+    item: str
+    index: int | None = None
+    verdict: _Verdict
+    result: _JsonObject | None = None
+    error: str | None = None
 
 
 @_event
@@ -429,6 +455,7 @@ AnyEvent: TypeAlias = (
     | ItemSucceeded
     | ItemFailed
     | DoubtDecided
+    | ItemReconciled
     | StepFinished
     | RunFinished
     | RunStopped

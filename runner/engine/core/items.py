@@ -8,6 +8,8 @@ nothing (a first run, or a step that changed)       ``CALL``
 succeeded (or accepted in doubt)                    ``REUSE`` (its result is not asked again)
 skipped in doubt (by this resume or an earlier)     ``SETTLED`` (never called again)
 dispatched as a task, no result                     ``COLLECT`` (the task is polled)
+in doubt, of a step with ``reconcile:`` (no         ``RECONCILE`` (its reconcile tool is asked first: see
+``rerun`` decided)                                               :mod:`runner.engine.core.reconcile`)
 in doubt (``rerun`` decided, or nothing to ask)     ``RERUN``    (called again; it may have run, so it is
                                                                  not checked before it is sent)
 failed                                              ``CALL``
@@ -51,6 +53,7 @@ class ItemAction(enum.Enum):
     REUSE = "reuse"
     SETTLED = "settled"
     COLLECT = "collect"
+    RECONCILE = "reconcile"
 
     @property
     def calls(self) -> bool:
@@ -58,9 +61,9 @@ class ItemAction(enum.Enum):
         return self is ItemAction.CALL or self is ItemAction.RERUN
 
 
-def item_action(prior: ItemState | None) -> ItemAction:
+def item_action(prior: ItemState | None, *, reconcile: bool = False) -> ItemAction:
     """The action for an item given what earlier attempts left of it (``prior``; None: nothing, or a step that
-    changed)."""
+    changed); ``reconcile``: its step has ``reconcile:``."""
     if prior is None:
         return ItemAction.CALL
     if prior.status is ItemStatus.SUCCEEDED:
@@ -69,6 +72,8 @@ def item_action(prior: ItemState | None) -> ItemAction:
         return ItemAction.SETTLED
     if prior.collectable:
         return ItemAction.COLLECT
+    if prior.in_doubt and reconcile and prior.decided is not Decision.RERUN:
+        return ItemAction.RECONCILE
     return ItemAction.RERUN if prior.in_doubt else ItemAction.CALL
 
 

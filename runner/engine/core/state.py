@@ -16,6 +16,11 @@ Rules, in brief (the journal module's docstring says them at length):
 - ``doubt_decided`` settles the items it names that are still in doubt, and no other: ``skip`` makes them
   skipped (as ``skipped-in-doubt`` does), ``accept`` succeeded (with no result), ``rerun`` leaves them in
   doubt, marked to be called once more (their next ``item_dispatched`` clears the mark).
+- ``item_reconciled`` settles an item still in doubt by what its step's reconcile tool said: ``done`` makes it
+  succeeded (marked reconciled), ``not-done`` pending (surely not run: called again), ``error`` leaves it in
+  doubt.
+- ``item_succeeded`` with ``reused_from`` (a cache hit: the result came from an earlier run's journal) counts
+  the item as reused, as ``step_started.reused`` counts those an earlier attempt of the same run left.
 - A run is *closed* only when its last run-level record is ``run_finished`` with a closed status;
   ``run_stopped``, ``run_interrupted``, or no record at all (a crash) leave it open. ``run_resumed``
   reopens it.
@@ -37,6 +42,7 @@ from runner.engine.core.events import (
     Entry,
     ItemDispatched,
     ItemFailed,
+    ItemReconciled,
     ItemSucceeded,
     LogMessage,
     ProgressNoted,
@@ -56,12 +62,13 @@ from runner.engine.core.events import (
     TaskUpdated,
     task_words,
 )
-from runner.engine.core.vocabulary import Decision, FailureKind, ItemStatus, RunStatus, SkipCause, StepStatus
+from runner.engine.core.vocabulary import Decision, FailureKind, ItemStatus, RunStatus, SkipCause, StepStatus, Verdict
 
 __all__ = ["CallProgress", "ItemState", "RunState", "SessionState", "StepCounts", "StepState", "fold"]
 
 SKIPPED_IN_DOUBT: Final = "in doubt; skipped by --skip-in-doubt"
 ACCEPTED_IN_DOUBT: Final = "was in doubt; recorded as done by --accept-in-doubt"
+RECONCILED_NOT_DONE: Final = "was in doubt; its reconcile tool said it did not happen: it is called again"
 LOG_KEEP: Final = 10_000  # log messages a state keeps (the newest); the journal has them all
 
 
@@ -87,6 +94,8 @@ class ItemState:
     request_id: Any = None
     attempts: int = 0
     task_id: str | None = None  # the server took its last attempt as this task, whose result is not yet recorded
+    reused_from: str | None = None  # its result was taken from this earlier run's journal (``cache:``)
+    reconciled: bool = False  # succeeded because its step's reconcile tool said its call happened
     decided: Decision | None = None
     """The decision about its last doubt: ``accept`` (succeeded, no result) and ``skip`` (skipped) settled it;
     ``rerun`` is still to be carried out (it is in doubt until its next dispatch, which clears this)."""
@@ -301,7 +310,7 @@ class RunState:
         item.dispatched_at = entry.ts
         item.request_id = event.request_id
         item.attempts += 1
-        item.result = item.error = item.kind = item.task_id = item.decided = None
+        item.result = item.error = item.kind = item.task_id = item.decided = item.reused_from = None
         step.calls[event.item] = CallProgress()
         return step
 
@@ -330,6 +339,9 @@ class RunState:
         self._set_status(step, item, ItemStatus.SUCCEEDED)
         item.error = item.kind = item.task_id = None
         item.result = event.result if self._keeps(event.step) else None
+        item.reused_from = event.reused_from
+        if event.reused_from is not None:
+            step.reused += 1  # a cache hit: reused, as a result an earlier attempt left is
         step.calls.pop(event.item, None)
         return step
 
@@ -377,6 +389,25 @@ class RunState:
                 self._set_status(step, item, ItemStatus.SUCCEEDED)
                 item.kind = item.error = item.result = item.task_id = None
             step.calls.pop(key, None)
+        return step
+
+    def _reconciled(self, entry: Entry) -> StepState | None:
+        event = entry.event
+        assert isinstance(event, ItemReconciled)
+        step = self.steps.get(event.step)
+        item = step.items.get(event.item) if step is not None else None
+        if step is None or item is None or not item.in_doubt:
+            return None  # a verdict acts only on the doubt it was asked about
+        if event.verdict is Verdict.DONE:
+            self._set_status(step, item, ItemStatus.SUCCEEDED)
+            item.kind = item.error = item.task_id = None
+            item.result = event.result if self._keeps(event.step) else None
+            item.reconciled = True
+        elif event.verdict is Verdict.NOT_DONE:
+            # Surely not run: pending, as an attempt that was never sent (the next attempt calls it).
+            self._set_status(step, item, ItemStatus.PENDING)
+            item.kind, item.error = FailureKind.NOT_SENT, RECONCILED_NOT_DONE
+        step.calls.pop(event.item, None)
         return step
 
     def _keeps(self, sid: str) -> bool:
@@ -497,6 +528,7 @@ _HANDLERS: Final[dict[type, Any]] = {
     ItemSucceeded: RunState._succeeded,
     ItemFailed: RunState._failed,
     DoubtDecided: RunState._doubt_decided,
+    ItemReconciled: RunState._reconciled,
     ProgressNoted: RunState._progress,
     TaskCreated: RunState._task_created,
     TaskUpdated: RunState._task_updated,

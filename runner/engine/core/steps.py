@@ -17,13 +17,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from runner.engine.core.cache import CacheIndex, CacheLookup, cache_digest
 from runner.engine.core.conditions import Gate, Skip
-from runner.engine.core.events import AnyEvent, StepFinished, StepSkipped, StepStarted
+from runner.engine.core.events import AnyEvent, ItemSucceeded, StepFinished, StepSkipped, StepStarted
 from runner.engine.core.items import ItemAction, item_action, step_keys
 from runner.engine.core.readiness import Readiness
 from runner.engine.core.state import ItemState, RunState, StepState
 from runner.engine.core.vocabulary import FailureKind, ItemStatus, StepStatus
-from runner.workflow.context import fanout_view, identified, make_context, step_view
+from runner.workflow.context import fanout_view, identified, item_entry, make_context, step_view
 from runner.workflow.plan import Plan, PlannedStep
 from runner.workflow.status import status_scope
 from runner.workflow.template import TemplateError
@@ -127,7 +128,8 @@ class StepMachine:
 
     ``resumed``: earlier attempts' items count (their successes are reused); ``fresh``: steps whose history is
     ignored (they changed). A decision about items in doubt is not an argument: it is journaled before the pass
-    (:func:`~runner.engine.core.items.awaiting_decision`) and the fold applies it."""
+    (:func:`~runner.engine.core.items.awaiting_decision`) and the fold applies it. ``cache``: the results of
+    earlier runs a step with ``cache:`` may reuse (None: none, as with ``--no-cache``; see :meth:`cached`)."""
 
     def __init__(
         self,
@@ -139,6 +141,7 @@ class StepMachine:
         env: Mapping[str, Any],
         resumed: bool = False,
         fresh: frozenset[str] = frozenset(),
+        cache: CacheIndex | None = None,
     ) -> None:
         self._plan = plan
         self._state = state
@@ -147,6 +150,7 @@ class StepMachine:
         self._env = env
         self._resumed = resumed
         self._fresh = fresh
+        self._cache = cache
         self.views: dict[str, Any] = {}
         self.stopped_by: str | None = None
         self._gate = Gate(plan, state)
@@ -203,7 +207,31 @@ class StepMachine:
         return self._state.item(sid, key)
 
     def action(self, sid: str, key: str) -> ItemAction:
-        return item_action(self.prior(sid, key))
+        return item_action(self.prior(sid, key), reconcile=self._plan.steps[sid].reconcile is not None)
+
+    def cached(self, ps: PlannedStep, item: Any, index: int | None, args: dict[str, Any]) -> CacheLookup | None:
+        """For a step with ``cache:``, the key of the call of ``item`` with ``args`` (rendered) and the result
+        an earlier run left for it within the step's duration (a hit: :meth:`reuse` it instead of calling);
+        None for a step without a cache. Raises :class:`TemplateError` when its ``cache_key`` fails (the
+        item fails, nothing is sent). Asked for every call a step would make, by both executors."""
+        if ps.cache is None:
+            return None
+        extra = ps.render_cache_key(self.context(item, index)) if ps.cache_key is not None else None
+        digest = cache_digest(ps.server, ps.tool, args, extra)
+        hit = self._cache.find(digest, ps.cache) if self._cache is not None else None
+        return CacheLookup(digest, hit)
+
+    def reuse(self, ps: PlannedStep, index: int | None, key: str, lookup: CacheLookup) -> dict[str, Any] | None:
+        """Records a cache hit (``item_succeeded`` with the earlier run's result and ``reused_from``: counted
+        as reused) and returns the item's ``results`` entry (None when no template reads the step)."""
+        hit = lookup.hit
+        assert hit is not None
+        self._emit(
+            ItemSucceeded(
+                step=ps.id, item=key, index=index, result=hit.result, cache=lookup.digest, reused_from=hit.run_id
+            )
+        )
+        return item_entry("succeeded", None, hit.result) if ps.referenced else None
 
     def start(self, ps: PlannedStep, items: list[Any], keys: list[str]) -> int:
         """Records the step's start; returns how many of its items are reused (succeeded before)."""

@@ -13,7 +13,7 @@ from typing import Final
 
 from runner.exitcodes import ExitCode
 
-__all__ = ["Decision", "FailureKind", "ItemStatus", "RunStatus", "SkipCause", "StepStatus"]
+__all__ = ["Decision", "FailureKind", "ItemStatus", "RunStatus", "SkipCause", "StepStatus", "Verdict"]
 
 
 class FailureKind(enum.StrEnum):
@@ -141,3 +141,15 @@ class Decision(enum.StrEnum):
     """They may have run; never call them again: they count as failed (``skipped-in-doubt``)."""
     ACCEPT = "accept"
     """They ran: they count as succeeded, with no result, and the steps that depend on them run."""
+
+
+class Verdict(enum.StrEnum):
+    """What a step's ``reconcile:`` tool said about an item in doubt (its :class:`ItemReconciled` record, fsynced
+    before it acts)."""
+
+    DONE = "done"
+    """The call happened: the item succeeded (the reconcile tool's result is its result), marked reconciled."""
+    NOT_DONE = "not-done"
+    """The call surely did not happen: it is made (again)."""
+    ERROR = "error"
+    """The reconcile tool failed, or ``done`` was not a boolean: the item stays in doubt."""

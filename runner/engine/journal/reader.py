@@ -29,9 +29,12 @@ key) and ``index`` they concern. The types, in the order a run writes them:
 ``progress``        ``step``, ``item``, ``progress``, ``total``, ``message``
 ``log``             ``server``, ``level``, ``logger``, ``data``, and ``step``/``item`` when known
 ``stream_resumed``  ``step``, ``item``, ``last_event_id``
-``item_succeeded``  ``step``, ``item``, ``index``, ``result`` (the MCP result)
+``item_succeeded``  ``step``, ``item``, ``index``, ``result`` (the MCP result), ``cache`` (a cached step's
+                    key digest) and ``reused_from`` (the run a cache hit took it from)
 ``item_failed``     ``step``, ``item``, ``index``, ``kind`` (see ``FailureKind``), ``error``, ``result``,
                     ``retrying``, ``retry_in``
+``item_reconciled`` ``step``, ``item``, ``index``, ``verdict`` (``done``, ``not-done``, ``error``), ``result``,
+                    ``error``: a step's reconcile tool settled an item in doubt (fsynced before it acts)
 ``step_finished``   ``step``, ``status``, ``counts``; ``error`` and ``kind`` when it failed as a whole
 ``run_finished``    ``status`` (``succeeded`` or ``failed``), ``exit_code``, ``outputs``: the run is closed
 ``run_stopped``     ``status`` (``in-doubt`` or ``incomplete``), ``exit_code``, ``outputs``: the run ended

@@ -1,0 +1,176 @@
+"""``reconcile:``: on resume, an item left in doubt is settled by asking the server whether its call happened.
+
+The scenario of issue 31: a side-effecting fan-out (``charge``, not safe to repeat) is killed mid-batch (its
+journal cut right after the ``n``-th dispatch, what a kill -9 leaves); the server knows which keys it processed
+(``was_charged``). A resume with no decision then finishes the batch: each key is charged exactly once, for
+every kill point, whether the last call sent reached the server or not. A reconcile tool that fails leaves the
+item in doubt; ``validate`` refuses a reconcile tool not declared safe to repeat.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from runner.engine.core.vocabulary import ItemStatus
+from runner.errors import WorkflowError
+from runner.exitcodes import ExitCode
+from runner.workflow.loader import parse_workflow, validate
+from tests.fakes.server import FakeCall, FakeServer, text_result
+from tests.harness import Harness, Resume, plan_of, run_plan
+from tests.support import folded
+
+pytestmark = pytest.mark.usefixtures("autojump_clock")
+
+N = 6
+WORKFLOW = f"""
+version: 1
+servers:
+  s: {{command: [fake]}}
+steps:
+  charge:
+    server: s
+    tool: charge
+    for_each: {[f"k{i}" for i in range(N)]}
+    key: "${{{{ item }}}}"
+    args: {{id: "${{{{ item }}}}", amount: 5}}
+    reconcile:
+      tool: was_charged
+      args: {{id: "${{{{ key }}}}", amount: "${{{{ args.amount }}}}"}}
+      done: "${{{{ result.json.charged }}}}"
+      idempotent: true
+  total:
+    server: s
+    tool: total
+    args: {{ids: "${{{{ steps.charge.results[*].status }}}}"}}
+"""
+
+
+class Bank:
+    """The server's memory, across runs: how many times each key was charged."""
+
+    def __init__(self) -> None:
+        self.charged: Counter[str] = Counter()
+        self.asked: list[str] = []
+        self.broken = False  # was_charged answers with a tool error
+
+    def setup(self, server: FakeServer) -> None:
+        async def charge(call: FakeCall) -> dict[str, Any]:
+            self.charged[call.arguments["id"]] += 1
+            return text_result(f'{{"id": "{call.arguments["id"]}"}}')
+
+        async def was_charged(call: FakeCall) -> dict[str, Any]:
+            self.asked.append(call.arguments["id"])
+            assert call.arguments["amount"] == 5
+            if self.broken:
+                return text_result("ledger unavailable", is_error=True)
+            return text_result('{"charged": %s}' % ("true" if self.charged[call.arguments["id"]] else "false"))
+
+        async def total(call: FakeCall) -> dict[str, Any]:
+            return text_result(str(len(call.arguments["ids"])))
+
+        server.tools.update(charge=charge, was_charged=was_charged, total=total)
+
+
+def _killed_after(events: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """The journal up to the ``n``-th dispatch of ``charge``, with no ``charge`` result: a kill -9 then."""
+    seen, out = 0, []
+    for event in events:
+        if event["type"] in ("item_succeeded", "item_failed") and event.get("step") == "charge":
+            continue
+        out.append(event)
+        if event["type"] == "item_dispatched" and event["step"] == "charge":
+            seen += 1
+            if seen == n:
+                return out
+    raise AssertionError(f"fewer than {n} dispatches")
+
+
+async def _crashed(n: int, reached: int) -> tuple[list[dict[str, Any]], Bank]:
+    """A run killed after ``n`` dispatches, of which the server processed the first ``reached``."""
+    events: list[dict[str, Any]] = []
+    await run_plan(plan_of(WORKFLOW), Harness({"s": Bank().setup}), events=events, concurrency=2)
+    journal = _killed_after(events, n)
+    dispatched = [e["item"] for e in journal if e["type"] == "item_dispatched"]
+    bank = Bank()
+    bank.charged.update(dispatched[:reached])
+    return journal, bank
+
+
+@pytest.mark.parametrize(("n", "reached"), [(n, r) for n in range(1, N + 1) for r in (n - 1, n)])
+async def test_a_resume_after_a_kill_charges_every_key_exactly_once(n: int, reached: int) -> None:
+    journal, bank = await _crashed(n, reached)
+    assert len(folded(journal).in_doubt()) == n
+    events: list[dict[str, Any]] = []
+    outcome = await run_plan(
+        plan_of(WORKFLOW), Harness({"s": bank.setup}), prior=Resume(events=journal), events=events, concurrency=2
+    )
+    assert outcome.exit_code == ExitCode.OK and not outcome.blocked
+    assert bank.charged == Counter({f"k{i}": 1 for i in range(N)})
+    assert not [e for e in events if e["type"] == "doubt_decided"]
+    verdicts = {e["item"]: e["verdict"] for e in events if e["type"] == "item_reconciled"}
+    dispatched = [e["item"] for e in journal if e["type"] == "item_dispatched"]
+    assert verdicts == {key: "done" if i < reached else "not-done" for i, key in enumerate(dispatched)}
+    state = folded(journal + events)
+    assert all(state.item("charge", key).reconciled for key in dispatched[:reached])  # type: ignore[union-attr]
+    assert state.steps["total"].items[""].result["content"][0]["text"] == str(N)  # type: ignore[index]
+
+
+async def test_each_verdict_is_journaled_before_it_acts() -> None:
+    journal, bank = await _crashed(3, 2)
+    events: list[dict[str, Any]] = []
+    await run_plan(plan_of(WORKFLOW), Harness({"s": bank.setup}), prior=Resume(events=journal), events=events)
+    last = [e["item"] for e in journal if e["type"] == "item_dispatched"][-1]  # it never reached the server
+    mine = [e for e in events if e.get("item") == last]
+    assert [e["type"] for e in mine[:3]] == ["item_reconciled", "item_dispatched", "item_succeeded"]
+
+
+async def test_a_reconcile_tool_that_fails_leaves_the_item_in_doubt() -> None:
+    journal, bank = await _crashed(3, 3)
+    bank.broken = True
+    events: list[dict[str, Any]] = []
+    outcome = await run_plan(plan_of(WORKFLOW), Harness({"s": bank.setup}), prior=Resume(events=journal), events=events)
+    assert outcome.exit_code == ExitCode.OUTCOME_UNKNOWN
+    assert bank.charged == Counter({f"k{i}": 1 for i in range(N)})  # 3 before the kill, 3 never sent before
+    state = folded(journal + events)
+    dispatched = [e["item"] for e in journal if e["type"] == "item_dispatched"]
+    assert sorted(item.key for _sid, item in state.in_doubt()) == sorted(dispatched)
+    assert {e["verdict"] for e in events if e["type"] == "item_reconciled"} == {"error"}
+    assert all(e["error"].startswith("the reconcile tool failed") for e in events if e["type"] == "item_reconciled")
+    # The next resume, with the ledger back, settles them.
+    bank.broken = False
+    more: list[dict[str, Any]] = []
+    again = await run_plan(
+        plan_of(WORKFLOW), Harness({"s": bank.setup}), prior=Resume(events=journal + events), events=more
+    )
+    assert again.exit_code == ExitCode.OK and bank.charged == Counter({f"k{i}": 1 for i in range(N)})
+    settled = folded(journal + events + more)
+    assert all(settled.item("charge", key).status is ItemStatus.SUCCEEDED for key in dispatched)  # type: ignore[union-attr]
+
+
+async def test_a_decision_given_wins_over_the_reconcile_tool() -> None:
+    journal, bank = await _crashed(2, 2)
+    events: list[dict[str, Any]] = []
+    outcome = await run_plan(
+        plan_of(WORKFLOW), Harness({"s": bank.setup}), prior=Resume(events=journal, in_doubt="skip"), events=events
+    )
+    assert not bank.asked and outcome.exit_code != ExitCode.OK  # skipped in doubt: they count as failed
+    assert [e["keys"] for e in events if e["type"] == "doubt_decided"] == [["k0", "k1"]]
+
+
+def test_validate_refuses_a_reconcile_tool_not_declared_safe_to_repeat() -> None:
+    text = WORKFLOW.replace("      idempotent: true\n", "")
+    with pytest.raises(WorkflowError) as info:
+        validate(parse_workflow(text, file="flow.yaml"))
+    assert "steps.charge.reconcile.tool: the reconcile tool 'was_charged' must be safe to repeat" in str(info.value)
+    trusted = text.replace("s: {command: [fake]}", "s: {command: [fake], trust_annotations: true}")
+    validate(parse_workflow(trusted, file="flow.yaml"))  # the server's annotations then say (at run time)
+
+
+def test_reconcile_templates_may_read_key_and_args_only_there() -> None:
+    text = WORKFLOW.replace('args: {id: "${{ item }}", amount: 5}', 'args: {id: "${{ key }}", amount: 5}')
+    with pytest.raises(WorkflowError) as info:
+        validate(parse_workflow(text, file="flow.yaml"))
+    assert "unknown name 'key'" in str(info.value)
