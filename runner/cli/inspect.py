@@ -26,10 +26,19 @@ from runner.termsafe import terminal
 if TYPE_CHECKING:
     from runner.engine.journal.rundir import RunDir
 
-__all__ = ["add_commands", "logs_command", "runs_command", "show_command"]
+__all__ = [
+    "add_commands",
+    "add_engine",
+    "add_state_dir",
+    "add_target",
+    "logs_command",
+    "run_target",
+    "runs_command",
+    "show_command",
+]
 
 
-def _target(args: argparse.Namespace) -> tuple[Path, Path | None, RunDir]:
+def run_target(args: argparse.Namespace) -> tuple[Path, Path | None, RunDir]:
     """``[WORKFLOW] [RUN_ID]`` of ``show`` and ``logs``: (state directory, workflow, run). A workflow alone
     names its newest run."""
     from runner.cli.where import find_named_run, parse_target, short
@@ -106,7 +115,7 @@ def show_command(args: argparse.Namespace) -> int:
         return show_temporal(args)
     from runner.cli.where import resume_hint, show_hint
 
-    state_dir, _workflow, run_dir = _target(args)
+    state_dir, _workflow, run_dir = run_target(args)
     run = load(run_dir)
     record = show_record(run, time.time())
     if args.json:
@@ -135,7 +144,7 @@ def logs_command(args: argparse.Namespace) -> int:
     from runner.engine.journal.rundir import is_locked
     from runner.view.text import level_index
 
-    _state_dir, _workflow, run_dir = _target(args)
+    _state_dir, _workflow, run_dir = run_target(args)
     threshold = level_index(args.level)
     for event in follow(
         run_dir.journal,
@@ -149,7 +158,7 @@ def logs_command(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _add_engine(parser: argparse.ArgumentParser) -> None:
+def add_engine(parser: argparse.ArgumentParser) -> None:
     from runner.cli.temporal import add_connection
 
     parser.add_argument(
@@ -161,7 +170,7 @@ def _add_engine(parser: argparse.ArgumentParser) -> None:
     add_connection(parser)
 
 
-def _add_state_dir(parser: argparse.ArgumentParser) -> None:
+def add_state_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--state-dir",
         metavar="DIR",
@@ -179,7 +188,7 @@ RUN_ID may be abbreviated to a unique prefix or suffix (the random part: 3f9a1c)
 an existing file (or ends in .yaml, .yml, .json, or holds a /) is the workflow."""
 
 
-def _add_target(parser: argparse.ArgumentParser) -> None:
+def add_target(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="WORKFLOW|RUN_ID", help="a workflow file or a run id")
     parser.add_argument("run_id", metavar="RUN_ID", nargs="?", help="a run id (after a WORKFLOW)")
 
@@ -213,8 +222,8 @@ def _target_parser(
         epilog=f"examples:\n{examples}\n\n{exit_help}",
         formatter_class=formatter,
     )
-    _add_target(parser)
-    _add_state_dir(parser)
+    add_target(parser)
+    add_state_dir(parser)
     return parser
 
 
@@ -234,19 +243,19 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
         formatter_class=formatter,
     )
     runs.add_argument("workflow", metavar="WORKFLOW", nargs="?", help="only the runs of this workflow file")
-    _add_state_dir(runs)
+    add_state_dir(runs)
     runs.add_argument("--json", action="store_true", help="print the runs as JSON")
     runs.add_argument("--limit", type=int, metavar="N", help="only the newest N runs")
     runs.add_argument(
         "--prune", action="store_true", help="remove old finished runs (never a running or unfinished one)"
     )
     runs.add_argument("--keep", type=int, metavar="N", help="with --prune: how many finished runs to keep")
-    _add_engine(runs)
+    add_engine(runs)
     runs.set_defaults(handler=runs_command)
 
     show = _target_parser(sub, "show", exit_help, formatter)
     show.add_argument("--json", action="store_true", help="print the run as JSON")
-    _add_engine(show)
+    add_engine(show)
     show.set_defaults(handler=show_command)
 
     logs = _target_parser(sub, "logs", exit_help, formatter)
@@ -258,6 +267,6 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
         help="only log messages at or above this level (default: all)",
     )
     logs.add_argument("--no-progress-events", action="store_true", help="leave out progress events")
-    _add_engine(logs)
+    add_engine(logs)
     logs.add_argument("--poll", type=float, default=0.25, metavar="S", help=argparse.SUPPRESS)
     logs.set_defaults(handler=logs_command)
