@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -131,20 +131,19 @@ def report_command(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def append_step_summary(state_dir: Path, run_id: str | None, warn: Any) -> None:
-    """Append the Markdown summary of run ``run_id`` to ``$GITHUB_STEP_SUMMARY`` when it is set (a GitHub
+def append_step_summary(run_dir: Path | None, state_dir: Path, warn: Callable[[str], None]) -> None:
+    """Append the Markdown summary of the run in ``run_dir`` to ``$GITHUB_STEP_SUMMARY`` when it is set (a GitHub
     Actions job); a file that cannot be written is a warning (``warn(text)``), never the run's failure."""
     target = os.environ.get(STEP_SUMMARY)
-    if not target or run_id is None:
+    if not target or run_dir is None:
         return
-    from runner.engine.journal.rundir import find_run
-    from runner.errors import McpRunError
+    from runner.engine.journal.rundir import RunDir
     from runner.report.markdown import markdown
 
+    model, _damaged = report_of(RunDir(run_dir), state_dir)
     try:
-        model, _damaged = report_of(find_run(state_dir, run_id), state_dir)
         _write(target, markdown(model) + "\n", append=True)
-    except McpRunError as exc:
+    except UsageError as exc:
         warn(f"{STEP_SUMMARY}: {exc}")
 
 
