@@ -109,6 +109,10 @@ def _list_runs(args: argparse.Namespace, state_dir: Path, workflow: Path | None)
 
 
 def show_command(args: argparse.Namespace) -> int:
+    if args.step is not None and args.item is None:
+        raise UsageError("--step goes with --item KEY")
+    if args.item is not None:
+        return _show_item(args)
     if args.engine == "temporal":
         from runner.cli.temporal_inspect import show_temporal
 
@@ -133,6 +137,23 @@ def show_command(args: argparse.Namespace) -> int:
         shown = "shown: what comes before it" if (damaged.line or 0) > 1 else "nothing of the run can be read"
         print(terminal(f"mcp-run: error: {damaged} ({shown})"), file=sys.stderr)
         return ExitCode.USAGE
+    return ExitCode.OK
+
+
+def _show_item(args: argparse.Namespace) -> int:
+    from runner.cli.itemshow import item_record, render_item
+    from runner.engine.journal.rundir import is_locked
+
+    if args.engine == "temporal":
+        raise UsageError(
+            "--item reads a local run's journal; on Temporal, see the run with: mcp-run show RUN_ID --engine temporal"
+        )
+    _state_dir, _workflow, run_dir = run_target(args)
+    record = item_record(run_dir, args.item, args.step, live=is_locked(run_dir.path) is not None)
+    if args.json:
+        print(dumps(record.to_json(), indent=2, default=str))
+    else:
+        print(terminal(render_item(record)))  # keys, errors and results come from servers
     return ExitCode.OK
 
 
@@ -199,7 +220,8 @@ _ONE_RUN: Final[dict[str, tuple[str, str, str]]] = {
         "show one run: steps, failures, in-doubt items, server log",
         "Show a run from its journal: its steps, failures with their error text, the calls in\n"
         "flight or in doubt, the server log messages, and the command that resumes it.",
-        "  mcp-run show workflows/convert_docs.yaml\n  mcp-run show 3f9a1c --json",
+        "  mcp-run show workflows/convert_docs.yaml\n  mcp-run show 3f9a1c --json\n"
+        "  mcp-run show workflows/convert_docs.yaml --item docs/install.md",
     ),
     "logs": (
         "print a run's server log and progress messages",
@@ -255,6 +277,9 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
 
     show = _target_parser(sub, "show", exit_help, formatter)
     show.add_argument("--json", action="store_true", help="print the run as JSON")
+    from runner.cli.itemshow import add_options
+
+    add_options(show)
     add_engine(show)
     show.set_defaults(handler=show_command)
 
