@@ -123,7 +123,10 @@ def report_command(args: argparse.Namespace) -> int:
         _write(args.markdown, markdown(model))
         written.append(args.markdown)
     if args.html:
-        raise UsageError("--html is not written yet")
+        from runner.report.html import html_page
+
+        _write(args.html, html_page(model))
+        written.append(args.html)
     print(terminal(f"run {run_dir.run_id}: {model.status}; wrote {', '.join(written)}"), file=sys.stderr)
     if damaged is not None:
         print(terminal(f"mcp-run: error: {damaged} (reported: what comes before it)"), file=sys.stderr)
