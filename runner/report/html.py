@@ -86,22 +86,24 @@ def html_page(report: RunReportModel) -> str:
 def _head(report: RunReportModel, name: str) -> str:
     counts = report.counts()
     code = f", exit {report.exit_code}" if report.exit_code is not None else ""
-    cards = [
-        ("calls", counts["items"]),
-        ("succeeded", counts["succeeded"]),
-        ("failed", counts["failed"]),
-        ("in doubt", counts["in_doubt"]),
-        ("duration", f"{report.duration_s:.1f} s"),
+    cards: list[tuple[str, object, str]] = [
+        ("calls", counts["items"], "#1d2127"),
+        ("succeeded", counts["succeeded"], COLORS["succeeded"]),
+        ("failed", counts["failed"], COLORS["failed"] if counts["failed"] else "#1d2127"),
+        ("in doubt", counts["in_doubt"], COLORS["in-doubt"] if counts["in_doubt"] else "#1d2127"),
+        ("duration", f"{report.duration_s:.1f} s", "#1d2127"),
     ]
     if counts["running"]:
-        cards.insert(4, ("running", counts["running"]))
+        cards.insert(4, ("running", counts["running"], COLORS["running"]))
     return (
         f'<h1>{_t(name)} <span class="badge" style="background:{_status_color(report.status)}">'
         f"{_t(report.status)}</span></h1>"
         f'<div class="meta">run <code>{_t(report.run_id or "-")}</code>{_t(code)} · started '
         f"{_t(report.started_at or '-')} · {report.attempts} attempt(s) · workflow <code>{_t(report.workflow or '-')}"
         "</code></div>"
-        '<div class="cards">' + "".join(f'<div class="card"><b>{_t(v)}</b>{_t(k)}</div>' for k, v in cards) + "</div>"
+        '<div class="cards">'
+        + "".join(f'<div class="card"><b style="color:{c}">{_t(v)}</b>{_t(k)}</div>' for k, v, c in cards)
+        + "</div>"
     )
 
 

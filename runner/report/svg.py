@@ -135,7 +135,7 @@ def lanes_svg(report: RunReportModel) -> str:
             f'<text x="4" y="{top + 16}" class="name">{_t(_cut(lane.server, 16))}</text>'
             f'<text x="4" y="{top + 32}">{lane.calls} calls</text>'
             f'<text x="4" y="{top + 48}">{totals.retried} retried</text>'
-            f'<text x="4" y="{top + 64}">{totals.failed} failed · {totals.in_doubt} ?</text>'
+            f'<text x="4" y="{top + 64}">{totals.failed} failed · {totals.in_doubt} in doubt</text>'
             f'<line x1="{_LEFT}" y1="{base}" x2="{_WIDTH - 10}" y2="{base}" class="axis"/>'
         )
         for i, bucket in enumerate(lane.buckets):
