@@ -7,7 +7,8 @@ writer (:class:`~runner.engine.journal.writer.EventLog`), then reported in a fre
 The run: two fan-outs on two servers (60% and 40% of the items), 16 calls in flight on each, 2% of the calls
 failing with one of 10 errors, 0.5% retried once, 50 left in doubt. Reported: the journal's size, then for
 ``--html``, ``--junit``, ``--markdown`` (each alone) and the three together: wall time, CPU time and peak RSS of
-the ``mcp-run report`` process, and the size of what it wrote.
+the ``mcp-run report`` process, and the size of what it wrote; and ``mcp-run show --json`` of the same run, which
+reads the journal the same way, for reference.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def _measure(argv: list[str]) -> tuple[float, float, int]:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise SystemExit(f"mcp-run {argv} failed:\n{result.stderr}")
-    wall, cpu, rss = result.stdout.split()
+    wall, cpu, rss = result.stdout.strip().splitlines()[-1].split()  # after what the command printed
     return float(wall), float(cpu), int(rss)
 
 
@@ -136,6 +137,8 @@ def main() -> None:
         write_journal(run / "journal.jsonl", args.items)
         size = (run / "journal.jsonl").stat().st_size
         print(f"journal: {args.items:,} items, {size / 1e6:.1f} MB, written in {time.perf_counter() - started:.1f} s")
+        wall, cpu, rss = _measure(["show", RUN_ID, "--state-dir", str(state), "--json"])
+        print(f"{'show':>10}: {wall:.2f} s wall, {cpu:.2f} s CPU, peak RSS {rss / 1024:.0f} MB (the same journal read)")
         outputs = {"html": state / "r.html", "junit": state / "r.xml", "markdown": state / "r.md"}
         for label, chosen in [(k, [k]) for k in outputs] + [("all three", list(outputs))]:
             argv = ["report", RUN_ID, "--state-dir", str(state)]
