@@ -9,6 +9,7 @@ The run is chosen as ``show`` chooses it (:func:`runner.cli.inspect.run_target`)
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -77,14 +78,21 @@ def report_of(run_dir: RunDir, state_dir: Path | None) -> tuple[RunReportModel, 
     recorded = run_dir.workflow()
     resume = resume_hint(state_dir, run_dir.run_id, recorded)
     decisions = [line.strip() for line in decision_lines(lambda flag: f"{resume} {flag}", "")]
-    model = build(
-        iter(()) if damaged is not None else entries,
-        live=live,
-        status="running" if live else None,
-        version=__version__,
-        decisions=decisions,
-        edges=_edges(recorded),
-    )
+    edges = _edges(recorded)
+    # The fold makes an object or two per item and frees none until the end: the collector's passes over them
+    # would find nothing (a fifth of the time of a 100,000-item report).
+    gc.disable()
+    try:
+        model = build(
+            iter(()) if damaged is not None else entries,
+            live=live,
+            status="running" if live else None,
+            version=__version__,
+            decisions=decisions,
+            edges=edges,
+        )
+    finally:
+        gc.enable()
     damaged = damaged or entries.damaged
     if damaged is not None:
         from dataclasses import replace

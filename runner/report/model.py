@@ -37,7 +37,7 @@ __all__ = ["FailureGroup", "ItemRow", "RunReportModel", "ServerInfo", "StepRow",
 GROUP_TEXT: Final = 200  # failures are grouped by the first line of their error, cut to this many characters
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass sets each field through object.__setattr__ (100,000 rows)
 class ItemRow:
     """One item (or the one call of a plain step, ``key`` its step id): ``status`` is ``succeeded``,
     ``failed``, ``skipped`` (in doubt, skipped by a decision: counted as failed), ``in-doubt``, ``running`` (a
@@ -161,29 +161,36 @@ class _Gather:
     step_server: dict[str, tuple[str, str]] = field(default_factory=dict)
     sessions: dict[str, SessionOpened] = field(default_factory=dict)
     reconnects: dict[str, int] = field(default_factory=dict)
-    first_ts: float | None = None
-    last_ts: float | None = None
+    first_text: str | None = None  # the first and last entries' ts
+    last_text: str | None = None
 
     def take(self, entry: Entry) -> None:
         event = entry.event
-        now = ts_seconds(entry.ts)
-        if now is None:
-            return
-        if self.first_ts is None:
-            self.first_ts = now
-        self.last_ts = now
-        if isinstance(event, ItemDispatched):
+        kind = type(event)
+        if self.first_text is None:
+            self.first_text = entry.ts
+        self.last_text = entry.ts
+        if kind is ItemDispatched:
+            assert isinstance(event, ItemDispatched)
+            now = ts_seconds(entry.ts)
+            if now is None:
+                return
             timing = self.times.get((event.step, event.item))
             if timing is None:
                 timing = self.times[(event.step, event.item)] = _Timing(first=now)
             if timing.open_since is not None:  # dispatched again with no answer: that attempt is in doubt
                 self.spans.append(CallSpan(event.server, timing.open_since, now, Outcome.IN_DOUBT))
             timing.open_since, timing.server, timing.tool = now, event.server, event.tool
-            self.step_server.setdefault(event.step, (event.server, event.tool))
-        elif isinstance(event, ItemSucceeded | ItemFailed):
+            if event.step not in self.step_server:
+                self.step_server[event.step] = (event.server, event.tool)
+        elif kind is ItemSucceeded or kind is ItemFailed:
+            assert isinstance(event, ItemSucceeded | ItemFailed)
             timing = self.times.get((event.step, event.item))
             if timing is None or timing.open_since is None or timing.server is None:
                 return  # an item that failed before it was sent (a template error): no call
+            now = ts_seconds(entry.ts)
+            if now is None:
+                return
             if isinstance(event, ItemSucceeded):
                 outcome = Outcome.SUCCEEDED
             elif event.retrying:
@@ -194,12 +201,23 @@ class _Gather:
                 outcome = Outcome.FAILED
             self.spans.append(CallSpan(timing.server, timing.open_since, now, outcome))
             timing.open_since, timing.last_end = None, now
-        elif isinstance(event, SessionOpened):
+        elif kind is SessionOpened:
+            assert isinstance(event, SessionOpened)
             self.sessions[event.server] = event
-        elif isinstance(event, SessionLost | SessionRetrying):
-            self.reconnects[event.server] = self.reconnects.get(event.server, 0) + isinstance(event, SessionLost)
-        elif isinstance(event, SessionFailed):
+        elif kind is SessionLost or kind is SessionRetrying:
+            assert isinstance(event, SessionLost | SessionRetrying)
+            self.reconnects[event.server] = self.reconnects.get(event.server, 0) + (kind is SessionLost)
+        elif kind is SessionFailed:
+            assert isinstance(event, SessionFailed)
             self.reconnects.setdefault(event.server, 0)
+
+    @property
+    def first_ts(self) -> float | None:
+        return ts_seconds(self.first_text) if self.first_text is not None else None
+
+    @property
+    def last_ts(self) -> float | None:
+        return ts_seconds(self.last_text) if self.last_text is not None else None
 
 
 def _status(item: ItemState, live: bool) -> str:
