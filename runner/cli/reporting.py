@@ -1,4 +1,5 @@
-"""``mcp-run report [WORKFLOW] [RUN_ID] --html PATH --junit PATH --markdown PATH``: a run as files to open or to
+"""``mcp-run report [WORKFLOW] [RUN_ID] --html PATH --junit PATH --markdown PATH`` (``--engine temporal``: a run on
+Temporal, from its workflow's history, as ``show`` reads it): a run as files to open or to
 attach to a CI job, from its journal alone (no server is contacted); and the Markdown summary ``mcp-run
 WORKFLOW`` appends to ``$GITHUB_STEP_SUMMARY`` when it is set.
 
@@ -110,31 +111,43 @@ def _write(path: str, text: str, *, append: bool = False) -> None:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+def _writer(args: argparse.Namespace) -> Callable[[RunReportModel], list[str]]:
+    """What writes the files ``args`` asks for, from a report model (returns their names)."""
+
+    def write(model: RunReportModel) -> list[str]:
+        written = []
+        if args.junit:
+            from runner.report.junit import junit_xml
+
+            _write(args.junit, junit_xml(model))
+            written.append(args.junit)
+        if args.markdown:
+            from runner.report.markdown import markdown
+
+            _write(args.markdown, markdown(model))
+            written.append(args.markdown)
+        if args.html:
+            from runner.report.html import html_page
+
+            _write(args.html, html_page(model))
+            written.append(args.html)
+        return written
+
+    return write
+
+
 def report_command(args: argparse.Namespace) -> int:
     from runner.cli.inspect import run_target
 
-    if args.engine == "temporal":
-        raise UsageError("report reads a local run's journal; runs on Temporal are not reported yet")
     if not (args.html or args.junit or args.markdown):
         raise UsageError("say what to write: --html PATH, --junit PATH and/or --markdown PATH")
+    if args.engine == "temporal":
+        from runner.cli.temporal_inspect import report_temporal
+
+        return report_temporal(args, _writer(args))
     state_dir, _workflow, run_dir = run_target(args)
     model, damaged = report_of(run_dir, state_dir)
-    written = []
-    if args.junit:
-        from runner.report.junit import junit_xml
-
-        _write(args.junit, junit_xml(model))
-        written.append(args.junit)
-    if args.markdown:
-        from runner.report.markdown import markdown
-
-        _write(args.markdown, markdown(model))
-        written.append(args.markdown)
-    if args.html:
-        from runner.report.html import html_page
-
-        _write(args.html, html_page(model))
-        written.append(args.html)
+    written = _writer(args)(model)
     print(terminal(f"run {run_dir.run_id}: {model.status}; wrote {', '.join(written)}"), file=sys.stderr)
     if damaged is not None:
         print(terminal(f"mcp-run: error: {damaged} (reported: what comes before it)"), file=sys.stderr)
