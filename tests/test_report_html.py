@@ -78,3 +78,17 @@ def test_report_html_of_a_workflow_at_hand_draws_its_edges(tmp_path: Path) -> No
     source = out.read_text()
     assert source.count('class="edge"') == 3  # files -> convert, convert -> report, notes -> report
     assert "dependencies unknown" not in source
+
+
+def test_with_the_workflow_at_hand_steps_are_in_its_order(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    from tests.report_run import WORKFLOW
+
+    flow = tmp_path / "report.yaml"
+    flow.write_text(WORKFLOW)
+    write_run(tmp_path / ".mcp-run", workflow=flow.resolve())
+    out = tmp_path / "junit.xml"
+    assert main(["report", str(flow), "--junit", str(out)]) == 0
+    suites = [s.get("name") for s in ET.parse(out).getroot().iter("testsuite")]
+    assert suites.index("files") < suites.index("convert") < suites.index("report")

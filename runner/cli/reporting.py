@@ -63,7 +63,7 @@ def _edges(workflow: str | None) -> dict[str, tuple[str, ...]]:
         plan = validate(workflow)
     except (McpRunError, OSError, ValueError):
         return {}
-    return {sid: tuple(step.dependencies) for sid, step in plan.steps.items()}
+    return {sid: tuple(plan.steps[sid].dependencies) for sid in plan.order}
 
 
 def report_of(run_dir: RunDir, state_dir: Path | None) -> tuple[RunReportModel, JournalCorrupt | None]:

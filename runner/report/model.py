@@ -243,8 +243,9 @@ def build(
     """The report of a run from its journal's ``entries`` (read as shown), in one pass. ``live``: a process
     still runs it (its dispatched calls are running, not in doubt); ``status``: the run's status as ``runs``
     shows it (default: its last record's, else ``interrupted``); ``decisions``: the commands that decide about
-    its items in doubt; ``edges``: its steps' dependencies, when the workflow is at hand (the journal does not
-    hold them); ``buckets``: how many time buckets the lanes have."""
+    its items in doubt; ``edges``: its steps' dependencies, in the workflow's order, when the workflow is at hand
+    (the journal does not hold them; the steps are then listed in that order); ``buckets``: how many time
+    buckets the lanes have."""
     state = RunState(keep_results=set())
     gather = _Gather()
     journal_format = JOURNAL_FORMAT
@@ -259,6 +260,7 @@ def build(
         if timing.open_since is not None and timing.server is not None:
             gather.spans.append(CallSpan(timing.server, timing.open_since, t1, Outcome.IN_DOUBT))
     items = tuple(_items(state, gather, t0, live))
+    rank = {sid: n for n, sid in enumerate(edges or {})}  # the workflow's order when known (else the journal's)
     lanes, bucket_s = lanes_of(gather.spans, t0, t1, buckets)
     return RunReportModel(
         run_id=state.run_id,
@@ -273,7 +275,7 @@ def build(
         outputs=state.outputs,
         journal_format=journal_format,
         mcp_run_version=version,
-        steps=tuple(_steps(state, gather, items, t0, live)),
+        steps=tuple(sorted(_steps(state, gather, items, t0, live), key=lambda step: rank.get(step.id, len(rank)))),
         items=items,
         failures=tuple(_groups(state, items)),
         in_doubt=tuple(item for item in items if item.status == "in-doubt"),
