@@ -153,3 +153,17 @@ def test_show_item_of_an_unknown_key_suggests_one(run_dir: Path, capsys: pytest.
     assert "no item 'f1' of step 'notes'" in capsys.readouterr().err
     assert main(["show", RUN_ID, "--state-dir", state_dir, "--step", "notes"]) == 2
     assert "--step goes with --item" in capsys.readouterr().err
+
+
+def test_a_damaged_journal_is_reported_up_to_the_damage_and_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = write_run(tmp_path)
+    journal = run / "journal.jsonl"
+    lines = journal.read_text().splitlines(keepends=True)
+    journal.write_text("".join(lines[:20]) + "not json\n" + "".join(lines[20:]))
+    out = tmp_path / "junit.xml"
+    assert main(["report", RUN_ID, "--state-dir", str(tmp_path), "--junit", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"run {RUN_ID}: damaged; wrote" in err and "journal.jsonl:21: not JSON" in err, err
+    assert ET.parse(out).getroot().tag == "testsuites"  # what comes before the damage
