@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up a development environment on a fresh machine: a virtualenv in .venv with mcp-run and its test
-# extras, and the pinned npm peers (server-everything, the conformance suite, Node 22) in peers/.
+# extras, the pinned npm peers (server-everything, the conformance suite, Node 22) in peers/, and Debian's
+# chromium for the HTML report's screenshot test.
 # Idempotent: a second run only checks that everything is in place.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,5 +19,19 @@ if [ "${MCP_RUN_SKIP_NPM:-}" != 1 ]; then
     fi
     if [ ! -d peers/node_modules ] || [ peers/package-lock.json -nt peers/node_modules ]; then
         (cd peers && npm ci --no-audit --no-fund --loglevel=error)
+    fi
+fi
+
+# Chromium renders the HTML report in its screenshot test (tests/integration/test_report_chromium.py). Installed
+# only when missing and only where apt-get is; a machine where it cannot be had still sets up (the test skips,
+# or fails under MCP_RUN_REQUIRE_PEERS=1).
+if [ "${MCP_RUN_SKIP_CHROMIUM:-}" != 1 ] && ! command -v chromium >/dev/null 2>&1; then
+    if command -v apt-get >/dev/null 2>&1; then
+        echo "setup: installing Debian's chromium (the HTML report's screenshot test)" >&2
+        if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }; then
+            echo "setup: warning: chromium could not be installed; the report's screenshot test will be skipped" >&2
+        fi
+    else
+        echo "setup: no apt-get here: install chromium to run the report's screenshot test" >&2
     fi
 fi

@@ -28,6 +28,14 @@ settings.register_profile("dev", deadline=None, max_examples=100)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+@pytest.fixture(autouse=True)
+def no_ci_step_summary(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a GitHub Actions job, ``mcp-run FILE`` appends its summary to ``$GITHUB_STEP_SUMMARY``: the suite's
+    thousands of runs (and their children, which inherit the environment) must not fill the job's page. A test
+    of that summary sets the variable itself."""
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
 def journal_counts_agree(journal: Path) -> list[str]:
     """Where `runs`, `show` and the run's summary would disagree about a journal's items (empty: they agree;
     unreadable journals, which some tests write on purpose, are not compared). `runs` reads a run that ended

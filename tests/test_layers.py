@@ -70,6 +70,8 @@ ALLOWED: dict[str, set[str]] = {
         "runner.secrets_of",
     },
     "runner.view": {"runner.view"},
+    # A run's report (HTML, JUnit, Markdown): built from the fold and rendered as text; no I/O.
+    "runner.report": {"runner.report", "runner.view"},
     "runner.testing": {"runner.testing", "runner.transports", "runner.connect", "runner.session", "runner.auth"},
     "runner.demo": {"runner.demo"},
     # The Python API and the engine selector: the local engine, and the Temporal one imported inside

@@ -29,6 +29,7 @@ COMMANDS = (
     "runs",
     "show",
     "logs",
+    "report",
     "worker",
     "temporal-dev",
     "cancel",
@@ -49,6 +50,8 @@ twice.
   mcp-run validate WORKFLOW.yaml            check it without contacting a server; `plan` shows its DAG
   mcp-run runs [WORKFLOW.yaml] | show [WORKFLOW.yaml] [RUN_ID] | logs ...
                                             inspect runs from their journals
+  mcp-run report [WORKFLOW.yaml] [RUN_ID] --html PATH --junit PATH --markdown PATH
+                                            a run's report page, JUnit XML, Markdown summary
   mcp-run tools -- CMD ARGS... | URL        list one server's tools
   mcp-run call --tool NAME --args JSON -- CMD ARGS... | URL
                                             call one tool and print its result
@@ -90,11 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"mcp-run {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    from runner.cli import auth, inspect, run, servers, temporal
+    from runner.cli import auth, inspect, reporting, run, servers, temporal
 
     run.add_commands(sub, Formatter, EXIT_CODE_HELP)
     servers.add_commands(sub, Formatter, EXIT_CODE_HELP)
     inspect.add_commands(sub, Formatter, EXIT_CODE_HELP)
+    reporting.add_command(sub, Formatter, EXIT_CODE_HELP)
     temporal.add_commands(sub, Formatter, EXIT_CODE_HELP)
     auth.add_commands(sub, Formatter, EXIT_CODE_HELP)
     return parser

@@ -26,10 +26,19 @@ from runner.termsafe import terminal
 if TYPE_CHECKING:
     from runner.engine.journal.rundir import RunDir
 
-__all__ = ["add_commands", "logs_command", "runs_command", "show_command"]
+__all__ = [
+    "add_commands",
+    "add_engine",
+    "add_state_dir",
+    "add_target",
+    "logs_command",
+    "run_target",
+    "runs_command",
+    "show_command",
+]
 
 
-def _target(args: argparse.Namespace) -> tuple[Path, Path | None, RunDir]:
+def run_target(args: argparse.Namespace) -> tuple[Path, Path | None, RunDir]:
     """``[WORKFLOW] [RUN_ID]`` of ``show`` and ``logs``: (state directory, workflow, run). A workflow alone
     names its newest run."""
     from runner.cli.where import find_named_run, parse_target, short
@@ -100,13 +109,17 @@ def _list_runs(args: argparse.Namespace, state_dir: Path, workflow: Path | None)
 
 
 def show_command(args: argparse.Namespace) -> int:
+    if args.step is not None and args.item is None:
+        raise UsageError("--step goes with --item KEY")
+    if args.item is not None:
+        return _show_item(args)
     if args.engine == "temporal":
         from runner.cli.temporal_inspect import show_temporal
 
         return show_temporal(args)
     from runner.cli.where import resume_hint, show_hint
 
-    state_dir, _workflow, run_dir = _target(args)
+    state_dir, _workflow, run_dir = run_target(args)
     run = load(run_dir)
     record = show_record(run, time.time())
     if args.json:
@@ -127,6 +140,23 @@ def show_command(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def _show_item(args: argparse.Namespace) -> int:
+    from runner.cli.itemshow import item_record, render_item
+    from runner.engine.journal.rundir import is_locked
+
+    if args.engine == "temporal":
+        raise UsageError(
+            "--item reads a local run's journal; on Temporal, see the run with: mcp-run show RUN_ID --engine temporal"
+        )
+    _state_dir, _workflow, run_dir = run_target(args)
+    record = item_record(run_dir, args.item, args.step, live=is_locked(run_dir.path) is not None)
+    if args.json:
+        print(dumps(record.to_json(), indent=2, default=str))
+    else:
+        print(terminal(render_item(record)))  # keys, errors and results come from servers
+    return ExitCode.OK
+
+
 def logs_command(args: argparse.Namespace) -> int:
     if args.engine == "temporal":
         from runner.cli.temporal_inspect import logs_temporal
@@ -135,7 +165,7 @@ def logs_command(args: argparse.Namespace) -> int:
     from runner.engine.journal.rundir import is_locked
     from runner.view.text import level_index
 
-    _state_dir, _workflow, run_dir = _target(args)
+    _state_dir, _workflow, run_dir = run_target(args)
     threshold = level_index(args.level)
     for event in follow(
         run_dir.journal,
@@ -149,7 +179,7 @@ def logs_command(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _add_engine(parser: argparse.ArgumentParser) -> None:
+def add_engine(parser: argparse.ArgumentParser) -> None:
     from runner.cli.temporal import add_connection
 
     parser.add_argument(
@@ -161,7 +191,7 @@ def _add_engine(parser: argparse.ArgumentParser) -> None:
     add_connection(parser)
 
 
-def _add_state_dir(parser: argparse.ArgumentParser) -> None:
+def add_state_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--state-dir",
         metavar="DIR",
@@ -179,7 +209,7 @@ RUN_ID may be abbreviated to a unique prefix or suffix (the random part: 3f9a1c)
 an existing file (or ends in .yaml, .yml, .json, or holds a /) is the workflow."""
 
 
-def _add_target(parser: argparse.ArgumentParser) -> None:
+def add_target(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="WORKFLOW|RUN_ID", help="a workflow file or a run id")
     parser.add_argument("run_id", metavar="RUN_ID", nargs="?", help="a run id (after a WORKFLOW)")
 
@@ -190,7 +220,8 @@ _ONE_RUN: Final[dict[str, tuple[str, str, str]]] = {
         "show one run: steps, failures, in-doubt items, server log",
         "Show a run from its journal: its steps, failures with their error text, the calls in\n"
         "flight or in doubt, the server log messages, and the command that resumes it.",
-        "  mcp-run show workflows/convert_docs.yaml\n  mcp-run show 3f9a1c --json",
+        "  mcp-run show workflows/convert_docs.yaml\n  mcp-run show 3f9a1c --json\n"
+        "  mcp-run show workflows/convert_docs.yaml --item docs/install.md",
     ),
     "logs": (
         "print a run's server log and progress messages",
@@ -213,8 +244,8 @@ def _target_parser(
         epilog=f"examples:\n{examples}\n\n{exit_help}",
         formatter_class=formatter,
     )
-    _add_target(parser)
-    _add_state_dir(parser)
+    add_target(parser)
+    add_state_dir(parser)
     return parser
 
 
@@ -234,19 +265,22 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
         formatter_class=formatter,
     )
     runs.add_argument("workflow", metavar="WORKFLOW", nargs="?", help="only the runs of this workflow file")
-    _add_state_dir(runs)
+    add_state_dir(runs)
     runs.add_argument("--json", action="store_true", help="print the runs as JSON")
     runs.add_argument("--limit", type=int, metavar="N", help="only the newest N runs")
     runs.add_argument(
         "--prune", action="store_true", help="remove old finished runs (never a running or unfinished one)"
     )
     runs.add_argument("--keep", type=int, metavar="N", help="with --prune: how many finished runs to keep")
-    _add_engine(runs)
+    add_engine(runs)
     runs.set_defaults(handler=runs_command)
 
     show = _target_parser(sub, "show", exit_help, formatter)
     show.add_argument("--json", action="store_true", help="print the run as JSON")
-    _add_engine(show)
+    from runner.cli.itemshow import add_options
+
+    add_options(show)
+    add_engine(show)
     show.set_defaults(handler=show_command)
 
     logs = _target_parser(sub, "logs", exit_help, formatter)
@@ -258,6 +292,6 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
         help="only log messages at or above this level (default: all)",
     )
     logs.add_argument("--no-progress-events", action="store_true", help="leave out progress events")
-    _add_engine(logs)
+    add_engine(logs)
     logs.add_argument("--poll", type=float, default=0.25, metavar="S", help=argparse.SUPPRESS)
     logs.set_defaults(handler=logs_command)

@@ -387,4 +387,9 @@ def _execute(args: argparse.Namespace, path: Path, options: RunOptions) -> int:
         raise explain(exc, state_dir=state_dir, workflow=path) from None
     console.masker = outcome.masker  # the end of the run prints its outputs: masked like everything else
     report_options = ReportOptions(json=args.json, output=args.output, quiet=args.quiet)
-    return report(outcome, report_options, console, state_dir=state_dir if options.journal else None)
+    code = report(outcome, report_options, console, state_dir=state_dir if options.journal else None)
+    if options.journal:
+        from runner.cli.reporting import append_step_summary
+
+        append_step_summary(outcome.run_dir, state_dir, console.warn)  # a GitHub Actions job's summary, when set
+    return code

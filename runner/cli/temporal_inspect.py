@@ -94,16 +94,11 @@ def _run_id(args: argparse.Namespace) -> str:
     return str(args.target)
 
 
-@leaves_by_exit
-def show_temporal(args: argparse.Namespace) -> int:
-    from runner.cli.runrecord import Loaded, show_record
-    from runner.cli.runtext import render_show
-    from runner.cli.temporal import engine_args
-    from runner.cli.where import resume_hint, show_hint
+def _read_run(args: argparse.Namespace) -> tuple[str, bool, list[Any]]:
+    """The run ``args`` names on Temporal: its full id, whether it is live (a worker runs it: not parked on a
+    decision, not ended), and its events as :class:`~runner.engine.core.events.Entry`\\ s, read as shown."""
     from runner.engine.core.events import decode
     from runner.engine.core.state import RunState
-    from runner.engine.journal.listing import from_state
-    from runner.engine.journal.rundir import RunDir
     from runner.masking import shown_fields
 
     run_id = _run_id(args)
@@ -116,12 +111,27 @@ def show_temporal(args: argparse.Namespace) -> int:
         return run.run_id, run.open, await located_events(client, run)
 
     run_id, open_, events = _run(read, args)
+    entries = [decode(shown_fields(obj)) for obj in events]  # encoded text, shown as a person reads it
     state = RunState(keep_results=set())
-    for obj in events:
-        state.apply(decode(shown_fields(obj)))  # encoded text, shown as a person reads it
+    for entry in entries:
+        state.apply(entry)
     from runner.temporal.client import waits_for_decision
 
-    live = open_ and not waits_for_decision(state) and state.ended_by is None
+    return run_id, open_ and not waits_for_decision(state) and state.ended_by is None, entries
+
+
+@leaves_by_exit
+def show_temporal(args: argparse.Namespace) -> int:
+    from runner.cli.runrecord import Loaded, show_record
+    from runner.cli.runtext import render_show
+    from runner.cli.temporal import engine_args
+    from runner.cli.where import resume_hint, show_hint
+    from runner.engine.core.state import fold
+    from runner.engine.journal.listing import from_state
+    from runner.engine.journal.rundir import RunDir
+
+    run_id, live, entries = _read_run(args)
+    state = fold(entries, keep_results=set())
     run = Loaded(from_state(RunDir(Path(run_id)), 0 if live else None, state, None), state)
     record = show_record(run, time.time())
     if args.json:
@@ -138,6 +148,24 @@ def show_temporal(args: argparse.Namespace) -> int:
                 )
             )
         )
+    return ExitCode.OK
+
+
+@leaves_by_exit
+def report_temporal(args: argparse.Namespace, write: Callable[[Any], list[str]]) -> int:
+    """``report --engine temporal``: the run's events from its workflow's history (as ``show`` reads them), made
+    into the report ``write`` writes (it returns the files written)."""
+    from runner import __version__
+    from runner.cli.temporal import engine_args
+    from runner.cli.where import decision_lines, resume_hint
+    from runner.report.model import build
+
+    run_id, live, entries = _read_run(args)
+    resume = resume_hint(None, run_id, None, *engine_args(args))
+    decisions = [line.strip() for line in decision_lines(lambda flag: f"{resume} {flag}", "")]
+    model = build(entries, live=live, status="running" if live else None, version=__version__, decisions=decisions)
+    written = write(model)
+    print(terminal(f"run {run_id}: {model.status}; wrote {', '.join(written)}"), file=sys.stderr)
     return ExitCode.OK
 
 

@@ -1,0 +1,97 @@
+"""Calls over time, per server, in time buckets: what a report draws instead of one mark per call.
+
+Each call (one attempt of an item: from its ``item_dispatched`` to its answer) is a :class:`CallSpan`;
+:func:`lanes_of` counts, per server and per bucket, the calls that ended there by how they ended, and the
+average number in flight (the time calls spent in the bucket, over its width). The size of the result is
+servers x buckets, whatever the number of calls. Pure.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+__all__ = ["Bucket", "CallSpan", "Lane", "Outcome", "lanes_of"]
+
+
+class Outcome(enum.StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    RETRIED = "retried"  # the attempt failed, another followed
+    IN_DOUBT = "in-doubt"  # no answer (or the outcome is unknown)
+
+
+@dataclass(slots=True)  # not frozen: built once per call, and a frozen one costs three times as much to build
+class CallSpan:
+    server: str
+    start: float  # POSIX seconds
+    end: float
+    outcome: Outcome
+
+
+@dataclass(slots=True)
+class Bucket:
+    """The calls of one server that ended in one time bucket, by outcome, and ``busy``: the seconds calls spent
+    in flight during it (``busy / width`` is the average concurrency)."""
+
+    succeeded: int = 0
+    failed: int = 0
+    retried: int = 0
+    in_doubt: int = 0
+    busy: float = 0.0
+
+    @property
+    def ended(self) -> int:
+        return self.succeeded + self.failed + self.retried + self.in_doubt
+
+
+@dataclass(slots=True)
+class Lane:
+    server: str
+    buckets: list[Bucket]
+    calls: int = 0
+    totals: Bucket = field(default_factory=Bucket)
+
+
+def lanes_of(spans: Iterable[CallSpan], t0: float, t1: float, buckets: int) -> tuple[tuple[Lane, ...], float]:
+    """One lane per server (in the order they first appear), each ``buckets`` buckets from ``t0`` to ``t1``;
+    and the width of a bucket in seconds."""
+    count = max(buckets, 1)
+    width = max(t1 - t0, 1e-3) / count
+    lanes: dict[str, Lane] = {}
+    for span in spans:
+        lane = lanes.get(span.server)
+        if lane is None:
+            lane = lanes[span.server] = Lane(span.server, [Bucket() for _ in range(count)])
+        lane.calls += 1
+        last = min(int((span.end - t0) / width), count - 1)
+        _count(lane.buckets[max(last, 0)], span.outcome)
+        _count(lane.totals, span.outcome)
+        _spread(lane.buckets, span.start - t0, span.end - t0, width)
+    return tuple(lanes.values()), width
+
+
+def _count(bucket: Bucket, outcome: Outcome) -> None:
+    if outcome is Outcome.SUCCEEDED:
+        bucket.succeeded += 1
+    elif outcome is Outcome.FAILED:
+        bucket.failed += 1
+    elif outcome is Outcome.RETRIED:
+        bucket.retried += 1
+    else:
+        bucket.in_doubt += 1
+
+
+def _spread(buckets: list[Bucket], start: float, end: float, width: float) -> None:
+    """Add the time from ``start`` to ``end`` (seconds from the run's start) to the buckets it overlaps."""
+    count = len(buckets)
+    first = min(max(int(start / width), 0), count - 1)
+    last = min(max(int(end / width), 0), count - 1)
+    if first == last:
+        buckets[first].busy += max(end - start, 0.0)
+        return
+    buckets[first].busy += (first + 1) * width - start
+    for i in range(first + 1, last):
+        buckets[i].busy += width
+    buckets[last].busy += max(end - last * width, 0.0)

@@ -1,0 +1,94 @@
+"""``mcp-run report --html``: one self-contained page, parsed back with ``html.parser``: it names every failed and
+in-doubt item, gives the commands that decide, shows inputs masked, and loads nothing from anywhere."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from runner.cli import main
+from tests.report_run import RUN_ID, SECRET_INPUT, write_run
+
+
+class Page(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.attrs: list[tuple[str, str, str]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.attrs.extend((tag, name, value or "") for name, value in attrs)
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Page]:
+    state_dir = tmp_path_factory.mktemp("state")
+    write_run(state_dir)
+    out = state_dir / "report.html"
+    assert main(["report", RUN_ID, "--state-dir", str(state_dir), "--html", str(out)]) == 0
+    source = out.read_text()
+    parsed = Page()
+    parsed.feed(source)
+    parsed.close()
+    return source, parsed
+
+
+def test_the_page_names_every_failed_and_in_doubt_item(page: tuple[str, Page]) -> None:
+    _source, parsed = page
+    text = " ".join(parsed.text)
+    for key in ("f1", "f2", "f4"):
+        assert f"convert [{key}]" in text
+    assert "In doubt (1)" in text and "f3" in text
+    assert "--rerun-in-doubt" in text and "--skip-in-doubt" in text and "--accept-in-doubt" in text
+    assert "disk full" in text and "cannot convert f2 <b>&</b>" in text  # a server's text, escaped
+    assert SECRET_INPUT in text  # inputs as the journal holds them: masked
+
+
+def test_the_page_loads_nothing(page: tuple[str, Page]) -> None:
+    source, parsed = page
+    assert not {"script", "link", "img", "iframe", "object", "embed", "image", "use"} & set(parsed.tags)
+    assert not [a for a in parsed.attrs if a[1] in ("src", "href", "srcset", "xlink:href", "action", "data")]
+    lowered = source.lower()
+    assert "http://" not in lowered and "https://" not in lowered and "src=" not in lowered
+    assert "url(" not in lowered and "@import" not in lowered
+    assert {"svg", "style"} <= set(parsed.tags)  # the pictures and the style are inline
+
+
+def test_the_page_has_its_pictures(page: tuple[str, Page]) -> None:
+    source, _parsed = page
+    assert source.count("<svg") == 3  # the DAG, the lanes, the throughput
+    assert ">convert</text>" in source and "6 calls" in source
+
+
+def test_report_html_of_a_workflow_at_hand_draws_its_edges(tmp_path: Path) -> None:
+    from tests.report_run import WORKFLOW
+
+    flow = tmp_path / "report.yaml"
+    flow.write_text(WORKFLOW)
+    write_run(tmp_path / ".mcp-run", workflow=flow.resolve())
+    out = tmp_path / "page.html"
+    assert main(["report", str(flow), "--html", str(out)]) == 0  # the newest run of the workflow
+    source = out.read_text()
+    assert source.count('class="edge"') == 3  # files -> convert, convert -> report, notes -> report
+    assert "dependencies unknown" not in source
+
+
+def test_with_the_workflow_at_hand_steps_are_in_its_order(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    from tests.report_run import WORKFLOW
+
+    flow = tmp_path / "report.yaml"
+    flow.write_text(WORKFLOW)
+    write_run(tmp_path / ".mcp-run", workflow=flow.resolve())
+    out = tmp_path / "junit.xml"
+    assert main(["report", str(flow), "--junit", str(out)]) == 0
+    suites = [s.get("name") for s in ET.parse(out).getroot().iter("testsuite")]
+    assert suites.index("files") < suites.index("convert") < suites.index("report")
