@@ -69,6 +69,8 @@ ALLOWED: dict[str, set[str]] = {
         "runner.auth",
         "runner.secrets_of",
     },
+    # OpenTelemetry (the otel extra): the run's events, the current item of a call, the session's tracer hook.
+    "runner.engine.telemetry": {"runner.engine.telemetry", "runner.engine.calls.current", "runner.session.options"},
     "runner.view": {"runner.view"},
     "runner.testing": {"runner.testing", "runner.transports", "runner.connect", "runner.session", "runner.auth"},
     "runner.demo": {"runner.demo"},

@@ -41,6 +41,7 @@ from typing import Final
 import trio
 
 from runner.backoff import Backoff
+from runner.engine.calls.current import CURRENT_ITEM
 from runner.errors import ConnectFailed, McpRunError, NotDelivered, ProtocolError, TransportError, first_line
 from runner.launch import workflow_folder
 from runner.session import Session
@@ -249,6 +250,7 @@ class ServerLink:
     # -- the connecting task ---------------------------------------------------------------------------
 
     async def _run(self) -> None:
+        CURRENT_ITEM.set(None)  # started by whichever item first needed the server: its requests are no item's
         try:
             await self._connect_loop()
         finally:

@@ -216,6 +216,7 @@ class RunState:
     outputs: Any = None
     pids: list[int] = field(default_factory=list)
     attempts: int = 0  # run_started and each run_resumed
+    traceparents: list[str] = field(default_factory=list)  # the traced attempts' run spans (runner.engine.telemetry)
     retry_failed: bool = False  # the last attempt was a --retry-failed
     last_seq: int = 0
     events: int = 0
@@ -472,6 +473,8 @@ class RunState:
             self.started_at = entry.ts
             self.pids.append(event.pid)
             self.attempts += 1
+            if event.traceparent is not None:
+                self.traceparents.append(event.traceparent)
         elif isinstance(event, RunResumed):
             self.status = self.ended_by = self.exit_code = self.ended_at = None
             self.sessions.clear()  # a new attempt opens its sessions afresh
@@ -479,6 +482,8 @@ class RunState:
             self.retry_failed = bool(event.retry_failed)
             self.pids.append(event.pid)
             self.attempts += 1
+            if event.traceparent is not None:
+                self.traceparents.append(event.traceparent)
         elif isinstance(event, RunFinished | RunStopped | RunInterrupted):
             self.status = event.status
             self.ended_by = event.type
