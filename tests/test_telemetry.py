@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import AsyncExitStack
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
@@ -294,3 +295,45 @@ async def test_spans_reach_an_otlp_http_receiver(
     attributes = {a.key: a.value.string_value for a in call.attributes}
     assert attributes["mcp.method.name"] == "tools/call" and attributes["gen_ai.tool.name"] == "upper"
     assert len(spans) == len(by_id) > 15
+
+
+# -- the official SDK server receives the trace context ---------------------------------------------------
+
+SDK_SERVER = ROOT / "tests" / "peers" / "sdk_server.py"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("how", ["stdio", "http-2025", "http-2026"])
+async def test_the_sdk_server_receives_the_traceparent(tmp_path: Path, how: str) -> None:
+    """A traced run against the official SDK's server (tests/peers/sdk_server.py, its ``meta`` tool echoes
+    ``_meta``): the request's ``traceparent`` names its ``tools/call meta`` span, over stdio and HTTP."""
+    from tests.integration.peers import sdk_http_server
+
+    tracing, exporter, _ = traced()
+    async with AsyncExitStack() as stack:
+        if how == "stdio":
+            server = f"{{command: [{json.dumps(sys.executable)}, {json.dumps(str(SDK_SERVER))}, stdio]}}"
+        else:
+            running = await stack.enter_async_context(sdk_http_server())
+            pin = ", protocol: '2025-11-25'" if how == "http-2025" else ""
+            server = f"{{url: {json.dumps(running.url)}{pin}}}"
+        path = tmp_path / "wf.yaml"
+        path.write_text(
+            f"version: 1\nservers:\n  s: {server}\nsteps:\n  look: {{server: s, tool: meta}}\n"
+            "outputs:\n  meta: ${{ steps.look.text }}\n"
+        )
+        with trio.fail_after(60):
+            outcome = await execute(path, RunOptions(state_dir=tmp_path / "state"), tracing=tracing)
+    assert int(outcome.exit_code) == 0, outcome.failures
+    assert outcome.outputs is not None
+    received = json.loads(outcome.outputs["meta"])
+    spans = exporter.get_finished_spans()
+    (call,) = named(spans, "tools/call meta")
+    assert call.context is not None and call.attributes is not None
+    assert received["traceparent"].startswith(f"00-{call.context.trace_id:032x}-{call.context.span_id:016x}-")
+    assert call.attributes["network.transport"] == ("pipe" if how == "stdio" else "tcp")
+    assert call.attributes["mcp.protocol.version"] == ("2025-11-25" if how == "http-2025" else "2026-07-28")
+    if how == "http-2025":
+        assert call.attributes["mcp.session.id"]
+    (item,) = named(spans, "item")
+    assert call.parent is not None and item.context is not None and call.parent.span_id == item.context.span_id

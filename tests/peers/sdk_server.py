@@ -24,6 +24,8 @@ Tools:
         the initialize handshake: the SDK's stateless 2026-07-28 path has no close), then keeps
         reporting progress
     big(n) -> a text of exactly n bytes (ASCII)
+    meta() -> the request's ``_meta`` as JSON text  read-only (what a client sent beside the arguments:
+        its progress token, a ``traceparent``)
 
 Calling an unknown tool name gives a tool result with isError: true ("Unknown tool: NAME"), not a
 JSON-RPC error.
@@ -32,6 +34,7 @@ JSON-RPC error.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import string
 import sys
@@ -119,6 +122,11 @@ def build_server(count_file: Path | None) -> MCPServer:
                 await ctx.close_sse_stream()
             await anyio.sleep(delay)
         return "closed-and-finished"
+
+    @server.tool(annotations=READ_ONLY)
+    def meta(ctx: Ctx) -> str:
+        """Return this request's `_meta`, as JSON text."""
+        return json.dumps(dict(ctx.request_context.meta or {}), sort_keys=True, default=str)
 
     @server.tool()
     def big(n: int) -> str:
