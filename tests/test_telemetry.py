@@ -27,8 +27,9 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from runner.engine.core.outcome import Outcome
 from runner.engine.run import RunOptions, execute
-from runner.engine.telemetry import wanted
+from runner.engine.telemetry import from_env, wanted
 from runner.engine.telemetry.otel import Tracing
+from runner.errors import UsageError
 from tests.harness import CHAIN, Harness, echo_tools
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -337,3 +338,18 @@ async def test_the_sdk_server_receives_the_traceparent(tmp_path: Path, how: str)
         assert call.attributes["mcp.session.id"]
     (item,) = named(spans, "item")
     assert call.parent is not None and item.context is not None and call.parent.span_id == item.context.span_id
+
+
+def test_without_the_extra_a_traced_run_warns_and_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "runner.engine.telemetry.otel", raising=False)
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)  # importing it raises ImportError
+    warnings: list[str] = []
+    assert from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, warn=warnings.append) is None
+    assert warnings == [
+        "OTEL_* variables are set but OpenTelemetry is not installed (opentelemetry); pip install 'mcp-run[otel]'"
+    ]
+
+
+def test_an_exporter_mcp_run_does_not_ship_is_refused() -> None:
+    with pytest.raises(UsageError, match=r"OTEL_TRACES_EXPORTER='zipkin': mcp-run exports with otlp, console, none"):
+        Tracing.from_env({"OTEL_TRACES_EXPORTER": "zipkin"})

@@ -225,8 +225,8 @@ async def execute(
         named_by = state_dir_named_by(str(options.state_dir) if options.state_dir else None)
         raise StateDirUnusable.from_os_error(state_dir, exc, named_by=named_by) from None
     say = _Masked(say, prepared.masker)
-    prepared.tracing = tracing if tracing is not None else tracing_from_env(os.environ, warn=say.warn)
     with held:
+        prepared.tracing = tracing if tracing is not None else tracing_from_env(os.environ, warn=say.warn)
         if prepared.run_dir is not None:
             verb = "run" if prepared.prior is None else "resuming run"
             say.info(f"{verb} {prepared.run_dir.run_id} (journal: {prepared.run_dir.journal})")
@@ -241,7 +241,9 @@ async def execute(
         finally:
             if prepared.tracing is not None:
                 prepared.tracing.end()
-                await trio.to_thread.run_sync(prepared.tracing.shutdown)  # sends what is buffered
+                with trio.CancelScope(shield=True):  # an interrupted run's spans are sent too
+                    await trio.to_thread.run_sync(prepared.tracing.shutdown)  # what is buffered, bounded by
+                    # the exporter's own timeout (OTEL_EXPORTER_OTLP_TIMEOUT, 10 s)
 
 
 def _choose(path: Path, options: RunOptions) -> tuple[ExitStack, _Prepared]:
