@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, TypeAlias
 
 import trio
 
@@ -68,6 +68,8 @@ from runner.session.waiting import CANCEL_NOTIFY_TIMEOUT, Waiting
 from runner.transports.base import Queued, RequestLost, StreamResumed, Transport
 
 __all__ = ["CANCEL_NOTIFY_TIMEOUT", "MAX_REINITIALIZE", "MAX_TOOL_PAGES", "Session", "open_session"]
+
+_Waits: TypeAlias = tuple[float | None, float | None, ProgressHandler | None, Callable[[str], None] | None]
 
 MAX_TOOL_PAGES: Final = 1000
 MAX_REINITIALIZE: Final = 3
@@ -387,13 +389,14 @@ class Session(Waiting):
                 raise self._closed()
             generation = self._generation
             rid = self._ids.next() if request_id is None else request_id
-            call = _Call(era, rid, method, timeout, idle_timeout, on_progress, on_resumed, before_send, progress)
+            waits = (timeout, idle_timeout, on_progress, on_resumed)
             tracer = self._options.tracer
             try:
                 if tracer is None:
-                    return await self._send_one(call, params)
+                    return await self._send_one(era, rid, method, params, progress, before_send, waits)
                 with tracer(self._request_info(method, rid, params)) as traced:
-                    result = await self._send_one(call, _with_meta(params, traced.meta))
+                    traced_params = _with_meta(params, traced.meta)
+                    result = await self._send_one(era, rid, method, traced_params, progress, before_send, waits)
                     traced.answered(result)
                     return result
             except SessionExpired as exc:
@@ -402,20 +405,25 @@ class Session(Waiting):
                 await self._renew(exc, generation, journaled=before_send is not None)
         raise NotDelivered(f"{self.name}: the server keeps forgetting our session; the request was not run")
 
-    async def _send_one(self, call: _Call, params: dict[str, Any] | None) -> dict[str, Any]:
-        """One request with ``params``: stamped by its era, its dispatch journaled first when ``before_send``
-        says so, sent, waited for."""
-        era, rid, method, before_send = call.era, call.rid, call.method, call.before_send
-        request = _outgoing(era, rid, method, params, progress=call.progress)
+    async def _send_one(
+        self,
+        era: Era,
+        rid: RequestId,
+        method: str,
+        params: dict[str, Any] | None,
+        progress: bool,
+        before_send: BeforeSend | None,
+        waits: _Waits,
+    ) -> dict[str, Any]:
+        """One request: stamped by ``era``, its dispatch journaled first when ``before_send`` says so, sent,
+        waited for (``waits``: its timeout, idle timeout, progress and resumption handlers)."""
+        request = _outgoing(era, rid, method, params, progress=progress)
         if before_send is not None:
             request = sendable(request)  # written once, before its dispatch is journaled (see .sendable)
             await before_send(rid, rid)
+        timeout, idle_timeout, on_progress, on_resumed = waits
         pending = PendingCall(  # its clocks start now, once the dispatch is journaled
-            method,
-            timeout=call.timeout,
-            idle_timeout=call.idle_timeout,
-            on_progress=call.on_progress,
-            on_resumed=call.on_resumed,
+            method, timeout=timeout, idle_timeout=idle_timeout, on_progress=on_progress, on_resumed=on_resumed
         )
         try:
             return await self._send_and_wait(request, pending)
@@ -571,20 +579,6 @@ class Session(Waiting):
     def _warn(self, text: str) -> None:
         if self._options.on_warning is not None:
             self._options.on_warning(text)
-
-
-class _Call(NamedTuple):
-    """One attempt of :meth:`Session.request`: what it was asked, and the id chosen."""
-
-    era: Era
-    rid: RequestId
-    method: str
-    timeout: float | None
-    idle_timeout: float | None
-    on_progress: ProgressHandler | None
-    on_resumed: Callable[[str], None] | None
-    before_send: BeforeSend | None
-    progress: bool
 
 
 @asynccontextmanager
