@@ -179,6 +179,65 @@ async def test_commits_that_arrive_during_an_fsync_share_the_next(
     assert log.fsyncs == 2 and log.handoffs == 2
 
 
+async def test_a_staged_record_opens_its_gate_when_durable_without_its_caller_waiting(
+    tmp_path: Path, autojump_clock: trio.abc.Clock
+) -> None:
+    """``stage`` returns at once; its gate opens with the fsync that covers it, which every record staged before
+    that fsync started shares; one staged during it waits for the next."""
+    fd = os.open(tmp_path / "journal.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    disk = SlowDisk(fsync_s=1.0)
+    log = EventLog(fd, offload=disk)
+    opened: dict[int, float] = {}
+
+    async def follow(i: int, gate: eventlog.DurableGate) -> None:
+        await gate.wait()
+        opened[i] = trio.current_time()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(log.run)
+        start = trio.current_time()
+        gates = {i: log.stage(_dispatch(i)) for i in range(3)}  # ready together: one fsync
+        assert all(gate is not None and not gate.passed() for gate in gates.values())
+        for i, gate in gates.items():
+            assert gate is not None
+            nursery.start_soon(follow, i, gate)
+        await trio.sleep(0.5)
+        late = log.stage(_dispatch(3))  # during the fsync: the next one
+        assert late is not None
+        nursery.start_soon(follow, 3, late)
+        await trio.sleep(0.6)
+        assert gates[0] is not None and gates[0].passed() and not late.passed()
+        await trio.sleep(1)
+        assert late.passed()
+        log.close()
+    os.close(fd)
+    assert {i: round(t - start, 3) for i, t in opened.items()} == {0: 1.0, 1: 1.0, 2: 1.0, 3: 2.0}
+    assert log.fsyncs == 2
+    assert EventLog(None).stage(_dispatch(9)) is None  # no journal: nothing to wait for
+
+
+async def test_a_gate_raises_once_the_journal_cannot_be_written(tmp_path: Path, autojump_clock: trio.abc.Clock) -> None:
+    fd = os.open(tmp_path / "journal.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+    async def full(write: Any, data: bytes, sync: bool) -> None:
+        raise OSError(28, "No space left on device")
+
+    log = EventLog(fd, offload=full)
+    gate = log.stage(_dispatch(1))
+    assert gate is not None
+    with pytest.raises(JournalWriteError), single_error():
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(log.run)
+            with pytest.raises(JournalWriteError):  # woken by the failure (the writer raises it too)
+                await gate.wait()
+    assert not gate.passed()
+    with pytest.raises(JournalWriteError, match="No space left"):
+        await gate.wait()
+    with pytest.raises(JournalWriteError):
+        log.stage(_dispatch(2))
+    os.close(fd)
+
+
 async def test_append_does_not_wait_for_the_disk_but_refuses_once_it_failed(
     tmp_path: Path, autojump_clock: trio.abc.Clock
 ) -> None:

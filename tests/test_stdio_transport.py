@@ -17,7 +17,7 @@ import pytest
 import trio
 import trio.testing
 
-from runner.errors import ConnectFailed, FrameTooLarge, NotDelivered, TransportError
+from runner.errors import ConnectFailed, FrameTooLarge, McpRunError, NotDelivered, TransportError
 from runner.protocol.jsonrpc import InvalidMessage, Notification, Request, Response
 from runner.transports import stdio
 from runner.transports.base import Transport
@@ -278,6 +278,64 @@ async def test_queued_lines_are_told_how_their_write_ended_and_can_be_withdrawn_
             assert await transport.receive() == Response(1, {"params": {"big": big}})
             assert await transport.receive() == Response(3, {"params": None})
             assert told == {1: None, 3: None}
+
+
+class _Gate:
+    """A gate a test opens (or fails) by hand."""
+
+    def __init__(self) -> None:
+        self.opened = trio.Event()
+        self.error: McpRunError | None = None
+
+    def passed(self) -> bool:
+        return self.opened.is_set() and self.error is None
+
+    async def wait(self) -> None:
+        await self.opened.wait()
+        if self.error is not None:
+            raise self.error
+
+
+async def test_a_gated_line_waits_for_its_gate_and_stays_withdrawable_meanwhile() -> None:
+    """A dispatch record not yet durable holds its request (and its batch, and what is queued after it) back; a
+    line of that batch withdrawn meanwhile never goes out, and lines queued meanwhile form the next batch, so a
+    line already durable never waits for a later one's gate."""
+    told: dict[int, object] = {}
+
+    def tell(rid: int) -> Callable[[NotDelivered | None], None]:
+        return lambda failure: told.__setitem__(rid, failure)
+
+    gate, later = _Gate(), _Gate()
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(params("stdio_echo")) as transport:
+            transport.queue(Request(1, "echo"), tell(1), gate)
+            withdraw_2 = transport.queue(Request(2, "echo"), tell(2), gate)  # the same batch
+            await trio.testing.wait_all_tasks_blocked()  # the writer took it and waits for the gate
+            transport.queue(Request(3, "echo"), tell(3), later)  # the next batch
+            await trio.testing.wait_all_tasks_blocked()
+            assert told == {}  # nothing written yet
+            assert withdraw_2() is True
+            gate.opened.set()
+            assert await transport.receive() == Response(1, {"params": None})  # 3's gate is still closed
+            assert told == {1: None}
+            later.opened.set()
+            assert await transport.receive() == Response(3, {"params": None})
+            assert told == {1: None, 3: None}
+
+
+async def test_a_gate_that_cannot_open_fails_its_batch_as_not_delivered() -> None:
+    told: list[NotDelivered | None] = []
+    gate = _Gate()
+    with trio.fail_after(LIMIT):
+        async with open_stdio_transport(params("stdio_echo")) as transport:
+            transport.queue(Request(1, "echo"), told.append, gate)
+            await trio.testing.wait_all_tasks_blocked()
+            gate.error = McpRunError("cannot write the journal: No space left on device")
+            gate.opened.set()
+            await transport.send(Request(2, "echo"))  # the connection goes on: the next batch is written
+            assert await transport.receive() == Response(2, {"params": None})  # 1 never went out
+    assert len(told) == 1 and isinstance(told[0], NotDelivered)
+    assert "not written: cannot write the journal: No space left on device" in str(told[0])
 
 
 async def test_a_queued_line_whose_write_fails_is_told_not_delivered() -> None:

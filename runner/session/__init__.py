@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from runner.session.answers import AnswerPolicy, ElicitationPolicy, Root
 from runner.session.input_required import resolve_input_required
-from runner.session.options import BeforeSend, LogHandler, ProgressHandler, SessionOptions
+from runner.session.options import BeforeSend, Gate, LogHandler, ProgressHandler, SessionOptions
 from runner.session.session import Session, open_session
 from runner.session.stray import WARN_FIRST, SessionStats
 
@@ -54,6 +54,7 @@ __all__ = [
     "AnswerPolicy",
     "BeforeSend",
     "ElicitationPolicy",
+    "Gate",
     "LogHandler",
     "ProgressHandler",
     "Root",

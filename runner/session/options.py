@@ -12,9 +12,11 @@ from runner.protocol.jsonrpc import RequestId
 from runner.protocol.mcp import LogMessage, Progress
 from runner.session.answers import AnswerPolicy
 from runner.session.era import EraMemory
+from runner.transports.base import Gate
 
 __all__ = [
     "BeforeSend",
+    "Gate",
     "LogHandler",
     "ProgressHandler",
     "RequestInfo",
@@ -27,8 +29,10 @@ ProgressHandler = Callable[[Progress], None]
 """Called with each ``notifications/progress`` of one call."""
 LogHandler = Callable[[LogMessage, "RequestId | None"], None]
 """Called with each ``notifications/message``, and the request it came with when the wire says (HTTP)."""
-BeforeSend = Callable[[RequestId, RequestId], Awaitable[None]]
-"""Awaited with (request id, progress token) once they are chosen and before a byte is written."""
+BeforeSend = Callable[[RequestId, RequestId], Awaitable["Gate | None"]]
+"""Awaited with (request id, progress token) once they are chosen and before a byte is written. It may return
+a :class:`~runner.transports.base.Gate`: the request's first byte is then written only once it opens (the
+dispatch record durable), so the caller need not wait for it here, and parks once, for the outcome."""
 
 
 @dataclass(frozen=True, slots=True)

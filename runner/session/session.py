@@ -418,15 +418,16 @@ class Session(Waiting):
         """One request: stamped by ``era``, its dispatch journaled first when ``before_send`` says so, sent,
         waited for (``waits``: its timeout, idle timeout, progress and resumption handlers)."""
         request = _outgoing(era, rid, method, params, progress=progress)
+        gate = None
         if before_send is not None:
             request = sendable(request)  # written once, before its dispatch is journaled (see .sendable)
-            await before_send(rid, rid)
+            gate = await before_send(rid, rid)
         timeout, idle_timeout, on_progress, on_resumed = waits
         pending = PendingCall(  # its clocks start now, once the dispatch is journaled
             method, timeout=timeout, idle_timeout=idle_timeout, on_progress=on_progress, on_resumed=on_resumed
         )
         try:
-            return await self._send_and_wait(request, pending)
+            return await self._send_and_wait(request, pending, gate)
         except HTTPStatusError as exc:
             raise _in_era(exc, era, method)  # noqa: B904 - its cause is set there (or it is exc itself)
 

@@ -24,7 +24,7 @@ from runner.session.era import Era
 from runner.session.options import SessionOptions
 from runner.session.pending import PendingCall, PendingCalls, Write
 from runner.session.text import first_line
-from runner.transports.base import Transport, Written
+from runner.transports.base import Gate, Transport, Written
 
 __all__ = ["CANCEL_NOTIFY_TIMEOUT", "Waiting"]
 
@@ -38,7 +38,7 @@ class Waiting:
     _options: SessionOptions
     _nursery: trio.Nursery
     _pending: PendingCalls
-    _queue: Callable[[Message, Written], Callable[[], bool]] | None
+    _queue: Callable[[Message, Written, Gate | None], Callable[[], bool]] | None
     _deadlines: Deadlines
     _broken: McpRunError | None
     _era: Era
@@ -54,11 +54,16 @@ class Waiting:
         error.__cause__ = broken
         return error
 
-    async def _send_and_wait(self, request: Request, entry: PendingCall) -> dict[str, Any]:
+    async def _send_and_wait(self, request: Request, entry: PendingCall, gate: Gate | None = None) -> dict[str, Any]:
+        """Send ``request`` (once ``gate`` opens, when given: see ``BeforeSend``) and wait for its outcome."""
         if self._broken is not None:  # it broke or closed while the caller awaited (a journal's fsync, say)
             raise self._closed()
         if self._queue is not None:
-            return await self._queue_and_wait(request, entry)
+            return await self._queue_and_wait(request, entry, gate)
+        if gate is not None and not gate.passed():
+            await gate.wait()  # the dispatch record on disk before the request goes out
+            if self._broken is not None:
+                raise self._closed()
         rid = request.id
         self._pending.add(rid, entry)
         deadline = entry.first_deadline
@@ -82,14 +87,14 @@ class Waiting:
             self._pending.remove(rid)
         return _result(entry)
 
-    async def _queue_and_wait(self, request: Request, entry: PendingCall) -> dict[str, Any]:
+    async def _queue_and_wait(self, request: Request, entry: PendingCall, gate: Gate | None) -> dict[str, Any]:
         """:meth:`_send_and_wait` where the transport queues writes: one park for the whole call (the write's
         outcome comes to ``entry.written``), no cancel scope (its deadline is kept by ``Deadlines``)."""
         rid = request.id
         timed = entry.deadline != math.inf
         if timed and not self._deadlines.started:
             self._start_deadlines()
-        withdraw = self._enqueue(request, entry)
+        withdraw = self._enqueue(request, entry, gate)
         if timed:
             self._deadlines.add(entry)
         try:
@@ -113,13 +118,13 @@ class Waiting:
         self._nursery.start_soon(self._deadlines.run)
         self._deadlines.started = True
 
-    def _enqueue(self, request: Request, entry: PendingCall) -> Callable[[], bool]:
+    def _enqueue(self, request: Request, entry: PendingCall, gate: Gate | None = None) -> Callable[[], bool]:
         """Register the call and queue its write; returns the queue's withdraw (True: taken back unwritten)."""
         assert self._queue is not None
         self._pending.add(request.id, entry)
         entry.start_write()
         try:
-            return self._queue(request, entry.written)
+            return self._queue(request, entry.written, gate)
         except BaseException:
             entry.end_write(written=False)
             self._pending.remove(request.id)

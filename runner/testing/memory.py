@@ -19,9 +19,9 @@ from contextlib import asynccontextmanager
 import trio
 
 from runner._trio import single_error
-from runner.errors import NotDelivered, TransportError
+from runner.errors import McpRunError, NotDelivered, TransportError
 from runner.protocol.jsonrpc import Message, RequestId
-from runner.transports.base import TransportEvent, Written
+from runner.transports.base import Gate, TransportEvent, Written
 
 __all__ = ["MemoryClientTransport", "MemoryServerEnd", "QueuedMemoryClientTransport", "memory_transport_pair"]
 
@@ -77,16 +77,16 @@ class QueuedMemoryClientTransport(MemoryClientTransport):
     """A client end that also queues messages (see the module docstring); ``write_queued`` is its writer task."""
 
     def _prepare(self) -> None:
-        self._queued: deque[tuple[Message, Written]] = deque()
+        self._queued: deque[tuple[Message, Written, Gate | None]] = deque()
         self._wake = trio.Event()
         self._writer_done = False
 
-    def queue(self, message: Message, written: Written, /) -> Callable[[], bool]:
+    def queue(self, message: Message, written: Written, gate: Gate | None = None, /) -> Callable[[], bool]:
         if self.broken is not None:
             raise NotDelivered(f"connection is closed: {self.broken}")
         if self._writer_done:
             raise NotDelivered("connection is closed: the transport is closed")
-        slot = (message, written)
+        slot = (message, written, gate)
         self._queued.append(slot)
         self._wake.set()
 
@@ -106,7 +106,19 @@ class QueuedMemoryClientTransport(MemoryClientTransport):
                 await self._wake.wait()
                 self._wake = trio.Event()
                 while self._queued:
-                    message, written = self._queued.popleft()
+                    slot = self._queued[0]
+                    message, written, gate = slot
+                    if gate is not None and not gate.passed():
+                        try:
+                            await gate.wait()  # it stays queued (withdrawable) meanwhile
+                        except McpRunError as exc:
+                            if self._queued and self._queued[0] is slot:
+                                self._queued.popleft()
+                                written(NotDelivered(f"not written: {exc}"))
+                            continue
+                        if not self._queued or self._queued[0] is not slot:
+                            continue  # withdrawn while it waited
+                    self._queued.popleft()
                     try:
                         await self.send(message)
                     except NotDelivered as exc:
@@ -116,7 +128,7 @@ class QueuedMemoryClientTransport(MemoryClientTransport):
         finally:  # the pair is closing: what is still queued was never written, and is told so
             self._writer_done = True
             while self._queued:
-                _message, written = self._queued.popleft()
+                _message, written, _gate = self._queued.popleft()
                 written(NotDelivered("cannot write to the fake server: the transport is closed"))
 
 

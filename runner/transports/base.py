@@ -36,7 +36,7 @@ from typing import Protocol, TypeAlias, runtime_checkable
 from runner.errors import NotDelivered, TransportError
 from runner.protocol.jsonrpc import InvalidMessage, Message, RequestId
 
-__all__ = ["Queued", "RequestLost", "StreamResumed", "Transport", "TransportEvent", "Written"]
+__all__ = ["Gate", "Queued", "RequestLost", "StreamResumed", "Transport", "TransportEvent", "Written"]
 
 # How the write of a queued message ended: called once, by the transport's writer, with the ``NotDelivered``
 # error when the message surely did not go out whole, or None when it did.
@@ -81,14 +81,31 @@ class Transport(Protocol):
         """A short human name for the peer: ``stdio: python server.py`` or the URL."""
 
 
+class Gate(Protocol):
+    """What a request waits behind before its first byte is written: its dispatch record being durable (the
+    journal's write-ahead rule, :meth:`~runner.engine.journal.writer.EventLog.stage`). ``wait`` raises an
+    ``McpRunError`` when the gate can never open (the journal cannot be written): the request is then not
+    written at all."""
+
+    def passed(self) -> bool:
+        """Open already: nothing to wait for."""
+        ...
+
+    async def wait(self) -> None:
+        """Wait until it opens."""
+        ...
+
+
 @runtime_checkable
 class Queued(Protocol):
     """What a transport whose writes are queued for one writer task offers besides ``send`` (stdio): a request
     handed over without waiting for its write, so that its caller parks once, for the outcome."""
 
-    def queue(self, message: Message, written: Written, /) -> Callable[[], bool]:
-        """Queue ``message``; ``written`` is told how its write ended (once, unless it is withdrawn). Raises
-        ``NotDelivered`` when the connection is already gone. Returns ``withdraw``: it takes the message back
+    def queue(self, message: Message, written: Written, gate: Gate | None = None, /) -> Callable[[], bool]:
+        """Queue ``message``; ``written`` is told how its write ended (once, unless it is withdrawn). ``gate``:
+        the message is not written before it opens (the writer waits, the message stays withdrawable; a gate
+        that fails makes the write fail as not delivered). Raises ``NotDelivered`` when the connection is
+        already gone. Returns ``withdraw``: it takes the message back
         when the writer has not taken it yet (True: surely not sent, and ``written`` is never called), and does
         nothing once it has (False: it goes out whole)."""
         ...

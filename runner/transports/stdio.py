@@ -66,10 +66,10 @@ from typing import Final
 import trio
 
 from runner._trio import single_error
-from runner.errors import ConnectFailed, FrameTooLarge, NotDelivered, ServerError, TransportError
+from runner.errors import ConnectFailed, FrameTooLarge, McpRunError, NotDelivered, ServerError, TransportError
 from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE, LineDecoder
 from runner.protocol.jsonrpc import InvalidMessage, Message, RequestId, decode, encode
-from runner.transports.base import TransportEvent, Written
+from runner.transports.base import Gate, TransportEvent, Written
 
 __all__ = [
     "ALLOWED_ENV_VARS",
@@ -126,10 +126,11 @@ class _Batch:
     """Lines queued for one write. ``ends[i]`` is where line ``i`` ends in the written data, ``written`` how
     much of it went out; ``failure`` says why the rest did not."""
 
-    __slots__ = ("done", "ends", "failure", "lines", "told", "written")
+    __slots__ = ("done", "ends", "failure", "gates", "lines", "told", "written")
 
     def __init__(self) -> None:
         self.lines: list[bytes] = []
+        self.gates: list[Gate] = []  # what must open before any of it is written (dispatch records, durable)
         self.told: list[Written | None] = []  # per line: whom to tell how its write ended (queued lines)
         self.ends: list[int] = []
         self.written = 0
@@ -167,6 +168,7 @@ class StdioTransport:
         self._stdout = process.stdout
         self._stderr = process.stderr
         self._queued: _Batch | None = None  # lines waiting for the writer
+        self._gated: _Batch | None = None  # the batch the writer took, while it waits for its gates
         self._writer_done = False  # the writer task has ended: nothing more is written
         self._writer_wake = trio.Event()
         self._events_send, self._events = trio.open_memory_channel[TransportEvent](_EVENT_BUFFER)
@@ -196,7 +198,7 @@ class StdioTransport:
         try:
             await batch.done.wait()
         except trio.Cancelled:
-            if batch is self._queued:  # the writer has not taken it: withdraw the line
+            if batch is self._queued or batch is self._gated:  # not being written yet: withdraw the line
                 batch.lines[index] = b""
             raise
         if batch.unsent(index):
@@ -204,13 +206,15 @@ class StdioTransport:
             assert failure is not None
             raise NotDelivered(_text(failure), stderr=failure.stderr) from failure.__cause__
 
-    def queue(self, message: Message, written: Written, /) -> Callable[[], bool]:
+    def queue(self, message: Message, written: Written, gate: Gate | None = None, /) -> Callable[[], bool]:
         """Queue ``message`` for the writer and return at once (see ``runner.transports.base.Queued``)."""
         batch, index = self._add(encode(message) + b"\n", written)
+        if gate is not None and not gate.passed():
+            batch.gates.append(gate)
 
         def withdraw() -> bool:
-            if batch is not self._queued:
-                return False  # the writer has it: it goes out whole
+            if batch is not self._queued and batch is not self._gated:
+                return False  # the writer is writing it: it goes out whole
             batch.lines[index] = b""
             batch.told[index] = None
             return True
@@ -240,8 +244,11 @@ class StdioTransport:
                 batch, self._queued = self._queued, None
                 if batch is None:
                     continue
+                gated = await self._wait_for_gates(batch) if batch.gates else None
                 batch.ends = list(itertools.accumulate(map(len, batch.lines)))
-                if self._error is not None:
+                if gated is not None:
+                    batch.fail(f"not written: {_text(gated)}", self.stderr_tail(), gated)
+                elif self._error is not None:
                     error = self._error
                     batch.fail(f"connection is closed: {_text(error)}", self.stderr_tail(), error)
                 else:
@@ -258,6 +265,21 @@ class StdioTransport:
                         unfinished.fail("cannot write to the server: the transport is closed", self.stderr_tail())
                     unfinished.finish()
             self._queued = None
+
+    async def _wait_for_gates(self, batch: _Batch) -> McpRunError | None:
+        """Wait until every gate of ``batch`` (taken by the writer) has opened. Lines queued meanwhile go to the
+        next batch (a line already durable never waits for a later one's fsync); a line of this one can still be
+        withdrawn. Returns the error of a gate that cannot open (nothing of the batch is then written)."""
+        self._gated = batch
+        try:
+            for gate in batch.gates:
+                if not gate.passed():
+                    await gate.wait()
+        except McpRunError as exc:
+            return exc
+        finally:
+            self._gated = None
+        return None
 
     async def _write(self, batch: _Batch) -> None:
         # os.write rather than send_all: a failed send_all cannot say how much of the data went out.

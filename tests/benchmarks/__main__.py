@@ -49,7 +49,7 @@ class Sizes:
     dag_steps: int
     resume_items: int  # a fan-out of this many items leaves a journal of about twice as many events
     startup_repeats: int
-    whole: tuple[int, ...] = ()  # whole-process fan-outs (mcp-run, --no-journal, the SDK loop); the last is the big one
+    whole: tuple[int, ...] = ()  # whole-process fan-outs (WHOLE clients, each WHOLE_INFLIGHT); the last is the big one
     whole_rounds: int = 1  # each is run this many times, interleaved; the median is reported, with the spread
     chain_steps: int = 20_000  # a chain of this many steps, next to a fan-out of as many items (steps.py)
     http_rounds: int = 3  # the http section's clients take turns this many times; medians (http_rounds.py)
@@ -224,25 +224,28 @@ def run_fanout(tmp: Path, items: int, *, journal: bool, state: Path | None = Non
     }
 
 
-WHOLE = ("mcp-run", "mcp-run --no-journal", "sdk")
+WHOLE = ("mcp-run", "mcp-run idempotent", "mcp-run --no-journal", "sdk")
+WHOLE_INFLIGHT = (8, 64)  # the default max_concurrency, and a server that allows more
 
 
-def run_whole(tmp: Path, items: int, client: str, env: dict[str, str]) -> dict[str, Any]:
-    """One whole process making ``items`` echo calls, 64 in flight, against the minimal stdio server; its CPU is
-    ``os.wait4``'s (the process and the children it reaped: the server) less the server's own, which the
-    server writes at exit (``--cpu-file``). ``mcp-run``: the fan-out workflow through the CLI (start-up, the
-    ``range`` and last steps included); ``sdk``: the official SDK client loop (``clients.py sdk``, no
-    warm-up: start-up included as well)."""
+def run_whole(tmp: Path, items: int, client: str, env: dict[str, str], inflight: int = 64) -> dict[str, Any]:
+    """One whole process making ``items`` echo calls, ``inflight`` at a time, against the minimal stdio server;
+    its CPU is ``os.wait4``'s (the process and the children it reaped: the server) less the server's own, which
+    the server writes at exit (``--cpu-file``). ``mcp-run``: the fan-out workflow through the CLI (start-up, the
+    ``range`` and last steps included), its step not declared safe to repeat (each dispatch durable before its
+    call: the default, the case the journal exists for); ``mcp-run idempotent``: the same step
+    ``idempotent: true``; ``mcp-run --no-journal``: no journal at all; ``sdk``: the official SDK client loop
+    (``clients.py sdk``, no warm-up: start-up included as well)."""
     cpu_file = tmp / f"server-cpu-{items}"
     cpu_file.unlink(missing_ok=True)
     server = [*ECHO, "--cpu-file", str(cpu_file)]
     if client == "sdk":
         argv = [PY, "-m", "tests.benchmarks.clients", "sdk", "stdio", json.dumps(server), "--calls", str(items)]
-        argv += ["--inflight", "64", "--warmup", "0"]
+        argv += ["--inflight", str(inflight), "--warmup", "0"]
         cwd = REPO
     else:
         path = tmp / f"whole-{items}.yaml"
-        path.write_text(fanout_yaml(server, items))
+        path.write_text(fanout_yaml(server, items, inflight=inflight, idempotent=client != "mcp-run"))
         argv = [MCP_RUN, str(path), "--no-progress", "--quiet", "--json", "--concurrency", "64", "--new-run"]
         argv += ["--no-journal"] if client.endswith("--no-journal") else ["--state-dir", str(tmp / "state-whole")]
         cwd = tmp
@@ -259,6 +262,7 @@ def run_whole(tmp: Path, items: int, client: str, env: dict[str, str]) -> dict[s
     return {
         "section": "whole",
         "client": client,
+        "inflight": inflight,
         "items": items,
         "wall_s": wall,
         "calls_per_s": items / run_s,
@@ -290,20 +294,22 @@ def bench_whole(sizes: Sizes, tmp: Path) -> list[dict[str, Any]]:
         run_whole(tmp, 10, client, env)
     rows: list[dict[str, Any]] = []
     for items in sizes.whole:
-        runs: dict[str, list[dict[str, Any]]] = {client: [] for client in WHOLE}
-        for _ in range(sizes.whole_rounds):
-            for client in WHOLE:
-                runs[client].append(run_whole(tmp, items, client, env))
-        for client, done in runs.items():
-            cpus = [r["cpu_us_per_item"] for r in done]
-            row = min(done, key=lambda r: abs(r["cpu_us_per_item"] - _median(cpus)))
-            row = {**row, "cpu_us_per_item": _median(cpus), "spread": (min(cpus), max(cpus)), "rounds": len(done)}
-            rows.append(row)
-            print(
-                f"  {items:>7,} {client:<22} {row['wall_s']:>6.2f} s wall  {row['calls_per_s']:>8,.0f} calls/s  "
-                f"{row['cpu_us_per_item']:>7.1f} µs CPU/item ({min(cpus):.1f}-{max(cpus):.1f}, {len(cpus)} runs)",
-                flush=True,
-            )
+        for inflight in WHOLE_INFLIGHT:
+            runs: dict[str, list[dict[str, Any]]] = {client: [] for client in WHOLE}
+            for _ in range(sizes.whole_rounds):
+                for client in WHOLE:
+                    runs[client].append(run_whole(tmp, items, client, env, inflight))
+            for client, done in runs.items():
+                cpus = [r["cpu_us_per_item"] for r in done]
+                row = min(done, key=lambda r: abs(r["cpu_us_per_item"] - _median(cpus)))
+                row = {**row, "cpu_us_per_item": _median(cpus), "spread": (min(cpus), max(cpus)), "rounds": len(done)}
+                rows.append(row)
+                print(
+                    f"  {items:>7,} {inflight:>2} in flight {client:<22} {row['wall_s']:>6.2f} s wall  "
+                    f"{row['calls_per_s']:>8,.0f} calls/s  {row['cpu_us_per_item']:>7.1f} µs CPU/item "
+                    f"({min(cpus):.1f}-{max(cpus):.1f}, {len(cpus)} runs)",
+                    flush=True,
+                )
     return rows
 
 
@@ -418,43 +424,53 @@ def find(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
     return None
 
 
+WHOLE_PAIRS = (
+    ("mcp-run", "sdk"),
+    ("mcp-run idempotent", "sdk"),
+    ("mcp-run --no-journal", "sdk"),
+    ("mcp-run", "mcp-run --no-journal"),
+)
+
+
 def whole_ratios(rows: list[dict[str, Any]], sizes: Sizes) -> list[dict[str, Any]]:
-    """Whole-process fan-outs: each client against the others, per size (CPU per item and calls/s), and the
-    marginal CPU per item between the smallest and the largest size (start-up cancels out)."""
+    """Whole-process fan-outs: each client against the others, per size and concurrency (CPU per item and
+    calls/s), and the marginal CPU per item between the smallest and the largest size (start-up cancels out)."""
     out: list[dict[str, Any]] = []
-    pairs = (("mcp-run", "sdk"), ("mcp-run --no-journal", "sdk"), ("mcp-run", "mcp-run --no-journal"))
     for items in sizes.whole:
-        for ours, theirs in pairs:
-            a = find(rows, section="whole", items=items, client=ours)
-            b = find(rows, section="whole", items=items, client=theirs)
-            if a and b:
-                out.append(
-                    {
-                        "what": f"fan-out {items:,}, whole process: {ours} / {theirs}",
-                        "cpu_per_call": a["cpu_us_per_item"] / b["cpu_us_per_item"],
-                        "calls_per_s": a["calls_per_s"] / b["calls_per_s"],
-                    }
-                )
+        for inflight in WHOLE_INFLIGHT:
+            for ours, theirs in WHOLE_PAIRS:
+                a = find(rows, section="whole", items=items, inflight=inflight, client=ours)
+                b = find(rows, section="whole", items=items, inflight=inflight, client=theirs)
+                if a and b:
+                    out.append(
+                        {
+                            "what": f"fan-out {items:,}, {inflight} in flight, whole process: {ours} / {theirs}",
+                            "cpu_per_call": a["cpu_us_per_item"] / b["cpu_us_per_item"],
+                            "calls_per_s": a["calls_per_s"] / b["calls_per_s"],
+                        }
+                    )
     if len(sizes.whole) >= 2:
         small, big = sizes.whole[0], sizes.whole[-1]
+        for inflight in WHOLE_INFLIGHT:
 
-        def marginal(client: str) -> float | None:
-            a = find(rows, section="whole", items=small, client=client)
-            b = find(rows, section="whole", items=big, client=client)
-            if not (a and b):
-                return None
-            return float(b["cpu_us_per_item"] * big - a["cpu_us_per_item"] * small) / (big - small)
+            def marginal(client: str, inflight: int = inflight) -> float | None:
+                a = find(rows, section="whole", items=small, inflight=inflight, client=client)
+                b = find(rows, section="whole", items=big, inflight=inflight, client=client)
+                if not (a and b):
+                    return None
+                return float(b["cpu_us_per_item"] * big - a["cpu_us_per_item"] * small) / (big - small)
 
-        for ours, theirs in pairs:
-            x, y = marginal(ours), marginal(theirs)
-            if x is not None and y is not None and y > 0:
-                out.append(
-                    {
-                        "what": f"fan-out {small:,} -> {big:,}, marginal CPU per item: {ours} / {theirs}",
-                        "cpu_per_call": x / y,
-                        "calls_per_s": None,
-                    }
-                )
+            for ours, theirs in WHOLE_PAIRS:
+                x, y = marginal(ours), marginal(theirs)
+                if x is not None and y is not None and y > 0:
+                    out.append(
+                        {
+                            "what": f"fan-out {small:,} -> {big:,}, {inflight} in flight, marginal CPU per item: "
+                            f"{ours} / {theirs}",
+                            "cpu_per_call": x / y,
+                            "calls_per_s": None,
+                        }
+                    )
     return out
 
 
@@ -528,30 +544,33 @@ def ratios_and_targets(rows: list[dict[str, Any]], sizes: Sizes) -> tuple[list[d
         )
     if sizes.whole:
         n = sizes.whole[-1]
-        on = find(rows, section="whole", items=n, client="mcp-run")
-        off = find(rows, section="whole", items=n, client="mcp-run --no-journal")
-        sdk = find(rows, section="whole", items=n, client="sdk")
-        if on and sdk:
-            target(
-                f"{n:,}-item fan-out, whole process: CPU/item mcp-run / SDK loop (bar 0.5 x)",
-                on["cpu_us_per_item"] / sdk["cpu_us_per_item"],
-                0.25,
-                "x",
-            )
-        if on and off:
-            target(
-                f"{n:,}-item fan-out, whole process: CPU/item journal on / off",
-                on["cpu_us_per_item"] / off["cpu_us_per_item"],
-                1.3,
-                "x",
-            )
-            target(
-                f"{n:,}-item fan-out: throughput journal on / off",
-                on["calls_per_s"] / off["calls_per_s"],
-                0.8,
-                "x",
-                at_most=False,
-            )
+        for inflight in WHOLE_INFLIGHT:
+            on = find(rows, section="whole", items=n, inflight=inflight, client="mcp-run")
+            off = find(rows, section="whole", items=n, inflight=inflight, client="mcp-run --no-journal")
+            sdk = find(rows, section="whole", items=n, inflight=inflight, client="sdk")
+            if on and sdk:
+                target(
+                    f"{n:,}-item fan-out not safe to repeat, {inflight} in flight, whole process: CPU/item "
+                    "mcp-run / SDK loop (bar 0.35 x)",
+                    on["cpu_us_per_item"] / sdk["cpu_us_per_item"],
+                    0.25,
+                    "x",
+                )
+            if on and off and inflight == 64:
+                target(
+                    f"{n:,}-item fan-out not safe to repeat, {inflight} in flight, whole process: CPU/item "
+                    "journal on / off",
+                    on["cpu_us_per_item"] / off["cpu_us_per_item"],
+                    1.3,
+                    "x",
+                )
+                target(
+                    f"{n:,}-item fan-out not safe to repeat, {inflight} in flight: throughput journal on / off",
+                    on["calls_per_s"] / off["calls_per_s"],
+                    0.8,
+                    "x",
+                    at_most=False,
+                )
     targets += steps.chain_targets(rows)
     v = find(rows, section="startup", what="mcp-run --version")
     if v:
@@ -603,12 +622,12 @@ def render(result: dict[str, Any]) -> str:
     out += http_rounds.render(result["rows"])
     whole = [r for r in result["rows"] if r["section"] == "whole"]
     if whole:
-        out.append("| fan-out, whole process, 64 in flight | items | wall s | calls/s | client CPU µs/item | spread |")
-        out.append("|---|--:|--:|--:|--:|--:|")
+        out.append("| fan-out, whole process | in flight | items | wall s | calls/s | client CPU µs/item | spread |")
+        out.append("|---|--:|--:|--:|--:|--:|--:|")
         for r in whole:
             low, high = r["spread"]
             out.append(
-                f"| {r['client']} | {r['items']:,} | {r['wall_s']:.2f} | {r['calls_per_s']:,.0f} | "
+                f"| {r['client']} | {r['inflight']} | {r['items']:,} | {r['wall_s']:.2f} | {r['calls_per_s']:,.0f} | "
                 f"{r['cpu_us_per_item']:.1f} | {low:.1f}-{high:.1f} ({r['rounds']}) |"
             )
         out.append("")

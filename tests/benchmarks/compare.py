@@ -2,7 +2,7 @@
 ``runner/``, rounds interleaved, so that the machine's drift falls on every commit alike.
 
     .venv/bin/python -m tests.benchmarks.compare COMMIT [COMMIT ...] [--items 20000] [--rounds 3]
-        [--clients "mcp-run,mcp-run --no-journal,sdk"]
+        [--clients "mcp-run,mcp-run idempotent,mcp-run --no-journal,sdk"] [--inflight 8]
 
 Each commit's ``runner/`` is extracted with ``git archive`` into a temporary folder and put first on
 ``PYTHONPATH`` (the venv's ``mcp-run`` then runs that code); the benchmark harness and the echo server are this
@@ -28,7 +28,8 @@ def main() -> None:
     parser.add_argument("commits", nargs="+")
     parser.add_argument("--items", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--clients", default="mcp-run,mcp-run --no-journal,sdk")
+    parser.add_argument("--clients", default="mcp-run,mcp-run idempotent,mcp-run --no-journal,sdk")
+    parser.add_argument("--inflight", type=int, default=64, help="calls in flight (the server's max_concurrency)")
     args = parser.parse_args()
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     ours = [c for c in clients if c != "sdk"]
@@ -47,11 +48,11 @@ def main() -> None:
         if "sdk" in clients:
             runs.append(("sdk", "sdk"))
         for commit, client in runs:  # bytecode cached, as for an installed program
-            run_whole(tmp, 10, client, envs.get(commit, base))
+            run_whole(tmp, 10, client, envs.get(commit, base), args.inflight)
         found: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for round_ in range(args.rounds):
             for commit, client in runs:
-                row = run_whole(tmp, args.items, client, envs.get(commit, base))
+                row = run_whole(tmp, args.items, client, envs.get(commit, base), args.inflight)
                 found.setdefault((commit, client), []).append(row)
                 print(
                     f"round {round_}: {commit} {client}: {row['cpu_us_per_item']:.1f} µs/item, "

@@ -47,7 +47,7 @@ from runner.errors import (
 )
 from runner.protocol.mcp import Progress, ToolResult
 from runner.protocol.tasks import TaskMode
-from runner.session import Session
+from runner.session import Gate, Session
 from runner.workflow.plan import PlannedStep
 
 __all__ = ["CallSite", "Drained", "ItemCall"]
@@ -308,7 +308,7 @@ class ItemCall:
                 )
             )
 
-    async def _before_send(self, rid: Any, token: Any) -> None:
+    async def _before_send(self, rid: Any, token: Any) -> Gate | None:
         site, ps = self._site, self._ps
         if site.draining():
             raise Drained("the run is being interrupted; not dispatching")
@@ -322,14 +322,19 @@ class ItemCall:
             progress_token=token,
             attempt=self._attempt,
         )
+        gate = None
         if self._session is not None and site.known_safe(ps, self._session):
             # Safe to repeat: if a power loss takes this record, a resume calls the item again, which is
             # allowed. It is queued before the request goes out, so it precedes the result in the journal.
             site.log.append(dispatched)
         else:
-            await site.log.commit(dispatched)  # on disk before the request is written
+            # On disk before the request's first byte is written: the session (its transport's writer) waits
+            # for the gate, so this task parks once, for the call's outcome, and dispatches that become ready
+            # together share one fsync.
+            gate = site.log.stage(dispatched)
         self._dispatched.append(rid)
         site.in_flight[(ps.server, rid)] = (ps.id, self._key)
+        return gate
 
     def _on_progress(self, p: Progress) -> None:
         tally = self._tally

@@ -58,7 +58,7 @@ from runner.errors import (
 from runner.protocol.mcp import ToolResult
 from runner.protocol.tasks import TASK_NOT_FOUND, Task, TaskMode, TaskStatus, poll_delay
 from runner.protocol.tasks2026 import new_input_requests, update_params
-from runner.session import BeforeSend, ProgressHandler, Session
+from runner.session import BeforeSend, Gate, ProgressHandler, Session
 from runner.session.input_required import answer_input_requests
 from runner.session.tasks import TASKS_2025, TaskCallOptions, TaskWire
 from runner.session.tasks2026 import TASKS_2026
@@ -161,9 +161,10 @@ class TaskCall:
         self._deadline = _deadline(self._timeout)
         tokens: list[Any] = []
 
-        async def sent(rid: Any, token: Any) -> None:
-            await before_send(rid, token)
+        async def sent(rid: Any, token: Any) -> Gate | None:
+            gate = await before_send(rid, token)
             tokens.append(token)
+            return gate
 
         created = await self._wire(session).start(
             session,

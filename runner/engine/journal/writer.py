@@ -67,7 +67,7 @@ from runner.errors import McpRunError
 from runner.jsontext import escape
 from runner.masking import MARK, MARKED_FORMAT, UNMASKED_FIELDS, Masker, shown_value
 
-__all__ = ["UNMASKED_FIELDS", "EventLog", "JournalWriteError", "Masker", "Observer"]
+__all__ = ["UNMASKED_FIELDS", "DurableGate", "EventLog", "JournalWriteError", "Masker", "Observer"]
 
 Observer = Callable[[Entry], object]
 
@@ -113,6 +113,23 @@ def _now() -> str:
     return text
 
 
+class DurableGate:
+    """Opens once one line of an :class:`EventLog` is durable (:meth:`EventLog.stage`): the
+    :class:`~runner.transports.base.Gate` a queued request waits behind."""
+
+    __slots__ = ("_log", "_ticket")
+
+    def __init__(self, log: EventLog, ticket: int) -> None:
+        self._log = log
+        self._ticket = ticket
+
+    def passed(self) -> bool:
+        return self._log.passed(self._ticket)
+
+    async def wait(self) -> None:
+        await self._log.wait_durable(self._ticket)
+
+
 class EventLog:
     """Numbered events for observers and, when ``fd`` is given, for the journal file.
 
@@ -146,7 +163,11 @@ class EventLog:
         self._offload = offload
         self._observers: list[Observer] = []
         self._buffer: list[str] = []
-        self._waiters: list[trio.Event] = []  # commits waiting for their group's fsync
+        # Durability by count: the n-th line given to the writer is durable once ``_durable >= n``.
+        self._lines = 0  # lines given to the writer so far (buffered or written)
+        self._wanted = 0  # the highest line someone waits for (a commit, a gate)
+        self._durable = 0  # lines written and fsynced (written only, when ``fsync`` is off)
+        self._durable_changed = trio.Event()  # set (and replaced) each time ``_durable`` grows or the log fails
         self._wake = trio.Event()
         self._scope: trio.CancelScope | None = None  # the writer's wait, while it waits
         self._write_at = math.inf  # when the buffer must be written (records in it), on trio's clock
@@ -206,18 +227,36 @@ class EventLog:
         """Emit and wait until the line is durable (written and fsynced, with every line before it). Raises
         ``JournalWriteError`` once the journal cannot be written: nothing may be dispatched without its
         record."""
+        gate = self.stage(event)
+        if gate is not None:
+            await gate.wait()
+
+    def stage(self, event: AnyEvent, /) -> DurableGate | None:
+        """Emit and ask for the line to be made durable at once, without waiting: the returned gate opens when
+        it is (None: there is no journal, nothing to wait for). What :meth:`commit` waits on; a transport that
+        queues its writes waits on it in its writer task, so the caller parks once, for its call's outcome.
+        Raises ``JournalWriteError`` once the journal cannot be written."""
         if self._failed is not None:
             raise self._failed
         line = self._emit(event)
         if self._fd is None or line is None:
-            return
-        done = trio.Event()
+            return None
         self._buffer.append(line + "\n")
-        self._waiters.append(done)
+        self._lines += 1
+        self._wanted = self._lines
         self._wake.set()
-        await done.wait()
-        if self._failed is not None:
-            raise self._failed
+        return DurableGate(self, self._lines)
+
+    def passed(self, ticket: int) -> bool:
+        """Whether the ``ticket``-th line is durable."""
+        return self._durable >= ticket
+
+    async def wait_durable(self, ticket: int) -> None:
+        """Wait until the ``ticket``-th line is durable; raises ``JournalWriteError`` once the journal failed."""
+        while self._durable < ticket:
+            if self._failed is not None:
+                raise self._failed
+            await self._durable_changed.wait()
 
     def append(self, event: AnyEvent, /) -> None:
         """Emit a record that must precede what follows it but need not be durable yet (the dispatch of a call
@@ -234,6 +273,7 @@ class EventLog:
         line = self._emit(event)
         if self._fd is not None and line is not None and self._failed is None:
             self._buffer.append(line + "\n")
+            self._lines += 1
             if self._write_at == math.inf:
                 now = trio.current_time()
                 self._write_at = now + self._write_interval
@@ -246,6 +286,7 @@ class EventLog:
         line = self._emit(event)
         if self._fd is not None and line is not None and self._failed is None:
             self._buffer.append(line + "\n")
+            self._lines += 1
             if self._note_at == math.inf:
                 self._note_at = trio.current_time() + self._flush_interval
                 self._hurry(self._note_at)
@@ -284,17 +325,19 @@ class EventLog:
 
     async def _write_loop(self, offload: Callable[..., Awaitable[None]]) -> None:
         while True:
-            if not self._closing and not self._waiters:
+            if not self._closing and self._wanted <= self._durable:
                 await self._wait_for_work()
             self._wake = trio.Event()
             batch, self._buffer = self._buffer, []
-            waiters, self._waiters = self._waiters, []
-            sync = self._take_sync(bool(batch), bool(waiters))
+            upto = self._lines
+            sync = self._take_sync(bool(batch), self._wanted > self._durable)
             if batch or sync:
-                await self._hand_off(offload, batch, waiters, sync)
-            for waiter in waiters:
-                waiter.set()
-            if self._closing and not self._buffer and not self._waiters:
+                await self._hand_off(offload, batch, sync)
+            if sync or not self._fsync:
+                self._durable = upto
+                self._durable_changed.set()
+                self._durable_changed = trio.Event()
+            if self._closing and not self._buffer:
                 return
 
     async def _wait_for_work(self) -> None:
@@ -306,12 +349,12 @@ class EventLog:
                 await self._wake.wait()
             self._scope = None
 
-    def _take_sync(self, batch: bool, waiters: bool) -> bool:
+    def _take_sync(self, batch: bool, wanted: bool) -> bool:
         """Whether this job fsyncs (a commit waits, or the sync timer is due with something unsynced), with the
         timers reset for the job just taken: records emitted from now on set them again."""
         self._write_at = self._note_at = math.inf
         due = self._closing or trio.current_time() >= self._sync_at
-        sync = self._fsync and (waiters or (due and (self._unsynced or batch)))
+        sync = self._fsync and (wanted or (due and (self._unsynced or batch)))
         if sync or due:
             self._sync_at = math.inf
         if sync:
@@ -320,18 +363,15 @@ class EventLog:
             self._unsynced = True
         return sync
 
-    async def _hand_off(
-        self, offload: Callable[..., Awaitable[None]], batch: list[str], waiters: list[trio.Event], sync: bool
-    ) -> None:
-        """One job to the disk. On failure the journal is marked failed, the waiting commits are woken (they
-        raise) and the writer stops."""
+    async def _hand_off(self, offload: Callable[..., Awaitable[None]], batch: list[str], sync: bool) -> None:
+        """One job to the disk. On failure the journal is marked failed, what waits for a line to be durable is
+        woken (it raises) and the writer stops."""
         self.handoffs += 1
         try:
             await offload(self._write, "".join(batch).encode(), sync)
         except OSError as exc:
             self._failed = JournalWriteError(f"cannot write the journal: {exc.strerror or exc}")
-            for waiter in waiters:
-                waiter.set()
+            self._durable_changed.set()
             raise self._failed from exc
         self.lines_written += len(batch)
 
