@@ -69,6 +69,8 @@ ALLOWED: dict[str, set[str]] = {
         "runner.auth",
         "runner.secrets_of",
     },
+    # OpenTelemetry (the otel extra): the run's events, the current item of a call, the session's tracer hook.
+    "runner.engine.telemetry": {"runner.engine.telemetry", "runner.engine.calls.current", "runner.session.options"},
     "runner.view": {"runner.view"},
     # A run's report (HTML, JUnit, Markdown): built from the fold and rendered as text; no I/O.
     "runner.report": {"runner.report", "runner.view"},
@@ -166,7 +168,8 @@ def test_version_does_not_import_heavy_libraries() -> None:
         "from runner.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
         "    main(['--version'])\n"
-        "print(','.join(m for m in ('trio', 'httpx', 'httpx2', 'pydantic', 'yaml', 'rich') if m in sys.modules))"
+        "heavy = ('trio', 'httpx', 'httpx2', 'pydantic', 'yaml', 'rich', 'opentelemetry')\n"
+        "print(','.join(m for m in heavy if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == ""
@@ -222,9 +225,34 @@ def test_only_the_cli_imports_temporal() -> None:
             assert not any(i.startswith("runner.temporal") for i in found), f"{name} imports runner.temporal"
 
 
+def test_only_the_telemetry_module_imports_opentelemetry() -> None:
+    """The otel extra is optional: only runner.engine.telemetry.otel imports opentelemetry, and only
+    runner.engine.telemetry imports that, inside a function, once the OTEL_* variables asked for traces (a run
+    with none loads nothing of it: tests/test_telemetry.py::test_an_untraced_run_imports_no_opentelemetry)."""
+    for name, path in MODULES:
+        found = imports_of(path)
+        if name != "runner.engine.telemetry.otel":
+            assert not any(i.split(".")[0] == "opentelemetry" for i in found), f"{name} imports opentelemetry"
+        if name != "runner.engine.telemetry.otel":
+            at_import = _run_time_module_imports(path)
+            assert "runner.engine.telemetry.otel" not in at_import, f"{name} imports runner.engine.telemetry.otel"
+
+
+def _run_time_module_imports(path: Path) -> set[str]:
+    """:func:`module_level_imports` without those under ``if TYPE_CHECKING:`` (which never run)."""
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            node.body = [ast.Pass()]
+    return _module_level(tree)
+
+
 def module_level_imports(path: Path) -> set[str]:
     """The imports of a module outside its functions (those run when it is imported)."""
-    tree = ast.parse(path.read_text())
+    return _module_level(ast.parse(path.read_text()))
+
+
+def _module_level(tree: ast.Module) -> set[str]:
     inside = {
         id(inner)
         for node in ast.walk(tree)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import trio
 
@@ -57,6 +57,7 @@ from runner.engine.journal.writer import EventLog, JournalWriteError, Masker
 from runner.engine.preflight import StateDirUnusable, check_state_dir, state_dir_named_by
 from runner.engine.runctl import env_context, make_opener
 from runner.engine.scheduler import Scheduler, SchedulerOptions, SessionOpener
+from runner.engine.telemetry import from_env as tracing_from_env
 from runner.errors import UsageError
 from runner.exitcodes import combine
 from runner.launch import passed_through
@@ -68,6 +69,9 @@ from runner.workflow.fingerprints import fingerprints, workflow_hash
 from runner.workflow.loader import LoadedWorkflow, load_inputs_file, load_workflow, validate
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, Plan
 from runner.workflow.servers import check_headers
+
+if TYPE_CHECKING:
+    from runner.engine.telemetry.otel import Tracing
 
 __all__ = ["Reporter", "RunOptions", "Watcher", "execute"]
 
@@ -200,6 +204,8 @@ class _Prepared:
     signals: list[int] = field(default_factory=list)
     identity: WorkflowIdentity | None = None
     cache: CacheIndex | None = None
+    tracing: Tracing | None = None
+    traceparent: str | None = None  # the attempt's run span, journaled in its first record
 
 
 async def execute(
@@ -209,9 +215,12 @@ async def execute(
     reporter: Reporter | None = None,
     watcher: Callable[[Plan, RunState], Watcher] | None = None,
     opener: Callable[[Plan, Mapping[str, Any], Mapping[str, Any]], SessionOpener] | None = None,
+    tracing: Tracing | None = None,
 ) -> Outcome:
     """Run the workflow at ``path`` (see the module docstring). ``watcher`` makes the view once the plan
-    and the run's state exist; ``opener`` replaces how sessions are opened (tests)."""
+    and the run's state exist; ``opener`` replaces how sessions are opened (tests); ``tracing``: the run's
+    OpenTelemetry spans (:mod:`runner.engine.telemetry`; default: as the ``OTEL_*`` variables say, none
+    when they are unset)."""
     options.check()
     say = reporter or _Quiet()
     # Choosing reads files and may wait for the workflow lock: in a thread, not on trio's loop.
@@ -223,6 +232,7 @@ async def execute(
         raise StateDirUnusable.from_os_error(state_dir, exc, named_by=named_by) from None
     say = _Masked(say, prepared.masker)
     with held:
+        prepared.tracing = tracing if tracing is not None else tracing_from_env(os.environ, warn=say.warn)
         if prepared.run_dir is not None:
             verb = "run" if prepared.prior is None else "resuming run"
             say.info(f"{verb} {prepared.run_dir.run_id} (journal: {prepared.run_dir.journal})")
@@ -231,7 +241,15 @@ async def execute(
                 return await _run(prepared, options, say, watcher, opener)
         except Exception as exc:
             prepared.masker.scrub(exc)  # what the caller prints of it: secrets masked, in place
+            if prepared.tracing is not None:
+                prepared.tracing.end(exc)
             raise
+        finally:
+            if prepared.tracing is not None:
+                prepared.tracing.end()
+                with trio.CancelScope(shield=True):  # an interrupted run's spans are sent too
+                    await trio.to_thread.run_sync(prepared.tracing.shutdown)  # what is buffered, bounded by
+                    # the exporter's own timeout (OTEL_EXPORTER_OTLP_TIMEOUT, 10 s)
 
 
 def _choose(path: Path, options: RunOptions) -> tuple[ExitStack, _Prepared]:
@@ -460,6 +478,15 @@ async def _run(
         watcher = watcher_factory(plan, state) if watcher_factory is not None else None
         if watcher is not None:
             log.subscribe(watcher.observe)
+        tracing = prepared.tracing
+        if tracing is not None:
+            prepared.traceparent = tracing.begin(
+                plan.workflow.name or prepared.path.stem,
+                run_id=prepared.run_dir.run_id if prepared.run_dir is not None else None,
+                attempt=state.attempts + 1,
+                earlier=state.traceparents,
+            )
+            log.subscribe(tracing.observe)
         scheduler = Scheduler(
             plan,
             inputs=prepared.inputs,
@@ -484,6 +511,7 @@ async def _run(
                 elicitation=options.elicitation,
                 protocol=options.protocol,
                 connect_timeout=DEFAULT_CONNECT_TIMEOUT if options.connect_timeout is None else options.connect_timeout,
+                tracer=tracing.request if tracing is not None else None,
             ),
             prior=prepared.prior,
             on_warning=say.warn,
@@ -552,6 +580,7 @@ def _opening(prepared: _Prepared, options: RunOptions) -> RunStarted | RunResume
             fingerprints=prepared.fingerprints,
             allow_changed=options.allow_changed,
             retry_failed=options.retry_failed or None,
+            traceparent=prepared.traceparent,
         )
     secret, public = _public_inputs(prepared)
     identity, run_dir = prepared.identity, prepared.run_dir
@@ -568,6 +597,7 @@ def _opening(prepared: _Prepared, options: RunOptions) -> RunStarted | RunResume
         pid=os.getpid(),
         journal=JOURNAL_FORMAT,
         secret_inputs=secret,
+        traceparent=prepared.traceparent,
     )
 
 

@@ -84,6 +84,7 @@ from runner.errors import CallTimeout, MalformedMessage, McpRunError, first_line
 from runner.protocol.mcp import LogMessage as McpLogMessage
 from runner.protocol.mcp import ToolResult
 from runner.session import Session, SessionOptions
+from runner.session.options import RequestTracer
 from runner.workflow.context import item_entry
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, OutputFailure, Plan, PlannedStep
 from runner.workflow.template import TemplateError
@@ -112,6 +113,7 @@ class SchedulerOptions:
     progress_interval: float = PROGRESS_INTERVAL  # an item journals one progress record per interval at most
     log_limit: int | None = LOG_LIMIT  # log messages journaled per item (None: all); see runner.engine.journal.notes
     log_rate: float = LOG_RATE  # ... per second and server past a burst of log_limit, for those of no call
+    tracer: RequestTracer | None = None  # each session's requests traced (runner.engine.telemetry); None: not
 
 
 class Scheduler:
@@ -555,6 +557,7 @@ class Scheduler:
             answers=answer_policy(self._plan, name, self._options.elicitation),
             tasks_extension=server.tasks != "off",
             durable=has_unsafe_calls(self._plan, name),
+            tracer=self._options.tracer,
         )
         link = self._links[name] = ServerLink(
             name, lambda: self._opener(name, options), policy, on_event=self._on_link_event

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from runner import __version__
 from runner.protocol.jsonrpc import RequestId
@@ -13,7 +14,16 @@ from runner.session.answers import AnswerPolicy
 from runner.session.era import EraMemory
 from runner.transports.base import Gate
 
-__all__ = ["BeforeSend", "Gate", "LogHandler", "ProgressHandler", "SessionOptions"]
+__all__ = [
+    "BeforeSend",
+    "Gate",
+    "LogHandler",
+    "ProgressHandler",
+    "RequestInfo",
+    "RequestTracer",
+    "SessionOptions",
+    "TracedRequest",
+]
 
 ProgressHandler = Callable[[Progress], None]
 """Called with each ``notifications/progress`` of one call."""
@@ -23,6 +33,39 @@ BeforeSend = Callable[[RequestId, RequestId], Awaitable["Gate | None"]]
 """Awaited with (request id, progress token) once they are chosen and before a byte is written. It may return
 a :class:`~runner.transports.base.Gate`: the request's first byte is then written only once it opens (the
 dispatch record durable), so the caller need not wait for it here, and parks once, for the outcome."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestInfo:
+    """One JSON-RPC request as a tracer sees it, before it is stamped and written: ``transport`` is ``pipe``
+    (stdio, memory) or ``tcp`` (HTTP), as OpenTelemetry's ``network.transport`` says; ``session_id`` the HTTP
+    session's ``Mcp-Session-Id`` (None over stdio, or in 2026-07-28)."""
+
+    server: str
+    method: str
+    request_id: RequestId
+    params: Mapping[str, Any] | None
+    protocol_version: str | None
+    session_id: str | None
+    transport: str
+
+
+class TracedRequest(Protocol):
+    """A request under way, as its tracer follows it."""
+
+    @property
+    def meta(self) -> Mapping[str, str]:
+        """What goes into the request's ``params._meta`` (``traceparent``, ``tracestate``: SEP-414)."""
+        ...
+
+    def answered(self, result: Mapping[str, Any]) -> None:
+        """The server's result arrived (an error raised inside the tracer's context is the other end)."""
+        ...
+
+
+RequestTracer = Callable[[RequestInfo], AbstractContextManager[TracedRequest]]
+"""Entered around each request sent (each attempt: a request sent again has an id of its own), exited with
+the error it raised, if any (:mod:`runner.engine.telemetry`: a client span per request)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,3 +95,4 @@ class SessionOptions:
     capabilities: Mapping[str, Any] = field(default_factory=dict)
     durable: bool = False
     tasks_extension: bool = False  # declare the 2026-07-28 tasks extension: only a caller that follows tasks
+    tracer: RequestTracer | None = field(default=None, compare=False)  # OpenTelemetry, when a run is traced

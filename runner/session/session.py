@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import trio
 
@@ -58,7 +58,7 @@ from runner.session.handshake import (
 )
 from runner.session.input_required import resolve_input_required
 from runner.session.negotiate import DiscoverInfo, negotiate
-from runner.session.options import BeforeSend, ProgressHandler, SessionOptions
+from runner.session.options import BeforeSend, ProgressHandler, RequestInfo, SessionOptions
 from runner.session.pending import PendingCall, PendingCalls
 from runner.session.results import INPUT_REQUIRED, complete_result
 from runner.session.sendable import sendable
@@ -68,6 +68,8 @@ from runner.session.waiting import CANCEL_NOTIFY_TIMEOUT, Waiting
 from runner.transports.base import Queued, RequestLost, StreamResumed, Transport
 
 __all__ = ["CANCEL_NOTIFY_TIMEOUT", "MAX_REINITIALIZE", "MAX_TOOL_PAGES", "Session", "open_session"]
+
+_Waits: TypeAlias = tuple[float | None, float | None, ProgressHandler | None, Callable[[str], None] | None]
 
 MAX_TOOL_PAGES: Final = 1000
 MAX_REINITIALIZE: Final = 3
@@ -388,23 +390,76 @@ class Session(Waiting):
                 raise self._closed()
             generation = self._generation
             rid = self._ids.next() if request_id is None else request_id
-            request = _outgoing(era, rid, method, params, progress=progress)
-            gate = None
-            if before_send is not None:
-                request = sendable(request)  # written once, before its dispatch is journaled (see .sendable)
-                gate = await before_send(rid, rid)
-            call = PendingCall(
-                method, timeout=timeout, idle_timeout=idle_timeout, on_progress=on_progress, on_resumed=on_resumed
-            )
+            tracer = self._options.tracer
             try:
-                return await self._send_and_wait(request, call, gate)
-            except HTTPStatusError as exc:
-                raise _in_era(exc, era, method)  # noqa: B904 - its cause is set there (or it is exc itself)
+                if tracer is None:  # the path of every untraced request: as _send_one, inline (no coroutine)
+                    request = _outgoing(era, rid, method, params, progress=progress)
+                    gate = None
+                    if before_send is not None:
+                        request = sendable(request)  # written once, before its dispatch is journaled (.sendable)
+                        gate = await before_send(rid, rid)
+                    call = PendingCall(
+                        method,
+                        timeout=timeout,
+                        idle_timeout=idle_timeout,
+                        on_progress=on_progress,
+                        on_resumed=on_resumed,
+                    )
+                    try:
+                        return await self._send_and_wait(request, call, gate)
+                    except HTTPStatusError as exc:
+                        raise _in_era(exc, era, method)  # noqa: B904 - its cause is set there (or it is exc itself)
+                waits = (timeout, idle_timeout, on_progress, on_resumed)
+                with tracer(self._request_info(method, rid, params)) as traced:
+                    traced_params = _with_meta(params, traced.meta)
+                    result = await self._send_one(era, rid, method, traced_params, progress, before_send, waits)
+                    traced.answered(result)
+                    return result
             except SessionExpired as exc:
                 if method == "initialize" or handshake:
                     raise  # the handshake under way (it holds the lock) is what failed: no new one from here
                 await self._renew(exc, generation, journaled=before_send is not None)
         raise NotDelivered(f"{self.name}: the server keeps forgetting our session; the request was not run")
+
+    async def _send_one(
+        self,
+        era: Era,
+        rid: RequestId,
+        method: str,
+        params: dict[str, Any] | None,
+        progress: bool,
+        before_send: BeforeSend | None,
+        waits: _Waits,
+    ) -> dict[str, Any]:
+        """One traced request: stamped by ``era``, its dispatch journaled first when ``before_send`` says so,
+        sent, waited for (``waits``: its timeout, idle timeout, progress and resumption handlers). The untraced
+        path in :meth:`request` is this, inline: a coroutine less per call."""
+        request = _outgoing(era, rid, method, params, progress=progress)
+        gate = None
+        if before_send is not None:
+            request = sendable(request)  # written once, before its dispatch is journaled (see .sendable)
+            gate = await before_send(rid, rid)
+        timeout, idle_timeout, on_progress, on_resumed = waits
+        pending = PendingCall(  # its clocks start now, once the dispatch is journaled
+            method, timeout=timeout, idle_timeout=idle_timeout, on_progress=on_progress, on_resumed=on_resumed
+        )
+        try:
+            return await self._send_and_wait(request, pending, gate)
+        except HTTPStatusError as exc:
+            raise _in_era(exc, era, method)  # noqa: B904 - its cause is set there (or it is exc itself)
+
+    def _request_info(self, method: str, rid: RequestId, params: dict[str, Any] | None) -> RequestInfo:
+        """What the tracer is told of a request (see :class:`~runner.session.options.RequestInfo`)."""
+        session_id = getattr(self._transport, "session_id", None)  # the HTTP transport's, public
+        return RequestInfo(
+            server=self.name,
+            method=method,
+            request_id=rid,
+            params=params,
+            protocol_version=self.protocol_version,
+            session_id=session_id if isinstance(session_id, str) else None,
+            transport="tcp" if self._http else "pipe",
+        )
 
     async def _renew(self, expired: SessionExpired, generation: int, *, journaled: bool) -> None:
         """The server forgot the session: renew it (once per generation); a journaled call then fails with
@@ -558,6 +613,15 @@ async def open_session(transport: Transport, options: SessionOptions | None = No
             finally:
                 session.close()
                 nursery.cancel_scope.cancel()
+
+
+def _with_meta(params: dict[str, Any] | None, meta: Mapping[str, str]) -> dict[str, Any] | None:
+    """``params`` with ``meta`` added to its ``_meta`` (the caller's own kept); unchanged when ``meta`` is empty."""
+    if not meta:
+        return params
+    own = params.get("_meta") if params is not None else None
+    merged = {**own, **meta} if isinstance(own, dict) else dict(meta)
+    return {**params, "_meta": merged} if params is not None else {"_meta": merged}
 
 
 def _with_progress_token(params: dict[str, Any] | None, rid: RequestId) -> dict[str, Any]:

@@ -27,6 +27,8 @@ Tools:
     big(n) -> a text of exactly n bytes (ASCII)
     work(key, steps=4, delay=0.05) -> "worked KEY"  side-effecting: appends ``key`` to --count-file, then
         reports progress i/steps, ``delay`` seconds apart
+    meta() -> the request's ``_meta`` as JSON text  read-only (what a client sent beside the arguments:
+        its progress token, a ``traceparent``)
 
 Calling an unknown tool name gives a tool result with isError: true ("Unknown tool: NAME"), not a
 JSON-RPC error.
@@ -129,6 +131,11 @@ def build_server(count_file: Path | None) -> MCPServer:
                 await ctx.close_sse_stream()
             await anyio.sleep(delay)
         return "closed-and-finished"
+
+    @server.tool(annotations=READ_ONLY)
+    def meta(ctx: Ctx) -> str:
+        """Return this request's `_meta`, as JSON text."""
+        return json.dumps(dict(ctx.request_context.meta or {}), sort_keys=True, default=str)
 
     @server.tool()
     async def work(ctx: Ctx, key: str, steps: int = 4, delay: float = 0.05) -> str:

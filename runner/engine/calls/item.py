@@ -33,6 +33,7 @@ from typing import Any
 import trio
 
 from runner.backoff import Backoff
+from runner.engine.calls.current import CURRENT_ITEM
 from runner.engine.calls.retry import RetryPolicy, Verdict, classify, failure_kind, wants_safety
 from runner.engine.calls.servers import ServerLink
 from runner.engine.calls.task import TaskCall, TaskSite, TaskUncollected, wants_task_now
@@ -127,19 +128,25 @@ class ItemCall:
         self._sent_at = 0.0  # when the current attempt passed the server's gate
 
     async def run(self) -> ToolResult:
+        token = CURRENT_ITEM.set((self._ps.id, self._key))
         try:
             return await self._run()
         except TaskUncollected as exc:
             raise Drained(str(exc)) from exc  # the item stays dispatched with its task id: a resume collects it
+        finally:
+            CURRENT_ITEM.reset(token)
 
     async def collect(self, task_id: str) -> ToolResult:
         """The result of the task an earlier attempt journaled for this item (see :mod:`.taskcall`); raises
         ``TaskLost`` when the server no longer knows it, ``Drained`` when it cannot be collected now."""
+        token = CURRENT_ITEM.set((self._ps.id, self._key))
         try:
             session = await self._site.wait_for(self._link)
             result = await self._task().collect(session, task_id)
         except TaskUncollected as exc:
             raise Drained(str(exc)) from exc
+        finally:
+            CURRENT_ITEM.reset(token)
         self._link.healthy()
         return result
 

@@ -46,6 +46,7 @@ from typing import Final
 import trio
 
 from runner.backoff import Backoff
+from runner.engine.calls.current import CURRENT_ITEM
 from runner.engine.calls.pace import Gate, Pace
 from runner.engine.calls.retry import is_safe_to_repeat
 from runner.errors import (
@@ -313,6 +314,7 @@ class ServerLink:
     # -- the connecting task ---------------------------------------------------------------------------
 
     async def _run(self) -> None:
+        CURRENT_ITEM.set(None)  # started by whichever item first needed the server: its requests are no item's
         try:
             await self._connect_loop()
         finally:

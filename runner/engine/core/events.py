@@ -147,7 +147,9 @@ class RunStarted(Event):
     the values) of the environment variables it read; ``secret_inputs`` the inputs whose values were never
     written (a resume asks for them again; absent before format 3, where a value equal to its placeholder said
     so); ``workflow`` (its file's absolute path), ``identity``, ``device`` and ``inode`` are what later
-    invocations find the run by (:class:`~runner.engine.journal.rundir.WorkflowIdentity`)."""
+    invocations find the run by (:class:`~runner.engine.journal.rundir.WorkflowIdentity`); ``traceparent`` the
+    W3C trace context of the attempt's run span when it was traced (OpenTelemetry: a resumed attempt's span
+    links to it; the same in :class:`RunResumed`)."""
 
     type: Literal["run_started"] = "run_started"
     run_id: str | None = None
@@ -162,6 +164,7 @@ class RunStarted(Event):
     env: list[str] = field(default_factory=list)  # absent from journals of mcp-run before 0.1
     journal: int | None = None
     secret_inputs: list[str] | None = None
+    traceparent: str | None = None  # the attempt's run span, when it was traced (runner.engine.telemetry)
 
 
 @_event
@@ -171,6 +174,7 @@ class RunResumed(Event):
     fingerprints: dict[str, str]
     allow_changed: bool
     retry_failed: bool | None = None
+    traceparent: str | None = None
 
 
 @_event

@@ -226,6 +226,7 @@ class RunState:
     outputs: Any = None
     pids: list[int] = field(default_factory=list)
     attempts: int = 0  # run_started and each run_resumed
+    traceparents: list[str] = field(default_factory=list)  # the traced attempts' run spans (runner.engine.telemetry)
     retry_failed: bool = False  # the last attempt was a --retry-failed
     last_seq: int = 0
     events: int = 0
@@ -504,6 +505,8 @@ class RunState:
             self.started_at = entry.ts
             self.pids.append(event.pid)
             self.attempts += 1
+            if event.traceparent is not None:
+                self.traceparents.append(event.traceparent)
         elif isinstance(event, RunResumed):
             self.status = self.ended_by = self.exit_code = self.ended_at = None
             self.sessions.clear()  # a new attempt opens its sessions afresh
@@ -511,6 +514,8 @@ class RunState:
             self.retry_failed = bool(event.retry_failed)
             self.pids.append(event.pid)
             self.attempts += 1
+            if event.traceparent is not None:
+                self.traceparents.append(event.traceparent)
         elif isinstance(event, RunFinished | RunStopped | RunInterrupted):
             self.status = event.status
             self.ended_by = event.type
