@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up a development environment on a fresh machine: a virtualenv in .venv with mcp-run and its test
-# extras, and the pinned npm peers (server-everything, the conformance suite, Node 22) in peers/.
+# extras, and the pinned npm peers (server-everything, server-filesystem, the conformance suite, Node 22) in peers/.
 # Idempotent: a second run only checks that everything is in place.
 set -euo pipefail
 cd "$(dirname "$0")/.."
