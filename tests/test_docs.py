@@ -80,3 +80,14 @@ def test_every_marked_workflow_validates(
     workflow.write_text(block, encoding="utf-8")
     code = main(["validate", str(workflow)])
     assert code == 0, capsys.readouterr().err
+
+
+def test_the_tutorial_builds_the_shipped_workflow() -> None:
+    """The tutorial's workflow is workflows/shout_copies.yaml, less the inputs' descriptions and the comments."""
+    import yaml
+
+    [block] = VALIDATE.findall((ROOT / "docs" / "tutorial.md").read_text(encoding="utf-8"))
+    shipped = yaml.safe_load((ROOT / "workflows" / "shout_copies.yaml").read_text(encoding="utf-8"))
+    for spec in shipped["inputs"].values():
+        spec.pop("description")
+    assert yaml.safe_load(block) == shipped
