@@ -47,7 +47,7 @@ EngineName = Literal["local", "temporal"]
 ENGINES: Final[tuple[EngineName, ...]] = ("local", "temporal")
 DEFAULT_ADDRESS: Final = "127.0.0.1:7233"
 DEFAULT_TASK_QUEUE: Final = "mcp-run"
-EXTRA_HINT: Final = "install the extra: pip install 'mcp-run[temporal]'"
+EXTRA_HINT: Final = "install the extra: pip install 'mcp-batch-run[temporal]'"
 
 
 @dataclass

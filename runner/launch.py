@@ -1,6 +1,6 @@
 """How a stdio server is started: its program found, its working directory checked, its environment chosen.
 
-The rules (the README's format section says the same):
+The rules (docs/servers.md says the same):
 
 - **Working directory.** A relative ``cwd`` is relative to ``base``: the workflow file's folder (the current
   directory for ``mcp-run tools``/``call``, which have no workflow). Without ``cwd`` the server runs in

@@ -1,10 +1,11 @@
-"""JSON Schemas of what mcp-run writes for machines: the ``--json`` run summary, the ``--json`` error, and
-journal events.
+"""JSON Schemas of what mcp-run writes for machines: the ``--json`` run summary, the ``--json`` error,
+``validate --json``'s report, and journal events.
 
 The journal's schema is generated from the event classes themselves (:mod:`runner.engine.core.events`), with
 ``seq`` and ``ts`` added to each; the summary's from the model here, whose vocabularies are the events'
 enums. Tests validate real output against both (``schemas/summary.schema.json`` and
-``schemas/journal-event.schema.json``, ``schemas/error.schema.json``) and check they are fresh. Regenerate with
+``schemas/journal-event.schema.json``, ``schemas/error.schema.json``, ``schemas/validate.schema.json``) and
+check they are fresh. Regenerate with
 ``python -m runner.schemas`` (``--check`` only compares).
 """
 
@@ -24,11 +25,14 @@ __all__ = [
     "ERROR_SCHEMA_PATH",
     "JOURNAL_SCHEMA_PATH",
     "SUMMARY_SCHEMA_PATH",
+    "VALIDATE_SCHEMA_PATH",
     "ErrorReport",
     "Problem",
+    "ValidateReport",
     "error_schema",
     "journal_event_schema",
     "summary_schema",
+    "validate_schema",
     "write_schemas",
 ]
 
@@ -36,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SUMMARY_SCHEMA_PATH = ROOT / "schemas" / "summary.schema.json"
 JOURNAL_SCHEMA_PATH = ROOT / "schemas" / "journal-event.schema.json"
 ERROR_SCHEMA_PATH = ROOT / "schemas" / "error.schema.json"
+VALIDATE_SCHEMA_PATH = ROOT / "schemas" / "validate.schema.json"
 
 
 class StepSummary(BaseModel):
@@ -136,6 +141,25 @@ class ErrorReport(BaseModel):
     )
 
 
+class ValidateReport(BaseModel):
+    """What ``mcp-run validate --json`` prints on stdout: whether the workflow is valid and, when it is not,
+    every problem found (the exit code is 2 then, as without ``--json``)."""
+
+    model_config = ConfigDict(title="mcp-run validate report (--json)")
+
+    version: Literal[1]
+    ok: bool
+    file: str
+    errors: list[Problem] = Field(default_factory=list, description="Each problem, in file order; empty when ok.")
+    warnings: list[str] = Field(
+        default_factory=list, description="What may fail when run here (a stdio server's program not found)."
+    )
+    steps: int | None = Field(default=None, description="When ok: the number of steps (and below, of layers, ...).")
+    layers: int | None = None
+    servers: int | None = None
+    fan_outs: int | None = None
+
+
 def summary_schema() -> dict[str, Any]:
     schema = Summary.model_json_schema()
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
@@ -143,6 +167,10 @@ def summary_schema() -> dict[str, Any]:
 
 def error_schema() -> dict[str, Any]:
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **ErrorReport.model_json_schema()}
+
+
+def validate_schema() -> dict[str, Any]:
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **ValidateReport.model_json_schema()}
 
 
 def journal_event_schema() -> dict[str, Any]:
@@ -174,6 +202,7 @@ def write_schemas(*, check: bool = False) -> list[Path]:
         (SUMMARY_SCHEMA_PATH, summary_schema()),
         (JOURNAL_SCHEMA_PATH, journal_event_schema()),
         (ERROR_SCHEMA_PATH, error_schema()),
+        (VALIDATE_SCHEMA_PATH, validate_schema()),
     ):
         text = _text(schema)
         if not path.exists() or path.read_text() != text:

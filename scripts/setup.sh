@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set up a development environment on a fresh machine: a virtualenv in .venv with mcp-run and its test
 # extras (test takes in demo, temporal, auth and otel: OpenTelemetry's tests and mypy need it), the pinned
-# npm peers (server-everything, the conformance suite, Node 22) in peers/, and Debian's chromium for the HTML
-# report's screenshot test.
+# npm peers (server-everything, server-filesystem, the conformance suite, Node 22) in peers/, and Debian's
+# chromium for the HTML report's screenshot test.
 # Idempotent: a second run only checks that everything is in place.
 set -euo pipefail
 cd "$(dirname "$0")/.."

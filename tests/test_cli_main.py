@@ -55,3 +55,28 @@ def test_json_errors_are_one_object_on_stdout(tmp_path: Path, capsys: pytest.Cap
 def test_without_json_stdout_stays_empty(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(tmp_path / "missing.yaml")]) == 2
     assert capsys.readouterr().out == ""
+
+
+def test_validate_json_reports_ok_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from runner.schemas import validate_schema
+
+    good = tmp_path / "good.yaml"
+    good.write_text("version: 1\nservers: {s: {command: [x]}}\nsteps:\n  a: {server: s, tool: t, args: {}}\n")
+    assert main(["validate", str(good), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    jsonschema.validate(report, validate_schema())
+    assert report["ok"] is True and report["errors"] == [] and report["steps"] == 1
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "version: 1\nservers: {s: {command: [x]}}\nsteps:\n  a:\n    server: s\n    tool: t\n    args: {t: a: b}\n"
+    )
+    assert main(["validate", str(bad), "--json"]) == 2
+    out = capsys.readouterr()
+    report = json.loads(out.out)
+    jsonschema.validate(report, validate_schema())
+    assert report["ok"] is False
+    [error] = report["errors"]
+    assert (error["file"], error["line"], error["column"]) == (str(bad), 7, 16)
+    assert error["message"].startswith("invalid YAML:") and error["path"] is None
+    assert "invalid YAML" in out.err  # the human message still goes to stderr

@@ -15,7 +15,7 @@ workflows and actions*, and ``jobs.<job_id>.needs`` / ``jobs.<job_id>.if`` in *W
   through other steps, failed.
 - ``always()``: "Causes the step to always execute, and returns true, even when canceled."
 
-Where mcp-run differs, on purpose (the README says so too):
+Where mcp-run differs, on purpose (docs/format.md says so too):
 
 - No ``cancelled()``: an interrupt (SIGINT/SIGTERM) never starts a step, ``always()`` ones included, so
   ``always()`` plays the part of GitHub's recommended ``!cancelled()``.
@@ -43,9 +43,9 @@ from runner.view.text import skip_label
 from tests.fakes.server import FakeCall, FakeServer, text_result
 from tests.harness import Harness, Resume, echo_tools, plan_of, run_plan
 
-README = Path(__file__).parents[1] / "README.md"
+FORMAT_DOC = Path(__file__).parents[1] / "docs" / "format.md"
 
-# The table the README shows, as it shows it: how a step `t` that needs `dep` ends, for each way `dep` ended
+# The table docs/format.md shows, as it shows it: how a step `t` that needs `dep` ends, for each way `dep` ended
 # (rows) and each `if:` of `t` (columns): `runs`, or `skipped (<why>)` as the summary words it.
 TABLE = "\n".join([
     "| `dep` ended | no `if` | `success()` | `failure()` | `always()` | `always() && inputs.cleanup` |",
@@ -109,10 +109,10 @@ steps:
 """
 
 
-def test_the_table_covers_every_case_and_is_the_readme_s() -> None:
+def test_the_table_covers_every_case_and_is_the_docs() -> None:
     assert len(CASES) == 4 * 5
     assert {c[0] for c in CASES} == set(DEPENDENCY)
-    assert TABLE.strip() in README.read_text(encoding="utf-8")
+    assert TABLE.strip() in FORMAT_DOC.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize(("dependency", "condition", "expected"), CASES, ids=[f"{d}-{c}" for d, c, _ in CASES])

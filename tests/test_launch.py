@@ -200,11 +200,11 @@ def test_passed_through_is_exactly_the_set_variables_some_pattern_matches(
     assert passed_through(patterns, environ) == expected
 
 
-def test_the_readme_and_the_help_name_the_allow_list(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_docs_and_the_help_name_the_allow_list(capsys: pytest.CaptureFixture[str]) -> None:
     from runner.cli import main
     from runner.transports.stdio import ALLOWED_ENV_VARS
 
-    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    readme = " ".join((Path(__file__).resolve().parents[1] / "docs" / "servers.md").read_text().split())
     names = [f"`{name}`" for name in ALLOWED_ENV_VARS]
     assert "It gets only " + ", ".join(names[:-1]) + f" and {names[-1]}" in readme
     with pytest.raises(SystemExit):

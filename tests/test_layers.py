@@ -1,4 +1,4 @@
-"""The layers of the package and the arrows allowed between them (README, design notes).
+"""The layers of the package and the arrows allowed between them (docs/design.md).
 
 Walks every module's imports (module level and inside functions) with ``ast`` and checks them against the
 table below, so a convenient shortcut cannot quietly turn the design into a tangle.

@@ -346,7 +346,7 @@ def test_without_the_extra_a_traced_run_warns_and_goes_on(monkeypatch: pytest.Mo
     warnings: list[str] = []
     assert from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, warn=warnings.append) is None
     assert warnings == [
-        "OTEL_* variables are set but OpenTelemetry is not installed (opentelemetry); pip install 'mcp-run[otel]'"
+        "OTEL_* variables are set but OpenTelemetry is not installed (opentelemetry); pip install 'mcp-batch-run[otel]'"
     ]
 
 

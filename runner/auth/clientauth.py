@@ -33,7 +33,7 @@ def sign_client_assertion(config: AuthConfig, client_id: str, audience: str, *, 
         from cryptography.hazmat.primitives.asymmetric import ec, rsa
         from cryptography.hazmat.primitives.serialization import load_pem_private_key
     except ImportError:
-        raise AuthFailed("private_key_jwt needs PyJWT and cryptography: pip install 'mcp-run[auth]'") from None
+        raise AuthFailed("private_key_jwt needs PyJWT and cryptography: pip install 'mcp-batch-run[auth]'") from None
     try:
         key = load_pem_private_key(config.private_key.encode(), password=None)
     except (ValueError, TypeError):

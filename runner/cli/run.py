@@ -16,7 +16,7 @@ from runner.cli.options import (
     add_protocol_version,
 )
 from runner.cli.temporal import add_engine_options
-from runner.errors import McpRunError, UsageError
+from runner.errors import McpRunError, UsageError, WorkflowError
 from runner.exitcodes import ExitCode
 from runner.termsafe import terminal
 from runner.words import plural
@@ -215,6 +215,9 @@ def add_commands(sub: Any, formatter: type[argparse.HelpFormatter], exit_help: s
     validate = command("validate", "check a workflow without running it", VALIDATE_HELP, exit_help)
     validate.add_argument("file", metavar="WORKFLOW")
     _add_workflow_inputs(validate)
+    validate.add_argument(
+        "--json", action="store_true", help="print one JSON report on stdout: ok, errors (schemas/validate.schema.json)"
+    )
     validate.set_defaults(handler=validate_command)
 
     plan = command("plan", "show the steps in order", PLAN_HELP, exit_help)
@@ -243,17 +246,44 @@ def validate_command(args: argparse.Namespace) -> int:
     from runner.cli.launches import check_launches
     from runner.workflow.positions import raise_errors
 
-    plan = _load_plan(args, require_inputs=False)
-    _servers, errors, warnings = check_launches(plan)
-    raise_errors(errors)
+    try:
+        plan = _load_plan(args, require_inputs=False)
+        _servers, errors, warnings = check_launches(plan)
+        raise_errors(errors)
+    except WorkflowError as exc:
+        if not args.json:
+            raise
+        return _validate_report_error(args.file, exc)
     for warning in warnings:
         print(f"mcp-run: warning: {terminal(str(warning))}", file=sys.stderr)
     fan_outs = sum(1 for s in plan.steps.values() if s.fan_out)
+    if args.json:
+        from runner.jsontext import dumps
+        from runner.schemas import ValidateReport
+
+        report = ValidateReport(
+            version=1, ok=True, file=args.file, warnings=[str(w) for w in warnings], steps=len(plan.steps),
+            layers=len(plan.layers), servers=len(plan.servers), fan_outs=fan_outs,
+        )  # fmt: skip
+        print(dumps(report.model_dump(), indent=2))
+        return ExitCode.OK
     print(
         f"{terminal(args.file)}: valid: {plural(len(plan.steps), 'step')} in {plural(len(plan.layers), 'layer')}, "
         f"{plural(len(plan.servers), 'server')}, {plural(fan_outs, 'fan-out')}"
     )
     return ExitCode.OK
+
+
+def _validate_report_error(file: str, exc: WorkflowError) -> int:
+    """``validate --json`` of an invalid workflow: the message on stderr, the report (``ok: false``) on stdout."""
+    from runner.jsontext import dumps
+    from runner.schemas import Problem, ValidateReport
+
+    print(f"mcp-run: error: {terminal(str(exc))}", file=sys.stderr)
+    located = getattr(exc, "errors", None) or [exc]
+    problems = [Problem.model_validate(e, from_attributes=True) for e in located]
+    print(dumps(ValidateReport(version=1, ok=False, file=file, errors=problems).model_dump(), indent=2))
+    return int(exc.exit_code)
 
 
 def plan_command(args: argparse.Namespace) -> int:

@@ -27,7 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         sys.stderr.write(
             f"mcp-run-demo: the demo server needs the demo extra (module {missing!r} is missing); install it "
-            "with: pip install 'mcp-run[demo]' (from a checkout: pip install -e '.[demo]')\n"
+            "with: pip install 'mcp-batch-run[demo]' (from a checkout: pip install -e '.[demo]')\n"
         )
         return 1
     return serve(argv)

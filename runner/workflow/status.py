@@ -5,7 +5,7 @@ step's ``if:`` (the planner refuses them anywhere else). Their values are
 not in the template context: the scheduler works them out for the step it is deciding (a :class:`Status`)
 and evaluates the ``if:`` inside :func:`status_scope`, which hands them to the functions.
 
-What they mean (the engine's :mod:`runner.engine.core.conditions` computes them; the README has the table):
+What they mean (the engine's :mod:`runner.engine.core.conditions` computes them; docs/format.md has the table):
 
 * ``success()``: every dependency succeeded (a ``continue_on_error`` step counts as succeeded), and no
   step of the run has failed. The implicit default: an ``if:`` that calls no status function is read as

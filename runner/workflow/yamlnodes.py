@@ -63,6 +63,7 @@ from yaml.resolver import Resolver
 
 from runner.errors import WorkflowError
 from runner.workflow.positions import format_path
+from runner.workflow.yamlhints import quoting_hint
 
 __all__ = ["DEFAULT_LIMITS", "Alias", "YamlLimits", "check_text", "compose", "read_text"]
 
@@ -504,7 +505,7 @@ def _compose_either(text: str, file: str | None, limits: YamlLimits, *, fast: bo
 def _compose_error(exc: BaseException, text: str, file: str | None) -> WorkflowError:
     """What composing ``text`` raised, as the located :class:`WorkflowError` to report."""
     if isinstance(exc, yaml.MarkedYAMLError):
-        return _syntax_error(exc, file)
+        return _syntax_error(exc, text, file)
     if isinstance(exc, yaml.reader.ReaderError):
         before = text[: exc.position]
         return WorkflowError(
@@ -543,10 +544,12 @@ def _compose(loader_class: type[_Counting], text: str, file: str | None, limits:
     raise _OutOfMemory
 
 
-def _syntax_error(exc: yaml.MarkedYAMLError, file: str | None) -> WorkflowError:
+def _syntax_error(exc: yaml.MarkedYAMLError, text: str, file: str | None) -> WorkflowError:
     mark = exc.problem_mark or exc.context_mark
     problem = exc.problem or exc.context or "invalid YAML"
     hint = "indent with spaces: YAML does not allow tabs" if "'\\t'" in problem else None
+    if hint is None and mark is not None:
+        hint = quoting_hint(problem, _line_at(text, mark.index))
     return WorkflowError(
         _syntax_message(exc, problem, mark),
         file=file,
@@ -554,6 +557,16 @@ def _syntax_error(exc: yaml.MarkedYAMLError, file: str | None) -> WorkflowError:
         column=mark.column + 1 if mark else None,
         suggestion=hint,
     )
+
+
+_LINE_BREAKS: Final = re.compile("[\r\n\x85\u2028\u2029]")  # what PyYAML's reader counts as line breaks
+
+
+def _line_at(text: str, index: int) -> str:
+    """The line of ``text`` holding ``index``, without its line break."""
+    start = max((m.end() for m in _LINE_BREAKS.finditer(text, 0, index)), default=0)
+    end = _LINE_BREAKS.search(text, index)
+    return text[start : end.start() if end else len(text)]
 
 
 def _syntax_message(exc: yaml.MarkedYAMLError, problem: str, mark: Any) -> str:

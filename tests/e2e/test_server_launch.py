@@ -169,5 +169,5 @@ def test_the_demo_console_script_without_the_demo_extra_says_what_to_install() -
     assert result.returncode == 1
     assert result.stderr == (
         "mcp-run-demo: the demo server needs the demo extra (module 'mcp' is missing); install it with: "
-        "pip install 'mcp-run[demo]' (from a checkout: pip install -e '.[demo]')\n"
+        "pip install 'mcp-batch-run[demo]' (from a checkout: pip install -e '.[demo]')\n"
     )

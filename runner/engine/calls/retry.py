@@ -1,6 +1,6 @@
 """When a call may be made again.
 
-The one rule (the README repeats it): **a request that may have reached the server is never sent again**
+The one rule (docs/running.md repeats it): **a request that may have reached the server is never sent again**
 unless the tool is safe to repeat. Safe means the step says ``idempotent: true``, or the server is trusted
 (``trust_annotations: true``) and the tool is annotated read-only or idempotent.
 

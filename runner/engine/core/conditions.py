@@ -2,7 +2,7 @@
 it is skipped when it is not. Pure: it reads the plan and the run's :class:`~runner.engine.core.state.RunState`.
 
 The rules follow GitHub Actions' ``jobs.<job_id>.needs`` and status check functions (see
-:mod:`runner.workflow.status` and the README's table). When every dependency of a step has ended:
+:mod:`runner.workflow.status` and the table in docs/format.md). When every dependency of a step has ended:
 
 1. A dependency without a definite outcome (calls in doubt, its server unreachable, interrupted, or itself
    held back for one of these reasons) holds the step back, whatever its ``if:`` says: the run stays open

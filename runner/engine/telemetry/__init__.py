@@ -1,4 +1,4 @@
-"""OpenTelemetry traces of a run, opt-in: ``pip install 'mcp-run[otel]'`` and set the standard ``OTEL_*`` variables.
+"""OpenTelemetry traces of a run, opt-in: ``pip install 'mcp-batch-run[otel]'`` and the standard ``OTEL_*`` variables.
 
 Tracing is on when any of ``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or
 ``OTEL_TRACES_EXPORTER`` is set (and ``OTEL_SDK_DISABLED`` is not ``true``); otherwise nothing of
@@ -34,7 +34,7 @@ TRACING_VARIABLES: Final = (
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
     "OTEL_TRACES_EXPORTER",
 )
-INSTALL_HINT: Final = "pip install 'mcp-run[otel]'"
+INSTALL_HINT: Final = "pip install 'mcp-batch-run[otel]'"
 
 
 def wanted(environ: Mapping[str, str]) -> bool:
