@@ -55,6 +55,7 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
     "item_failed": {"item": "", "kind": "tool-error", "error": "failed"},
     "doubt_decided": {"keys": [""], "decision": "skip"},
     "item_reconciled": {"item": "", "verdict": "done"},
+    "server_throttled": {"server": "s", "status": 429, "pause_s": 1.0, "limit": 4},
     "step_finished": {"status": "succeeded", "counts": {}},
     "run_finished": {"status": "succeeded", "exit_code": 0},
     "run_stopped": {"status": "in-doubt", "exit_code": 5},

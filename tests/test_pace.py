@@ -8,7 +8,11 @@ from typing import Any
 import pytest
 import trio
 
+from runner.cli.runrecord import _throttled as _throttled_record
+from runner.cli.runtext import render_show
 from runner.engine.calls.pace import BACKOFF, Gate, Pace
+from runner.engine.core.events import decode
+from runner.engine.core.state import fold
 from runner.engine.calls.servers import LinkPolicy, LinkThrottled, ServerLink
 from runner.engine.scheduler import throttled_line
 from runner.errors import Throttled
@@ -229,7 +233,8 @@ async def test_a_fanout_against_a_rate_limiter_runs_at_its_pace(autojump_clock: 
     harness = Harness({"s": echo_tools})
     bucket = harness.refuse = Bucket(20.0, 5, 1.0)
     items = [str(i) for i in range(300)]
-    outcome = await run_plan(plan_of(FANOUT.replace("ITEMS", str(items).replace("'", '"'))), harness)
+    events: list[dict[str, Any]] = []
+    outcome = await run_plan(plan_of(FANOUT.replace("ITEMS", str(items).replace("'", '"'))), harness, events=events)
     assert outcome.status == "succeeded"
     texts = sorted(c.params["arguments"]["text"] for c in harness.calls("s"))
     assert texts == sorted(items)  # each run exactly once
@@ -237,6 +242,30 @@ async def test_a_fanout_against_a_rate_limiter_runs_at_its_pace(autojump_clock: 
     counts = outcome.throttled["s"]
     assert counts["refused"] == bucket.refused and counts["pauses"] >= 1 and 1 <= counts["concurrency"] <= 8
     assert outcome.report().to_json()["throttled"] == {"s": counts}
+    # Journaled, one record per refusal: what `show` and `report` count afterwards, from the journal alone.
+    throttles = [e for e in events if e["type"] == "server_throttled"]
+    assert len(throttles) == bucket.refused and all(e["server"] == "s" and e["status"] == 429 for e in throttles)
+    state = fold(decode(e) for e in events)
+    session = state.sessions["s"]
+    assert session.throttled == bucket.refused and session.slowed == sum(1 for e in throttles if e.get("cut"))
+    assert session.slowed >= 1
+    assert session.limit == throttles[[i for i, e in enumerate(throttles) if e.get("cut")][-1]]["limit"]
+    text = render_show({**_SHOWN, "throttled": _throttled_record(state)})
+    assert f"server s: {bucket.refused} answers of 429/503, pace lowered {session.slowed} time" in text
+
+
+_SHOWN: dict[str, Any] = {
+    "run_id": "r",
+    "status": "succeeded",
+    "workflow": "w.yaml",
+    "started": None,
+    "duration_s": None,
+    "steps": {},
+    "failures": [],
+    "running": [],
+    "in_doubt": [],
+    "logs": [],
+}
 
 
 def test_the_summary_says_which_servers_throttled() -> None:

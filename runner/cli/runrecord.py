@@ -137,6 +137,7 @@ def show_record(run: Loaded, now: float) -> dict[str, Any]:
         "pids": state.pids,
         "steps": {sid: _step_entry(step, live) for sid, step in state.steps.items()},
         "failures": _failures(state),
+        "throttled": _throttled(state),
         "running": running,
         "in_doubt": in_doubt,
         "accepted": accepted,
@@ -182,6 +183,22 @@ def _failures(state: RunState) -> list[dict[str, Any]]:
         kind = item.kind.value if item.kind else None
         failures.append({"step": sid, "item": item.key, "index": item.index, "kind": kind, "error": item.error})
     return failures
+
+
+def _throttled(state: RunState) -> dict[str, dict[str, Any]]:
+    """Per server that refused calls for now (429/503), from its ``server_throttled`` records: how many answers,
+    how many lowered the pace, the pauses asked (seconds, summed) and the pace it was left at."""
+    return {
+        session.server: {
+            "refused": session.throttled,
+            "slowed": session.slowed,
+            "paused_s": session.paused_s,
+            "limit": session.limit,
+            "rate": session.rate,
+        }
+        for session in state.sessions.values()
+        if session.throttled
+    }
 
 
 def _doubt_entry(sid: str, item: ItemState) -> dict[str, Any]:

@@ -73,6 +73,7 @@ def render_show(
         _head(record),
         _steps(record["steps"]),
         _failures(record["failures"]),
+        _throttled(record.get("throttled") or {}),
         _running(record["running"]),
         _accepted(record.get("accepted") or []),
         _in_doubt(record, resume, retry),
@@ -118,6 +119,23 @@ def _steps(steps: dict[str, dict[str, Any]]) -> str:
         elif step.get("reason"):
             text += f": {step['reason']}"
         lines.append(text)
+    return "\n".join(lines)
+
+
+def _throttled(throttled: dict[str, dict[str, Any]]) -> str:
+    """The servers that pushed back: ``server api: 7 answers of 429/503, pace lowered 3 times (paused 3.0 s in
+    all); last at 2 at a time, 16.8 calls/s``."""
+    if not throttled:
+        return ""
+    lines = ["throttled"]
+    for server, c in throttled.items():
+        pace = f"; last at {c['limit']} at a time" if c.get("limit") is not None else ""
+        if c.get("rate") is not None:
+            pace += f", {c['rate']:.1f} calls/s"
+        lines.append(
+            f"  server {server}: {plural(c['refused'], 'answer')} of 429/503, pace lowered "
+            f"{plural(c['slowed'], 'time')} (paused {c['paused_s']:.1f} s in all){pace}"
+        )
     return "\n".join(lines)
 
 

@@ -60,6 +60,7 @@ from runner.engine.core.events import (
     DoubtDecided,
     ItemFailed,
     ItemSucceeded,
+    ServerThrottled,
     SessionFailed,
     SessionLost,
     SessionOpened,
@@ -594,8 +595,19 @@ class Scheduler:
             )
         elif isinstance(event, LinkFailed):
             self._log.record(SessionFailed(server=event.server, kind=failure_kind(event.error), error=str(event.error)))
-        elif isinstance(event, LinkThrottled) and event.cut:
-            self._warn(throttled_line(event))
+        elif isinstance(event, LinkThrottled):
+            self._log.record(
+                ServerThrottled(
+                    server=event.server,
+                    status=event.status,
+                    pause_s=round(event.pause, 3),
+                    limit=event.limit,
+                    rate=round(event.rate, 3) if event.rate is not None else None,
+                    cut=event.cut or None,
+                )
+            )
+            if event.cut:
+                self._warn(throttled_line(event))
 
     def _on_log(self, server: str, message: McpLogMessage, rid: Any) -> None:
         where = self._in_flight.get((server, rid)) if rid is not None else None

@@ -198,6 +198,7 @@ def _servers(report: RunReportModel) -> str:
     rows = "".join(
         f"<tr><td>{_t(s.name)}</td><td>{_t(s.server_name or '-')}</td><td>{_t(s.server_version or '-')}</td>"
         f"<td>{_t(s.protocol_version or '-')}</td><td class=n>{s.reconnects}</td>"
+        f"<td class=n>{s.throttled}{f' ({s.paused_s:.1f} s paused)' if s.throttled else ''}</td>"
         f"<td>{_t(_line(s.failed, 200)) if s.failed else ''}</td></tr>"
         for s in report.servers
     )
@@ -205,7 +206,7 @@ def _servers(report: RunReportModel) -> str:
         "<h2>Servers and versions</h2>"
         f"<p class=meta>mcp-run {_t(report.mcp_run_version or '-')} · journal format {report.journal_format}</p>"
         "<table><tr><th>server</th><th>name</th><th>version</th><th>protocol</th><th>reconnects</th>"
-        f"<th>gave up</th></tr>{rows}</table>"
+        f"<th>429/503</th><th>gave up</th></tr>{rows}</table>"
     )
 
 

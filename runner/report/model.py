@@ -102,6 +102,8 @@ class ServerInfo:
     server_version: str | None
     reconnects: int
     failed: str | None  # its error, when the last attempt gave up on it
+    throttled: int = 0  # answers of 429/503 (server_throttled records)
+    paused_s: float = 0.0  # the pauses they asked, summed
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,6 +373,8 @@ def _servers(state: RunState, gather: _Gather) -> Iterable[ServerInfo]:
             server_version=_text(info.get("version")),
             reconnects=gather.reconnects.get(name, 0),
             failed=session.error if session is not None and session.status == "failed" else None,
+            throttled=session.throttled if session is not None else 0,
+            paused_s=session.paused_s if session is not None else 0.0,
         )
 
 

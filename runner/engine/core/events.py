@@ -47,6 +47,7 @@ __all__ = [
     "RunResumed",
     "RunStarted",
     "RunStopped",
+    "ServerThrottled",
     "SessionFailed",
     "SessionLost",
     "SessionOpened",
@@ -194,6 +195,21 @@ class SessionLost(Event):
     type: Literal["session_lost"] = "session_lost"
     server: str
     error: str
+
+
+@_event
+class ServerThrottled(Event):
+    """``server`` refused a call for now (``status``: 429, or 503 before running it) and every call to it waits
+    ``pause_s``; then at most ``limit`` run at once, at ``rate`` calls per second (None: unpaced). ``cut``: the
+    pace was lowered by this answer (None: an answer to a call sent before the last cut, which only counts)."""
+
+    type: Literal["server_throttled"] = "server_throttled"
+    server: str
+    status: int
+    pause_s: float
+    limit: int
+    rate: float | None = None
+    cut: bool | None = None
 
 
 @_event
@@ -448,6 +464,7 @@ AnyEvent: TypeAlias = (
     | SessionLost
     | SessionRetrying
     | SessionFailed
+    | ServerThrottled
     | StepStarted
     | StepSkipped
     | ItemDispatched

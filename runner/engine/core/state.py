@@ -51,6 +51,7 @@ from runner.engine.core.events import (
     RunResumed,
     RunStarted,
     RunStopped,
+    ServerThrottled,
     SessionFailed,
     SessionLost,
     SessionOpened,
@@ -200,6 +201,11 @@ class SessionState:
     reconnects: int = 0
     error: str | None = None
     kind: FailureKind | None = None
+    throttled: int = 0  # answers of 429/503 (server_throttled)
+    slowed: int = 0  # of which lowered the pace
+    paused_s: float = 0.0  # the pauses asked, summed (overlapping ones each counted)
+    limit: int | None = None  # the in-flight limit after the last throttle
+    rate: float | None = None  # and the pace, calls per second (None: unpaced)
 
 
 @dataclass(slots=True)
@@ -492,6 +498,17 @@ class RunState:
             session.error = event.error
             session.kind = event.kind
 
+    def _throttled(self, entry: Entry) -> None:
+        event = entry.event
+        assert isinstance(event, ServerThrottled)
+        session = self.sessions.setdefault(event.server, SessionState(event.server))
+        session.throttled += 1
+        if event.cut:
+            session.slowed += 1
+            session.paused_s = round(session.paused_s + event.pause_s, 3)
+            session.limit = event.limit
+            session.rate = event.rate
+
     def _run(self, entry: Entry) -> None:
         event = entry.event
         if isinstance(event, RunStarted):
@@ -545,6 +562,7 @@ _HANDLERS: Final[dict[type, Any]] = {
     SessionLost: RunState._session,
     SessionRetrying: RunState._session,
     SessionFailed: RunState._session,
+    ServerThrottled: RunState._throttled,
     RunStarted: RunState._run,
     RunResumed: RunState._run,
     RunFinished: RunState._run,

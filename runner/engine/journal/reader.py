@@ -19,6 +19,8 @@ key) and ``index`` they concern. The types, in the order a run writes them:
 ``session_retrying`` ``server``, ``attempt``, ``delay_s`` (the next attempt starts after exactly this),
                     ``remaining_s``, ``error``
 ``session_failed``  ``server``, ``error``, ``kind``: given up; the items it would have run are left undone
+``server_throttled`` ``server``, ``status`` (429 or 503), ``pause_s``, ``limit``, ``rate``, ``cut``: the server refused
+                    a call for now; every call to it paused
 ``step_started``    ``step``, ``items`` (fan-out size) when it fans out, ``reused`` (results a resume
                     takes from the journal)
 ``step_skipped``    ``step``, ``reason`` (in words), ``cause`` (``if-false``, ``dependency-skipped``, ``failure``
