@@ -11,9 +11,9 @@ import trio
 from runner.cli.runrecord import _throttled as _throttled_record
 from runner.cli.runtext import render_show
 from runner.engine.calls.pace import BACKOFF, Gate, Pace
+from runner.engine.calls.servers import LinkPolicy, LinkThrottled, ServerLink
 from runner.engine.core.events import decode
 from runner.engine.core.state import fold
-from runner.engine.calls.servers import LinkPolicy, LinkThrottled, ServerLink
 from runner.engine.scheduler import throttled_line
 from runner.errors import Throttled
 from tests.harness import Harness, echo_tools, plan_of, run_plan
@@ -155,6 +155,32 @@ async def test_the_link_gives_up_resending_after_its_reconnect_budget(autojump_c
     assert link.throttled(refused, sent_at=8.0)
     assert [(e.pause, e.limit, e.cut) for e in events] == [(4.0, 4, True), (4.0, 2, True), (4.0, 1, True)]
     assert throttled_line(events[0]) == "server api: throttled (429), pausing 4.0 s; running 4 at a time, 1.0 calls/s"
+
+
+def test_rising_latency_cuts_the_limit_of_a_server_that_pushed_back() -> None:
+    pace = Pace(8)
+    pace.throttled(1.0, sent_at=0.5, pause=0.0)
+    assert pace.limit == 4
+    limits = []
+    for i in range(8):  # fast calls: the unloaded latency (counted from the 8th on)
+        pace.succeeded(2.0 + i * 0.1, 0.1)
+        limits.append(pace.limit)
+    assert limits == [4, 4, 4, 5, 5, 5, 5, 5]  # a window of 4 successes: grown by one
+    for i in range(5):  # now each takes ten times as long: the server queues them
+        pace.succeeded(3.0 + i, 1.0)
+        limits.append(pace.limit)
+    # The 9th success ends a window of 5 with the smoothed latency at 0.28 s (> 2 x 0.1): cut by a quarter;
+    # the next window of 4 ends at the 13th, still slow: cut again.
+    assert limits[8:] == [4, 4, 4, 4, 3] and pace.latency_cuts == 2
+
+
+def test_latency_alone_never_slows_a_server_that_did_not_push_back() -> None:
+    """A batch's calls take as long as their items need: on a server that never refused, slow calls say nothing
+    about its load."""
+    pace = Pace(8)
+    for i in range(40):
+        pace.succeeded(float(i), 0.1 if i < 10 else 5.0)
+    assert pace.limit == 8 and pace.latency_cuts == 0
 
 
 def test_a_throttle_without_retry_after_waits_the_backoff() -> None:

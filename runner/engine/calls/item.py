@@ -184,7 +184,7 @@ class ItemCall:
                 if not await self._again(session, exc, started):
                     raise
                 continue
-            link.healthy()
+            link.healthy(sent_at=self._sent_at)
             return result
 
     async def _checked(self, session: Session) -> bool:

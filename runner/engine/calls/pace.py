@@ -12,6 +12,12 @@ costs nothing (no checkpoint, no timer): a server that never throttles runs exac
   one too, are the same signal, not a new one: a throttle counts only for a call sent after the last cut);
   it grows by one after as many successes in a row as the limit (one "window"), never above
   ``max_concurrency``.
+- **Latency.** Once a server has pushed back, rising latency is the other sign that it is near its limit (its
+  queue grows before it refuses): after each window of successes, when the smoothed latency of its calls
+  (an EWMA, weight ``_EWMA``) is more than ``LATENCY_RISE`` times the lowest it has been, the limit is cut by a
+  quarter instead of grown. Not before the first push back: a batch's tools take as long as their items
+  need (a big file, a slow query), so on a server that never refused, a slow call says nothing about load,
+  and the limit stays ``max_concurrency``.
 - **Rate.** Calls on loopback take milliseconds, so an in-flight limit alone does not slow a fast server's
   callers to its rate: the pace also spaces the starts of calls. At a throttle, the rate the server was seen
   to admit is its successes per second since calls last resumed (over the last ``_WINDOW`` seconds at most;
@@ -34,7 +40,7 @@ from typing import Final
 
 import trio
 
-__all__ = ["BACKOFF", "GROWTH", "RECOVER", "SLOW_START", "Gate", "Pace", "PaceCut"]
+__all__ = ["BACKOFF", "GROWTH", "LATENCY_RISE", "RECOVER", "SLOW_START", "Gate", "Pace", "PaceCut"]
 
 BACKOFF: Final = 0.8
 """After a throttle, run at this share of the rate the server was seen to admit."""
@@ -46,6 +52,11 @@ RECOVER: Final = 2.0
 """Seconds to come back from ``BACKOFF`` of the measured rate to all of it."""
 SLOW_START: Final = 4.0
 """Until the rate is measured over a whole second, it grows this many times per second (slow start)."""
+LATENCY_RISE: Final = 2.0
+"""A throttled server whose smoothed call latency is more than this many times its lowest is queueing: its
+in-flight limit is cut (by a quarter) instead of grown."""
+_EWMA: Final = 0.2  # the weight of the newest call in the smoothed latency
+_LATENCY_SAMPLES: Final = 8  # calls before the smoothed latency's low counts as the server's unloaded one
 _WINDOW: Final = 3.0  # at most this many seconds of successes measure the admitted rate
 _MIN_RATE: Final = 0.5  # calls per second: never slower than this
 
@@ -83,6 +94,10 @@ class Pace:
         self._since = 0.0
         self._slow_start = True
         self._last_start = -math.inf
+        self._latency: float | None = None  # the smoothed latency of its calls (seconds)
+        self._latency_low = math.inf  # the lowest the smoothed latency has been (after _LATENCY_SAMPLES calls)
+        self._samples = 0
+        self.latency_cuts = 0  # windows that ended with the limit cut for latency
 
     @property
     def quiet(self) -> bool:
@@ -118,14 +133,36 @@ class Pace:
             self._resumed = now
         self._last_start = now
 
-    def succeeded(self, now: float) -> None:
-        """A call was answered: one more success in the window; the limit grows after a window of them."""
+    def succeeded(self, now: float, latency: float | None = None) -> None:
+        """A call was answered (in ``latency`` seconds, when known): one more success in the window; after a
+        window of them the limit grows, or is cut when the server pushed back and its latency rose."""
         self._successes.append(now)
         self._trim(now)
+        if latency is not None:
+            self._observe(latency)
         self._streak += 1
         if self._streak >= self.limit:
             self._streak = 0
-            self.limit = min(self.max_limit, self.limit + 1)
+            if self._queueing():
+                self.limit = max(1, self.limit - max(1, self.limit // 4))
+                self.latency_cuts += 1
+            else:
+                self.limit = min(self.max_limit, self.limit + 1)
+
+    def _observe(self, latency: float) -> None:
+        smoothed = latency if self._latency is None else self._latency + _EWMA * (latency - self._latency)
+        self._latency = smoothed
+        self._samples += 1
+        if self._samples >= _LATENCY_SAMPLES:
+            self._latency_low = min(self._latency_low, smoothed)
+
+    def _queueing(self) -> bool:
+        """The server pushed back and its calls now take more than ``LATENCY_RISE`` times the least they did."""
+        return (
+            self._base is not None
+            and self._latency is not None
+            and self._latency > LATENCY_RISE * self._latency_low
+        )
 
     def throttled(self, now: float, *, sent_at: float, pause: float) -> PaceCut:
         """A call sent at ``sent_at`` was answered "not now" at ``now``; ``pause``: seconds to wait (the

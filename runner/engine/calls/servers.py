@@ -276,12 +276,14 @@ class ServerLink:
             self._move(LinkState.RECONNECTING)
             self._wake.set()
 
-    def healthy(self) -> None:
-        """A call on the current session got an answer: the server works, the outage (if any) is over; the
-        next one gets a whole budget and a backoff from its first step."""
+    def healthy(self, *, sent_at: float | None = None) -> None:
+        """A call on the current session got an answer (sent at ``sent_at``, when known: its latency feeds the
+        pace): the server works, the outage (if any) is over; the next one gets a whole budget and a backoff
+        from its first step."""
         self._throttled_since = None
         self._refusals = 0
-        self.pace.succeeded(trio.current_time())
+        now = trio.current_time()
+        self.pace.succeeded(now, now - sent_at if sent_at is not None else None)
         if self._state is LinkState.UP:
             self._down_since = None
             self._failures = 0
