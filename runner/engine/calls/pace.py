@@ -158,11 +158,7 @@ class Pace:
 
     def _queueing(self) -> bool:
         """The server pushed back and its calls now take more than ``LATENCY_RISE`` times the least they did."""
-        return (
-            self._base is not None
-            and self._latency is not None
-            and self._latency > LATENCY_RISE * self._latency_low
-        )
+        return self._base is not None and self._latency is not None and self._latency > LATENCY_RISE * self._latency_low
 
     def throttled(self, now: float, *, sent_at: float, pause: float) -> PaceCut:
         """A call sent at ``sent_at`` was answered "not now" at ``now``; ``pause``: seconds to wait (the
