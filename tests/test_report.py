@@ -149,6 +149,8 @@ def test_show_item_of_an_unknown_key_suggests_one(run_dir: Path, capsys: pytest.
     state_dir = str(run_dir.parent.parent)
     assert main(["show", RUN_ID, "--state-dir", state_dir, "--item", "f33"]) == 2
     assert "no item 'f33' in run " in capsys.readouterr().err
+    assert main(["show", RUN_ID, "--state-dir", state_dir, "--item", "3"]) == 2  # a key's last part (a file name)
+    assert "no item '3' in run " in (err := capsys.readouterr().err) and err.rstrip().endswith("did you mean 'f3'?")
     assert main(["show", RUN_ID, "--state-dir", state_dir, "--item", "f1", "--step", "notes"]) == 2
     assert "no item 'f1' of step 'notes'" in capsys.readouterr().err
     assert main(["show", RUN_ID, "--state-dir", state_dir, "--step", "notes"]) == 2

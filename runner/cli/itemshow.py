@@ -123,7 +123,10 @@ def _unknown(state: Any, key: str, step: str | None, run_id: str) -> str:
     import difflib
 
     keys = [k or sid for sid, s in state.steps.items() if step in (None, sid) for k in s.items]
-    close = difflib.get_close_matches(key, keys, n=3, cutoff=0.6)
+    # A key is often a path or a URL, given by its last part: keys that end with it come first.
+    close = [k for k in keys if k.endswith(key) and k != key][:3] or difflib.get_close_matches(
+        key, keys, n=3, cutoff=0.6
+    )
     where = f" of step {step!r}" if step is not None else ""
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     return f"no item {key!r}{where} in run {run_id}{hint}"
