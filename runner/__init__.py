@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from runner.api import Outcome, arun_workflow, engine_named, run_workflow
     from runner.auth.errors import AuthFailed, LoginRequired
     from runner.engine.calls.servers import ServerUnreachable
+    from runner.engine.calls.single import TaskNotCollected
     from runner.engine.calls.task import TaskLost, TaskUnfinished
     from runner.engine.core.resume import (
         EnvironmentChanged,
@@ -87,6 +88,7 @@ _FROM: Final[dict[str, tuple[str, ...]]] = {
     ),
     "runner.auth.errors": ("AuthFailed", "LoginRequired"),
     "runner.protocol.mcp": ("ToolError",),
+    "runner.engine.calls.single": ("TaskNotCollected",),
     "runner.engine.calls.task": ("TaskLost", "TaskUnfinished"),
     "runner.engine.core.resume": (
         "EnvironmentChanged", "NoRunToRetry", "NoUnfinishedRun", "NothingToRetry", "RunAlreadyFinished",
@@ -147,6 +149,7 @@ __all__ = [
     "SessionExpired",
     "StateDirUnusable",
     "TaskLost",
+    "TaskNotCollected",
     "TaskNotFollowed",
     "TaskUnfinished",
     "TemplateError",

@@ -45,6 +45,7 @@ Every error carries the exit code the CLI turns it into (see :mod:`runner.exitco
         │       ├── CallTimeout       (5) no result in time; cancellation was sent
         │       ├── TaskNotFollowed   (5) the server made the call a task mcp-run does not follow [session.results]
         │       ├── TaskLost          (5) the server no longer knows the call's task [engine.calls.task]
+        │       ├── TaskNotCollected  (5) ``mcp-run call``'s task result could not be collected [engine.calls.single]
         │       └── TaskUnfinished    (5) the task ended without a result [engine.calls.task]
         ├── ProtocolError             (3) the server broke the protocol or answered with an error
         │   ├── JsonRpcError          (3) a JSON-RPC error response: ``code``, ``message``, ``data``
@@ -56,7 +57,8 @@ Every error carries the exit code the CLI turns it into (see :mod:`runner.exitco
 
 Internal, never met by a caller (caught where they are raised), so neither public nor drawn: ``Drained`` and
 ``TaskUncollected`` (:mod:`runner.engine.calls`), ``CannotCheck`` and its kinds (:mod:`runner.workflow.argcheck`:
-the call goes out unchecked), ``PlanCheckFailed`` (``mcp-run plan --check``).
+the call goes out unchecked), ``PlanCheckFailed`` (``mcp-run plan --check``) and ``CallRefused`` (``mcp-run call``,
+refused before sending).
 
 Errors are translated at the boundary where they happen, with the cause kept in ``__cause__``.
 """

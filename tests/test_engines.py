@@ -32,7 +32,9 @@ def test_an_unknown_engine_is_refused() -> None:
 def test_without_temporalio_the_temporal_engine_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "temporalio" else real(name, *a))
-    with pytest.raises(UsageError, match=r"needs temporalio; install the extra: pip install 'mcp-run\[temporal\]'"):
+    with pytest.raises(
+        UsageError, match=r"needs temporalio; install the extra: pip install 'mcp-batch-run\[temporal\]'"
+    ):
         engine_named("temporal")
     with pytest.raises(UsageError, match="needs temporalio"):
         runner.run_workflow("wf.yaml", engine="temporal")

@@ -50,6 +50,7 @@ INTERNAL_ERRORS = {
     "InvalidSchema": "a kind of CannotCheck",
     "PatternTimeout": "a kind of CannotCheck",
     "PlanCheckFailed": "the CLI's `plan --check` only",
+    "CallRefused": "the CLI's `call` only (a UsageError: exit 2, nothing sent)",
 }
 
 

@@ -316,7 +316,8 @@ async def test_the_sdk_server_receives_the_traceparent(tmp_path: Path, how: str)
             server = f"{{command: [{json.dumps(sys.executable)}, {json.dumps(str(SDK_SERVER))}, stdio]}}"
         else:
             running = await stack.enter_async_context(sdk_http_server())
-            pin = ", protocol: '2025-11-25'" if how == "http-2025" else ""
+            # Pinned both ways: under `auto` a call not safe to repeat picks 2025-11-25 from this dual-era server.
+            pin = ", protocol: '2025-11-25'" if how == "http-2025" else ", protocol: '2026-07-28'"
             server = f"{{url: {json.dumps(running.url)}{pin}}}"
         path = tmp_path / "wf.yaml"
         path.write_text(

@@ -26,12 +26,12 @@ def workflow_hash(path: Path) -> str:
 
 
 def _server_dump_exclude(server: Server) -> set[str]:
-    """Fields left out of a fingerprint: ``max_concurrency``, ``transport``, ``tasks`` (a call made as a task or
-    not), ``protocol`` (the revision spoken) and ``auth`` (how tokens are obtained) do not change what a step
-    does; a field added later (``env_passthrough``, ``elicitation``, ``roots``), when unset, must leave the
-    fingerprints of runs started before it as they were."""
+    """Fields left out of a fingerprint: ``max_concurrency`` and ``rate`` (how fast calls go), ``transport``,
+    ``tasks`` (a call made as a task or not), ``protocol`` (the revision spoken) and ``auth`` (how tokens are
+    obtained) do not change what a step does; a field added later (``env_passthrough``, ``elicitation``,
+    ``roots``), when unset, must leave the fingerprints of runs started before it as they were."""
     added_later = ("env_passthrough", "elicitation", "roots")
-    left_out = {"max_concurrency", "transport", "tasks", "protocol", "auth"}
+    left_out = {"max_concurrency", "rate", "transport", "tasks", "protocol", "auth"}
     return left_out | {name for name in added_later if getattr(server, name) is None}
 
 

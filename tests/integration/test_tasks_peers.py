@@ -83,7 +83,8 @@ def test_call_of_the_task_only_tool_runs_it_as_a_task(tmp_path: Path) -> None:
     assert result.stdout.startswith("# Research Report: durable tool calls")
     statuses = [line.split(" ", 2) for line in result.stderr.splitlines() if line.startswith("task ")]
     assert [status for _task, _id, status in statuses][-1].startswith("completed")
-    assert "working: Analyzing content..." in [status for _task, _id, status in statuses]
+    # Polling samples the task's status: which of its stages are seen depends on the machine's pace.
+    assert any(status.startswith("working: ") for _task, _id, status in statuses)
     assert len({task_id for _task, task_id, _status in statuses}) == 1  # one task, named on every line
 
 
