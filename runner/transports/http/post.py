@@ -1,10 +1,10 @@
 """The client-to-server half of the Streamable HTTP transport: POSTing a message, and the DELETE at close.
 
 A POST's outcome is decided by the table of :mod:`.classify` and raised in the error tree's terms. A 429 to
-a request, or a 503 to one that is not ``initialize``, is ``Throttled`` (not delivered, with the server's
+a request, or a 503 that says when to come back, is ``Throttled`` (not delivered, with the server's
 ``Retry-After`` or the ``retry_after`` field of its error body): the server's link pauses every call to it
 and the caller sends it again, within the server's ``reconnect`` budget (:mod:`runner.engine.calls.pace`).
-A 429 to ``initialize`` or to a notification is sent again here, by a plain loop: after ``Retry-After`` when
+Such an answer to ``initialize`` or to a notification is sent again here, by a plain loop: after ``Retry-After`` when
 the server gave one, else after :func:`runner.backoff.backoff_delay`, within ``send_attempts`` attempts and
 ``send_max_time`` seconds of trio's clock (a wait that would end past that bound is not started). Nothing
 that may have reached the server is ever POSTed again.
@@ -198,7 +198,12 @@ class Poster:
             status_code=status,
             location=response.headers.get("location"),
         )
-        action = classify_status(status, carried_session=sent_session is not None, body=detail).action
+        retry_after = parse_retry_after(response.headers.get("retry-after"))
+        if retry_after is None:
+            retry_after = hint
+        action = classify_status(
+            status, carried_session=sent_session is not None, body=detail, asked_to_wait=retry_after is not None
+        ).action
         result: Exception = error
         if action is Action.SESSION_EXPIRED:
             assert sent_session is not None
@@ -206,18 +211,16 @@ class Poster:
                 self._connection.forget(stream)  # reported by SessionExpired, not by RequestLost
             self._connection.expire(sent_session)
             result = SessionExpired(f"{what}: the server no longer knows our session ({status}{detail})")
-        elif (action is Action.RETRY_AFTER or status == 503) and stream is not None and not initialize:
-            # Refused before it ran (a rate limiter, an overloaded server that sheds load): not delivered. A 503
-            # to initialize stays a status error (the link retries the first connection on it).
-            retry_after = parse_retry_after(response.headers.get("retry-after"))
+        elif action is Action.RETRY_AFTER and stream is not None and not initialize:
+            # Refused before it ran (a rate limiter, an overloaded server that sheds load and says when to come
+            # back): not delivered.
             result = Throttled(
                 f"{what}: server answered {status} {response.reason_phrase}{detail}",
                 status_code=status,
-                retry_after=retry_after if retry_after is not None else hint,
+                retry_after=retry_after,
             )
         elif action is Action.RETRY_AFTER:
-            retry_after = parse_retry_after(response.headers.get("retry-after"))
-            return _RateLimited(error, retry_after if retry_after is not None else hint)
+            return _RateLimited(error, retry_after)
         elif action is Action.IN_DOUBT and stream is not None and not initialize:
             result = OutcomeUnknown(f"{what}: server answered {status} before any event: the call may have run{detail}")
         elif 300 <= status < 400:
