@@ -244,3 +244,16 @@ def test_the_workflow_block_resolves_its_references_and_masks_them() -> None:
     }
     assert set(config.secrets()) == {SECRET, ID_TOKEN_VALUE, "idp-secret-456"}
     assert ID_TOKEN_VALUE not in repr(config) and "idp-secret-456" not in repr(config)
+
+
+async def test_two_users_of_one_client_do_not_share_a_cached_token() -> None:
+    idp = Idp(AuthWorld())
+    cache = TokenCache()
+    http = AuthHttp(transport=httpx2.MockTransport(idp.handler))
+    alice = OAuthProvider(MCP_URL, enterprise(), http=http, cache=cache)
+    bob = OAuthProvider(MCP_URL, enterprise(id_token="eyJ.id-token-of-bob.sig"), http=http, cache=cache)
+    alice_again = OAuthProvider(MCP_URL, enterprise(), http=http, cache=cache)
+    for auth in (alice, bob, alice_again):
+        await auth.challenged(401, CHALLENGE, None)
+    assert [r["subject_token"] for r in idp.requests] == [ID_TOKEN_VALUE, "eyJ.id-token-of-bob.sig"]
+    assert alice.header() == alice_again.header() != bob.header()

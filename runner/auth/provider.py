@@ -157,7 +157,12 @@ class OAuthProvider:
         return self.issuer
 
     def _client_key(self) -> str:
-        return self.client_id or self.config.client_metadata_url or "(dynamic)"
+        key = self.client_id or self.config.client_metadata_url or "(dynamic)"
+        if self.config.grant == "enterprise":  # one client, many users: the token is the ID token's user's
+            from runner.auth.enterprise import subject_key
+
+            key += subject_key(self.config)
+        return key
 
     async def _discover(self, challenge: discovery.Challenge, *, again: bool = False) -> None:
         """Find the authorization server and its metadata (once; again when a challenge names new metadata, or
