@@ -99,3 +99,22 @@ def test_an_id_token_the_idp_refuses_fails_clearly(loopback: tuple[str, Path], t
     assert "the IdP refused the token exchange for an ID-JAG (400, invalid_grant: the ID token has expired)" in output
     assert stale not in output + _everything_written(tmp_path)
     assert "Traceback" not in result.stderr
+
+
+def test_call_takes_the_enterprise_grant_as_flags(loopback: tuple[str, Path], tmp_path: Path) -> None:
+    origin, tokens = loopback
+    env = {"OAUTH_CLIENT_SECRET": SECRET, "IDP_ID_TOKEN": ID_TOKEN}
+    flags = ["--auth", "enterprise", "--client-id", "ci-bot", "--client-secret", "$OAUTH_CLIENT_SECRET"]
+    flags += ["--id-token", "$IDP_ID_TOKEN", "--idp-token-url", f"{origin}/idp/token", "--idp-client-id", "agent"]
+    result = mcp_run("call", *flags, "--tool", "echo", "--args", '{"x": 1}', f"{origin}/mcp", env=env, timeout=90)
+    assert result.returncode == 0, result.stderr
+    assert '"x": 1' in result.stdout
+    for secret in (SECRET, ID_TOKEN, *tokens.read_text(encoding="utf-8").split()):
+        assert secret not in result.stdout + result.stderr
+
+
+def test_call_with_the_enterprise_grant_but_no_id_token_is_a_usage_error(tmp_path: Path) -> None:
+    flags = ["--auth", "enterprise", "--client-id", "ci-bot", "--idp-token-url", "https://idp.example.com/token"]
+    result = mcp_run("call", *flags, "--tool", "echo", "https://mcp.example.com/mcp", timeout=60)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "--auth enterprise needs --client-id and --id-token" in result.stderr
