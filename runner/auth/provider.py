@@ -157,7 +157,12 @@ class OAuthProvider:
         return self.issuer
 
     def _client_key(self) -> str:
-        return self.client_id or self.config.client_metadata_url or "(dynamic)"
+        key = self.client_id or self.config.client_metadata_url or "(dynamic)"
+        if self.config.grant == "enterprise":  # one client, many users: the token is the ID token's user's
+            from runner.auth.enterprise import subject_key
+
+            key += subject_key(self.config)
+        return key
 
     async def _discover(self, challenge: discovery.Challenge, *, again: bool = False) -> None:
         """Find the authorization server and its metadata (once; again when a challenge names new metadata, or
@@ -315,6 +320,8 @@ class OAuthProvider:
             assertion = await self._workload_token()
             self.secret(assertion)
             form = {"grant_type": JWT_BEARER, "assertion": assertion}
+        elif grant == "enterprise":
+            form = {"grant_type": JWT_BEARER, "assertion": await self._id_jag(scope)}
         elif grant == "login":
             return await self._stored_login()
         else:
@@ -356,6 +363,16 @@ class OAuthProvider:
             StoredLogin(
                 self.server_url, self._issuer(), self.client_id, token.refresh_token, self.client_secret, token.scope
             )
+        )
+
+    async def _id_jag(self, scope: str | None) -> str:
+        """The enterprise grant's assertion: an ID-JAG from the IdP for this issuer and resource (SEP-990)."""
+        from runner.auth.enterprise import request_id_jag
+
+        if self.client_id is None:
+            raise AuthFailed("the enterprise grant needs the client id registered with the authorization server")
+        return await request_id_jag(
+            self.http, self.config, audience=self._issuer(), resource=self.resource, scope=scope, on_secret=self.secret
         )
 
     async def _workload_token(self) -> str:
