@@ -168,7 +168,8 @@ class TemporalEngine:
             return await remote.start_run(client, spec, self.options.task_queue)
         tracing.begin(name, run_id=spec.run_id, attempt=1)
         with tracing.in_run():
-            return await remote.start_run(traced_client(client, tracing), spec, self.options.task_queue)
+            handle = await remote.start_run(traced_client(client, tracing), spec, self.options.task_queue)
+        return client.get_workflow_handle(handle.id, run_id=handle.run_id)  # followed untraced: no span per query
 
     async def resume(self, run_id: str, decision: str, *, client: Client | None = None) -> Started:
         """Send run ``run_id`` the decision about its items in doubt (``rerun``, ``skip`` or ``accept``); the

@@ -12,7 +12,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 
 from runner.engine.core.outcome import Outcome
 from runner.engine.run import RunOptions
@@ -85,6 +85,8 @@ def test_a_run_on_temporal_is_the_tree_of_a_local_run(tmp_path: Path) -> None:
     # Temporal's own spans (the interceptor's) are in the same trace, under the run.
     assert any(name.startswith("StartWorkflow:") for name in child_names(ours, run))
     assert any(s.name.startswith("RunActivity:") for s in ours)
+    # Following the run (a query every half second) makes no spans.
+    assert not any(s.name.startswith("QueryWorkflow:") for s in spans)
 
 
 def _child_of(span: ReadableSpan, parent: ReadableSpan) -> bool:
@@ -100,3 +102,24 @@ def test_the_server_receives_the_request_spans_traceparent(tmp_path: Path) -> No
     calls = named(exporter.get_finished_spans(), "tools/call echo")
     sent = {f"00-{s.context.trace_id:032x}-{s.context.span_id:016x}-01" for s in calls if s.context is not None}
     assert set(outcome.outputs["texts"]) == sent and len(sent) == 2
+
+
+def test_failures_carry_error_type_on_temporal_too(tmp_path: Path) -> None:
+    """As tests/test_telemetry.py::test_failures_carry_error_type: the request's ``error.type`` is
+    ``tool_error``, the item's the failure kind, and the step and run spans are errors."""
+    exporter = InMemorySpanExporter()
+    outcome = run_traced(fan_out_workflow(tmp_path, 2, mode="tool-error"), exporter)
+    assert int(outcome.exit_code) == 1
+    spans = exporter.get_finished_spans()
+    calls = named(spans, "tools/call echo")
+    assert len(calls) == 2
+    assert all(c.attributes is not None and c.attributes["error.type"] == "tool_error" for c in calls)
+    assert all(c.status.status_code is StatusCode.ERROR for c in calls)
+    (item,) = named(spans, "item k0000")
+    assert item.attributes is not None and item.attributes["error.type"] == "tool-error"
+    assert item.status.status_code is StatusCode.ERROR
+    (step,) = named(spans, "step call")
+    assert step.status.status_code is StatusCode.ERROR
+    (run,) = named(spans, "run fan-out")
+    assert run.status.status_code is StatusCode.ERROR and run.attributes is not None
+    assert run.attributes["mcp_run.exit_code"] == 1
