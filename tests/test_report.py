@@ -12,7 +12,7 @@ import pytest
 from runner.cli import main
 from runner.engine.journal.reader import iter_journal
 from runner.report.junit import junit_xml
-from runner.report.lanes import CallSpan, Outcome, lanes_of
+from runner.report.lanes import CallSpan, Outcome, WaitSpan, lanes_of
 from runner.report.model import RunReportModel, build
 from tests.report_run import RUN_ID, SECRET_INPUT, WORKFLOW, write_run, write_run_of_file
 
@@ -57,6 +57,9 @@ def test_lanes_count_every_call_and_the_retry(model: RunReportModel) -> None:
     # 1 listing + 2 attempts of notes + 6 conversions; the first attempt of notes was retried.
     assert (lane.calls, totals.succeeded, totals.failed, totals.retried, totals.in_doubt) == (9, 4, 3, 1, 1)
     assert sum(b.ended for b in lane.buckets) == 9
+    # The retried call's wait: from its failed attempt's answer to the next dispatch.
+    assert lane.waits == 1 and lane.totals.waiting > 0
+    assert sum(b.waiting for b in lane.buckets) == pytest.approx(lane.totals.waiting)
     (server,) = model.servers
     assert (server.name, server.server_name, server.reconnects) == ("s", "fake", 1)
 
@@ -67,6 +70,14 @@ def test_lanes_aggregate_into_a_fixed_number_of_buckets() -> None:
     assert len(lane.buckets) == 50 and width == pytest.approx(1000.5 / 50)
     assert sum(b.succeeded for b in lane.buckets) == 100_000
     assert sum(b.busy for b in lane.buckets) == pytest.approx(100_000 * 0.5)
+
+
+def test_retry_waits_spread_over_the_buckets_they_cross() -> None:
+    spans = [CallSpan("a", 0.0, 1.0, Outcome.RETRIED), CallSpan("a", 31.0, 32.0, Outcome.SUCCEEDED)]
+    (lane,), width = lanes_of(spans, 0.0, 40.0, 4, [WaitSpan("a", 1.0, 31.0)])
+    assert width == 10.0 and (lane.waits, lane.totals.waiting) == (1, 30.0)
+    assert [b.waiting for b in lane.buckets] == [9.0, 10.0, 10.0, 1.0]
+    assert [b.busy for b in lane.buckets] == [1.0, 0.0, 0.0, 1.0]
 
 
 def test_junit_has_a_testcase_per_item_and_failures_for_failed_and_in_doubt(model: RunReportModel) -> None:
