@@ -182,14 +182,7 @@ class TemporalEngine:
         """Follow ``started`` until it ends or waits for a decision; its outcome, timed from here."""
         began = time.monotonic()
         tracing = started.tracing
-        observe = on_entry
-        if tracing is not None:
-
-            def observe(entry: Any) -> None:
-                tracing.observe(entry)
-                if on_entry is not None:
-                    on_entry(entry)
-
+        observe = on_entry if tracing is None else _both(tracing.observe, on_entry)
         try:
             followed = await remote.follow(started.handle, on_entry=observe)
         except BaseException as exc:
@@ -203,6 +196,17 @@ class TemporalEngine:
         outcome = remote.outcome_of(started.plan, followed)
         outcome.duration = time.monotonic() - began
         return outcome
+
+
+def _both(first: Callable[[Any], None], then: Callable[[Any], None] | None) -> Callable[[Any], None]:
+    """An observer of the followed events calling ``first``, then ``then`` (when given)."""
+
+    def observe(entry: Any) -> None:
+        first(entry)
+        if then is not None:
+            then(entry)
+
+    return observe
 
 
 def _load_plan(path: Path, options: RunOptions) -> Plan:
