@@ -66,6 +66,8 @@ class AuthConfig:
                        Actions' OIDC endpoint with that audience
     ``signing_alg``    ``ES256`` or ``RS256`` for ``private_key_jwt`` (by default from the key's type)
     ``step_up_limit``  403 ``insufficient_scope`` answers followed with a wider token, per token
+    ``dpop``           DPoP-bound tokens (RFC 9449): True always, False never, None (the default) when the
+                       authorization server offers them (:func:`runner.auth.dpop.wanted`)
     """
 
     grant: Grant = "client_credentials"
@@ -81,6 +83,7 @@ class AuthConfig:
     github_audience: str | None = None
     client_metadata_url: str | None = None
     step_up_limit: int = 2
+    dpop: bool | None = None
     secret_values: Sequence[str] = field(default=(), compare=False)
 
     def method(self) -> AuthMethod:

@@ -10,6 +10,7 @@
           client_id: ci-bot
           client_secret: $MCP_CLIENT_SECRET  # a reference: $NAME (environment) or file:PATH, never the value
           scopes: [mcp:read]
+          dpop: false                        # DPoP-bound tokens: by default when the server offers them
 
 Secrets (``client_secret``, ``private_key``, ``assertion``) are references only: a literal value would sit
 in the workflow file, in the repository. :func:`auth_problems` lists what is wrong, located under ``auth``.
@@ -71,6 +72,11 @@ class ServerAuth(BaseModel):
     github_audience: str | None = Field(
         default=None,
         description="jwt_bearer: fetch the workload token from GitHub Actions' OIDC endpoint for this audience.",
+    )
+    dpop: bool | None = Field(
+        default=None,
+        description="DPoP-bound tokens (RFC 9449): true always, false never; by default when the authorization "
+        "server lists ES256 in dpop_signing_alg_values_supported (or the server challenges with DPoP only).",
     )
 
 
