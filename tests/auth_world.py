@@ -126,6 +126,7 @@ class AuthWorld:
     dpop_challenge: bool = False  # the MCP server challenges with the DPoP scheme only
     as_nonce: str | None = None
     rs_nonce: str | None = None
+    rs_nonce_stuck: bool = False  # the MCP server refuses even its own nonce
     proofs: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (where, claims) of valid ones
     proof_errors: list[str] = field(default_factory=list)
 
@@ -308,6 +309,8 @@ class AuthWorld:
                 )
                 if jkt != issued.jkt:
                     raise ProofError("the proof's key is not the token's")
+                if self.rs_nonce_stuck:
+                    raise ProofError("use_dpop_nonce")
             except ProofError as exc:
                 self.proof_errors.append(f"mcp: {exc}")
                 if str(exc) == "use_dpop_nonce":

@@ -185,28 +185,48 @@ async def test_the_resources_nonce_is_sent_again_and_the_call_runs_once() -> Non
     assert all(c["nonce"] in ("rs-nonce-1", "rs-nonce-2") for where, c in world.proofs if where == "mcp")
 
 
+async def test_a_nonce_given_with_an_accepted_answer_is_used_next() -> None:
+    world = AuthWorld(dpop_algs=["ES256"], rs_nonce="n1")
+    auth = provider(world)
+    original = world._mcp
+
+    def rotating(request: httpx2.Request) -> httpx2.Response:
+        response = original(request)
+        if response.status_code == 200:  # RFC 9449 section 9: the next nonce rides on a success
+            world.rs_nonce = "n2"
+            response.headers["DPoP-Nonce"] = "n2"
+        return response
+
+    world._mcp = rotating  # type: ignore[method-assign]
+    async with session_with(world, auth) as session:
+        await session.list_tools()
+        await session.call_tool("echo", {})
+    assert len(tool_calls(world)) == 1 and world.calls_run == 1  # no refusal: it carried n2 already
+    assert [c["nonce"] for where, c in world.proofs if where == "mcp"][-1] == "n2"
+
+
 async def test_a_server_refusing_the_nonce_it_gave_fails_the_call_as_not_sent() -> None:
-    world = AuthWorld(dpop_algs=["ES256"])
+    world = AuthWorld(dpop_algs=["ES256"], rs_nonce="n")
     auth = provider(world)
     async with session_with(world, auth) as session:
         await session.list_tools()
-        original = world._mcp
-
-        def stubborn(request: httpx2.Request) -> httpx2.Response:
-            response = original(request)
-            if response.status_code == 200:  # every proof, nonce or not, is refused for the nonce "n"
-                world.calls_run -= 1 if json.loads(request.content).get("method") == "tools/call" else 0
-                return httpx2.Response(
-                    401, headers={"www-authenticate": 'DPoP error="use_dpop_nonce"', "DPoP-Nonce": "n"}
-                )
-            return response
-
-        world._mcp = stubborn  # type: ignore[method-assign]
+        world.rs_nonce_stuck = True
         with pytest.raises(ConnectFailed, match="refuses the DPoP nonce it gave") as caught:
             await session.call_tool("echo", {})
     assert not isinstance(caught.value, OutcomeUnknown) and not caught.value.written
     assert world.calls_run == 0
-    assert len(tool_calls(world)) == 2  # once without the nonce, once with it, then no more
+    assert len(tool_calls(world)) == 1  # it carried the nonce already: no second try
+
+
+async def test_a_nonce_challenge_without_a_nonce_fails_as_not_sent() -> None:
+    world = AuthWorld(dpop_algs=["ES256"])
+    auth = provider(world)
+    async with session_with(world, auth) as session:
+        await session.list_tools()
+        world.rs_nonce, world.rs_nonce_stuck = "", True  # use_dpop_nonce, but an empty DPoP-Nonce
+        with pytest.raises(ConnectFailed, match="gives none") as caught:
+            await session.call_tool("echo", {})
+    assert not caught.value.written and world.calls_run == 0
 
 
 async def test_no_dpop_unless_offered_or_configured() -> None:

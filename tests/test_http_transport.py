@@ -1297,6 +1297,9 @@ class _RenewingAuth:
     def headers(self, method: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
 
+    def nonce(self, dpop_nonce: str) -> None:
+        pass
+
     async def challenged(
         self, status: int, www_authenticate: str | None, sent: Mapping[str, str], dpop_nonce: str | None = None
     ) -> bool:

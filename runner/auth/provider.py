@@ -117,6 +117,9 @@ class OAuthProvider:
             found["DPoP"] = key.proof(method, self.server_url, access_token=token.access_token, nonce=nonce)
         return found
 
+    def nonce(self, dpop_nonce: str) -> None:
+        self.nonces.take("resource", self.server_url, dpop_nonce)
+
     async def challenged(
         self, status: int, www_authenticate: str | None, sent: Mapping[str, str], dpop_nonce: str | None = None
     ) -> bool:

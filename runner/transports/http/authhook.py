@@ -35,3 +35,7 @@ class AuthHook(Protocol):
         headers are ready and the request should be sent again, False to give up (the caller raises the
         HTTP error). May raise ``ConnectFailed``."""
         ...
+
+    def nonce(self, dpop_nonce: str) -> None:
+        """An accepted request's answer carried ``DPoP-Nonce``: the nonce to put in the next proofs."""
+        ...

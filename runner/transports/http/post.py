@@ -160,6 +160,9 @@ class Poster:
         except (httpx2.TransportError, httpx2.InvalidURL) as exc:
             raise self._not_sent_or_lost(exc) from exc
         if 200 <= response.status_code < 300:
+            nonce = response.headers.get("dpop-nonce")
+            if nonce is not None and self._params.auth is not None:
+                self._params.auth.nonce(nonce)  # a DPoP server's next nonce (RFC 9449 section 9)
             return response
         challenge = self._params.auth is not None and response.status_code in (401, 403)
         try:
