@@ -6,6 +6,8 @@ The suite passes credentials in ``MCP_CONFORMANCE_CONTEXT`` (JSON): ``client_id`
 (``auth/wif-jwt-bearer``: a jwt-bearer grant). Without a context the scenario is an interactive one: the
 authorization-code flow, driven headless (the suite's authorization server redirects back at once), with
 the suite's client-ID metadata document URL when the server supports those, else dynamic registration.
+``auth/dpop`` and ``auth/dpop-nonce`` are such flows: their authorization server lists ES256 in
+``dpop_signing_alg_values_supported``, so the provider's default (``dpop`` unset) uses DPoP.
 """
 
 from __future__ import annotations
