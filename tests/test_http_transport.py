@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -1294,11 +1294,16 @@ class _RenewingAuth:
         self.token = "t1"
         self.challenges: list[tuple[int, str | None]] = []
 
-    def header(self) -> str | None:
-        return f"Bearer {self.token}"
+    def headers(self, method: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
 
-    async def challenged(self, status: int, www_authenticate: str | None, sent: str | None) -> bool:
-        self.challenges.append((status, sent))
+    def nonce(self, dpop_nonce: str) -> None:
+        pass
+
+    async def challenged(
+        self, status: int, www_authenticate: str | None, sent: Mapping[str, str], dpop_nonce: str | None = None
+    ) -> bool:
+        self.challenges.append((status, sent.get("Authorization")))
         self.token = "t2"
         return True
 

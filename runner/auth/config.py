@@ -71,6 +71,8 @@ class AuthConfig:
                        ``idp_client_id`` (with ``idp_client_secret`` when the IdP wants one)
     ``signing_alg``    ``ES256`` or ``RS256`` for ``private_key_jwt`` (by default from the key's type)
     ``step_up_limit``  403 ``insufficient_scope`` answers followed with a wider token, per token
+    ``dpop``           DPoP-bound tokens (RFC 9449): True always, False never, None (the default) when the
+                       authorization server offers them (:func:`runner.auth.dpop.wanted`)
     """
 
     grant: Grant = "client_credentials"
@@ -91,6 +93,7 @@ class AuthConfig:
     idp_client_id: str | None = None
     idp_client_secret: str | None = None
     step_up_limit: int = 2
+    dpop: bool | None = None
     secret_values: Sequence[str] = field(default=(), compare=False)
 
     def method(self) -> AuthMethod:

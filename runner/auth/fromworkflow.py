@@ -39,6 +39,7 @@ def auth_config(auth: ServerAuth, environ: Mapping[str, str] | None = None) -> A
         scopes=tuple(auth.scopes or ()),
         issuer=auth.issuer,
         github_audience=auth.github_audience,
+        dpop=auth.dpop,
         client_secret=read(auth.client_secret),
         private_key=read(auth.private_key),
         assertion=read(auth.assertion),

@@ -9,6 +9,7 @@ Without ``--auth``, a server for which ``mcp-run login`` stored a login uses it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
@@ -239,6 +240,11 @@ async def _login(url: str, config: AuthConfig, store: Any, open_browser: bool, m
     from runner.errors import McpRunError
     from runner.session import SessionOptions
 
+    if config.dpop is None:
+        # No DPoP proof at login: a refresh token issued with one is bound to this command's key (RFC 9449
+        # section 5, for a public client), which dies with it, and the stored login would refresh for no
+        # later run. Unbound, it refreshes into tokens bound to each run's own key.
+        config = dataclasses.replace(config, dpop=False)
     async with open_loopback(open_browser=open_browser) as redirector:
         provider = OAuthProvider(
             url, config, store=store, on_secret=token_sink(masker), authorizer=authorizer(redirector)

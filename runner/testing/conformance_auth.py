@@ -9,6 +9,8 @@ enterprise grant, ``client_id`` and ``client_secret`` then being the client's at
 authorization server). Without a context the scenario is an interactive one: the
 authorization-code flow, driven headless (the suite's authorization server redirects back at once), with
 the suite's client-ID metadata document URL when the server supports those, else dynamic registration.
+``auth/dpop`` and ``auth/dpop-nonce`` are such flows: their authorization server lists ES256 in
+``dpop_signing_alg_values_supported``, so the provider's default (``dpop`` unset) uses DPoP.
 """
 
 from __future__ import annotations

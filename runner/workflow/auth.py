@@ -10,6 +10,7 @@
           client_id: ci-bot
           client_secret: $MCP_CLIENT_SECRET  # a reference: $NAME (environment) or file:PATH, never the value
           scopes: [mcp:read]
+          dpop: false                        # DPoP-bound tokens: by default when the server offers them
       wiki:
         url: https://wiki.example.com/mcp
         auth:                                # SEP-990: the enterprise IdP vouches for the user
@@ -96,6 +97,11 @@ class ServerAuth(BaseModel):
     idp_client_id: str | None = Field(default=None, description="enterprise: the client's id at the IdP.")
     idp_client_secret: str | None = Field(
         default=None, description="enterprise: a reference to the client's secret at the IdP: $NAME or file:PATH."
+    )
+    dpop: bool | None = Field(
+        default=None,
+        description="DPoP-bound tokens (RFC 9449): true always, false never; by default when the authorization "
+        "server lists ES256 in dpop_signing_alg_values_supported (or the server challenges with DPoP only).",
     )
 
 

@@ -23,9 +23,11 @@ No I/O: the transport asks ``classify_exception`` or ``classify_status`` and act
                                                                     bounded; then HTTPStatusError
     other 4xx (400, 401, 403, 404 without a       rejected          HTTPStatusError with the status, no retry
       session id, 405, 413, ...)
-    401, 403 with an auth hook (:mod:`.authhook`)  rejected, not run  the hook renews the token and the POST is
-                                                                    sent again (not a duplicate: it never
-                                                                    ran); when it cannot, ConnectFailed
+    401, 403 with an auth hook (:mod:`.authhook`)  rejected, not run  the hook renews the token (or, on a DPoP
+                                                                    use_dpop_nonce, takes the server's nonce)
+                                                                    and the POST is sent again (not a
+                                                                    duplicate: it never ran); when it
+                                                                    cannot, ConnectFailed
     5xx (a bare 503 too: a proxy may have         may have been     a request: OutcomeUnknown (no event id
       forwarded the call before answering it)     processed           yet to resume from); ``initialize``
                                                                     (no side effects) and notifications or

@@ -54,10 +54,13 @@ class _Challenged(Exception):
     """The server answered 401 or 403 and an auth hook is configured: ``error`` is what the caller sees
     when the hook gives up. The request was refused before it ran: sending it again is safe."""
 
-    def __init__(self, error: HTTPStatusError, www_authenticate: str | None, sent: str | None) -> None:
+    def __init__(
+        self, error: HTTPStatusError, www_authenticate: str | None, dpop_nonce: str | None, sent: Mapping[str, str]
+    ) -> None:
         super().__init__(str(error))
         self.error = error
         self.www_authenticate = www_authenticate
+        self.dpop_nonce = dpop_nonce
         self.sent = sent
 
 
@@ -109,7 +112,7 @@ class Poster:
                 assert p.auth is not None
                 status = challenge.error.status_code
                 if challenges > MAX_AUTH_RETRIES or not await p.auth.challenged(
-                    status, challenge.www_authenticate, challenge.sent
+                    status, challenge.www_authenticate, challenge.sent, challenge.dpop_nonce
                 ):
                     raise challenge.error from None
                 continue
@@ -128,7 +131,7 @@ class Poster:
         session_id = self._connection.session_id
         if session_id is None:
             return
-        headers = self._connection.headers(ACCEPT_POST)
+        headers = self._connection.headers("DELETE", ACCEPT_POST)
         with trio.move_on_after(self._params.close_timeout, shield=True):
             try:
                 response = await self._client.open("DELETE", headers)
@@ -145,7 +148,7 @@ class Poster:
     ) -> HttpResponse:
         """One POST: the response when it is accepted (2xx), else the error the classification table says.
         ``extra``: the request's own headers (2026-07-28 mirrors its body in headers)."""
-        headers = self._connection.headers(ACCEPT_POST, initialize=initialize)
+        headers = self._connection.headers("POST", ACCEPT_POST, initialize=initialize)
         headers["Content-Type"] = "application/json"
         if extra:
             headers.update(extra)
@@ -157,6 +160,9 @@ class Poster:
         except (httpx2.TransportError, httpx2.InvalidURL) as exc:
             raise self._not_sent_or_lost(exc) from exc
         if 200 <= response.status_code < 300:
+            nonce = response.headers.get("dpop-nonce")
+            if nonce is not None and self._params.auth is not None:
+                self._params.auth.nonce(nonce)  # a DPoP server's next nonce (RFC 9449 section 9)
             return response
         challenge = self._params.auth is not None and response.status_code in (401, 403)
         try:
@@ -168,7 +174,12 @@ class Poster:
         if isinstance(status_error, HTTPStatusError):
             status_error.rpc_error = rpc_error
         if challenge and isinstance(refused, HTTPStatusError):
-            raise _Challenged(refused, response.headers.get("www-authenticate"), headers.get("Authorization"))
+            raise _Challenged(
+                refused,
+                response.headers.get("www-authenticate"),
+                response.headers.get("dpop-nonce"),
+                {k: v for k, v in headers.items() if k in ("Authorization", "DPoP")},
+            )
         raise refused
 
     def _not_sent_or_lost(self, exc: Exception) -> TransportError:
