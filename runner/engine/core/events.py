@@ -62,6 +62,7 @@ __all__ = [
     "encode",
     "event_adapter",
     "task_words",
+    "written_fields",
 ]
 
 JOURNAL_FORMAT: Final = 3
@@ -520,6 +521,12 @@ def encode(entry: Entry) -> dict[str, Any]:
         if value is not None or not optional:
             out[name] = value
     return out
+
+
+def written_fields(cls: type[Event]) -> tuple[tuple[str, bool], ...]:
+    """The fields of an event class in the order :func:`encode` writes them, each with whether a None value is
+    left out."""
+    return _FIELDS[cls]
 
 
 class BadEvent(ValueError):
