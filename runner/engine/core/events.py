@@ -491,7 +491,13 @@ _FIELDS: Final[dict[type[Event], tuple[tuple[str, bool], ...]]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@typing.dataclass_transform(frozen_default=True)
+def _frozen_for_the_checker(cls: _E) -> _E:
+    """A slotted dataclass, frozen for the type checker only (as an event is, see ``_event``): built twice per item."""
+    return dataclass(slots=True)(cls)  # type: ignore[return-value]  # the same class, slotted
+
+
+@_frozen_for_the_checker
 class Entry:
     """An event as the run recorded it: its number in the run (1, 2, 3, ... over every attempt) and its
     time (UTC, ISO 8601 to the millisecond)."""
