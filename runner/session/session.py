@@ -392,25 +392,9 @@ class Session(Waiting):
             rid = self._ids.next() if request_id is None else request_id
             tracer = self._options.tracer
             try:
-                if tracer is None:  # the path of every untraced request: as _send_one, inline (no coroutine)
-                    request = _outgoing(era, rid, method, params, progress=progress)
-                    gate = None
-                    if before_send is not None:
-                        request = sendable(request)  # written once, before its dispatch is journaled (.sendable)
-                        gate = await before_send(rid, rid)
-                    call = PendingCall(
-                        method,
-                        timeout=timeout,
-                        idle_timeout=idle_timeout,
-                        on_progress=on_progress,
-                        on_resumed=on_resumed,
-                    )
-                    try:
-                        return await self._send_and_wait(request, call, gate)
-                    except HTTPStatusError as exc:
-                        raise _in_era(exc, era, method)  # noqa: B904 - its cause is set there (or it is exc itself)
-                waits = (timeout, idle_timeout, on_progress, on_resumed)
-                with tracer(self._request_info(method, rid, params)) as traced:
+                # Untraced (every request of a run that is not traced): a context that does nothing, no info built.
+                with _UNTRACED if tracer is None else tracer(self._request_info(method, rid, params)) as traced:
+                    waits = (timeout, idle_timeout, on_progress, on_resumed)
                     traced_params = _with_meta(params, traced.meta)
                     result = await self._send_one(era, rid, method, traced_params, progress, before_send, waits)
                     traced.answered(result)
@@ -431,9 +415,8 @@ class Session(Waiting):
         before_send: BeforeSend | None,
         waits: _Waits,
     ) -> dict[str, Any]:
-        """One traced request: stamped by ``era``, its dispatch journaled first when ``before_send`` says so,
-        sent, waited for (``waits``: its timeout, idle timeout, progress and resumption handlers). The untraced
-        path in :meth:`request` is this, inline: a coroutine less per call."""
+        """One request: stamped by ``era``, its dispatch journaled first when ``before_send`` says so, sent,
+        waited for (``waits``: its timeout, idle timeout, progress and resumption handlers)."""
         request = _outgoing(era, rid, method, params, progress=progress)
         gate = None
         if before_send is not None:
@@ -613,6 +596,25 @@ async def open_session(transport: Transport, options: SessionOptions | None = No
             finally:
                 session.close()
                 nursery.cancel_scope.cancel()
+
+
+class _Untraced:
+    """The tracing context of a request when nothing traces: no ``_meta`` to add, nothing to tell."""
+
+    __slots__ = ()
+    meta: Mapping[str, str] = {}
+
+    def __enter__(self) -> _Untraced:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def answered(self, result: Mapping[str, Any]) -> None:
+        return None
+
+
+_UNTRACED: Final = _Untraced()
 
 
 def _with_meta(params: dict[str, Any] | None, meta: Mapping[str, str]) -> dict[str, Any] | None:

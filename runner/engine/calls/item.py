@@ -36,7 +36,7 @@ from runner.backoff import Backoff
 from runner.engine.calls.current import CURRENT_ITEM
 from runner.engine.calls.retry import RetryPolicy, Verdict, classify, failure_kind, wants_safety
 from runner.engine.calls.servers import ServerLink
-from runner.engine.calls.task import TaskCall, TaskSite, TaskUncollected, wants_task_now
+from runner.engine.calls.task import TaskCall, TaskSite, TaskUncollected, offers_tasks, wants_task_now
 from runner.engine.core.events import ItemDispatched, ItemFailed, StreamResumed
 from runner.engine.core.vocabulary import FailureKind
 from runner.engine.journal.notes import Notes, Tally
@@ -273,7 +273,7 @@ class ItemCall:
                 try:
                     if site.draining():
                         raise Drained("the run is being interrupted; not dispatching")
-                    if await wants_task_now(session, ps.tool, mode=site.tasks):
+                    if offers_tasks(session) and await wants_task_now(session, ps.tool, mode=site.tasks):
                         self._taskcall = self._task()
                         return await self._taskcall.start(
                             session,

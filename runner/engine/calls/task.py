@@ -71,6 +71,7 @@ __all__ = [
     "TaskSite",
     "TaskUncollected",
     "TaskUnfinished",
+    "offers_tasks",
     "wants_task_now",
     "wire_for",
 ]
@@ -116,6 +117,12 @@ def wire_for(session: Session) -> TaskWire:
     """How tasks are spoken on ``session``: the extension of 2026-07-28 on a session of that era, else the
     experimental tasks of 2025-11-25 (the extension must not be used on an older era)."""
     return TASKS_2026 if session.protocol_version == TASKS_2026.era else TASKS_2025
+
+
+def offers_tasks(session: Session) -> bool:
+    """Whether ``session``'s server offers tasks at all: when not, :func:`wants_task_now` is False, asked
+    without a coroutine (every call of a server without tasks asks it)."""
+    return wire_for(session).offered(session.capabilities)
 
 
 async def wants_task_now(session: Session, tool: str, wire: TaskWire | None = None, mode: TaskMode = "auto") -> bool:

@@ -62,6 +62,7 @@ __all__ = [
     "encode",
     "event_adapter",
     "task_words",
+    "written_fields",
 ]
 
 JOURNAL_FORMAT: Final = 3
@@ -490,7 +491,13 @@ _FIELDS: Final[dict[type[Event], tuple[tuple[str, bool], ...]]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@typing.dataclass_transform(frozen_default=True)
+def _frozen_for_the_checker(cls: _E) -> _E:
+    """A slotted dataclass, frozen for the type checker only (as an event is, see ``_event``): built twice per item."""
+    return dataclass(slots=True)(cls)  # type: ignore[return-value]  # the same class, slotted
+
+
+@_frozen_for_the_checker
 class Entry:
     """An event as the run recorded it: its number in the run (1, 2, 3, ... over every attempt) and its
     time (UTC, ISO 8601 to the millisecond)."""
@@ -520,6 +527,12 @@ def encode(entry: Entry) -> dict[str, Any]:
         if value is not None or not optional:
             out[name] = value
     return out
+
+
+def written_fields(cls: type[Event]) -> tuple[tuple[str, bool], ...]:
+    """The fields of an event class in the order :func:`encode` writes them, each with whether a None value is
+    left out."""
+    return _FIELDS[cls]
 
 
 class BadEvent(ValueError):
