@@ -10,10 +10,13 @@ item in doubt; ``validate`` refuses a reconcile tool not declared safe to repeat
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from typing import Any
 
 import pytest
+import trio
 
+from runner.engine.core.reconcile import NOT_DONE_AT_END
 from runner.engine.core.vocabulary import ItemStatus
 from runner.errors import WorkflowError
 from runner.exitcodes import ExitCode
@@ -174,3 +177,69 @@ def test_reconcile_templates_may_read_key_and_args_only_there() -> None:
     with pytest.raises(WorkflowError) as info:
         validate(parse_workflow(text, file="flow.yaml"))
     assert "unknown name 'key'" in str(info.value)
+
+
+SLOW = WORKFLOW.replace("    tool: charge\n", "    tool: charge\n    timeout: 1s\n")
+
+
+class SlowBank(Bank):
+    """A bank whose ``charge`` outlives the client's timeout for some keys: ``late`` charges after it (the call
+    is still running when the client gives up), ``slow`` charges at once and answers after it."""
+
+    def __init__(self, *, late: Collection[str] = (), slow: Collection[str] = ()) -> None:
+        super().__init__()
+        self.late, self.slow = set(late), set(slow)
+
+    def setup(self, server: FakeServer) -> None:
+        super().setup(server)
+        charge = server.tools["charge"]
+
+        async def slow_charge(call: FakeCall) -> dict[str, Any]:
+            key = call.arguments["id"]
+            if key in self.late:
+                await trio.sleep(5)  # the client timed out at 1 s: in doubt, not charged yet
+            answer = await charge(call)
+            if key in self.slow:
+                await trio.sleep(5)  # charged; the answer comes too late
+            return answer
+
+        server.tools["charge"] = slow_charge
+
+
+async def test_at_the_end_of_the_step_a_done_settles_an_item_its_call_left_in_doubt() -> None:
+    bank = SlowBank(slow={"k1", "k4"})
+    events: list[dict[str, Any]] = []
+    outcome = await run_plan(plan_of(SLOW), Harness({"s": bank.setup}), events=events)
+    assert outcome.exit_code == ExitCode.OK and not outcome.in_doubt
+    assert bank.charged == Counter({f"k{i}": 1 for i in range(N)})
+    verdicts = [(e["item"], e["verdict"]) for e in events if e["type"] == "item_reconciled"]
+    assert sorted(verdicts) == [("k1", "done"), ("k4", "done")]
+    state = folded(events)
+    assert state.item("charge", "k1").reconciled  # type: ignore[union-attr]
+    assert state.steps["total"].items[""].result["content"][0]["text"] == str(N)  # type: ignore[index]
+    # the verdict comes after the call's doubt, and before the step's end
+    types = [e["type"] for e in events if e.get("item") == "k1" or e["type"] == "step_finished"]
+    assert types.index("item_reconciled") > types.index("item_failed")
+    assert types.index("item_reconciled") < types.index("step_finished")
+
+
+async def test_at_the_end_of_the_step_a_not_done_is_not_acted_on_the_resume_asks_again() -> None:
+    bank = SlowBank(late={"k2"})
+    events: list[dict[str, Any]] = []
+    outcome = await run_plan(plan_of(SLOW), Harness({"s": bank.setup}), events=events)
+    assert outcome.exit_code == ExitCode.OUTCOME_UNKNOWN
+    assert [d["item"] for d in outcome.in_doubt] == ["k2"]
+    [record] = [e for e in events if e["type"] == "item_reconciled"]
+    assert record["verdict"] == "error" and record["error"] == NOT_DONE_AT_END
+    assert "k2" not in bank.charged  # (it was running on the server when asked, and never called again)
+    for happened in (True, False):  # the call happened on the server meanwhile, or never did
+        later = SlowBank()
+        later.charged.update(k for k in bank.charged)
+        if happened:
+            later.charged["k2"] += 1
+        more: list[dict[str, Any]] = []
+        again = await run_plan(plan_of(SLOW), Harness({"s": later.setup}), prior=Resume(events=events), events=more)
+        assert again.exit_code == ExitCode.OK, happened
+        assert later.charged == Counter({f"k{i}": 1 for i in range(N)}), happened
+        [verdict] = [e["verdict"] for e in more if e["type"] == "item_reconciled"]
+        assert verdict == ("done" if happened else "not-done")
