@@ -53,7 +53,7 @@ from runner.temporal.serverlog import log_handlers
 from runner.temporal.spec import RunSpec, build_plan_of
 from runner.workflow.plan import Plan, PlannedStep
 
-__all__ = ["IN_DOUBT_FOUND", "Batch", "Sessions"]
+__all__ = ["IN_DOUBT_FOUND", "Batch", "Sessions", "ask_reconcile"]
 
 IN_DOUBT_FOUND: Final = (
     "dispatched by an earlier attempt of its activity (the worker was lost before it ended); not sent again"
@@ -327,3 +327,53 @@ def _lost(link: ServerLink, exc: McpRunError) -> None:
     session = link.current()
     if session is not None and session.broken is not None:
         link.lost(session, exc)
+
+
+async def ask_reconcile(
+    sessions: Sessions, spec: RunSpec, step: str, asks: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The answers of step ``step``'s reconcile tool about items in doubt (``asks``: ``{"key", "args"}``, the
+    reconcile call's arguments as the workflow rendered them), in order: ``{"key", "result"}`` (its
+    ``tools/call`` result, masked) or ``{"key", "error"}``. The verdict is the workflow's
+    (:func:`runner.engine.core.reconcile.verdict`, as locally); asking is safe to repeat (``validate`` makes
+    sure), so an attempt lost midway is simply asked again."""
+    plan = sessions.plan(spec)
+    ps = plan.steps[step]
+    recon = ps.reconcile
+    assert recon is not None
+    masker = sessions.masker(spec)
+    server = sessions.server(spec, ps.server)
+    out: list[dict[str, Any]] = [{} for _ in asks]
+
+    async def one(i: int) -> None:
+        key = asks[i]["key"]
+        try:
+            async with server.limit:
+                session = await server.link.session()
+                if not recon.idempotent and not await _annotated_safe(sessions, plan, ps, session, recon.tool):
+                    out[i] = {
+                        "key": key,
+                        "error": f"the server does not annotate {recon.tool!r} as read-only or idempotent",
+                    }
+                    return
+                answer = await session.call_tool(
+                    recon.tool, masker.decode_value(asks[i]["args"]), timeout=ps.timeout, idle_timeout=ps.idle_timeout
+                )
+        except McpRunError as exc:
+            out[i] = {"key": key, "error": first_line(exc)}
+            return
+        out[i] = {"key": key, "result": answer.raw}
+
+    with masking(masker.mask):
+        async with trio.open_nursery() as nursery:
+            for i in range(len(asks)):
+                nursery.start_soon(one, i)
+    return [dict(masker.encode_value(answer)) for answer in out]
+
+
+async def _annotated_safe(sessions: Sessions, plan: Plan, ps: PlannedStep, session: Session, tool: str) -> bool:
+    """A trusted server annotates ``tool`` as read-only or idempotent (as the local engine asks)."""
+    if not plan.servers[ps.server].server.trust_annotations:
+        return False
+    found = await sessions.checks.tool(ps.server, session, tool)
+    return found is not None and (found.annotations.read_only or found.annotations.idempotent)

@@ -45,7 +45,7 @@ def start_worker(client: Client, task_queue: str, *, max_activities: int = MAX_A
         client,
         task_queue=task_queue,
         workflows=[DagWorkflow, FanOutWorkflow],
-        activities=[activities.call_batch, activities.slice_keys],
+        activities=[activities.call_batch, activities.slice_keys, activities.reconcile],
         max_concurrent_activities=max_activities,
         max_heartbeat_throttle_interval=CORE_THROTTLE,  # the keeper's beats go out as handed over (.markers)
     )
