@@ -9,15 +9,20 @@ item in doubt; ``validate`` refuses a reconcile tool not declared safe to repeat
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Collection
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
+from runner.cli.runrecord import load, run_record, show_record
+from runner.cli.runtext import render_runs, render_show
 from runner.engine.core.reconcile import NOT_DONE_AT_END
 from runner.engine.core.vocabulary import ItemStatus
+from runner.engine.journal.rundir import RunDir
 from runner.errors import WorkflowError
 from runner.exitcodes import ExitCode
 from runner.workflow.loader import parse_workflow, validate
@@ -243,3 +248,21 @@ async def test_at_the_end_of_the_step_a_not_done_is_not_acted_on_the_resume_asks
         assert later.charged == Counter({f"k{i}": 1 for i in range(N)}), happened
         [verdict] = [e["verdict"] for e in more if e["type"] == "item_reconciled"]
         assert verdict == ("done" if happened else "not-done")
+
+
+async def test_show_and_runs_count_the_reconciled_items(tmp_path: Path) -> None:
+    bank = SlowBank(slow={"k1", "k4"})
+    events: list[dict[str, Any]] = []
+    await run_plan(plan_of(SLOW), Harness({"s": bank.setup}), events=events)
+    run_id = "20261203T000000.000000Z-abcdef"
+    run = tmp_path / "runs" / run_id
+    run.mkdir(parents=True)
+    started = {"seq": 1, "ts": events[0]["ts"], "type": "run_started", "run_id": run_id, "workflow": "wf.yaml"}
+    lines = [started, *({**e, "seq": e["seq"] + 1} for e in events)]
+    (run / "journal.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
+    loaded = load(RunDir(run))
+    shown = show_record(loaded, now=0.0)
+    assert (shown["steps"]["charge"]["reconciled"], shown["steps"]["charge"]["reused"]) == (2, 0)
+    assert (shown["items"]["reconciled"], shown["items"]["reused"]) == (2, 0)  # the runs row
+    assert "6 succeeded (2 reconciled)" in render_show(shown)
+    assert render_runs([run_record(loaded, now=0.0)]).splitlines()[0].endswith("REUSED  RECONCILED")
