@@ -20,7 +20,15 @@ import trio
 
 from runner.cli.runrecord import load, run_record, show_record
 from runner.cli.runtext import render_runs, render_show
-from runner.engine.core.reconcile import NOT_DONE_AT_END
+from runner.engine.core.items import ArgsFailed, rendered_args
+from runner.engine.core.reconcile import (
+    NOT_DONE_AT_END,
+    left_in_doubt,
+    reconcile_args,
+    reconcile_context,
+    verdict,
+    verdict_entry,
+)
 from runner.engine.core.vocabulary import ItemStatus
 from runner.engine.journal.rundir import RunDir
 from runner.errors import WorkflowError
@@ -266,3 +274,38 @@ async def test_show_and_runs_count_the_reconciled_items(tmp_path: Path) -> None:
     assert (shown["items"]["reconciled"], shown["items"]["reused"]) == (2, 0)  # the runs row
     assert "6 succeeded (2 reconciled)" in render_show(shown)
     assert render_runs([run_record(loaded, now=0.0)]).splitlines()[0].endswith("REUSED  RECONCILED")
+
+
+def test_one_verdict_rule_for_both_executors() -> None:
+    spec = plan_of(WORKFLOW).steps["charge"].reconcile
+    assert spec is not None
+    context = reconcile_context({"item": "k0", "index": 0}, "k0", {"id": "k0", "amount": 5})
+    assert reconcile_args(spec, context) == {"id": "k0", "amount": 5}
+    labelled = rendered_args(lambda _item, _index: [1], None, None, label="reconcile args")
+    assert labelled == ArgsFailed("reconcile args rendered to list, expected an object")  # (the step's: "args")
+
+    def said(charged: Any, *, at_end: bool = False, error: str | None = None) -> tuple[str, bool, Any]:
+        result = text_result(f'{{"charged": {charged}}}') if error is None else None
+        record = verdict(spec, context, step="charge", key="k0", index=0, result=result, error=error, at_end=at_end)
+        settled, entry = verdict_entry(record, referenced=True)
+        return record.verdict.value, settled, entry and entry["status"]
+
+    assert said("true") == said("true", at_end=True) == ("done", True, "succeeded")
+    assert said("false") == ("not-done", False, None)  # called now
+    assert said("false", at_end=True) == ("error", True, "failed")  # (NOT_DONE_AT_END): stays in doubt
+    assert said("1") == ("error", True, "failed")
+    assert said("true", error="lost") == ("error", True, "failed")
+
+
+def test_left_in_doubt_names_the_items_a_step_left_in_doubt_not_asked_yet() -> None:
+    state = folded(
+        [
+            {"seq": 1, "ts": "2026-01-01T00:00:00.000Z", "type": "step_started", "step": "s", "items": 3},
+            *(
+                {"seq": 2 + i, "ts": "2026-01-01T00:00:00.000Z", "type": "item_dispatched", "step": "s", "item": k}
+                for i, k in enumerate("abc")
+            ),
+            {"seq": 5, "ts": "2026-01-01T00:00:00.000Z", "type": "item_succeeded", "step": "s", "item": "c"},
+        ]
+    )
+    assert left_in_doubt(state.steps["s"], ["a", "b", "c", "d"], asked={"b"}) == ["a"]
