@@ -50,7 +50,10 @@ steps:
     return path
 
 
-def test_reconcile_on_temporal_settles_what_it_can_and_a_resume_with_no_decision_the_rest(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["resume RUN_ID", "FILE --resume"])
+def test_reconcile_on_temporal_settles_what_it_can_and_a_resume_with_no_decision_the_rest(
+    tmp_path: Path, how: str
+) -> None:
     counts = tmp_path / "counts.txt"
     path = _workflow(tmp_path, counts)
 
@@ -59,7 +62,12 @@ def test_reconcile_on_temporal_settles_what_it_can_and_a_resume_with_no_decision
             here = ("--temporal-address", target_of(env))
             seen = [await cli(str(path), "--engine", "temporal", *here, "--task-queue", "reconcile")]
             run_id = seen[0][2].split()[1]
-            seen.append(await cli("resume", run_id, "--engine", "temporal", *here))
+            if how == "resume RUN_ID":
+                seen.append(await cli("resume", run_id, "--engine", "temporal", *here))
+            else:
+                seen.append(
+                    await cli(str(path), "--resume", "--engine", "temporal", *here, "--task-queue", "reconcile")
+                )
             seen.append(await cli("export", run_id, "--engine", "temporal", *here))
             return seen
 
