@@ -81,19 +81,20 @@ from runner.engine.core.steps import Fail, StepMachine
 from runner.engine.core.vocabulary import Decision, FailureKind, StepStatus
 from runner.engine.journal.notes import LOG_LIMIT, LOG_RATE, PROGRESS_INTERVAL, Notes
 from runner.engine.journal.writer import EventLog, JournalWriteError
-from runner.errors import CallTimeout, MalformedMessage, McpRunError, first_line
+from runner.errors import CallTimeout, MalformedMessage, McpRunError, NotDelivered, first_line
 from runner.protocol.mcp import LogMessage as McpLogMessage
 from runner.protocol.mcp import ToolResult
 from runner.session import Session, SessionOptions
 from runner.session.options import RequestTracer
 from runner.workflow.context import item_entry
-from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, OutputFailure, Plan, PlannedStep
+from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, OutputFailure, Plan, PlannedReconcile, PlannedStep
 from runner.workflow.template import TemplateError
 
 __all__ = ["Outcome", "Scheduler", "SchedulerOptions", "SessionOpener"]
 
 SessionOpener = Callable[[str, SessionOptions], AbstractAsyncContextManager[Session]]
 
+RECONCILE_SENDS: Final = 3  # a reconcile request not delivered goes out on a new session, this many times in all
 IDLE_HINT: Final = " (a slow tool without progress notifications needs a longer idle_timeout, or none)"
 
 
@@ -456,14 +457,7 @@ class Scheduler:
         error = call_args.error if isinstance(call_args, ArgsFailed) else None
         if not isinstance(call_args, ArgsFailed):
             try:
-                session = await self._wait_for(self._link(ps.server))
-                if spec.idempotent or await self._trusted_safe(ps, session, spec.tool):
-                    answer = await session.call_tool(
-                        spec.tool, call_args, timeout=ps.timeout, idle_timeout=ps.idle_timeout
-                    )
-                    result = answer.raw
-                else:
-                    error = f"the server does not annotate {spec.tool!r} as read-only or idempotent"
+                result, error = await self._ask_reconcile(ps, spec, call_args)
             except Drained:
                 return True, None  # the run is stopping: the item did not end (still in doubt)
             except McpRunError as exc:
@@ -472,6 +466,28 @@ class Scheduler:
         record = verdict(spec, context, step=ps.id, key=key, index=index, result=result, error=error, at_end=at_end)
         await self._log.commit(record)  # durable before it acts: a crash after it cannot call the item twice
         return verdict_entry(record, referenced=ps.referenced)
+
+    async def _ask_reconcile(
+        self, ps: PlannedStep, spec: PlannedReconcile, args: dict[str, Any]
+    ) -> tuple[dict[str, Any] | None, str | None]:
+        """The reconcile tool's result (or why there is none). A request that surely did not reach the server
+        (its session was lost: the call that left the item in doubt often took it down) goes out again on the
+        next session, up to :data:`RECONCILE_SENDS` times in all (the tool is safe to repeat)."""
+        link = self._link(ps.server)
+        sends = 0
+        while True:
+            sends += 1
+            session = await self._wait_for(link)
+            if not spec.idempotent and not await self._trusted_safe(ps, session, spec.tool):
+                return None, f"the server does not annotate {spec.tool!r} as read-only or idempotent"
+            try:
+                answer = await session.call_tool(spec.tool, args, timeout=ps.timeout, idle_timeout=ps.idle_timeout)
+            except NotDelivered as exc:
+                if sends >= RECONCILE_SENDS:
+                    raise
+                link.lost(session, exc)  # (a later ask waits for the next session)
+                continue
+            return answer.raw, None
 
     async def _trusted_safe(self, ps: PlannedStep, session: Session, tool: str) -> bool:
         """A trusted server annotates ``tool`` as read-only or idempotent (the tool list asked if need be)."""

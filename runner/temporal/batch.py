@@ -55,6 +55,7 @@ from runner.workflow.plan import Plan, PlannedStep
 
 __all__ = ["IN_DOUBT_FOUND", "Batch", "Sessions", "ask_reconcile"]
 
+RECONCILE_SENDS: Final = 3  # a reconcile request not delivered goes out on a new session, this many times in all
 IN_DOUBT_FOUND: Final = (
     "dispatched by an earlier attempt of its activity (the worker was lost before it ended); not sent again"
 )
@@ -346,23 +347,30 @@ async def ask_reconcile(
     out: list[dict[str, Any]] = [{} for _ in asks]
 
     async def one(i: int) -> None:
-        key = asks[i]["key"]
-        try:
-            async with server.limit:
-                session = await server.link.session()
-                if not recon.idempotent and not await _annotated_safe(sessions, plan, ps, session, recon.tool):
-                    out[i] = {
-                        "key": key,
-                        "error": f"the server does not annotate {recon.tool!r} as read-only or idempotent",
-                    }
-                    return
-                answer = await session.call_tool(
-                    recon.tool, masker.decode_value(asks[i]["args"]), timeout=ps.timeout, idle_timeout=ps.idle_timeout
-                )
-        except McpRunError as exc:
-            out[i] = {"key": key, "error": first_line(exc)}
+        key, args = asks[i]["key"], masker.decode_value(asks[i]["args"])
+        sends = 0
+        while True:
+            sends += 1
+            session: Session | None = None
+            try:
+                async with server.limit:
+                    session = await server.link.session()
+                    if not recon.idempotent and not await _annotated_safe(sessions, plan, ps, session, recon.tool):
+                        error = f"the server does not annotate {recon.tool!r} as read-only or idempotent"
+                        out[i] = {"key": key, "error": error}
+                        return
+                    answer = await session.call_tool(recon.tool, args, timeout=ps.timeout, idle_timeout=ps.idle_timeout)
+            except NotDelivered as exc:
+                if sends < RECONCILE_SENDS and session is not None:
+                    server.link.lost(session, exc)  # as locally: asked again on the next session
+                    continue
+                out[i] = {"key": key, "error": first_line(exc)}
+                return
+            except McpRunError as exc:
+                out[i] = {"key": key, "error": first_line(exc)}
+                return
+            out[i] = {"key": key, "result": answer.raw}
             return
-        out[i] = {"key": key, "result": answer.raw}
 
     with masking(masker.mask):
         async with trio.open_nursery() as nursery:
