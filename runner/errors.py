@@ -39,7 +39,7 @@ Every error carries the exit code the CLI turns it into (see :mod:`runner.exitco
         │   │       └── LoginRequired (4) ``mcp-run login`` first [auth.errors]
         │   ├── NotDelivered          (4) the request surely never reached the server: safe to retry
         │   │   ├── SessionExpired    (4) the server forgot our session (HTTP 404): re-initialize
-        │   │   └── Throttled         (4) the server said "not now" (429, 503) before running it: wait, resend
+        │   │   └── Throttled         (4) the server said "not now" (429, 503 + Retry-After): wait, resend
         │   ├── HTTPStatusError       (4/3) the server refused the request with an HTTP status
         │   └── OutcomeUnknown        (5) the request was written but its result is lost: *in doubt*
         │       ├── CallTimeout       (5) no result in time; cancellation was sent
@@ -255,9 +255,9 @@ class SessionExpired(NotDelivered):
 
 class Throttled(NotDelivered):
     """The server refused the request for now, before running it: HTTP 429 (too many requests), or 503
-    (unavailable) to a tool call. Not run, so safe to send again, after ``retry_after`` seconds when the server
-    said (its ``Retry-After``, or a ``retry_after`` / ``retry_after_seconds`` field in its error body; ``None``:
-    it did not). The server's link pauses every call to it (:mod:`runner.engine.calls.pace`)."""
+    (unavailable) that says when to come back. Not run, so safe to send again, after ``retry_after`` seconds
+    when the server said (its ``Retry-After``, or a ``retry_after`` / ``retry_after_seconds`` field in its
+    error body; ``None``: it did not). The server's link pauses every call to it (:mod:`runner.engine.calls.pace`)."""
 
     def __init__(self, message: str, *, status_code: int, retry_after: float | None = None) -> None:
         super().__init__(message)

@@ -11,8 +11,13 @@
 # Groups: for each revision (2025-11-25, 2026-07-28) every client scenario the suite lists for
 # `--spec-version REV`, run at that revision's wire; the scenarios of the frozen `--requirements REV` set
 # are the scored ones (18 and 32), the rest (json-schema-2020-12-preservation) is run and judged but not
-# scored. Then `extensions`: the client-credentials, jwt-bearer and DPoP scenarios, run without
-# `--spec-version` (the suite calls them not applicable at a revision).
+# scored. Then every client scenario neither revision lists, run without `--spec-version` (the suite calls
+# them not applicable at a revision), judged, not scored: those the suite tags `[extension]` in group
+# `extensions` (client credentials, jwt-bearer, enterprise-managed authorization, DPoP, ...), the others in
+# group `earlier` (older revisions' scenarios: the 2025-03-26 OAuth back-compat ones). Nothing is
+# hard-coded but NOT_APPLICABLE below: the scenarios that do not apply to a client like mcp-run's, each
+# with its reason, not run and printed as such. A scenario a new suite adds is run, and fails the run
+# until it passes or is listed (here, or as an expected failure).
 #
 # Scenarios run --jobs N at a time (default 4, or $CONFORMANCE_JOBS), except `sse-retry`, which runs alone
 # at the end: it measures how long the client waits before reconnecting (a FAILURE under 450 ms, a
@@ -30,7 +35,13 @@ EXPECTED=tests/conformance
 PYTHON=.venv/bin/python
 CLIENT="$PYTHON -m runner.testing.conformance"
 REVISIONS=(2025-11-25 2026-07-28)
-EXTENSIONS=(auth/client-credentials-basic auth/client-credentials-jwt auth/wif-jwt-bearer auth/dpop auth/dpop-nonce)
+# Client scenarios outside both revisions that do not apply to mcp-run's client: scenario -> reason.
+declare -A NOT_APPLICABLE=(
+    [sep-2640-client-no-prefetch]="skills extension (SEP-2640): mcp-run runs tool calls, it is not a skills host (it never lists or loads skills)"
+    [sep-2640-client-verify-digest]="skills extension (SEP-2640): no skills host, so no skill file is read to verify"
+    [sep-2640-client-verify-size]="skills extension (SEP-2640): no skills host, so no skill file is read to verify"
+    [sep-2640-client-verify-frontmatter]="skills extension (SEP-2640): no skills host, so no SKILL.md is parsed"
+)
 
 results=""
 report_only=0
@@ -44,7 +55,7 @@ while [ "$#" -gt 0 ]; do
         --report-only) report_only=1; shift ;;
         --jobs) jobs=$2; shift 2 ;;
         --timeout) timeout_ms=(--timeout "$2"); shift 2 ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
         -*) echo "conformance.sh: unknown option $1" >&2; exit 2 ;;
         *) only+=("$1"); shift ;;
     esac
@@ -67,6 +78,11 @@ fi
 # The names the suite lists under "Client scenarios" (for `list --requirements`, only that section).
 client_scenarios() {
     "$NODE" "$SUITE" list --client "$@" | sed -n '/^Client scenarios/,/^$/p' | sed -n 's/^  - \([^ ]*\).*/\1/p'
+}
+
+# "NAME TAGS" for every client scenario (TAGS: the bracketed list, e.g. `extension` or `2025-03-26`).
+tagged_client_scenarios() {
+    "$NODE" "$SUITE" list --client | sed -n '/^Client scenarios/,/^$/p' | sed -n 's/^  - \([^ ]*\) \[\(.*\)\]$/\1 \2/p'
 }
 
 wanted() {
@@ -111,6 +127,7 @@ spawn() {
 start=$SECONDS
 ran=0
 timed=()
+in_revisions=()
 for revision in "${REVISIONS[@]}"; do
     mapfile -t listed < <(client_scenarios --spec-version "$revision")
     mapfile -t required < <(client_scenarios --requirements "$revision")
@@ -118,6 +135,7 @@ for revision in "${REVISIONS[@]}"; do
         echo "conformance.sh: the suite listed no client scenarios for $revision" >&2
         exit 1
     fi
+    in_revisions+=("${listed[@]}")
     mkdir -p "$results/$revision"
     for scenario in "${listed[@]}"; do
         wanted "$scenario" || continue
@@ -131,10 +149,31 @@ for revision in "${REVISIONS[@]}"; do
         ran=$((ran + 1))
     done
 done
-mkdir -p "$results/extensions"
-for scenario in "${EXTENSIONS[@]}"; do
+mapfile -t tagged < <(tagged_client_scenarios)
+if [ "${#tagged[@]}" -eq 0 ]; then
+    echo "conformance.sh: the suite listed no client scenarios" >&2
+    exit 1
+fi
+for name in "${!NOT_APPLICABLE[@]}"; do
+    if ! contains "$name" "${tagged[@]%% *}"; then
+        echo "conformance.sh: NOT_APPLICABLE names $name, which the suite does not list: remove it" >&2
+        exit 1
+    fi
+done
+not_run=()
+for line in "${tagged[@]}"; do
+    scenario=${line%% *}
+    tags=${line#* }
+    contains "$scenario" "${in_revisions[@]}" && continue
     wanted "$scenario" || continue
-    spawn extensions "$scenario" 0
+    if [ -n "${NOT_APPLICABLE[$scenario]:-}" ]; then
+        not_run+=("$scenario: ${NOT_APPLICABLE[$scenario]}")
+        continue
+    fi
+    group=earlier
+    [ "$tags" = extension ] && group=extensions
+    mkdir -p "$results/$group"
+    spawn "$group" "$scenario" 0
     ran=$((ran + 1))
 done
 wait
@@ -147,6 +186,9 @@ for group in "$results"/*/; do
 done
 
 echo "conformance: $ran scenario runs in $((SECONDS - start)) s"
+for line in "${not_run[@]}"; do
+    echo "  not applicable, not run: $line"
+done
 if [ "$ran" -eq 0 ]; then
     echo "conformance.sh: no scenario matched ${only[*]}" >&2
     exit 1

@@ -6,7 +6,10 @@ metadata and a token endpoint that checks the client's authentication (secret ba
 issues opaque tokens. The MCP server (``https://mcp.test/mcp``) serves its protected-resource metadata and
 answers JSON-RPC with JSON bodies, but only to a valid token; ``tools/call`` counts the calls that ran.
 Knobs on the instance change the world between requests (revoke tokens, require a scope, lie about the
-resource or the issuer).
+resource or the issuer). DPoP (RFC 9449): ``dpop_algs`` offers it in the metadata; a token request with a
+``DPoP`` proof gets a token bound to its key (``token_type`` ``DPoP``), which the MCP server accepts only as
+``Authorization: DPoP`` with a valid proof of that key (:func:`check_proof`, verified with
+``cryptography``); ``as_nonce`` and ``rs_nonce`` make either server demand its nonce.
 """
 
 from __future__ import annotations
@@ -14,12 +17,17 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
 import httpx2
 import jwt
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
 MCP_URL = "https://mcp.test/mcp"
 ISSUER = "https://auth.test"
@@ -31,6 +39,64 @@ class Issued:
     scope: set[str]
     client_id: str | None
     refresh: str | None = None
+    jkt: str | None = None  # the DPoP key's thumbprint the token is bound to
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def thumbprint(jwk: dict[str, Any]) -> str:
+    """RFC 7638 for an EC key."""
+    canonical = json.dumps({k: jwk[k] for k in ("crv", "kty", "x", "y")}, separators=(",", ":"), sort_keys=True)
+    return _b64(hashlib.sha256(canonical.encode()).digest())
+
+
+class ProofError(Exception):
+    pass
+
+
+def check_proof(
+    proof: str | None, method: str, url: str, *, access_token: str | None = None, nonce: str | None = None
+) -> tuple[dict[str, Any], str]:
+    """A DPoP proof's claims and key thumbprint, verified as RFC 9449 section 4.3 says, with the ES256
+    signature checked by ``cryptography`` itself; ``ProofError`` saying what is wrong."""
+    if not proof or "," in proof:
+        raise ProofError("missing or several DPoP proofs")
+    head_b64, claims_b64, sig_b64 = proof.split(".")
+    header = json.loads(_unb64(head_b64))
+    claims = json.loads(_unb64(claims_b64))
+    if header.get("typ") != "dpop+jwt" or header.get("alg") != "ES256":
+        raise ProofError(f"bad header {header}")
+    jwk = header["jwk"]
+    if "d" in jwk or jwk.get("kty") != "EC" or jwk.get("crv") != "P-256":
+        raise ProofError("bad jwk")
+    public = ec.EllipticCurvePublicNumbers(
+        int.from_bytes(_unb64(jwk["x"]), "big"), int.from_bytes(_unb64(jwk["y"]), "big"), ec.SECP256R1()
+    ).public_key()
+    raw = _unb64(sig_b64)
+    signature = encode_dss_signature(int.from_bytes(raw[:32], "big"), int.from_bytes(raw[32:], "big"))
+    try:
+        public.verify(signature, f"{head_b64}.{claims_b64}".encode(), ec.ECDSA(hashes.SHA256()))
+    except InvalidSignature:
+        raise ProofError("the signature does not verify") from None
+    if not isinstance(claims.get("jti"), str) or claims.get("htm") != method or claims.get("htu") != url:
+        raise ProofError(f"jti/htm/htu wrong: {claims}")
+    if abs(time.time() - claims.get("iat", 0)) > 60:
+        raise ProofError("iat out of window")
+    if access_token is not None:
+        ath = _b64(hashlib.sha256(access_token.encode()).digest())
+        if claims.get("ath") != ath:
+            raise ProofError("ath wrong")
+    elif "ath" in claims:
+        raise ProofError("ath on a token request")
+    if nonce is not None and claims.get("nonce") != nonce:
+        raise ProofError("use_dpop_nonce")
+    return claims, thumbprint(jwk)
 
 
 @dataclass
@@ -56,6 +122,13 @@ class AuthWorld:
     counter: int = 0
     codes: dict[str, dict[str, str]] = field(default_factory=dict)  # authorization code -> its request
     registered: list[dict[str, Any]] = field(default_factory=list)
+    dpop_algs: list[str] | None = None  # dpop_signing_alg_values_supported (None: not in the metadata)
+    dpop_challenge: bool = False  # the MCP server challenges with the DPoP scheme only
+    as_nonce: str | None = None
+    rs_nonce: str | None = None
+    rs_nonce_stuck: bool = False  # the MCP server refuses even its own nonce
+    proofs: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (where, claims) of valid ones
+    proof_errors: list[str] = field(default_factory=list)
 
     def revoke_access(self) -> None:
         self.access.clear()
@@ -115,6 +188,7 @@ class AuthWorld:
                     "scopes_supported": ["mcp:read", "offline_access"],
                     "grant_types_supported": ["client_credentials", "refresh_token", "authorization_code"],
                     "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+                    **({} if self.dpop_algs is None else {"dpop_signing_alg_values_supported": self.dpop_algs}),
                 },
             )
         if path == "/token" and request.method == "POST":
@@ -156,16 +230,16 @@ class AuthWorld:
             return client_id if self.clients.get(client_id) == form["client_secret"] else None
         return form.get("client_id")
 
-    def _issue(self, scope: set[str], client_id: str | None) -> httpx2.Response:
+    def _issue(self, scope: set[str], client_id: str | None, jkt: str | None = None) -> httpx2.Response:
         self.counter += 1
         access, refresh = f"access-{self.counter}-xyzzy", f"refresh-{self.counter}-plugh"
-        self.access[access] = Issued(scope, client_id, refresh)
-        self.refresh[refresh] = Issued(scope, client_id)
+        self.access[access] = Issued(scope, client_id, refresh, jkt)
+        self.refresh[refresh] = Issued(scope, client_id, jkt=jkt)
         return httpx2.Response(
             200,
             json={
                 "access_token": access,
-                "token_type": "Bearer",
+                "token_type": "DPoP" if jkt else "Bearer",
                 "expires_in": 3600,
                 "refresh_token": refresh,
                 "scope": " ".join(sorted(scope)),
@@ -178,17 +252,28 @@ class AuthWorld:
         self.token_headers.append(request.headers)
         if form.get("resource") != self.mcp_url:
             return httpx2.Response(400, json={"error": "invalid_target"})
+        jkt: str | None = None
+        if "dpop" in request.headers:
+            try:
+                claims, jkt = check_proof(request.headers["dpop"], "POST", self.token_endpoint, nonce=self.as_nonce)
+            except ProofError as exc:
+                self.proof_errors.append(f"token: {exc}")
+                if str(exc) == "use_dpop_nonce":
+                    assert self.as_nonce is not None
+                    return httpx2.Response(400, headers={"DPoP-Nonce": self.as_nonce}, json={"error": "use_dpop_nonce"})
+                return httpx2.Response(400, json={"error": "invalid_dpop_proof"})
+            self.proofs.append(("token", claims))
         scope = set(form.get("scope", "").split())
         grant = form.get("grant_type")
         if grant == "client_credentials":
             client = self._client(request, form)
             if client is None or client not in (*self.clients, *self.public_keys):
                 return httpx2.Response(401, json={"error": "invalid_client"})
-            return self._issue(scope, client)
+            return self._issue(scope, client, jkt)
         if grant == "urn:ietf:params:oauth:grant-type:jwt-bearer":
             if form.get("assertion") not in self.workload_tokens:
                 return httpx2.Response(400, json={"error": "invalid_grant"})
-            return self._issue(scope, None)
+            return self._issue(scope, None, jkt)
         if grant == "authorization_code":
             asked = self.codes.pop(form.get("code", ""), None)
             verifier = form.get("code_verifier", "")
@@ -199,12 +284,12 @@ class AuthWorld:
                 or asked["redirect_uri"] != form.get("redirect_uri")
             ):
                 return httpx2.Response(400, json={"error": "invalid_grant"})
-            return self._issue(set(asked.get("scope", "").split()), asked.get("client_id"))
+            return self._issue(set(asked.get("scope", "").split()), asked.get("client_id"), jkt)
         if grant == "refresh_token":
             issued = self.refresh.pop(form.get("refresh_token", ""), None)
-            if issued is None:
+            if issued is None or issued.jkt != jkt:  # a bound refresh token needs a proof of its key
                 return httpx2.Response(400, json={"error": "invalid_grant"})
-            return self._issue(scope or issued.scope, issued.client_id)
+            return self._issue(scope or issued.scope, issued.client_id, jkt)
         return httpx2.Response(400, json={"error": "unsupported_grant_type"})
 
     # -- the protected MCP server -----------------------------------------------------------------
@@ -213,10 +298,34 @@ class AuthWorld:
         authorization = request.headers.get("authorization")
         body = json.loads(request.content) if request.content else None
         self.mcp_requests.append((authorization, body))
-        token = authorization[7:] if authorization and authorization.startswith("Bearer ") else None
+        scheme, _, token = (authorization or "").partition(" ")
         issued = self.access.get(token) if token else None
+        if issued is not None and (scheme == "DPoP") != (issued.jkt is not None):
+            issued = None  # a bound token as Bearer, or a Bearer one as DPoP
+        if issued is not None and issued.jkt is not None:
+            try:
+                claims, jkt = check_proof(
+                    request.headers.get("dpop"), request.method, self.mcp_url, access_token=token, nonce=self.rs_nonce
+                )
+                if jkt != issued.jkt:
+                    raise ProofError("the proof's key is not the token's")
+                if self.rs_nonce_stuck:
+                    raise ProofError("use_dpop_nonce")
+            except ProofError as exc:
+                self.proof_errors.append(f"mcp: {exc}")
+                if str(exc) == "use_dpop_nonce":
+                    assert self.rs_nonce is not None
+                    return httpx2.Response(
+                        401,
+                        headers={
+                            "www-authenticate": f'DPoP error="use_dpop_nonce", resource_metadata="{self.prm_url}"',
+                            "DPoP-Nonce": self.rs_nonce,
+                        },
+                    )
+                return httpx2.Response(401, headers={"www-authenticate": 'DPoP error="invalid_dpop_proof"'})
+            self.proofs.append(("mcp", claims))
         if issued is None or self.always_reject:
-            challenge = f'Bearer resource_metadata="{self.prm_url}"'
+            challenge = f'{"DPoP" if self.dpop_challenge else "Bearer"} resource_metadata="{self.prm_url}"'
             if self.challenge_scope:
                 challenge += f', scope="{self.challenge_scope}"'
             return httpx2.Response(401, headers={"www-authenticate": challenge})

@@ -75,9 +75,10 @@ async def _events() -> list[dict[str, Any]]:
     return events
 
 
-def write_run(state_dir: Path, workflow: Path | None = None) -> Path:
+def write_run(state_dir: Path, workflow: Path | None = None, fingerprints: dict[str, str] | None = None) -> Path:
     """The run's directory in ``state_dir`` (``runs/RUN_ID/journal.jsonl``), its journal framed by the records
-    the lifecycle writes around the scheduler's: ``run_started`` and ``run_stopped`` (in doubt)."""
+    the lifecycle writes around the scheduler's: ``run_started`` (``workflow``, default a file that is not there,
+    and the steps' ``fingerprints``) and ``run_stopped`` (in doubt)."""
     events = trio.run(_events, clock=trio.testing.MockClock(autojump_threshold=0))
     first_ts = events[0]["ts"]
     start = {
@@ -88,7 +89,7 @@ def write_run(state_dir: Path, workflow: Path | None = None) -> Path:
         "workflow": str(workflow or "/srv/report.yaml"),
         "workflow_hash": "h",
         "inputs": {"token": SECRET_INPUT, "lang": "en"},
-        "fingerprints": {},
+        "fingerprints": fingerprints or {},
         "pid": 1,
         "journal": JOURNAL_FORMAT,
     }
@@ -100,3 +101,16 @@ def write_run(state_dir: Path, workflow: Path | None = None) -> Path:
         for seq, obj in enumerate(lines, start=1):
             f.write(json.dumps({**obj, "seq": seq}) + "\n")
     return run
+
+
+def write_run_of_file(folder: Path, text: str = WORKFLOW) -> Path:
+    """:func:`write_run` of the workflow written as ``folder/report.yaml`` (``text``: the run's, or one that
+    renders other arguments), with the fingerprints a run of it journals (what ``show --item`` compares before
+    rendering arguments again)."""
+    from runner.workflow.fingerprints import fingerprints
+    from runner.workflow.loader import validate
+
+    path = folder / "report.yaml"
+    path.write_text(text)
+    plan = validate(str(path), inputs_file={"token": "s3cret"})
+    return write_run(folder / "state", path, fingerprints(plan, dict(plan.input_values or {})))

@@ -188,8 +188,8 @@ async def test_step_up_stops_at_its_limit() -> None:
     auth = provider(world, AuthConfig(client_id="ci-bot", client_secret=SECRET, step_up_limit=2))
     original = world._issue
 
-    def stingy(scope: set[str], client_id: str | None) -> httpx2.Response:
-        return original(scope - {"never-granted"}, client_id)
+    def stingy(scope: set[str], client_id: str | None, jkt: str | None = None) -> httpx2.Response:
+        return original(scope - {"never-granted"}, client_id, jkt)
 
     world._issue = stingy  # type: ignore[method-assign]
     async with session_with(world, auth) as session:

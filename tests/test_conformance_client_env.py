@@ -46,3 +46,26 @@ def test_an_auth_scenario_gets_a_provider(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("MCP_CONFORMANCE_CONTEXT", '{"client_id": "c", "client_secret": "s3cret-value"}')
     target = http_target("http://localhost:1234/mcp", "auth/client-credentials-basic")
     assert target.auth is not None
+
+
+def test_the_enterprise_scenario_gets_the_enterprise_grant() -> None:
+    from runner.auth.provider import OAuthProvider
+    from runner.testing.conformance_auth import scenario_provider
+
+    context = (
+        '{"client_id": "xaa", "client_secret": "xaa-secret", "idp_client_id": "at-idp", "idp_id_token": "eyJ.id.t",'
+        ' "idp_issuer": "http://localhost:1/", "idp_token_endpoint": "http://localhost:1/token"}'
+    )
+    provider = scenario_provider(
+        "auth/enterprise-managed-authorization",
+        "http://localhost:2/mcp",
+        {"MCP_CONFORMANCE_CONTEXT": context},
+    )
+    assert isinstance(provider, OAuthProvider)
+    config = provider.config
+    assert (config.grant, config.client_id, config.client_secret) == ("enterprise", "xaa", "xaa-secret")
+    assert (config.id_token, config.idp_client_id, config.idp_token_url) == (
+        "eyJ.id.t",
+        "at-idp",
+        "http://localhost:1/token",
+    )

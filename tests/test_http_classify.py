@@ -105,6 +105,15 @@ def test_status_rows(status: int, carried_session: bool, action: Action) -> None
 
 
 @pytest.mark.parametrize(
+    ("status", "action"), [(503, Action.RETRY_AFTER), (429, Action.RETRY_AFTER), (500, Action.IN_DOUBT)]
+)
+def test_a_503_that_says_when_to_come_back_is_not_now(status: int, action: Action) -> None:
+    # A bare 503 stays in doubt (a proxy may answer it after forwarding the call); with Retry-After it is a
+    # server shedding load before running anything. Other 5xx stay in doubt whatever they say.
+    assert classify_status(status, carried_session=True, asked_to_wait=True).action is action
+
+
+@pytest.mark.parametrize(
     ("body", "carried_session", "action"),
     [
         (": Bad Request: No valid session ID provided (-32000)", True, Action.SESSION_EXPIRED),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -805,6 +805,34 @@ async def test_429_or_503_to_a_call_is_throttled_not_delivered(autojump_clock: t
     assert [s.time for s in server.seen] == [0.0]
 
 
+async def test_a_bare_503_to_a_call_is_in_doubt_not_resent(autojump_clock: trio.abc.Clock) -> None:
+    # No Retry-After, no retry_after in the body: a proxy in front of the server may answer 503 after it
+    # forwarded the call (an upstream that timed out), so the call may have run.
+    async def handler(req: Seen) -> httpx2.Response:
+        return httpx2.Response(503, text="upstream timed out")
+
+    async with connect(handler) as (t, server):
+        with pytest.raises(OutcomeUnknown) as info:
+            await t.send(Request(1, "tools/call"))
+    assert not isinstance(info.value, NotDelivered)
+    assert "503" in str(info.value) and "may have run" in str(info.value)
+    assert len(server.seen) == 1
+
+
+async def test_a_503_with_retry_after_in_its_body_is_throttled(autojump_clock: trio.abc.Clock) -> None:
+    async def handler(req: Seen) -> httpx2.Response:
+        return httpx2.Response(
+            503,
+            json={"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "busy", "data": {"retry_after": 2}}},
+        )
+
+    async with connect(handler) as (t, server):
+        with pytest.raises(Throttled) as info:
+            await t.send(Request(1, "tools/call"))
+    assert info.value.status_code == 503 and info.value.retry_after == 2.0
+    assert len(server.seen) == 1
+
+
 async def test_throttled_with_an_http_date(autojump_clock: trio.abc.Clock) -> None:
     from datetime import UTC, datetime, timedelta
     from email.utils import format_datetime
@@ -1266,11 +1294,16 @@ class _RenewingAuth:
         self.token = "t1"
         self.challenges: list[tuple[int, str | None]] = []
 
-    def header(self) -> str | None:
-        return f"Bearer {self.token}"
+    def headers(self, method: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
 
-    async def challenged(self, status: int, www_authenticate: str | None, sent: str | None) -> bool:
-        self.challenges.append((status, sent))
+    def nonce(self, dpop_nonce: str) -> None:
+        pass
+
+    async def challenged(
+        self, status: int, www_authenticate: str | None, sent: Mapping[str, str], dpop_nonce: str | None = None
+    ) -> bool:
+        self.challenges.append((status, sent.get("Authorization")))
         self.token = "t2"
         return True
 

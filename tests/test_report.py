@@ -12,9 +12,9 @@ import pytest
 from runner.cli import main
 from runner.engine.journal.reader import iter_journal
 from runner.report.junit import junit_xml
-from runner.report.lanes import CallSpan, Outcome, lanes_of
+from runner.report.lanes import CallSpan, Outcome, WaitSpan, lanes_of
 from runner.report.model import RunReportModel, build
-from tests.report_run import RUN_ID, SECRET_INPUT, write_run
+from tests.report_run import RUN_ID, SECRET_INPUT, WORKFLOW, write_run, write_run_of_file
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +57,9 @@ def test_lanes_count_every_call_and_the_retry(model: RunReportModel) -> None:
     # 1 listing + 2 attempts of notes + 6 conversions; the first attempt of notes was retried.
     assert (lane.calls, totals.succeeded, totals.failed, totals.retried, totals.in_doubt) == (9, 4, 3, 1, 1)
     assert sum(b.ended for b in lane.buckets) == 9
+    # The retried call's wait: from its failed attempt's answer to the next dispatch.
+    assert lane.waits == 1 and lane.totals.waiting > 0
+    assert sum(b.waiting for b in lane.buckets) == pytest.approx(lane.totals.waiting)
     (server,) = model.servers
     assert (server.name, server.server_name, server.reconnects) == ("s", "fake", 1)
 
@@ -67,6 +70,14 @@ def test_lanes_aggregate_into_a_fixed_number_of_buckets() -> None:
     assert len(lane.buckets) == 50 and width == pytest.approx(1000.5 / 50)
     assert sum(b.succeeded for b in lane.buckets) == 100_000
     assert sum(b.busy for b in lane.buckets) == pytest.approx(100_000 * 0.5)
+
+
+def test_retry_waits_spread_over_the_buckets_they_cross() -> None:
+    spans = [CallSpan("a", 0.0, 1.0, Outcome.RETRIED), CallSpan("a", 31.0, 32.0, Outcome.SUCCEEDED)]
+    (lane,), width = lanes_of(spans, 0.0, 40.0, 4, [WaitSpan("a", 1.0, 31.0)])
+    assert width == 10.0 and (lane.waits, lane.totals.waiting) == (1, 30.0)
+    assert [b.waiting for b in lane.buckets] == [9.0, 10.0, 10.0, 1.0]
+    assert [b.busy for b in lane.buckets] == [1.0, 0.0, 0.0, 1.0]
 
 
 def test_junit_has_a_testcase_per_item_and_failures_for_failed_and_in_doubt(model: RunReportModel) -> None:
@@ -143,6 +154,49 @@ def test_show_item_prints_its_status_result_and_events(run_dir: Path, capsys: py
     assert [e["type"] for e in record["events"]] == ["item_dispatched", "item_failed"]
     assert main(["show", RUN_ID, "--state-dir", state_dir, "--item", "notes"]) == 0  # a plain step, by its id
     assert capsys.readouterr().out.startswith("item notes: succeeded\n")
+
+
+def test_show_item_renders_its_arguments_from_the_workflow_now(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The journal holds no arguments: they are rendered again from the file and the journaled results (the
+    fan-out's items come from step ``files``'s result), and said to be; once the step changed, not shown."""
+    run = write_run_of_file(tmp_path)
+    state_dir = str(run.parent.parent)
+    workflow = tmp_path / "report.yaml"
+    assert main(["show", RUN_ID, "--state-dir", state_dir, "--item", "f2"]) == 0
+    out = capsys.readouterr().out
+    assert f"arguments (as rendered from {workflow} now; the journal does not hold them)" in out
+    assert '"text": "f2"' in out
+    assert main(["show", RUN_ID, "--state-dir", state_dir, "--item", "notes", "--json"]) == 0
+    arguments = json.loads(capsys.readouterr().out)["arguments"]
+    assert arguments == {"rendered_from": str(workflow), "args": {"text": "hello"}, "note": None}
+
+    workflow.write_text(workflow.read_text().replace('args: {text: "${{ item }}"}', 'args: {text: "v2 ${{ item }}"}'))
+    assert main(["show", RUN_ID, "--state-dir", state_dir, "--item", "f2"]) == 0
+    out = capsys.readouterr().out
+    assert "arguments not shown: step 'convert' of" in out and "its arguments may differ from those sent" in out
+    assert '"text": "' not in out.split("arguments not shown")[1].split("result")[0]
+    assert "v2" not in out
+    workflow.unlink()
+    assert main(["show", RUN_ID, "--state-dir", state_dir, "--item", "f2"]) == 0
+    assert f"arguments not shown: the workflow file {workflow} is not there now" in capsys.readouterr().out
+
+
+def test_show_item_masks_the_arguments_it_renders(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An environment variable the arguments read is rendered with its value now, and printed masked; a secret
+    input renders as the placeholder the journal holds."""
+    monkeypatch.setenv("REPORT_TOKEN", "tok-9f8e7d6c5b")
+    text = WORKFLOW.replace(
+        'args: {text: "hello"}', 'args: {text: "hello ${{ env.REPORT_TOKEN }} ${{ inputs.token }}"}'
+    )
+    run = write_run_of_file(tmp_path, text)
+    assert main(["show", RUN_ID, "--state-dir", str(run.parent.parent), "--item", "notes"]) == 0
+    out = capsys.readouterr().out
+    assert '"text": "hello ***env.REPORT_TOKEN*** ***inputs.token***"' in out
+    assert "tok-9f8e7d6c5b" not in out
 
 
 def test_show_item_of_an_unknown_key_suggests_one(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

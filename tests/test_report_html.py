@@ -65,6 +65,7 @@ def test_the_page_has_its_pictures(page: tuple[str, Page]) -> None:
     source, _parsed = page
     assert source.count("<svg") == 3  # the DAG, the lanes, the throughput
     assert ">convert</text>" in source and "6 calls" in source
+    assert 'class="wait"' in source and "1 retry wait, " in source  # the retried call's backoff, drawn
 
 
 def test_report_html_of_a_workflow_at_hand_draws_its_edges(tmp_path: Path) -> None:

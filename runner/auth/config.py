@@ -5,6 +5,8 @@ Grants (``grant``):
 ``client_credentials``  the client's own credentials (a secret, or a private key for ``private_key_jwt``)
 ``jwt_bearer``          RFC 7523: a workload identity token (an environment variable, a file, or GitHub
                         Actions' OIDC endpoint) exchanged for an access token
+``enterprise``          SEP-990: the ID token of an enterprise sign-in exchanged at the IdP for an ID-JAG
+                        (RFC 8693), which a jwt-bearer grant turns into an access token (:mod:`.enterprise`)
 ``login``               the refresh token a person stored with ``mcp-run login URL``
 ``authorization_code``  the interactive flow (``mcp-run login``; the conformance client drives it headless)
 
@@ -26,12 +28,12 @@ from runner.auth.errors import AuthFailed
 
 __all__ = ["AUTH_METHODS", "GRANTS", "AuthConfig", "resolve_secret"]
 
-Grant = Literal["client_credentials", "jwt_bearer", "login", "authorization_code"]
-GRANTS: Final = ("client_credentials", "jwt_bearer", "login", "authorization_code")
+Grant = Literal["client_credentials", "jwt_bearer", "enterprise", "login", "authorization_code"]
+GRANTS: Final = ("client_credentials", "jwt_bearer", "enterprise", "login", "authorization_code")
 AuthMethod = Literal["client_secret_basic", "client_secret_post", "private_key_jwt", "none"]
 AUTH_METHODS: Final = ("client_secret_basic", "client_secret_post", "private_key_jwt", "none")
 
-_SECRET_FIELDS: Final = frozenset({"client_secret", "private_key", "assertion"})
+_SECRET_FIELDS: Final = frozenset({"client_secret", "private_key", "assertion", "id_token", "idp_client_secret"})
 
 
 def resolve_secret(reference: str, environ: Mapping[str, str] | None = None) -> str:
@@ -64,8 +66,13 @@ class AuthConfig:
                        when a key is given, ``client_secret_basic`` with a secret, else ``none``
     ``assertion``      the jwt-bearer grant's workload token; or ``github_audience``: fetch one from GitHub
                        Actions' OIDC endpoint with that audience
+    ``id_token``       the enterprise grant's ID token (from the IdP sign-in), exchanged at the IdP's token
+                       endpoint (``idp_token_url``, or found from ``idp_issuer``) as the IdP client
+                       ``idp_client_id`` (with ``idp_client_secret`` when the IdP wants one)
     ``signing_alg``    ``ES256`` or ``RS256`` for ``private_key_jwt`` (by default from the key's type)
     ``step_up_limit``  403 ``insufficient_scope`` answers followed with a wider token, per token
+    ``dpop``           DPoP-bound tokens (RFC 9449): True always, False never, None (the default) when the
+                       authorization server offers them (:func:`runner.auth.dpop.wanted`)
     """
 
     grant: Grant = "client_credentials"
@@ -80,7 +87,13 @@ class AuthConfig:
     assertion: str | None = None
     github_audience: str | None = None
     client_metadata_url: str | None = None
+    id_token: str | None = None
+    idp_token_url: str | None = None
+    idp_issuer: str | None = None
+    idp_client_id: str | None = None
+    idp_client_secret: str | None = None
     step_up_limit: int = 2
+    dpop: bool | None = None
     secret_values: Sequence[str] = field(default=(), compare=False)
 
     def method(self) -> AuthMethod:

@@ -1,7 +1,7 @@
 """MCP authorization discovery, without I/O: what to fetch, in which order, and what to accept.
 
-- :func:`parse_challenge` reads a ``WWW-Authenticate: Bearer ...`` header (``resource_metadata``,
-  ``scope``, ``error``).
+- :func:`parse_challenge` reads a ``WWW-Authenticate: Bearer ...`` (or ``DPoP ...``) header
+  (``resource_metadata``, ``scope``, ``error``).
 - :func:`resource_metadata_urls`: the protected-resource metadata (RFC 9728) locations to try: the
   header's URL, then the path-based well-known URL, then the root one.
 - :func:`check_resource`: the metadata's ``resource`` must name the server (same origin, and the
@@ -41,22 +41,33 @@ _PARAM = re.compile(r'\s*([!#$%&\'*+\-.^_`|~0-9A-Za-z]+)\s*=\s*("(?:[^"\\]|\\.)*
 
 @dataclass(frozen=True, slots=True)
 class Challenge:
-    """The Bearer challenge of a ``WWW-Authenticate`` header (all ``None`` when there is none)."""
+    """The Bearer or DPoP challenge of a ``WWW-Authenticate`` header (all ``None`` when there is none);
+    ``scheme`` is ``bearer`` or ``dpop``."""
 
     resource_metadata: str | None = None
     scope: str | None = None
     error: str | None = None
     params: Mapping[str, str] = field(default_factory=dict)
+    scheme: str | None = None
 
 
-def parse_challenge(header: str | None) -> Challenge:
-    """The ``Bearer`` challenge's parameters from a ``WWW-Authenticate`` value; unreadable parts are
-    skipped (a server's bad header never raises)."""
+def parse_challenge(header: str | None, *, prefer: str = "bearer") -> Challenge:
+    """The ``Bearer`` or ``DPoP`` (RFC 9449 section 7.1) challenge's parameters from a ``WWW-Authenticate``
+    value, the ``prefer`` scheme's when it has both; unreadable parts are skipped (a server's bad header
+    never raises)."""
     if not header:
         return Challenge()
-    match = re.search(r"(?i)(?:^|,)\s*bearer(?:\s+|$)", header)
+    for scheme in (prefer, "dpop" if prefer == "bearer" else "bearer"):
+        found = _parse_scheme(header, scheme)
+        if found is not None:
+            return found
+    return Challenge()
+
+
+def _parse_scheme(header: str, scheme: str) -> Challenge | None:
+    match = re.search(rf"(?i)(?:^|,)\s*{scheme}(?:\s+|$)", header)
     if match is None:
-        return Challenge()
+        return None
     rest = header[match.end() :]
     params: dict[str, str] = {}
     position = 0
@@ -72,7 +83,7 @@ def parse_challenge(header: str | None) -> Challenge:
         # another scheme starts ("Bearer a=b, Basic realm=x"): stop at a bare token followed by a space
         if re.match(r"\s*[A-Za-z][\w-]*\s+[\w-]+=", rest[position:]):
             break
-    return Challenge(params.get("resource_metadata"), params.get("scope"), params.get("error"), params)
+    return Challenge(params.get("resource_metadata"), params.get("scope"), params.get("error"), params, scheme)
 
 
 def _split(url: str) -> tuple[str, str, str]:

@@ -12,7 +12,7 @@ from runner.workflow.auth import ServerAuth
 
 __all__ = ["auth_config", "auth_secrets"]
 
-_SECRETS = ("client_secret", "private_key", "assertion")
+_SECRETS = ("client_secret", "private_key", "assertion", "id_token", "idp_client_secret")
 
 
 def auth_secrets(auth: ServerAuth, environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -39,7 +39,13 @@ def auth_config(auth: ServerAuth, environ: Mapping[str, str] | None = None) -> A
         scopes=tuple(auth.scopes or ()),
         issuer=auth.issuer,
         github_audience=auth.github_audience,
+        dpop=auth.dpop,
         client_secret=read(auth.client_secret),
         private_key=read(auth.private_key),
         assertion=read(auth.assertion),
+        id_token=read(auth.id_token),
+        idp_token_url=auth.idp_token_url,
+        idp_issuer=auth.idp_issuer,
+        idp_client_id=auth.idp_client_id,
+        idp_client_secret=read(auth.idp_client_secret),
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 import httpx2
@@ -16,10 +17,19 @@ import trio
 
 from runner.auth.errors import AuthFailed
 
-__all__ = ["AUTH_TIMEOUT", "AuthHttp"]
+__all__ = ["AUTH_TIMEOUT", "Answer", "AuthHttp"]
 
 AUTH_TIMEOUT: Final = 30.0
 _BODY_LIMIT: Final = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A POST's answer: its status, its JSON (``None`` if none) and its headers (lower-case names)."""
+
+    status: int
+    data: Any
+    headers: Mapping[str, str]
 
 
 def _where(url: str) -> str:
@@ -61,6 +71,13 @@ class AuthHttp:
         self, url: str, *, form: Mapping[str, str] | None = None, body: Any = None, headers: Mapping[str, str]
     ) -> tuple[int, Any]:
         """POST a form (or a JSON ``body``) and return the status and the answer's JSON (``None`` if none)."""
+        answer = await self.exchange(url, form=form, body=body, headers=headers)
+        return answer.status, answer.data
+
+    async def exchange(
+        self, url: str, *, form: Mapping[str, str] | None = None, body: Any = None, headers: Mapping[str, str]
+    ) -> Answer:
+        """:meth:`post`, with the answer's headers (a token endpoint's ``DPoP-Nonce``)."""
         try:
             with trio.fail_after(self._timeout):
                 async with self._client() as client:
@@ -74,7 +91,7 @@ class AuthHttp:
             data = json.loads(response.content[:_BODY_LIMIT]) if response.content else None
         except (ValueError, UnicodeDecodeError):
             data = None
-        return response.status_code, data
+        return Answer(response.status_code, data, dict(response.headers))
 
     async def get_location(self, url: str) -> str | None:
         """GET ``url`` without following a redirect; the ``Location`` it redirects to (a headless

@@ -11,7 +11,16 @@ server and its metadata. Then it obtains a token by the configured grant, with `
 - tokens are cached per issuer, client and resource for the process (:mod:`.tokens`), so the sessions of a
   run share them; concurrent 401s wait for one renewal (a lock) and re-send with its token.
 
-Every secret obtained or sent (tokens, assertions) is handed to ``on_secret`` (the run's masker).
+DPoP (RFC 9449, SEP-1932, :mod:`.dpop`): when the authorization server offers it (or ``auth: dpop``
+says so), every token request carries a proof of the run's key and the token issued is bound to it; each
+request to the server then carries ``Authorization: DPoP <token>`` and a fresh proof with the token's hash.
+A server that wants a nonce refuses with ``use_dpop_nonce`` and a ``DPoP-Nonce``: the latest nonce of each
+server is kept, the authorization server's and the resource's apart, and the refused request is sent once
+more with it.
+
+Every secret obtained or sent (tokens, assertions) is handed to ``on_secret`` (the run's masker). The DPoP
+key never leaves memory; a proof is not a secret worth masking (it names one method and URL, is bound to
+the token's hash and expires within minutes), and masking one per request would grow the masker forever.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from urllib.parse import urlsplit
 
 import trio
 
-from runner.auth import discovery
+from runner.auth import discovery, dpop
 from runner.auth.clientauth import apply_client_auth
 from runner.auth.config import AuthConfig, AuthMethod
 from runner.auth.errors import AuthFailed, LoginRequired
@@ -57,6 +66,7 @@ class OAuthProvider:
         authorizer: Authorizer | None = None,
         store: TokenStore | None = None,
         environ: Mapping[str, str] | None = None,
+        proof_key: Callable[[], dpop.ProofKey] = dpop.run_key,
     ) -> None:
         self.server_url = server_url
         self.config = config
@@ -82,6 +92,10 @@ class OAuthProvider:
         self.client_secret: str | None = config.client_secret  # or one issued by dynamic registration
         self.registered_method: AuthMethod | None = None  # what dynamic registration agreed on
         self.registered_with: str | None = None  # the issuer that registered the client (dynamic, or CIMD)
+        self._proof_key = proof_key  # called when DPoP is first wanted (it imports cryptography)
+        self.dpop: dpop.ProofKey | None = None  # the key proofs are signed with, once DPoP is chosen
+        self.nonces = dpop.Nonces()
+        self._challenged_dpop = False  # the server's first challenge named the DPoP scheme only
 
     def __repr__(self) -> str:
         return f"OAuthProvider({self.server_url!r}, grant={self.config.grant!r})"
@@ -89,13 +103,45 @@ class OAuthProvider:
     # -- the AuthHook interface ----------------------------------------------------------------------
 
     def header(self) -> str | None:
+        """The ``Authorization`` value of the token held (``Bearer ...`` or ``DPoP ...``)."""
         return self._token.header() if self._token is not None else None
 
-    async def challenged(self, status: int, www_authenticate: str | None, sent: str | None) -> bool:
+    def headers(self, method: str) -> dict[str, str]:
+        token = self._token
+        if token is None:
+            return {}
+        found = {"Authorization": token.header()}
+        if token.bound:
+            key = self._key()
+            nonce = self.nonces.get("resource", self.server_url)
+            found["DPoP"] = key.proof(method, self.server_url, access_token=token.access_token, nonce=nonce)
+        return found
+
+    def nonce(self, dpop_nonce: str) -> None:
+        self.nonces.take("resource", self.server_url, dpop_nonce)
+
+    async def challenged(
+        self, status: int, www_authenticate: str | None, sent: Mapping[str, str], dpop_nonce: str | None = None
+    ) -> bool:
         async with self._lock:
-            if self.header() is not None and self.header() != sent:
+            self.nonces.take("resource", self.server_url, dpop_nonce)
+            bound = self._token is not None and self._token.bound
+            challenge = discovery.parse_challenge(www_authenticate, prefer="dpop" if bound else "bearer")
+            if challenge.error == "use_dpop_nonce" and "DPoP" in sent:
+                # RFC 9449 section 9: the server wants a proof with its nonce. It refused before running
+                # the request (a 401, "not delivered" in the table of runner.transports.http.classify), so
+                # sending it again is not a second call. Once per nonce: a server that refuses the nonce it
+                # gave last gets no other try.
+                latest = self.nonces.get("resource", self.server_url)
+                if latest is None:
+                    raise AuthFailed(f"{self._where()}: the server asks for a DPoP nonce but gives none (401)")
+                if latest == dpop.proof_nonce(sent["DPoP"]):
+                    raise AuthFailed(f"{self._where()}: the server refuses the DPoP nonce it gave (401)")
+                return True
+            if self.header() is not None and self.header() != sent.get("Authorization"):
                 return True  # renewed meanwhile for another request
-            challenge = discovery.parse_challenge(www_authenticate)
+            if self.server_metadata is None and challenge.scheme == "dpop":
+                self._challenged_dpop = True
             if status == 403:
                 return await self._step_up(challenge)  # adds the challenge's scope to the ones held
             if challenge.scope:
@@ -157,7 +203,12 @@ class OAuthProvider:
         return self.issuer
 
     def _client_key(self) -> str:
-        return self.client_id or self.config.client_metadata_url or "(dynamic)"
+        key = self.client_id or self.config.client_metadata_url or "(dynamic)"
+        if self.config.grant == "enterprise":  # one client, many users: the token is the ID token's user's
+            from runner.auth.enterprise import subject_key
+
+            key += subject_key(self.config)
+        return key
 
     async def _discover(self, challenge: discovery.Challenge, *, again: bool = False) -> None:
         """Find the authorization server and its metadata (once; again when a challenge names new metadata, or
@@ -180,6 +231,16 @@ class OAuthProvider:
             self.registered_with = None
         self.issuer = issuer
         self.server_metadata = metadata
+        if dpop.wanted(self.config.dpop, metadata, challenged_dpop=self._challenged_dpop):
+            self._key()
+        else:
+            self.dpop = None
+
+    def _key(self) -> dpop.ProofKey:
+        """The run's DPoP key (made on first use)."""
+        if self.dpop is None:
+            self.dpop = self._proof_key()
+        return self.dpop
 
     async def _read_resource_metadata(self, challenge: discovery.Challenge) -> Mapping[str, Any] | None:
         """The protected-resource metadata (the first URL that answers an object; None when none does)."""
@@ -275,22 +336,35 @@ class OAuthProvider:
         metadata = self.server_metadata or {}
         endpoint = discovery.check_endpoint(metadata.get("token_endpoint"), "token endpoint")
         form.setdefault("resource", self.resource)
-        headers = {"Accept": "application/json"}
-        if authenticate and self.client_id is not None:
-            for value in apply_client_auth(
-                self.auth_method(),
-                self.config,
-                self.client_id,
-                self._issuer(),
-                form,
-                headers,
-                client_secret=self.client_secret,
-            ):
-                self.secret(value)
-        status, data = await self.http.post(endpoint, form=form, headers=headers)
-        if status != 200:
-            raise AuthFailed(f"the token endpoint refused ({status}, {token_error(data)})")
-        return parse_token_response(data, previous_refresh=form.get("refresh_token"))
+        key = self.dpop
+        for attempt in range(2):
+            headers = {"Accept": "application/json"}
+            if authenticate and self.client_id is not None:
+                for value in apply_client_auth(  # again on a retry: an assertion is used once
+                    self.auth_method(),
+                    self.config,
+                    self.client_id,
+                    self._issuer(),
+                    form,
+                    headers,
+                    client_secret=self.client_secret,
+                ):
+                    self.secret(value)
+            nonce = self.nonces.get("authorization", endpoint)
+            if key is not None:
+                headers["DPoP"] = key.proof("POST", endpoint, nonce=nonce)
+            answer = await self.http.exchange(endpoint, form=form, headers=headers)
+            self.nonces.take("authorization", endpoint, answer.headers.get("dpop-nonce"))
+            if answer.status == 200:
+                return parse_token_response(
+                    answer.data, previous_refresh=form.get("refresh_token"), dpop=key is not None
+                )
+            # RFC 9449 section 8: the authorization server wants its nonce in the proof; once per nonce.
+            latest = self.nonces.get("authorization", endpoint)
+            asked_nonce = isinstance(answer.data, Mapping) and answer.data.get("error") == "use_dpop_nonce"
+            if not (key is not None and attempt == 0 and asked_nonce and latest is not None and latest != nonce):
+                break
+        raise AuthFailed(f"the token endpoint refused ({answer.status}, {token_error(answer.data)})")
 
     async def _refresh(self, token: Token) -> Token | None:
         """A new token from ``token``'s refresh token, or ``None`` when the server refuses it."""
@@ -315,6 +389,8 @@ class OAuthProvider:
             assertion = await self._workload_token()
             self.secret(assertion)
             form = {"grant_type": JWT_BEARER, "assertion": assertion}
+        elif grant == "enterprise":
+            form = {"grant_type": JWT_BEARER, "assertion": await self._id_jag(scope)}
         elif grant == "login":
             return await self._stored_login()
         else:
@@ -356,6 +432,16 @@ class OAuthProvider:
             StoredLogin(
                 self.server_url, self._issuer(), self.client_id, token.refresh_token, self.client_secret, token.scope
             )
+        )
+
+    async def _id_jag(self, scope: str | None) -> str:
+        """The enterprise grant's assertion: an ID-JAG from the IdP for this issuer and resource (SEP-990)."""
+        from runner.auth.enterprise import request_id_jag
+
+        if self.client_id is None:
+            raise AuthFailed("the enterprise grant needs the client id registered with the authorization server")
+        return await request_id_jag(
+            self.http, self.config, audience=self._issuer(), resource=self.resource, scope=scope, on_secret=self.secret
         )
 
     async def _workload_token(self) -> str:

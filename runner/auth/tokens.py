@@ -28,8 +28,13 @@ class Token:
     refresh_token: str | None = None
     scope: str | None = None
 
+    @property
+    def bound(self) -> bool:
+        """A DPoP-bound token (RFC 9449): sent as ``DPoP``, each request with a proof of the run's key."""
+        return self.token_type == "DPoP"
+
     def header(self) -> str:
-        return f"Bearer {self.access_token}"
+        return f"{self.token_type} {self.access_token}"
 
     def fresh(self, now: float | None = None) -> bool:
         current = time.time() if now is None else now
@@ -39,22 +44,28 @@ class Token:
         return f"Token(type={self.token_type!r}, expires_at={self.expires_at!r}, scope={self.scope!r})"
 
 
-def parse_token_response(data: Any, *, now: float | None = None, previous_refresh: str | None = None) -> Token:
+def parse_token_response(
+    data: Any, *, now: float | None = None, previous_refresh: str | None = None, dpop: bool = False
+) -> Token:
     """A successful token response (RFC 6749 section 5.1); ``AuthFailed`` when it is not one. A response
-    without a ``refresh_token`` keeps ``previous_refresh`` (servers need not rotate it)."""
+    without a ``refresh_token`` keeps ``previous_refresh`` (servers need not rotate it). ``dpop``: the
+    request carried a DPoP proof, so a ``DPoP`` token may come back; a ``Bearer`` one still may (the server
+    chose not to bind it, RFC 9449 section 5)."""
     if not isinstance(data, Mapping):
         raise AuthFailed("the token endpoint answered something that is not a JSON object")
     access = data.get("access_token")
     if not isinstance(access, str) or not access:
         raise AuthFailed("the token endpoint's answer has no access_token")
     token_type = data.get("token_type", "Bearer")
-    if not isinstance(token_type, str) or token_type.lower() != "bearer":
-        raise AuthFailed(f"the token endpoint issued a {token_type!r} token; only Bearer tokens are supported")
+    kinds = ("bearer", "dpop") if dpop else ("bearer",)
+    if not isinstance(token_type, str) or token_type.lower() not in kinds:
+        supported = "Bearer and DPoP tokens" if dpop else "Bearer tokens (no DPoP proof was sent)"
+        raise AuthFailed(f"the token endpoint issued a {token_type!r} token; only {supported} are supported")
     refresh = data.get("refresh_token")
     scope = data.get("scope")
     return Token(
         access,
-        "Bearer",
+        "DPoP" if token_type.lower() == "dpop" else "Bearer",
         _expires_at(data.get("expires_in"), time.time() if now is None else now),
         refresh if isinstance(refresh, str) and refresh else previous_refresh,
         scope if isinstance(scope, str) else None,

@@ -9,6 +9,7 @@ Without ``--auth``, a server for which ``mcp-run login`` stored a login uses it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
@@ -30,7 +31,7 @@ def add_auth_options(parser: argparse.ArgumentParser, *, login: bool = False) ->
     if not login:
         group.add_argument(
             "--auth",
-            choices=("client_credentials", "jwt_bearer", "login"),
+            choices=("client_credentials", "jwt_bearer", "enterprise", "login"),
             help="obtain tokens by this grant (default: a login stored by `mcp-run login URL`, if any)",
         )
     group.add_argument("--client-id", metavar="ID", help="the registered client's id")
@@ -41,8 +42,22 @@ def add_auth_options(parser: argparse.ArgumentParser, *, login: bool = False) ->
         group.add_argument(
             "--github-audience", metavar="AUD", help="jwt_bearer: get the workload token from GitHub Actions' OIDC"
         )
+        _add_enterprise_options(group)
     group.add_argument("--scope", action="append", default=[], metavar="SCOPE", help="a scope to ask for; repeatable")
     group.add_argument("--issuer", metavar="URL", help="the authorization server (default: the server's first)")
+
+
+def _add_enterprise_options(group: argparse._ArgumentGroup) -> None:
+    """The enterprise grant's flags (SEP-990): the ID token and where the IdP exchanges it."""
+    group.add_argument("--id-token", metavar="REF", help=f"enterprise: the IdP sign-in's ID token, {_REFERENCE_HELP}")
+    group.add_argument("--idp-token-url", metavar="URL", help="enterprise: the IdP's token endpoint")
+    group.add_argument(
+        "--idp-issuer", metavar="URL", help="enterprise: the IdP's issuer (its metadata names the endpoint)"
+    )
+    group.add_argument("--idp-client-id", metavar="ID", help="enterprise: the client's id at the IdP")
+    group.add_argument(
+        "--idp-client-secret", metavar="REF", help=f"enterprise: the client's IdP secret, {_REFERENCE_HELP}"
+    )
 
 
 def _reference(flag: str, value: str | None) -> str | None:
@@ -79,6 +94,11 @@ def auth_for(args: argparse.Namespace, url: str, masker: Masker) -> AuthConfig |
         client_secret=given["client_secret"],
         private_key=given["private_key"],
         assertion=given["assertion"],
+        id_token=given["id_token"],
+        idp_token_url=args.idp_token_url,
+        idp_issuer=args.idp_issuer,
+        idp_client_id=args.idp_client_id,
+        idp_client_secret=given["idp_client_secret"],
     )
 
 
@@ -88,6 +108,8 @@ def _given_secrets(args: argparse.Namespace, masker: Masker) -> dict[str, str | 
         "client_secret": _reference("--client-secret", args.client_secret),
         "private_key": _reference("--private-key", args.private_key),
         "assertion": _reference("--assertion", args.assertion),
+        "id_token": _reference("--id-token", args.id_token),
+        "idp_client_secret": _reference("--idp-client-secret", args.idp_client_secret),
     }
     for key, value in given.items():
         if value:
@@ -105,9 +127,18 @@ def _grant(args: argparse.Namespace, url: str, given: dict[str, str | None]) -> 
         raise UsageError("--auth client_credentials needs --client-id")
     if grant == "jwt_bearer" and not (given["assertion"] or args.github_audience):
         raise UsageError("--auth jwt_bearer needs --assertion or --github-audience")
-    if grant not in ("client_credentials", "jwt_bearer", "login"):
+    if grant == "enterprise":
+        _check_enterprise(args, given)
+    if grant not in ("client_credentials", "jwt_bearer", "enterprise", "login"):
         raise UsageError(f"--auth: unknown grant {grant!r}")
     return cast("Grant", grant)
+
+
+def _check_enterprise(args: argparse.Namespace, given: dict[str, str | None]) -> None:
+    if not args.client_id or not given["id_token"]:
+        raise UsageError("--auth enterprise needs --client-id and --id-token")
+    if not (args.idp_token_url or args.idp_issuer):
+        raise UsageError("--auth enterprise needs --idp-token-url or --idp-issuer")
 
 
 def _stored_login(args: argparse.Namespace, url: str, given: dict[str, str | None]) -> Grant | None:
@@ -209,6 +240,11 @@ async def _login(url: str, config: AuthConfig, store: Any, open_browser: bool, m
     from runner.errors import McpRunError
     from runner.session import SessionOptions
 
+    if config.dpop is None:
+        # No DPoP proof at login: a refresh token issued with one is bound to this command's key (RFC 9449
+        # section 5, for a public client), which dies with it, and the stored login would refresh for no
+        # later run. Unbound, it refreshes into tokens bound to each run's own key.
+        config = dataclasses.replace(config, dpop=False)
     async with open_loopback(open_browser=open_browser) as redirector:
         provider = OAuthProvider(
             url, config, store=store, on_secret=token_sink(masker), authorizer=authorizer(redirector)

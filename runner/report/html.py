@@ -41,6 +41,7 @@ summary{cursor:pointer;font-weight:600}
 svg text{font:12px system-ui,sans-serif;fill:#1d2127}svg text.name{font-weight:600}
 svg .edge{stroke:#9aa0aa;stroke-width:1.5}svg .axis{stroke:#9aa0aa}
 svg .busy{fill:none;stroke:#1d2127;stroke-width:1.2;stroke-dasharray:3 2}
+svg .wait{fill:none;stroke-width:1.6;stroke-dasharray:1 2}
 svg{background:#fff;border:1px solid #dde0e5;border-radius:6px;max-width:100%;height:auto}
 .legend span{display:inline-block;margin-right:12px}
 .legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
@@ -188,7 +189,8 @@ def _timeline(report: RunReportModel) -> str:
     )
     return (
         "<h2>Calls per server over time</h2>"
-        f'<p class="legend">{legend}<span>- - - calls in flight (average)</span> · each bar: '
+        f'<p class="legend">{legend}<span>- - - calls in flight (average)</span>'
+        f'<span style="color:{COLORS["retried"]}">· · · items waiting to be retried (average)</span> · each bar: '
         f"{report.bucket_s:.3g} s</p>{lanes_svg(report)}"
         f"<h2>Throughput and concurrency</h2>{throughput_svg(report)}"
     )

@@ -29,7 +29,7 @@ from runner.engine.core.events import (
 )
 from runner.engine.core.state import ItemState, RunState
 from runner.engine.core.vocabulary import Decision, ItemStatus, StepStatus
-from runner.report.lanes import CallSpan, Lane, Outcome, lanes_of
+from runner.report.lanes import CallSpan, Lane, Outcome, WaitSpan, lanes_of
 from runner.view.text import ts_seconds
 
 __all__ = ["FailureGroup", "ItemRow", "RunReportModel", "ServerInfo", "StepRow", "build"]
@@ -150,6 +150,7 @@ class _Timing:
     first: float | None = None
     last_end: float | None = None
     open_since: float | None = None  # the attempt in flight (no answer yet)
+    waiting_since: float | None = None  # the failed attempt's answer, when it is to be retried
     server: str | None = None
     tool: str | None = None
 
@@ -160,6 +161,7 @@ class _Gather:
 
     times: dict[tuple[str, str], _Timing] = field(default_factory=dict)
     spans: list[CallSpan] = field(default_factory=list)
+    waits: list[WaitSpan] = field(default_factory=list)
     step_server: dict[str, tuple[str, str]] = field(default_factory=dict)
     sessions: dict[str, SessionOpened] = field(default_factory=dict)
     reconnects: dict[str, int] = field(default_factory=dict)
@@ -182,6 +184,9 @@ class _Gather:
                 timing = self.times[(event.step, event.item)] = _Timing(first=now)
             if timing.open_since is not None:  # dispatched again with no answer: that attempt is in doubt
                 self.spans.append(CallSpan(event.server, timing.open_since, now, Outcome.IN_DOUBT))
+            if timing.waiting_since is not None and timing.server is not None:  # the retry's wait ends
+                self.waits.append(WaitSpan(timing.server, timing.waiting_since, now))
+                timing.waiting_since = None
             timing.open_since, timing.server, timing.tool = now, event.server, event.tool
             if event.step not in self.step_server:
                 self.step_server[event.step] = (event.server, event.tool)
@@ -203,6 +208,8 @@ class _Gather:
                 outcome = Outcome.FAILED
             self.spans.append(CallSpan(timing.server, timing.open_since, now, outcome))
             timing.open_since, timing.last_end = None, now
+            if outcome is Outcome.RETRIED:
+                timing.waiting_since = now
         elif kind is SessionOpened:
             assert isinstance(event, SessionOpened)
             self.sessions[event.server] = event
@@ -261,9 +268,11 @@ def build(
     for timing in gather.times.values():  # calls never answered: in doubt (or running) until the journal's end
         if timing.open_since is not None and timing.server is not None:
             gather.spans.append(CallSpan(timing.server, timing.open_since, t1, Outcome.IN_DOUBT))
+        elif timing.waiting_since is not None and timing.server is not None:  # waiting when the journal ends
+            gather.waits.append(WaitSpan(timing.server, timing.waiting_since, t1))
     items = tuple(_items(state, gather, t0, live))
     rank = {sid: n for n, sid in enumerate(edges or {})}  # the workflow's order when known (else the journal's)
-    lanes, bucket_s = lanes_of(gather.spans, t0, t1, buckets)
+    lanes, bucket_s = lanes_of(gather.spans, t0, t1, buckets, gather.waits)
     return RunReportModel(
         run_id=state.run_id,
         workflow=state.workflow,

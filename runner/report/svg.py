@@ -116,8 +116,9 @@ _STACK: Final = (("succeeded", "succeeded"), ("retried", "retried"), ("failed", 
 
 
 def lanes_svg(report: RunReportModel) -> str:
-    """One lane per server: a bar per time bucket, stacked by how its calls ended; the line is the average number
-    of calls in flight."""
+    """One lane per server: a bar per time bucket, stacked by how its calls ended; the dashed line is the average
+    number of calls in flight, the dotted one (retried's color) the average number of items waiting to be retried
+    (their backoff), drawn for a lane that waited."""
     lanes = report.lanes
     if not lanes:
         return ""
@@ -125,6 +126,7 @@ def lanes_svg(report: RunReportModel) -> str:
     step_w = (_WIDTH - _LEFT - 10) / count
     peak = max((b.ended for lane in lanes for b in lane.buckets), default=0) or 1
     busy_peak = max((b.busy for lane in lanes for b in lane.buckets), default=0.0) or 1.0
+    wait_peak = max((b.waiting for lane in lanes for b in lane.buckets), default=0.0) or 1.0
     height = len(lanes) * (_LANE_H + 14) + 24
     parts = [f'<svg class="lanes" width="{_WIDTH}" height="{height}" viewBox="0 0 {_WIDTH} {height}" role="img">']
     for n, lane in enumerate(lanes):
@@ -134,7 +136,7 @@ def lanes_svg(report: RunReportModel) -> str:
         parts.append(
             f'<text x="4" y="{top + 16}" class="name">{_t(_cut(lane.server, 16))}</text>'
             f'<text x="4" y="{top + 32}">{lane.calls} calls</text>'
-            f'<text x="4" y="{top + 48}">{totals.retried} retried</text>'
+            f'<text x="4" y="{top + 48}">{totals.retried} retried{_waited(lane)}</text>'
             f'<text x="4" y="{top + 64}">{totals.failed} failed · {totals.in_doubt} in doubt</text>'
             f'<line x1="{_LEFT}" y1="{base}" x2="{_WIDTH - 10}" y2="{base}" class="axis"/>'
         )
@@ -145,15 +147,30 @@ def lanes_svg(report: RunReportModel) -> str:
             for i, b in enumerate(lane.buckets)
         )
         parts.append(f'<polyline points="{points}" class="busy"/>')
+        if lane.waits:
+            points = " ".join(
+                f"{_LEFT + (i + 0.5) * step_w:.1f},{base - _LANE_H * b.waiting / wait_peak:.1f}"
+                for i, b in enumerate(lane.buckets)
+            )
+            parts.append(
+                f"<g><title>{lane.waits} retry wait{'s' if lane.waits != 1 else ''}, {totals.waiting:.3g} s in "
+                "all</title>"
+                f'<polyline points="{points}" class="wait" stroke="{COLORS["retried"]}"/></g>'
+            )
     parts.append(_time_axis(report, height - 6))
     parts.append("</svg>")
     return "".join(parts)
 
 
+def _waited(lane: Lane) -> str:
+    return f" · waited {lane.totals.waiting:.3g} s" if lane.waits else ""
+
+
 def _bar(bucket: Bucket, x: float, base: float, width: float, peak: int, bucket_s: float) -> str:
     if not bucket.ended:
         return ""
-    out = [f"<g><title>{bucket.ended} calls ended; {bucket.busy / bucket_s:.1f} in flight on average</title>"]
+    waiting = f"; {bucket.waiting / bucket_s:.1f} waiting to be retried" if bucket.waiting else ""
+    out = [f"<g><title>{bucket.ended} calls ended; {bucket.busy / bucket_s:.1f} in flight on average{waiting}</title>"]
     y = base
     for attr, color in _STACK:
         value = getattr(bucket, attr)

@@ -20,7 +20,7 @@ import contextlib
 import contextvars
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 from temporalio.client import WorkflowHandle
@@ -35,6 +35,9 @@ from runner.temporal.progress import ProgressBoard
 from runner.temporal.slices import render_slice, unrendered
 from runner.temporal.spec import RunSpec
 from runner.workflow.template import TemplateError
+
+if TYPE_CHECKING:
+    from runner.engine.telemetry.otel import Tracing
 
 __all__ = [
     "CALL_ACTIVITY",
@@ -58,11 +61,14 @@ NOT_SENT_RETRY = "McpRunNotSentYet"  # the retryable error type: some items of t
 
 @dataclass
 class CallActivities:
-    """The activities of one worker process, bound to its trio thread and the sessions it holds."""
+    """The activities of one worker process, bound to its trio thread and the sessions it holds; ``tracing``:
+    each item called is a span of the run's trace, which Temporal's tracing interceptor brings to the activity
+    (:mod:`runner.temporal.tracing`)."""
 
     thread: TrioThread
     sessions: Sessions
     specs: dict[str, RunSpec] = field(default_factory=dict)
+    tracing: Tracing | None = None
 
     @activity.defn(name=CALL_ACTIVITY)
     async def call_batch(self, request: dict[str, Any]) -> list[dict[str, Any]]:
@@ -114,6 +120,12 @@ class CallActivities:
         prior = info.heartbeat_details[0] if info.heartbeat_details else None
         final = info.attempt >= spec.max_attempts
         run = _run_of(request, info)
+        traced = None
+        if self.tracing is not None:
+            from runner.engine.telemetry.otel import active_trace_id
+
+            trace_id = active_trace_id()  # (the run's, from the activity's headers: none when it is not traced)
+            traced = (self.tracing, trace_id) if trace_id is not None else None
 
         async def record(details: dict[str, Any]) -> None:
             await self.thread.to_asyncio(loop, lambda: handle.heartbeat(details))
@@ -143,7 +155,7 @@ class CallActivities:
             board = ProgressBoard(self.sessions.masker(spec))  # messages masked before they reach the history
             markers = Markers(record, prior, board, alive=alive)
             held.append(markers)
-            batch = Batch(self.sessions, spec, step, items, markers)
+            batch = Batch(self.sessions, spec, step, items, markers, traced=traced)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(markers.keep_alive, keeper_interval(spec.heartbeat_timeout))
                 nursery.start_soon(markers.progress.pump, lambda: report(markers))

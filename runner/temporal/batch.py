@@ -16,8 +16,8 @@ not run, or run and safe to repeat: the activity's next attempt calls it again).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Final
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
@@ -47,11 +47,15 @@ from runner.masking import Masker
 from runner.quoting import masking
 from runner.secrets_of import collect_secrets, oauth_secret_sink
 from runner.session import Session, SessionOptions
+from runner.session.options import RequestTracer
 from runner.temporal.lost import UNREACHABLE
 from runner.temporal.markers import Markers
 from runner.temporal.serverlog import log_handlers
 from runner.temporal.spec import RunSpec, build_plan_of
 from runner.workflow.plan import Plan, PlannedStep
+
+if TYPE_CHECKING:
+    from runner.engine.telemetry.otel import Tracing
 
 __all__ = ["IN_DOUBT_FOUND", "Batch", "Sessions", "ask_reconcile"]
 
@@ -70,9 +74,11 @@ class _Server:
 @dataclass
 class Sessions:
     """The worker's sessions: one per (plan, server), opened on first use in the trio thread's ``nursery``
-    and kept for every later activity; with each server's ``max_concurrency``."""
+    and kept for every later activity; with each server's ``max_concurrency``; ``tracer``: their requests
+    traced (:mod:`runner.temporal.tracing`)."""
 
     nursery: trio.Nursery
+    tracer: RequestTracer | None = None
     plans: dict[str, Plan] = field(default_factory=dict)
     servers: dict[tuple[str, str], _Server] = field(default_factory=dict)
     maskers: dict[str, Masker] = field(default_factory=dict)
@@ -120,6 +126,8 @@ class Sessions:
             rate=planned.rate,
         )
         options = session_options(plan, name, policy.connect_timeout, spec.server_log_level, masker)
+        if self.tracer is not None:
+            options = replace(options, tracer=self.tracer)
         link = ServerLink(name, lambda: opener(name, options), policy)
         link.start(self.nursery)
         made = self.servers[key] = _Server(link, trio.CapacityLimiter(planned.server.max_concurrency))
@@ -164,9 +172,11 @@ class Batch:
         items: list[dict[str, Any]],
         markers: Markers,
         retry: RetryPolicy | None = None,
+        traced: tuple[Tracing, int] | None = None,
     ) -> None:
         """``retry``: how often a request surely not delivered goes out again on a new session
-        (``RetryPolicy.not_delivered``) before the activity's next attempt is left to call it."""
+        (``RetryPolicy.not_delivered``) before the activity's next attempt is left to call it; ``traced``: the
+        worker's tracing and the run's trace (each item called is a span of it)."""
         self._sessions = sessions
         self._spec = spec
         self._plan = sessions.plan(spec)
@@ -175,6 +185,7 @@ class Batch:
         self._markers = markers
         self._safe: bool | None = None
         self._retry = retry if retry is not None else RetryPolicy()
+        self._traced = traced
         self.sent = 0  # requests written by this attempt
 
     async def run(self, on_done: Callable[[], None] | None = None) -> list[dict[str, Any]]:
@@ -206,7 +217,7 @@ class Batch:
         masker = self._sessions.masker(self._spec)
         # The arguments the workflow rendered are encoded: only the masker's own placeholders (the env the
         # templates saw, secrets masked in earlier results) read back as values; a server's text stays text.
-        out = {**base, **await self._call(key, masker.decode_value(item["args"]))}
+        out = {**base, **await self._traced_call(key, masker.decode_value(item["args"]))}
         progress = self._markers.progress.latest(key)
         self._markers.progress.done(key)
         if progress is not None:
@@ -214,6 +225,18 @@ class Batch:
         out = dict(masker.encode_value(out))  # secrets masked, and any other mark escaped (even without secrets)
         self._markers.ended(key, out)
         return out
+
+    async def _traced_call(self, key: str, args: Any) -> dict[str, Any]:
+        """:meth:`_call`, in the item's span when the run is traced; the span ends with the call's status."""
+        if self._traced is None:
+            return await self._call(key, args)
+        tracing, trace_id = self._traced
+        with tracing.item(trace_id, self._ps.id, key, server=self._ps.server, tool=self._ps.tool) as span:
+            out = await self._call(key, args)
+            status = out.get("status", "")
+            error = out.get("kind") if status != "succeeded" else None
+            span.ended(status, error=error, message=first_line(str(out.get("error", ""))) if error else "")
+            return out
 
     async def _call(self, key: str, args: Any) -> dict[str, Any]:
         ps = self._ps

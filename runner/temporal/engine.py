@@ -17,24 +17,30 @@ not the file's, :class:`~runner.errors.TemporalUnreachable` (exit 4); the CLI ad
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client, WorkflowHandle
 
 from runner.engine.core.outcome import Outcome
 from runner.engine.run import RunOptions
+from runner.engine.telemetry import from_env as tracing_from_env
 from runner.engines import EngineName, RunRequest, TemporalOptions, refuse_unsupported
 from runner.errors import OpenRunChanged, RunAlreadyOpen, UsageError
 from runner.temporal import client as remote
 from runner.temporal.cache import earlier_results
 from runner.temporal.changes import changes_since
 from runner.temporal.spec import RunSpec
+from runner.temporal.tracing import traced_client
 from runner.workflow.loader import load_inputs_file, validate
 from runner.workflow.plan import Plan
+
+if TYPE_CHECKING:
+    from runner.engine.telemetry.otel import Tracing
 
 __all__ = ["Started", "TemporalEngine"]
 
@@ -42,13 +48,15 @@ __all__ = ["Started", "TemporalEngine"]
 @dataclass
 class Started:
     """A run on Temporal to follow: its handle, id and plan; ``after``: the number of its events that came
-    before this attempt (a decision's attempt starts past them); ``found``: it was open already."""
+    before this attempt (a decision's attempt starts past them); ``found``: it was open already; ``tracing``: the
+    run's spans, when it was started here traced (:mod:`runner.temporal.tracing`)."""
 
     handle: WorkflowHandle[Any, Any]
     run_id: str
     plan: Plan
     after: int = 0
     found: bool = False
+    tracing: Tracing | None = None
 
 
 class _Quiet:
@@ -65,12 +73,15 @@ class _Quiet:
 
 
 class TemporalEngine:
-    """Runs on Temporal's workers (``mcp-run worker``), configured by :class:`~runner.engines.TemporalOptions`."""
+    """Runs on Temporal's workers (``mcp-run worker``), configured by :class:`~runner.engines.TemporalOptions`.
+    ``tracing``: the spans of the runs it starts (default: as the ``OTEL_*`` variables say, none without them;
+    a run found open, or resumed by a decision, is followed untraced)."""
 
     name: EngineName = "temporal"
 
-    def __init__(self, options: TemporalOptions) -> None:
+    def __init__(self, options: TemporalOptions, *, tracing: Tracing | None = None) -> None:
         self.options = options
+        self.tracing = tracing
 
     def run(self, request: RunRequest) -> Outcome:
         """Start (or find, with ``resume``) the run and follow it to its end; an asyncio loop of its own."""
@@ -109,10 +120,14 @@ class TemporalEngine:
             now = options.clock()
             cache = await earlier_results(client, spec.workflow, now=now, horizon=horizon)
             spec = replace(spec, cache=cache, cache_now=now)
-        handle, found = await self._open_handle(client, spec, resume=options.resume)
+        tracing = self.tracing
+        if tracing is None:
+            tracing = tracing_from_env(os.environ, warn=say.warn, remote_items=True)
+        name = plan.workflow.name or request.path.stem
+        handle, found = await self._open_handle(client, spec, resume=options.resume, tracing=(tracing, name))
         if found is None:
             say.info(f"run {spec.run_id} on Temporal (workflow {handle.id}, task queue {self.options.task_queue})")
-            return Started(handle, spec.run_id, plan)
+            return Started(handle, spec.run_id, plan, tracing=tracing)
         changes = changes_since(await found.description.memo(), spec)
         if changes:
             raise OpenRunChanged(found.run_id, str(request.path), changes)
@@ -125,20 +140,33 @@ class TemporalEngine:
         say.info(f"following run {found.run_id} on Temporal (workflow {handle.id})")
         return Started(handle, found.run_id, plan, after=after, found=True)
 
-    async def _open_handle(self, client: Client, spec: RunSpec, *, resume: bool) -> tuple[Any, Any]:
+    async def _open_handle(
+        self, client: Client, spec: RunSpec, *, resume: bool, tracing: tuple[Tracing | None, str] = (None, "")
+    ) -> tuple[Any, Any]:
         """The handle of the run to follow, and the open run found (None when it was started here). With
         ``resume``: the file's open run, else a new one; without: a new one, refused by Temporal when a run is
-        open (:class:`~runner.errors.RunAlreadyOpen`)."""
+        open (:class:`~runner.errors.RunAlreadyOpen`). ``tracing``: the run's spans and its name; a run
+        started here is started under its run span."""
         for _ in range(self.options.open_attempts):  # an open run found may close before it is followed
             found = await remote.open_run(client, spec.workflow) if resume else None
             if found is not None:
                 return found.handle, found
             try:
-                return await remote.start_run(client, spec, self.options.task_queue), None
-            except RunAlreadyOpen:
+                return await self._start_run(client, spec, *tracing), None
+            except RunAlreadyOpen as exc:
+                if tracing[0] is not None:
+                    tracing[0].end(exc)  # the span of a start Temporal refused
                 if not resume:
                     raise
         raise UsageError(f"the runs of {spec.workflow} on Temporal change too fast to follow one; try again")
+
+    async def _start_run(self, client: Client, spec: RunSpec, tracing: Tracing | None, name: str) -> Any:
+        if tracing is None:
+            return await remote.start_run(client, spec, self.options.task_queue)
+        tracing.begin(name, run_id=spec.run_id, attempt=1)
+        with tracing.in_run():
+            handle = await remote.start_run(traced_client(client, tracing), spec, self.options.task_queue)
+        return client.get_workflow_handle(handle.id, run_id=handle.run_id)  # followed untraced: no span per query
 
     async def resume(self, run_id: str, decision: str, *, client: Client | None = None) -> Started:
         """Send run ``run_id`` the decision about its items in doubt (``rerun``, ``skip`` or ``accept``); the
@@ -150,10 +178,32 @@ class TemporalEngine:
     async def follow(self, started: Started, *, on_entry: Callable[[Any], None] | None = None) -> Outcome:
         """Follow ``started`` until it ends or waits for a decision; its outcome, timed from here."""
         began = time.monotonic()
-        followed = await remote.follow(started.handle, on_entry=on_entry)
+        tracing = started.tracing
+        observe = on_entry if tracing is None else _both(tracing.observe, on_entry)
+        try:
+            followed = await remote.follow(started.handle, on_entry=observe)
+        except BaseException as exc:
+            if tracing is not None:
+                tracing.end(exc)
+            raise
+        finally:
+            if tracing is not None:
+                tracing.end()
+                await asyncio.to_thread(tracing.shutdown)  # what is buffered (bounded by the exporter's timeout)
         outcome = remote.outcome_of(started.plan, followed)
         outcome.duration = time.monotonic() - began
         return outcome
+
+
+def _both(first: Callable[[Any], None], then: Callable[[Any], None] | None) -> Callable[[Any], None]:
+    """An observer of the followed events calling ``first``, then ``then`` (when given)."""
+
+    def observe(entry: Any) -> None:
+        first(entry)
+        if then is not None:
+            then(entry)
+
+    return observe
 
 
 def _load_plan(path: Path, options: RunOptions) -> Plan:

@@ -8,14 +8,17 @@ holding one session per server for every activity of the process, and each serve
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from runner.engine.telemetry import from_env as tracing_from_env
 from runner.errors import first_line
 from runner.temporal.activities import CORE_THROTTLE, CallActivities
 from runner.temporal.batch import Sessions
@@ -23,6 +26,10 @@ from runner.temporal.bridge import TrioThread
 from runner.temporal.client import TemporalUnreachable, connect
 from runner.temporal.dag import DagWorkflow
 from runner.temporal.fanout import FanOutWorkflow
+from runner.temporal.tracing import interceptor
+
+if TYPE_CHECKING:
+    from runner.engine.telemetry.otel import Tracing
 
 __all__ = ["DEFAULT_TASK_QUEUE", "serve", "start_worker"]
 
@@ -30,20 +37,24 @@ DEFAULT_TASK_QUEUE: Final = "mcp-run"
 MAX_ACTIVITIES: Final = 64  # call activities one worker runs at once (each a batch of up to 100 items)
 
 
-def start_worker(client: Client, task_queue: str, *, max_activities: int = MAX_ACTIVITIES) -> tuple[Worker, TrioThread]:
-    """A worker (not yet running) and its started trio thread; stop the thread after the worker."""
+def start_worker(
+    client: Client, task_queue: str, *, max_activities: int = MAX_ACTIVITIES, tracing: Tracing | None = None
+) -> tuple[Worker, TrioThread]:
+    """A worker (not yet running) and its started trio thread; stop the thread after the worker. ``tracing``:
+    the spans of its items and requests (:mod:`runner.temporal.tracing`), and Temporal's interceptor."""
     thread = TrioThread()
     thread.start()
-    sessions = Sessions(thread.nursery)
+    sessions = Sessions(thread.nursery, tracer=tracing.request if tracing is not None else None)
 
     async def close() -> None:
         sessions.close()
 
     thread.on_stop.append(close)
-    activities = CallActivities(thread, sessions)
+    activities = CallActivities(thread, sessions, tracing=tracing)
     worker = Worker(
         client,
         task_queue=task_queue,
+        interceptors=[interceptor(tracing)] if tracing is not None else [],
         workflows=[DagWorkflow, FanOutWorkflow],
         activities=[activities.call_batch, activities.slice_keys, activities.reconcile],
         max_concurrent_activities=max_activities,
@@ -56,7 +67,8 @@ async def serve(address: str, task_queue: str, *, ready: Callable[[], None] | No
     """Run a worker until cancelled (Ctrl-C) or, in the main thread, until SIGTERM (what a service manager
     sends): then the worker shuts down as on Ctrl-C, its stdio servers stopped, and this returns."""
     client = await connect(address)
-    worker, thread = start_worker(client, task_queue)
+    tracing = tracing_from_env(os.environ, warn=lambda text: print(f"mcp-run worker: {text}", file=sys.stderr))
+    worker, thread = start_worker(client, task_queue, tracing=tracing)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     main = threading.current_thread() is threading.main_thread()
@@ -74,3 +86,5 @@ async def serve(address: str, task_queue: str, *, ready: Callable[[], None] | No
         if main:
             loop.remove_signal_handler(signal.SIGTERM)
         thread.stop()
+        if tracing is not None:
+            tracing.shutdown()  # what is buffered (bounded by the exporter's timeout)

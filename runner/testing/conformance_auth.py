@@ -3,9 +3,14 @@
 The suite passes credentials in ``MCP_CONFORMANCE_CONTEXT`` (JSON): ``client_id`` with ``client_secret``
 (the client-credentials scenarios, and ``auth/pre-registration``), ``private_key_pem`` with
 ``signing_algorithm`` (``auth/client-credentials-jwt``), or a workload's ``valid_jwt``
-(``auth/wif-jwt-bearer``: a jwt-bearer grant). Without a context the scenario is an interactive one: the
+(``auth/wif-jwt-bearer``: a jwt-bearer grant), or an enterprise IdP's ``idp_id_token`` with its
+``idp_token_endpoint`` and ``idp_client_id`` (``auth/enterprise-managed-authorization``, SEP-990: the
+enterprise grant, ``client_id`` and ``client_secret`` then being the client's at the MCP server's
+authorization server). Without a context the scenario is an interactive one: the
 authorization-code flow, driven headless (the suite's authorization server redirects back at once), with
 the suite's client-ID metadata document URL when the server supports those, else dynamic registration.
+``auth/dpop`` and ``auth/dpop-nonce`` are such flows: their authorization server lists ES256 in
+``dpop_signing_alg_values_supported``, so the provider's default (``dpop`` unset) uses DPoP.
 """
 
 from __future__ import annotations
@@ -49,6 +54,15 @@ def scenario_provider(scenario: str, url: str, environ: Mapping[str, str] | None
     }
     if scenario == "auth/wif-jwt-bearer":  # workload identity: the workload's JWT for a jwt-bearer grant
         config = AuthConfig(grant="jwt_bearer", client_id=common["client_id"], assertion=_text(context, "valid_jwt"))
+        return OAuthProvider(url, config, http=http, cache=TokenCache())
+    if scenario == "auth/enterprise-managed-authorization":  # SEP-990: ID token -> ID-JAG -> access token
+        config = AuthConfig(
+            grant="enterprise",
+            id_token=_text(context, "idp_id_token"),
+            idp_token_url=_text(context, "idp_token_endpoint"),
+            idp_client_id=_text(context, "idp_client_id"),
+            **common,
+        )
         return OAuthProvider(url, config, http=http, cache=TokenCache())
     if scenario.startswith("auth/client-credentials"):
         config = AuthConfig(

@@ -1,9 +1,10 @@
 """Judging the MCP conformance suite's results: ``python -m runner.testing.conformance_results``.
 
-scripts/conformance.sh runs every client scenario of a group (a protocol revision, or ``extensions``) one
-by one with ``-o DIR`` and records, per scenario, a line ``NAME<TAB>SCORED<TAB>EXIT<TAB>DIR`` in
-``RESULTS/GROUP/runs.tsv`` (SCORED is 1 when the revision's frozen ``--requirements`` set counts it).
-This module reads those lines and the suite's ``checks.json`` files and decides, per scenario:
+scripts/conformance.sh runs every client scenario of a group (a protocol revision, ``extensions``, or
+``earlier``: older revisions' scenarios neither revision lists) one by one with ``-o DIR`` and records, per
+scenario, a line ``NAME<TAB>SCORED<TAB>EXIT<TAB>DIR`` in ``RESULTS/GROUP/runs.tsv`` (SCORED is 1 when the
+revision's frozen ``--requirements`` set counts it). This module reads those lines and the suite's
+``checks.json`` files and decides, per scenario:
 
 - **pass**: the suite exited 0, no check is FAILURE or WARNING, and at least one check is SUCCESS;
 - **fail**, with the reason, otherwise. In particular a scenario whose checks were all SKIPPED (or only
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 #: The order groups are reported in; others follow alphabetically.
-GROUP_ORDER: Final = ("2025-11-25", "2026-07-28", "extensions")
+GROUP_ORDER: Final = ("2025-11-25", "2026-07-28", "extensions", "earlier")
 BAD_STATUSES: Final = ("FAILURE", "WARNING")
 
 

@@ -15,22 +15,47 @@ import asyncio
 import contextlib
 import json
 import sys
+from collections.abc import Callable
 
 from tests.benchmarks.echo_server import answer
 
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
 SESSION_ID = "bench-session"
 
+Handler = Callable[[str, str, bytes], bytes]
+"""What a server answers to one request: (method, target, body) -> the whole HTTP response."""
 
-def _response(status: str, body: bytes = b"", content_type: str | None = None) -> bytes:
-    head = [f"HTTP/1.1 {status}", f"content-length: {len(body)}", f"mcp-session-id: {SESSION_ID}"]
+
+def response(
+    status: str,
+    body: bytes = b"",
+    content_type: str | None = None,
+    extra: tuple[str, ...] = (),
+    session: str = SESSION_ID,
+) -> bytes:
+    head = [f"HTTP/1.1 {status}", f"content-length: {len(body)}", f"mcp-session-id: {session}", *extra]
     if content_type:
         head.append(f"content-type: {content_type}")
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
 
-class EchoProtocol(asyncio.Protocol):
-    def __init__(self) -> None:
+def echo(method: str, target: str, body: bytes) -> bytes:
+    """The benchmark server: every POST answered by :func:`tests.benchmarks.echo_server.answer`."""
+    if method == "POST":
+        reply = answer(json.loads(body))
+        if reply is None:
+            return response("202 Accepted")
+        return response("200 OK", _dumps(reply).encode(), "application/json")
+    if method == "DELETE":
+        return response("200 OK")
+    return response("405 Method Not Allowed")
+
+
+class HttpProtocol(asyncio.Protocol):
+    """HTTP/1.1 keep-alive framing (``content-length`` bodies only), each request answered by ``handle``."""
+
+    def __init__(self, handle: Handler) -> None:
+        self.handle = handle
         self.buffer = b""
         self.transport: asyncio.Transport | None = None
 
@@ -55,26 +80,17 @@ class EchoProtocol(asyncio.Protocol):
                 break
             body = self.buffer[end + 4 : end + 4 + length]
             self.buffer = self.buffer[end + 4 + length :]
-            method = head[0].split(" ", 1)[0]
-            if method == "POST":
-                reply = answer(json.loads(body))
-                if reply is None:
-                    out.append(_response("202 Accepted"))
-                else:
-                    out.append(_response("200 OK", _dumps(reply).encode(), "application/json"))
-            elif method == "DELETE":
-                out.append(_response("200 OK"))
-            else:
-                out.append(_response("405 Method Not Allowed"))
+            method, target = [*head[0].split(" ", 2), ""][:2]
+            out.append(self.handle(method, target, body))
         if out and self.transport is not None:
             self.transport.write(b"".join(out))
 
 
-async def serve(port: int) -> None:
+async def serve(port: int, handle: Handler = echo, name: str = "bench-http") -> None:
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(EchoProtocol, "127.0.0.1", port)
+    server = await loop.create_server(lambda: HttpProtocol(handle), "127.0.0.1", port)
     bound = server.sockets[0].getsockname()[1]
-    print(f"bench-http listening on http://127.0.0.1:{bound}/mcp", file=sys.stderr, flush=True)
+    print(f"{name} listening on http://127.0.0.1:{bound}/mcp", file=sys.stderr, flush=True)
     async with server:
         await server.serve_forever()
 

@@ -12,7 +12,8 @@ them as a line there), ``progress`` (as ``ok``, after a progress notification an
 and warning, per call; with ``--delay S``, a second progress notification S seconds later), ``flood`` (as
 ``ok``, after ``--flood N`` progress notifications and ``N`` info log messages per call; with ``--count-file``,
 the text is written there once the flood is sent), ``deaf`` (answers
-initialize, then never reads stdin again nor answers; exits when its parent is gone).
+initialize, then never reads stdin again nor answers; exits when its parent is gone), ``meta`` (the echo answers
+with the ``traceparent`` its request carried in ``params._meta``, or ``none``).
 
 ``count`` serves a ``count`` tool (``{key}``) that records each execution as a line in ``--count-file``
 (the ground truth of what ran), answers a tool error for the keys listed in ``--fail`` (comma-separated) the
@@ -229,6 +230,9 @@ def main() -> None:
                 if OPTIONS.count_file:
                     with Path(OPTIONS.count_file).open("a") as file:
                         file.write(f"{msg['params'].get('name')} {text}\n")
+                send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}})
+            elif MODE == "meta":
+                text = (msg["params"].get("_meta") or {}).get("traceparent", "none")
                 send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}})
             elif MODE == "huge":
                 send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "x" * (3 << 20)}]}})

@@ -6,7 +6,7 @@ answers the rest ``429`` with ``Retry-After`` before running anything: a rate-li
 Prints ``throttled-http listening on http://127.0.0.1:PORT/mcp`` on stderr once it accepts connections. Tools:
 those of :mod:`tests.benchmarks.echo_server` and ``write(key)``, a side effect (no annotations: not safe to
 repeat) counted per key. ``GET /stats`` answers ``{"executed": {key: times}, "throttled": n, "calls": n}``.
-Standard library asyncio, JSON responses, HTTP/1.1 keep-alive (the framing of
+Standard library asyncio, JSON responses, HTTP/1.1 keep-alive (the framing and server of
 :mod:`tests.benchmarks.http_echo_server`).
 """
 
@@ -16,12 +16,12 @@ import argparse
 import asyncio
 import contextlib
 import json
-import sys
 import time
 from collections import Counter
 from typing import Any
 
 from tests.benchmarks.echo_server import TOOLS, answer
+from tests.benchmarks.http_echo_server import Handler, response, serve
 
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
 SESSION_ID = "throttled-session"
@@ -61,10 +61,7 @@ class World:
 
 
 def _response(status: str, body: bytes = b"", content_type: str | None = None, extra: tuple[str, ...] = ()) -> bytes:
-    head = [f"HTTP/1.1 {status}", f"content-length: {len(body)}", f"mcp-session-id: {SESSION_ID}", *extra]
-    if content_type:
-        head.append(f"content-type: {content_type}")
-    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+    return response(status, body, content_type, extra, session=SESSION_ID)
 
 
 def _post(world: World, message: dict[str, Any]) -> bytes:
@@ -90,55 +87,18 @@ def _post(world: World, message: dict[str, Any]) -> bytes:
     return _response("200 OK", _dumps(reply).encode(), "application/json")
 
 
-class Protocol(asyncio.Protocol):
-    def __init__(self, world: World) -> None:
-        self.world = world
-        self.buffer = b""
-        self.transport: asyncio.Transport | None = None
+def handler(world: World) -> Handler:
+    def handle(method: str, target: str, body: bytes) -> bytes:
+        if method == "POST":
+            return _post(world, json.loads(body))
+        if method == "GET" and target == "/stats":
+            stats = {"executed": dict(world.executed), "throttled": world.throttled, "calls": world.calls}
+            return _response("200 OK", _dumps(stats).encode(), "application/json")
+        if method == "DELETE":
+            return _response("200 OK")
+        return _response("405 Method Not Allowed")
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        out = []
-        while True:
-            end = self.buffer.find(b"\r\n\r\n")
-            if end < 0:
-                break
-            head = self.buffer[:end].decode("latin-1").split("\r\n")
-            length = 0
-            for line in head[1:]:
-                name, _, value = line.partition(":")
-                if name.strip().lower() == "content-length":
-                    length = int(value)
-            if len(self.buffer) < end + 4 + length:
-                break
-            body = self.buffer[end + 4 : end + 4 + length]
-            self.buffer = self.buffer[end + 4 + length :]
-            method, target = head[0].split(" ", 2)[:2]
-            if method == "POST":
-                out.append(_post(self.world, json.loads(body)))
-            elif method == "GET" and target == "/stats":
-                w = self.world
-                stats = {"executed": dict(w.executed), "throttled": w.throttled, "calls": w.calls}
-                out.append(_response("200 OK", _dumps(stats).encode(), "application/json"))
-            elif method == "DELETE":
-                out.append(_response("200 OK"))
-            else:
-                out.append(_response("405 Method Not Allowed"))
-        if out and self.transport is not None:
-            self.transport.write(b"".join(out))
-
-
-async def serve(port: int, world: World) -> None:
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: Protocol(world), "127.0.0.1", port)
-    bound = server.sockets[0].getsockname()[1]
-    print(f"throttled-http listening on http://127.0.0.1:{bound}/mcp", file=sys.stderr, flush=True)
-    async with server:
-        await server.serve_forever()
+    return handle
 
 
 def main() -> None:
@@ -150,7 +110,7 @@ def main() -> None:
     args = parser.parse_args()
     world = World(Bucket(args.rate, args.burst), args.retry_after)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(args.port, world))
+        asyncio.run(serve(args.port, handler(world), "throttled-http"))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ or sent: :mod:`runner.session.sendable`), and classifies how it ended:
 - a result (``isError`` or not) or a JSON-RPC error: the server answered; returned or raised;
 - ``SessionExpired``: refused, not run (the server forgot the session, which the session renewed): sent
   again on the renewed session, ``RetryPolicy.renewed`` times, then the link is told;
-- ``Throttled`` (a ``NotDelivered``: 429, or 503 before it ran): the server asked us to wait; the link pauses
+- ``Throttled`` (a ``NotDelivered``: 429, or 503 with Retry-After): the server asked us to wait; the link pauses
   every call to it and lowers its pace (:mod:`runner.engine.calls.pace`), and the call goes out again once
   the gate lets it (within the server's ``reconnect`` budget: :meth:`ServerLink.throttled`);
 - ``NotDelivered``: the request surely never reached the server; the link is told the connection is gone and

@@ -1,6 +1,6 @@
 """How fast calls go to one server that pushes back: one pause per server, and an adaptive pace.
 
-A server that answers 429 (or 503 before running anything: ``Throttled``) is asking *us*, not one call, to
+A server that answers 429 (or 503 with Retry-After: ``Throttled``) is asking *us*, not one call, to
 slow down. :class:`Pace` is what the server's link keeps about it (pure: every method takes the time), and
 :class:`Gate` is what a call passes before it is sent (trio). Until a server first pushes back, the gate
 costs nothing (no checkpoint, no timer): a server that never throttles runs exactly as before.

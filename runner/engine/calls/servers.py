@@ -23,7 +23,7 @@ States and moves (``_MOVES``)::
   until it answers, so calls in flight can still resume their streams and a server that restarted and
   forgot the session gets a new handshake on the same link. A server that comes back and fails every call
   at once is reconnected ever more slowly, within the same budget.
-- **Throttling.** A call the server refused for now (``Throttled``: 429, or 503 before it ran) is no loss:
+- **Throttling.** A call the server refused for now (``Throttled``: 429, or 503 with Retry-After) is no loss:
   the session stays up; :meth:`ServerLink.throttled` pauses every call to the server and lowers its pace
   (:mod:`runner.engine.calls.pace`; calls pass :attr:`ServerLink.gate`), and says whether the call may go
   out again: a server that keeps refusing, with no call answered, for ``reconnect`` seconds is given up on

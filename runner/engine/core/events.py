@@ -199,7 +199,7 @@ class SessionLost(Event):
 
 @_event
 class ServerThrottled(Event):
-    """``server`` refused a call for now (``status``: 429, or 503 before running it) and every call to it waits
+    """``server`` refused a call for now (``status``: 429, or 503 with Retry-After) and every call to it waits
     ``pause_s``; then at most ``limit`` run at once, at ``rate`` calls per second (None: unpaced). ``cut``: the
     pace was lowered by this answer (None: an answer to a call sent before the last cut, which only counts)."""
 

@@ -47,10 +47,12 @@ def wanted(environ: Mapping[str, str]) -> bool:
     return any(environ.get(name, "").strip() for name in TRACING_VARIABLES)
 
 
-def from_env(environ: Mapping[str, str], *, warn: Callable[[str], None] | None = None) -> Tracing | None:
+def from_env(
+    environ: Mapping[str, str], *, warn: Callable[[str], None] | None = None, remote_items: bool = False
+) -> Tracing | None:
     """The run's tracing as the environment configures it; None when it asks for none, or when the ``otel``
     extra is not installed (``warn`` says so: the variables may be meant for another program, and a run is no
-    less useful untraced)."""
+    less useful untraced). ``remote_items``: a run on Temporal, whose items its workers trace."""
     if not wanted(environ):
         return None
     try:
@@ -59,4 +61,4 @@ def from_env(environ: Mapping[str, str], *, warn: Callable[[str], None] | None =
         if warn is not None:
             warn(f"OTEL_* variables are set but OpenTelemetry is not installed ({exc.name}); {INSTALL_HINT}")
         return None
-    return Tracing.from_env(environ)
+    return Tracing.from_env(environ, remote_items=remote_items)

@@ -13,13 +13,23 @@ Run, step and item spans follow the run's events (:meth:`Tracing.observe`, an ob
 view is); a request's span is opened by the session around the request (:meth:`Tracing.request`, the session's
 :data:`~runner.session.options.RequestTracer`), under the span of the item the current task is calling for
 (:data:`~runner.engine.calls.current.CURRENT_ITEM`), and its context goes into the request's ``params._meta``.
+
+A run on Temporal makes the same tree in two places (``Tracing(..., remote_items=True)``): the client that
+started the run makes the run span and, from the events it follows, the step spans, timed by the events; the
+workers make the item spans (:meth:`Tracing.item`, around an activity's call of an item) and the request spans
+under them. A step span's id is derived from the trace and the step (:func:`step_span_id`), so a worker hangs an
+item from its step knowing only the trace, which Temporal's tracing interceptor carries to the activity.
 """
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Final
 
@@ -31,7 +41,8 @@ from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, MetricExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
-from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode
+from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
+from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
@@ -56,23 +67,62 @@ from runner.engine.core.vocabulary import StepStatus
 from runner.errors import CallTimeout, JsonRpcError, UsageError
 from runner.session.options import RequestInfo
 
-__all__ = ["DURATION_BUCKETS", "Tracing"]
+__all__ = ["DURATION_BUCKETS", "ItemSpan", "Tracing", "active_trace_id", "step_span_id"]
 
 DURATION_BUCKETS: Final = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 """``mcp.client.operation.duration``'s bucket boundaries, as the MCP conventions advise (seconds)."""
 MAX_LINKS: Final = 32  # a run resumed more often links to its latest attempts
 _EXPORTERS: Final = ("otlp", "console", "none")
 _NAME_OF: Final = {"tools/call": "name", "prompts/get": "name"}  # the params key naming a request's target
+_ITEM_SPAN: ContextVar[Span | None] = ContextVar("_ITEM_SPAN", default=None)  # a worker's item (Tracing.item)
+
+
+def step_span_id(trace_id: int, step: str) -> int:
+    """The span id of step ``step``'s span in trace ``trace_id`` (a run on Temporal: see the module docstring)."""
+    digest = hashlib.sha256(f"{trace_id:032x}/{step}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") or 1  # (0 is no span id)
+
+
+def active_trace_id() -> int | None:
+    """The trace of the current context (an activity's, as Temporal's tracing interceptor sets it); None: none."""
+    context = trace.get_current_span().get_span_context()
+    return context.trace_id if context.is_valid else None
+
+
+class _PresetIds(RandomIdGenerator):  # (the type the SDK's provider declares)
+    """The provider's id generator, but for the span id preset for the next span (a step's, derived)."""
+
+    def __init__(self, ids: IdGenerator) -> None:
+        self._ids = ids
+        self.next_span_id: int | None = None
+
+    def generate_span_id(self) -> int:
+        preset, self.next_span_id = self.next_span_id, None
+        return preset if preset is not None else self._ids.generate_span_id()
+
+    def generate_trace_id(self) -> int:
+        return self._ids.generate_trace_id()
 
 
 class Tracing:
     """A run's spans and metrics (see the module docstring), sent through ``tracer_provider`` (and
     ``meter_provider``, for ``mcp.client.operation.duration``). Tests pass providers with in-memory
-    exporters; a run uses :meth:`from_env`."""
+    exporters; a run uses :meth:`from_env`. ``remote_items``: the run is on Temporal, its items traced by the
+    workers (the module docstring): the item events are not traced here, step spans have derived ids and the
+    times of their events."""
 
-    def __init__(self, tracer_provider: TracerProvider, meter_provider: MeterProvider | None = None) -> None:
+    def __init__(
+        self,
+        tracer_provider: TracerProvider,
+        meter_provider: MeterProvider | None = None,
+        *,
+        remote_items: bool = False,
+    ) -> None:
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
+        self._remote_items = remote_items
+        self._ids = _PresetIds(tracer_provider.id_generator)
+        tracer_provider.id_generator = self._ids  # (before the tracer is made: it keeps the provider's)
         self._tracer = tracer_provider.get_tracer("mcp-run", __version__)
         self._duration: Histogram | None = None
         if meter_provider is not None:
@@ -89,8 +139,13 @@ class Tracing:
         self._steps: dict[str, Span] = {}
         self._items: dict[tuple[str, str], Span] = {}
 
+    @property
+    def tracer(self) -> trace.Tracer:
+        """The tracer of the run's spans (Temporal's tracing interceptor makes its own spans with it)."""
+        return self._tracer
+
     @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> Tracing:
+    def from_env(cls, environ: Mapping[str, str], *, remote_items: bool = False) -> Tracing:
         """As the ``OTEL_*`` variables say: OTLP over HTTP by default (``OTEL_TRACES_EXPORTER=console``: to
         stderr), service ``mcp-run`` unless ``OTEL_SERVICE_NAME`` (or ``OTEL_RESOURCE_ATTRIBUTES``) names one;
         metrics when an OTLP endpoint for them is set or ``OTEL_METRICS_EXPORTER`` asks."""
@@ -101,7 +156,7 @@ class Tracing:
             provider.add_span_processor(BatchSpanProcessor(exporter))
         readers = [PeriodicExportingMetricReader(e) for e in _metric_exporters(environ)]
         meters = SdkMeterProvider(resource=resource, metric_readers=readers) if readers else None
-        return cls(provider, meters)
+        return cls(provider, meters, remote_items=remote_items)
 
     # -- the run ---------------------------------------------------------------------------------------
 
@@ -116,9 +171,21 @@ class Tracing:
         self._run_context = trace.set_span_in_context(self._run)
         return self._carrier(self._run_context)["traceparent"]
 
+    @contextmanager
+    def in_run(self) -> Iterator[None]:
+        """The run's span is the current one while this lasts (the parent of a Temporal run's start, whose
+        context Temporal's tracing interceptor carries to the workflow and its activities)."""
+        if self._run is None:
+            yield
+            return
+        with trace.use_span(self._run, end_on_exit=False):
+            yield
+
     def observe(self, entry: Entry) -> None:
         """Open and close the spans the run's events call for (an observer of its event log)."""
         event = entry.event
+        if self._remote_items and isinstance(event, ItemDispatched | ItemSucceeded | ItemFailed):
+            return  # traced by the workers (Tracing.item)
         if isinstance(event, ItemDispatched):
             span = self._item(event.step, event.item)
             span.set_attributes({"mcp_run.server": event.server, "gen_ai.tool.name": event.tool})
@@ -134,13 +201,15 @@ class Tracing:
             else:
                 self._item_ended(event.step, event.item, "failed", error=str(event.kind), message=event.error)
         elif isinstance(event, StepStarted):
-            self._step_started(event)
+            self._step_started(event, self._time_of(entry))
         elif isinstance(event, StepFinished):
-            self._step_finished(event)
+            self._step_finished(event, self._time_of(entry))
         elif isinstance(event, StepSkipped):
-            span = self._tracer.start_span(f"step {event.step}", context=self._run_context)
+            at = self._time_of(entry)
+            self._preset(event.step)
+            span = self._tracer.start_span(f"step {event.step}", context=self._run_context, start_time=at)
             span.set_attributes({"mcp_run.step": event.step, "mcp_run.status": "skipped", "message": event.reason})
-            span.end()
+            span.end(end_time=at)
         elif isinstance(event, SessionOpened | SessionLost | SessionFailed) and self._run is not None:
             what: dict[str, AttributeValue] = {"mcp_run.server": event.server}
             if isinstance(event, SessionOpened) and event.protocol_version is not None:
@@ -175,10 +244,32 @@ class Tracing:
 
     # -- requests --------------------------------------------------------------------------------------
 
+    @contextmanager
+    def item(self, trace_id: int, step: str, key: str, *, server: str, tool: str) -> Iterator[ItemSpan]:
+        """A worker's span of item ``key`` of ``step`` in trace ``trace_id`` (a run on Temporal), around its call:
+        the current item while it lasts, so that its requests hang from it; ended with the status set on the
+        :class:`ItemSpan` (``unfinished`` if none)."""
+        parent = SpanContext(trace_id, step_span_id(trace_id, step), is_remote=True, trace_flags=TraceFlags(1))
+        span = self._item_span(step, key, trace.set_span_in_context(NonRecordingSpan(parent)))
+        span.set_attributes({"mcp_run.server": server, "gen_ai.tool.name": tool})
+        item, token, current = ItemSpan(span), _ITEM_SPAN.set(span), CURRENT_ITEM.set((step, key))
+        try:
+            yield item
+        finally:
+            CURRENT_ITEM.reset(current)
+            _ITEM_SPAN.reset(token)
+            if item.status is None:
+                span.set_attribute("mcp_run.status", "unfinished")
+                span.end()
+
     def request(self, info: RequestInfo) -> _ClientSpan:
         """The span of one request (a :data:`~runner.session.options.RequestTracer`)."""
         key = CURRENT_ITEM.get()
-        parent = trace.set_span_in_context(self._item(*key)) if key is not None else self._run_context
+        held = _ITEM_SPAN.get() if key is not None else None  # a worker's item (a session's own task clears the key)
+        if held is not None:
+            parent: Context | None = trace.set_span_in_context(held)
+        else:
+            parent = trace.set_span_in_context(self._item(*key)) if key is not None else self._run_context
         target_key = _NAME_OF.get(info.method)
         target = info.params.get(target_key) if target_key is not None and info.params is not None else None
         attributes: dict[str, AttributeValue] = {
@@ -209,20 +300,33 @@ class Tracing:
         self._propagator.inject(carrier, context=context)
         return carrier
 
-    def _step_started(self, event: StepStarted) -> None:
+    def _time_of(self, entry: Entry) -> int | None:
+        """When a Temporal run's event happened (ns since the epoch; what the client sees comes later); None for a
+        local run's (now)."""
+        if not self._remote_items:
+            return None
+        return int(datetime.fromisoformat(entry.ts.replace("Z", "+00:00")).timestamp() * 1e9)
+
+    def _preset(self, step: str) -> None:
+        """A Temporal run's step span gets the id the workers derive (:func:`step_span_id`)."""
+        if self._remote_items and self._run is not None:
+            self._ids.next_span_id = step_span_id(self._run.get_span_context().trace_id, step)
+
+    def _step_started(self, event: StepStarted, at: int | None = None) -> None:
         old = self._steps.pop(event.step, None)
         if old is not None:
-            old.end()
+            old.end(end_time=at)
         attributes: dict[str, AttributeValue] = {"mcp_run.step": event.step}
         if event.items is not None:
             attributes["mcp_run.step.items"] = event.items
         if event.reused:
             attributes["mcp_run.step.reused"] = event.reused
+        self._preset(event.step)
         self._steps[event.step] = self._tracer.start_span(
-            f"step {event.step}", context=self._run_context, attributes=attributes
+            f"step {event.step}", context=self._run_context, attributes=attributes, start_time=at
         )
 
-    def _step_finished(self, event: StepFinished) -> None:
+    def _step_finished(self, event: StepFinished, at: int | None = None) -> None:
         span = self._steps.pop(event.step, None)
         if span is None:
             return
@@ -233,7 +337,7 @@ class Tracing:
             if event.kind is not None:
                 span.set_attribute("error.type", str(event.kind))
             span.set_status(Status(StatusCode.ERROR, event.error or str(event.status)))
-        span.end()
+        span.end(end_time=at)
 
     def _item(self, step: str, key: str) -> Span:
         """The item's span, opened on first use (its first request, or its dispatch)."""
@@ -241,20 +345,17 @@ class Tracing:
         if span is None:
             parent = self._steps.get(step)
             context = trace.set_span_in_context(parent) if parent is not None else self._run_context
-            span = self._items[(step, key)] = self._tracer.start_span(
-                f"item {key}" if key else "item",
-                context=context,
-                attributes={"mcp_run.step": step, "mcp_run.item": key},
-            )
+            span = self._items[(step, key)] = self._item_span(step, key, context)
         return span
+
+    def _item_span(self, step: str, key: str, context: Context | None) -> Span:
+        return self._tracer.start_span(
+            f"item {key}" if key else "item", context=context, attributes={"mcp_run.step": step, "mcp_run.item": key}
+        )
 
     def _item_ended(self, step: str, key: str, status: str, *, error: str | None = None, message: str = "") -> None:
         span = self._items.pop((step, key), None) or self._item_now(step, key)
-        span.set_attribute("mcp_run.status", status)
-        if error is not None:
-            span.set_attribute("error.type", error)
-            span.set_status(Status(StatusCode.ERROR, message))
-        span.end()
+        _end_item(span, status, error=error, message=message)
 
     def _item_now(self, step: str, key: str) -> Span:
         """The span of an item that ends before it was dispatched (refused, its arguments failed)."""
@@ -269,6 +370,29 @@ class Tracing:
         if exit_code != 0:
             self._run.set_status(Status(StatusCode.ERROR, f"{status} (exit code {exit_code})"))
         self.end()
+
+
+class ItemSpan:
+    """A worker's item span (:meth:`Tracing.item`): :meth:`ended` sets its status and ends it."""
+
+    __slots__ = ("_span", "status")
+
+    def __init__(self, span: Span) -> None:
+        self._span = span
+        self.status: str | None = None
+
+    def ended(self, status: str, *, error: str | None = None, message: str = "") -> None:
+        self.status = status
+        _end_item(self._span, status, error=error, message=message)
+
+
+def _end_item(span: Span, status: str, *, error: str | None = None, message: str = "") -> None:
+    """An item's span ends with its status; a failure's kind is its ``error.type``."""
+    span.set_attribute("mcp_run.status", status)
+    if error is not None:
+        span.set_attribute("error.type", error)
+        span.set_status(Status(StatusCode.ERROR, message))
+    span.end()
 
 
 class _ClientSpan:

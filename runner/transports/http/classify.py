@@ -16,18 +16,20 @@ No I/O: the transport asks ``classify_exception`` or ``classify_status`` and act
                                                                     re-initializes and resends
     3xx                                           rejected          HTTPStatusError naming the Location;
                                                                     redirects are never followed
-    429, or 503 to a request but initialize       rejected, not     a request: Throttled (NotDelivered, with
-                                                  run               Retry-After, seconds or an HTTP date, or
+    429, or 503 with Retry-After (or the body's   rejected, not     a request: Throttled (NotDelivered, with
+      retry_after)                                run               Retry-After, seconds or an HTTP date, or
                                                                     the body's retry_after); initialize or a
                                                                     notification: retried after Retry-After,
                                                                     bounded; then HTTPStatusError
     other 4xx (400, 401, 403, 404 without a       rejected          HTTPStatusError with the status, no retry
       session id, 405, 413, ...)
-    401, 403 with an auth hook (:mod:`.authhook`)  rejected, not run  the hook renews the token and the POST is
-                                                                    sent again (not a duplicate: it never
-                                                                    ran); when it cannot, ConnectFailed
-    5xx                                           may have been     a request: OutcomeUnknown (no event id
-                                                  processed           yet to resume from); ``initialize``
+    401, 403 with an auth hook (:mod:`.authhook`)  rejected, not run  the hook renews the token (or, on a DPoP
+                                                                    use_dpop_nonce, takes the server's nonce)
+                                                                    and the POST is sent again (not a
+                                                                    duplicate: it never ran); when it
+                                                                    cannot, ConnectFailed
+    5xx (a bare 503 too: a proxy may have         may have been     a request: OutcomeUnknown (no event id
+      forwarded the call before answering it)     processed           yet to resume from); ``initialize``
                                                                     (no side effects) and notifications or
                                                                     responses: HTTPStatusError
     WriteError, WriteTimeout, ReadError,          may have been     a request: OutcomeUnknown (before the
@@ -119,8 +121,12 @@ _UNKNOWN_SESSION = re.compile(
 )
 
 
-def classify_status(status: int, *, carried_session: bool, body: str = "") -> Verdict:
-    """The verdict for the HTTP status of a POST's response; ``body`` is the start of its error body."""
+def classify_status(status: int, *, carried_session: bool, body: str = "", asked_to_wait: bool = False) -> Verdict:
+    """The verdict for the HTTP status of a POST's response; ``body`` is the start of its error body;
+    ``asked_to_wait``: the response said when to come back (``Retry-After``, or ``retry_after`` in its body).
+
+    A 503 is "not now" only when it says when to come back: an overloaded server that sheds load does, while a
+    bare 503 can come from a proxy that had already forwarded the call, so it stays in doubt like any 5xx."""
     if 200 <= status < 300:
         return Verdict(Action.OK, "accepted")
     if carried_session and (status == 404 or (status == 400 and _UNKNOWN_SESSION.search(body))):
@@ -129,6 +135,8 @@ def classify_status(status: int, *, carried_session: bool, body: str = "") -> Ve
         return Verdict(Action.SESSION_EXPIRED, "not processed: the session is gone")
     if status == 429:
         return Verdict(Action.RETRY_AFTER, "rejected: rate limited")
+    if status == 503 and asked_to_wait:
+        return Verdict(Action.RETRY_AFTER, "rejected: unavailable, asked to wait")
     if 300 <= status < 500:
         return Verdict(Action.REJECTED, "rejected")
     return Verdict(Action.IN_DOUBT, "may have been processed")

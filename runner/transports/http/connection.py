@@ -109,14 +109,15 @@ class Connection:
         """The negotiated revision is 2026-07-28 or later: no session, no GET stream, no resumption."""
         return self._protocol_version is not None and self._protocol_version >= STATELESS_SINCE
 
-    def headers(self, accept: str, *, initialize: bool = False, last_event_id: str | None = None) -> dict[str, str]:
-        """The headers of one HTTP request: the configured ones, ``Accept``, and the session's (not on
-        ``initialize``, which starts a session)."""
+    def headers(
+        self, method: str, accept: str, *, initialize: bool = False, last_event_id: str | None = None
+    ) -> dict[str, str]:
+        """The headers of one HTTP request sent with ``method``: the configured ones, ``Accept``, the auth
+        hook's, and the session's (not on ``initialize``, which starts a session)."""
         headers = dict(self._configured)
         headers["Accept"] = accept
-        authorization = self._auth.header() if self._auth is not None else None
-        if authorization is not None:
-            headers["Authorization"] = authorization
+        if self._auth is not None:
+            headers.update(self._auth.headers(method))
         if not initialize:
             if self._session_id is not None:
                 headers["Mcp-Session-Id"] = self._session_id

@@ -1,10 +1,10 @@
 """The client-to-server half of the Streamable HTTP transport: POSTing a message, and the DELETE at close.
 
 A POST's outcome is decided by the table of :mod:`.classify` and raised in the error tree's terms. A 429 to
-a request, or a 503 to one that is not ``initialize``, is ``Throttled`` (not delivered, with the server's
+a request, or a 503 that says when to come back, is ``Throttled`` (not delivered, with the server's
 ``Retry-After`` or the ``retry_after`` field of its error body): the server's link pauses every call to it
 and the caller sends it again, within the server's ``reconnect`` budget (:mod:`runner.engine.calls.pace`).
-A 429 to ``initialize`` or to a notification is sent again here, by a plain loop: after ``Retry-After`` when
+Such an answer to ``initialize`` or to a notification is sent again here, by a plain loop: after ``Retry-After`` when
 the server gave one, else after :func:`runner.backoff.backoff_delay`, within ``send_attempts`` attempts and
 ``send_max_time`` seconds of trio's clock (a wait that would end past that bound is not started). Nothing
 that may have reached the server is ever POSTed again.
@@ -54,10 +54,13 @@ class _Challenged(Exception):
     """The server answered 401 or 403 and an auth hook is configured: ``error`` is what the caller sees
     when the hook gives up. The request was refused before it ran: sending it again is safe."""
 
-    def __init__(self, error: HTTPStatusError, www_authenticate: str | None, sent: str | None) -> None:
+    def __init__(
+        self, error: HTTPStatusError, www_authenticate: str | None, dpop_nonce: str | None, sent: Mapping[str, str]
+    ) -> None:
         super().__init__(str(error))
         self.error = error
         self.www_authenticate = www_authenticate
+        self.dpop_nonce = dpop_nonce
         self.sent = sent
 
 
@@ -109,7 +112,7 @@ class Poster:
                 assert p.auth is not None
                 status = challenge.error.status_code
                 if challenges > MAX_AUTH_RETRIES or not await p.auth.challenged(
-                    status, challenge.www_authenticate, challenge.sent
+                    status, challenge.www_authenticate, challenge.sent, challenge.dpop_nonce
                 ):
                     raise challenge.error from None
                 continue
@@ -128,7 +131,7 @@ class Poster:
         session_id = self._connection.session_id
         if session_id is None:
             return
-        headers = self._connection.headers(ACCEPT_POST)
+        headers = self._connection.headers("DELETE", ACCEPT_POST)
         with trio.move_on_after(self._params.close_timeout, shield=True):
             try:
                 response = await self._client.open("DELETE", headers)
@@ -145,7 +148,7 @@ class Poster:
     ) -> HttpResponse:
         """One POST: the response when it is accepted (2xx), else the error the classification table says.
         ``extra``: the request's own headers (2026-07-28 mirrors its body in headers)."""
-        headers = self._connection.headers(ACCEPT_POST, initialize=initialize)
+        headers = self._connection.headers("POST", ACCEPT_POST, initialize=initialize)
         headers["Content-Type"] = "application/json"
         if extra:
             headers.update(extra)
@@ -157,6 +160,9 @@ class Poster:
         except (httpx2.TransportError, httpx2.InvalidURL) as exc:
             raise self._not_sent_or_lost(exc) from exc
         if 200 <= response.status_code < 300:
+            nonce = response.headers.get("dpop-nonce")
+            if nonce is not None and self._params.auth is not None:
+                self._params.auth.nonce(nonce)  # a DPoP server's next nonce (RFC 9449 section 9)
             return response
         challenge = self._params.auth is not None and response.status_code in (401, 403)
         try:
@@ -168,7 +174,12 @@ class Poster:
         if isinstance(status_error, HTTPStatusError):
             status_error.rpc_error = rpc_error
         if challenge and isinstance(refused, HTTPStatusError):
-            raise _Challenged(refused, response.headers.get("www-authenticate"), headers.get("Authorization"))
+            raise _Challenged(
+                refused,
+                response.headers.get("www-authenticate"),
+                response.headers.get("dpop-nonce"),
+                {k: v for k, v in headers.items() if k in ("Authorization", "DPoP")},
+            )
         raise refused
 
     def _not_sent_or_lost(self, exc: Exception) -> TransportError:
@@ -198,7 +209,12 @@ class Poster:
             status_code=status,
             location=response.headers.get("location"),
         )
-        action = classify_status(status, carried_session=sent_session is not None, body=detail).action
+        retry_after = parse_retry_after(response.headers.get("retry-after"))
+        if retry_after is None:
+            retry_after = hint
+        action = classify_status(
+            status, carried_session=sent_session is not None, body=detail, asked_to_wait=retry_after is not None
+        ).action
         result: Exception = error
         if action is Action.SESSION_EXPIRED:
             assert sent_session is not None
@@ -206,18 +222,16 @@ class Poster:
                 self._connection.forget(stream)  # reported by SessionExpired, not by RequestLost
             self._connection.expire(sent_session)
             result = SessionExpired(f"{what}: the server no longer knows our session ({status}{detail})")
-        elif (action is Action.RETRY_AFTER or status == 503) and stream is not None and not initialize:
-            # Refused before it ran (a rate limiter, an overloaded server that sheds load): not delivered. A 503
-            # to initialize stays a status error (the link retries the first connection on it).
-            retry_after = parse_retry_after(response.headers.get("retry-after"))
+        elif action is Action.RETRY_AFTER and stream is not None and not initialize:
+            # Refused before it ran (a rate limiter, an overloaded server that sheds load and says when to come
+            # back): not delivered.
             result = Throttled(
                 f"{what}: server answered {status} {response.reason_phrase}{detail}",
                 status_code=status,
-                retry_after=retry_after if retry_after is not None else hint,
+                retry_after=retry_after,
             )
         elif action is Action.RETRY_AFTER:
-            retry_after = parse_retry_after(response.headers.get("retry-after"))
-            return _RateLimited(error, retry_after if retry_after is not None else hint)
+            return _RateLimited(error, retry_after)
         elif action is Action.IN_DOUBT and stream is not None and not initialize:
             result = OutcomeUnknown(f"{what}: server answered {status} before any event: the call may have run{detail}")
         elif 300 <= status < 400:

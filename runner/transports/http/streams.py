@@ -208,7 +208,7 @@ class StreamReaders:
 
     async def _resume(self, stream: Stream, budget: ResumeBudget) -> bool:
         """One GET with ``Last-Event-ID``. True when it brought new events; raises ``_Lost`` when refused."""
-        headers = self._connection.headers(ACCEPT_SSE, last_event_id=stream.last_event_id)
+        headers = self._connection.headers("GET", ACCEPT_SSE, last_event_id=stream.last_event_id)
         what = (
             f"GET {self._name} (resuming the response stream of request {stream.request_id} "
             f"after event {stream.last_event_id!r})"
@@ -255,7 +255,10 @@ class StreamReaders:
             return False
         try:
             return await self._params.auth.challenged(
-                response.status_code, response.headers.get("www-authenticate"), headers.get("Authorization")
+                response.status_code,
+                response.headers.get("www-authenticate"),
+                {k: v for k, v in headers.items() if k in ("Authorization", "DPoP")},
+                response.headers.get("dpop-nonce"),
             )
         except McpRunError as exc:
             log.debug("%s: the token could not be renewed: %s", what, exc)
@@ -290,7 +293,7 @@ class StreamReaders:
         """One GET of the standalone stream: whether it made progress (a new event id, as a polling server
         moves our cursor, or any message); None when the stream is over (405: none offered; 404: the session
         expired)."""
-        headers = self._connection.headers(ACCEPT_SSE, last_event_id=stream.last_event_id)
+        headers = self._connection.headers("GET", ACCEPT_SSE, last_event_id=stream.last_event_id)
         delivered = stream.delivered
         try:
             response = await self._client.open("GET", headers)
