@@ -57,7 +57,13 @@ class StepSummary(BaseModel):
     failed: int
     in_doubt: int = Field(description="Calls whose outcome is unknown.")
     skipped: int
-    reused: int = Field(description="Items whose result came from the journal of an earlier attempt.")
+    reused: int = Field(
+        description="Items whose result came from the journal of an earlier attempt (or, with cache:, of an "
+        "earlier run)."
+    )
+    reconciled: int = Field(
+        0, description="Succeeded items its reconcile tool settled: asked, it said their call happened."
+    )
 
 
 class Failure(BaseModel):

@@ -78,13 +78,14 @@ def test_runs_status_running_comes_from_the_lock(
     _, out, _ = cli(capsys, "runs", "--state-dir", str(state_dir), "--json")
     record = next(r for r in json.loads(out)["runs"] if r["run_id"] == RUNNING_ID)
     assert (record["status"], record["pid"]) == ("running", os.getpid())
-    assert record["items"] == {"succeeded": 1, "failed": 0, "running": 3, "in_doubt": 0}  # dispatched: in flight
+    kept = {"reused": 0, "reconciled": 0}
+    assert record["items"] == {"succeeded": 1, "failed": 0, "running": 3, "in_doubt": 0, **kept}  # in flight
     _, out, _ = cli(capsys, "runs", "--state-dir", str(state_dir))
     assert f"running (pid {os.getpid()})" in out
     running.release()
     run = load(RunDir(state_dir / "runs" / RUNNING_ID))
     assert run_record(run, now=0.0)["status"] == "interrupted"
-    assert run_record(run, now=0.0)["items"] == {"succeeded": 1, "failed": 0, "running": 0, "in_doubt": 3}
+    assert run_record(run, now=0.0)["items"] == {"succeeded": 1, "failed": 0, "running": 0, "in_doubt": 3, **kept}
 
 
 def test_runs_limit_and_state_dir_from_environment(
@@ -128,6 +129,8 @@ def test_show_failures_in_doubt_and_logs(state_dir: Path) -> None:
         "failed": 0,
         "running": 0,
         "in_doubt": 0,
+        "reused": 0,
+        "reconciled": 0,
     }
     doubt = show_record(load(RunDir(state_dir / "runs" / run_id_of("in_doubt"))), now=0.0)
     assert (doubt["status"], doubt["exit_code"], doubt["failures"]) == ("in-doubt", 5, [])

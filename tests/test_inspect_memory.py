@@ -60,7 +60,14 @@ def test_runs_reads_an_ended_run_at_its_two_ends(tmp_path: Path) -> None:
     summary, used = peak(lambda: summarize(run))
     record = run_record(summary, now=0.0)
     assert record["status"] == "succeeded" and record["exit_code"] == 0
-    assert record["items"] == {"succeeded": 12_000, "failed": 0, "running": 0, "in_doubt": 0}
+    assert record["items"] == {
+        "succeeded": 12_000,
+        "failed": 0,
+        "running": 0,
+        "in_doubt": 0,
+        "reused": 0,
+        "reconciled": 0,
+    }
     assert used < MB // 2  # two lines' worth; folding 12,000 items would take several MB
 
 
@@ -71,7 +78,7 @@ def test_runs_folds_a_crashed_run_without_its_logs_or_results(tmp_path: Path) ->
     assert run.journal.stat().st_size > 8_000_000
     summary, used = peak(lambda: summarize(run))
     assert summary.shown_status == "interrupted"  # no end record, no process: it crashed
-    assert summary.counts == {"succeeded": 500, "failed": 0, "running": 0, "in_doubt": 0}
+    assert summary.counts == {"succeeded": 500, "failed": 0, "running": 0, "in_doubt": 0, "reused": 0, "reconciled": 0}
     assert used < 2 * MB
 
 

@@ -9,12 +9,28 @@ item in doubt; ``validate`` refuses a reconcile tool not declared safe to repeat
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from collections.abc import Collection
+from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
+from runner.cli.runrecord import load, run_record, show_record
+from runner.cli.runtext import render_runs, render_show
+from runner.engine.core.items import ArgsFailed, rendered_args
+from runner.engine.core.reconcile import (
+    NOT_DONE_AT_END,
+    left_in_doubt,
+    reconcile_args,
+    reconcile_context,
+    verdict,
+    verdict_entry,
+)
 from runner.engine.core.vocabulary import ItemStatus
+from runner.engine.journal.rundir import RunDir
 from runner.errors import WorkflowError
 from runner.exitcodes import ExitCode
 from runner.workflow.loader import parse_workflow, validate
@@ -174,3 +190,122 @@ def test_reconcile_templates_may_read_key_and_args_only_there() -> None:
     with pytest.raises(WorkflowError) as info:
         validate(parse_workflow(text, file="flow.yaml"))
     assert "unknown name 'key'" in str(info.value)
+
+
+SLOW = WORKFLOW.replace("    tool: charge\n", "    tool: charge\n    timeout: 1s\n")
+
+
+class SlowBank(Bank):
+    """A bank whose ``charge`` outlives the client's timeout for some keys: ``late`` charges after it (the call
+    is still running when the client gives up), ``slow`` charges at once and answers after it."""
+
+    def __init__(self, *, late: Collection[str] = (), slow: Collection[str] = ()) -> None:
+        super().__init__()
+        self.late, self.slow = set(late), set(slow)
+
+    def setup(self, server: FakeServer) -> None:
+        super().setup(server)
+        charge = server.tools["charge"]
+
+        async def slow_charge(call: FakeCall) -> dict[str, Any]:
+            key = call.arguments["id"]
+            if key in self.late:
+                await trio.sleep(5)  # the client timed out at 1 s: in doubt, not charged yet
+            answer = await charge(call)
+            if key in self.slow:
+                await trio.sleep(5)  # charged; the answer comes too late
+            return answer
+
+        server.tools["charge"] = slow_charge
+
+
+async def test_at_the_end_of_the_step_a_done_settles_an_item_its_call_left_in_doubt() -> None:
+    bank = SlowBank(slow={"k1", "k4"})
+    events: list[dict[str, Any]] = []
+    outcome = await run_plan(plan_of(SLOW), Harness({"s": bank.setup}), events=events)
+    assert outcome.exit_code == ExitCode.OK and not outcome.in_doubt
+    assert bank.charged == Counter({f"k{i}": 1 for i in range(N)})
+    verdicts = [(e["item"], e["verdict"]) for e in events if e["type"] == "item_reconciled"]
+    assert sorted(verdicts) == [("k1", "done"), ("k4", "done")]
+    state = folded(events)
+    assert state.item("charge", "k1").reconciled  # type: ignore[union-attr]
+    assert state.steps["total"].items[""].result["content"][0]["text"] == str(N)  # type: ignore[index]
+    # the verdict comes after the call's doubt, and before the step's end
+    types = [e["type"] for e in events if e.get("item") == "k1" or e["type"] == "step_finished"]
+    assert types.index("item_reconciled") > types.index("item_failed")
+    assert types.index("item_reconciled") < types.index("step_finished")
+
+
+async def test_at_the_end_of_the_step_a_not_done_is_not_acted_on_the_resume_asks_again() -> None:
+    bank = SlowBank(late={"k2"})
+    events: list[dict[str, Any]] = []
+    outcome = await run_plan(plan_of(SLOW), Harness({"s": bank.setup}), events=events)
+    assert outcome.exit_code == ExitCode.OUTCOME_UNKNOWN
+    assert [d["item"] for d in outcome.in_doubt] == ["k2"]
+    [record] = [e for e in events if e["type"] == "item_reconciled"]
+    assert record["verdict"] == "error" and record["error"] == NOT_DONE_AT_END
+    assert "k2" not in bank.charged  # (it was running on the server when asked, and never called again)
+    for happened in (True, False):  # the call happened on the server meanwhile, or never did
+        later = SlowBank()
+        later.charged.update(k for k in bank.charged)
+        if happened:
+            later.charged["k2"] += 1
+        more: list[dict[str, Any]] = []
+        again = await run_plan(plan_of(SLOW), Harness({"s": later.setup}), prior=Resume(events=events), events=more)
+        assert again.exit_code == ExitCode.OK, happened
+        assert later.charged == Counter({f"k{i}": 1 for i in range(N)}), happened
+        [verdict] = [e["verdict"] for e in more if e["type"] == "item_reconciled"]
+        assert verdict == ("done" if happened else "not-done")
+
+
+async def test_show_and_runs_count_the_reconciled_items(tmp_path: Path) -> None:
+    bank = SlowBank(slow={"k1", "k4"})
+    events: list[dict[str, Any]] = []
+    await run_plan(plan_of(SLOW), Harness({"s": bank.setup}), events=events)
+    run_id = "20261203T000000.000000Z-abcdef"
+    run = tmp_path / "runs" / run_id
+    run.mkdir(parents=True)
+    started = {"seq": 1, "ts": events[0]["ts"], "type": "run_started", "run_id": run_id, "workflow": "wf.yaml"}
+    lines = [started, *({**e, "seq": e["seq"] + 1} for e in events)]
+    (run / "journal.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
+    loaded = load(RunDir(run))
+    shown = show_record(loaded, now=0.0)
+    assert (shown["steps"]["charge"]["reconciled"], shown["steps"]["charge"]["reused"]) == (2, 0)
+    assert (shown["items"]["reconciled"], shown["items"]["reused"]) == (2, 0)  # the runs row
+    assert "6 succeeded (2 reconciled)" in render_show(shown)
+    assert render_runs([run_record(loaded, now=0.0)]).splitlines()[0].endswith("REUSED  RECONCILED")
+
+
+def test_one_verdict_rule_for_both_executors() -> None:
+    spec = plan_of(WORKFLOW).steps["charge"].reconcile
+    assert spec is not None
+    context = reconcile_context({"item": "k0", "index": 0}, "k0", {"id": "k0", "amount": 5})
+    assert reconcile_args(spec, context) == {"id": "k0", "amount": 5}
+    labelled = rendered_args(lambda _item, _index: [1], None, None, label="reconcile args")
+    assert labelled == ArgsFailed("reconcile args rendered to list, expected an object")  # (the step's: "args")
+
+    def said(charged: Any, *, at_end: bool = False, error: str | None = None) -> tuple[str, bool, Any]:
+        result = text_result(f'{{"charged": {charged}}}') if error is None else None
+        record = verdict(spec, context, step="charge", key="k0", index=0, result=result, error=error, at_end=at_end)
+        settled, entry = verdict_entry(record, referenced=True)
+        return record.verdict.value, settled, entry and entry["status"]
+
+    assert said("true") == said("true", at_end=True) == ("done", True, "succeeded")
+    assert said("false") == ("not-done", False, None)  # called now
+    assert said("false", at_end=True) == ("error", True, "failed")  # (NOT_DONE_AT_END): stays in doubt
+    assert said("1") == ("error", True, "failed")
+    assert said("true", error="lost") == ("error", True, "failed")
+
+
+def test_left_in_doubt_names_the_items_a_step_left_in_doubt_not_asked_yet() -> None:
+    state = folded(
+        [
+            {"seq": 1, "ts": "2026-01-01T00:00:00.000Z", "type": "step_started", "step": "s", "items": 3},
+            *(
+                {"seq": 2 + i, "ts": "2026-01-01T00:00:00.000Z", "type": "item_dispatched", "step": "s", "item": k}
+                for i, k in enumerate("abc")
+            ),
+            {"seq": 5, "ts": "2026-01-01T00:00:00.000Z", "type": "item_succeeded", "step": "s", "item": "c"},
+        ]
+    )
+    assert left_in_doubt(state.steps["s"], ["a", "b", "c", "d"], asked={"b"}) == ["a"]

@@ -78,13 +78,16 @@ def _duration(run: RunSummary, now: float) -> float | None:
 def _step_counts(step: StepState, live: bool) -> dict[str, int]:
     """A step's items by what is known of them: ``running`` are dispatched calls of a live run (a process
     holds the run's lock); once no process does, they are ``in_doubt``. An item a resume skipped because it
-    was in doubt (``--skip-in-doubt``) has been decided: it counts as failed, as the run's summary counts it."""
+    was in doubt (``--skip-in-doubt``) has been decided: it counts as failed, as the run's summary counts it.
+    Of the succeeded, ``reused`` were taken from earlier attempts or runs, ``reconciled`` settled by asking."""
     counts = step.counts(live=live)
     return {
         "succeeded": counts.succeeded,
         "failed": counts.failed,
         "running": counts.running,
         "in_doubt": counts.in_doubt,
+        "reused": counts.reused,
+        "reconciled": step.reconciled,
     }
 
 

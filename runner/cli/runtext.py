@@ -30,9 +30,15 @@ def _dur(value: Any) -> str:
     return format_duration(value) if isinstance(value, int | float) else "-"
 
 
+_COLUMNS = ("succeeded", "failed", "running", "in_doubt", "reused", "reconciled")
+
+
 def render_runs(records: list[dict[str, Any]]) -> str:
     """A table, oldest first (the newest nearest the prompt)."""
-    header = ("RUN ID", "WORKFLOW", "STARTED (UTC)", "DURATION", "STATUS", "DONE", "FAILED", "RUNNING", "IN DOUBT")
+    header = (
+        "RUN ID", "WORKFLOW", "STARTED (UTC)", "DURATION", "STATUS", "DONE", "FAILED", "RUNNING", "IN DOUBT",
+        "REUSED", "RECONCILED",
+    )  # fmt: skip
     rows = [
         (
             r["run_id"],
@@ -40,12 +46,12 @@ def render_runs(records: list[dict[str, Any]]) -> str:
             _when(r["started"]),
             _dur(r["duration_s"]),
             r["status"] + (f" (pid {r['pid']})" if r["pid"] and r["pid"] > 0 else ""),
-            *(str((r["items"] or {}).get(k, "-")) for k in ("succeeded", "failed", "running", "in_doubt")),
+            *(str((r["items"] or {}).get(k, "-")) for k in _COLUMNS),
         )
         for r in records
     ]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    right = {5, 6, 7, 8}
+    right = {5, 6, 7, 8, 9, 10}
     lines = []
     for row in [header, *rows]:
         cells = [c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(row)]
@@ -112,7 +118,8 @@ def _steps(steps: dict[str, dict[str, Any]]) -> str:
     for sid, step in steps.items():
         text = f"  {sid.ljust(width)}  {step['status']}"
         if "items" in step:
-            parts = [f"{step['succeeded']} succeeded"]
+            kept = [f"{step[k]} {k}" for k in ("reused", "reconciled") if step.get(k)]
+            parts = [f"{step['succeeded']} succeeded" + (f" ({', '.join(kept)})" if kept else "")]
             parts += [f"{step['failed']} failed"] if step["failed"] else []
             parts += [f"{step['in_doubt']} in doubt"] if step["in_doubt"] else []
             text += f"  {plural(step['items'], 'item')}: {', '.join(parts)}"

@@ -319,12 +319,9 @@ def resume_temporal(args: argparse.Namespace) -> int:
     from runner.temporal.engine import TemporalEngine
 
     run_id = args.run_id or args.target
-    decision = in_doubt_decision(args)
-    if decision == "ask":
-        raise UsageError(
-            "a run on Temporal is resumed by deciding its items in doubt: --rerun-in-doubt, --skip-in-doubt or "
-            "--accept-in-doubt"
-        )
+    given = in_doubt_decision(args)
+    # No decision: the run asks the reconcile tools of its items in doubt (it refuses when some step has none).
+    decision: str = "reconcile" if given == "ask" else given
     engine = engine_named("temporal", temporal=temporal_options(args))
     assert isinstance(engine, TemporalEngine)
     from runner.cli.report import Console
@@ -333,7 +330,8 @@ def resume_temporal(args: argparse.Namespace) -> int:
 
     async def main() -> int:
         started = await engine.resume(run_id, decision)
-        console.info(f"resuming run {run_id} on Temporal ({decision} the items in doubt)")
+        what = "asking the reconcile tools about" if decision == "reconcile" else decision
+        console.info(f"resuming run {run_id} on Temporal ({what} the items in doubt)")
         return await _follow_and_report(engine, started, console, args)
 
     return _until_interrupted(main, console, [run_id])

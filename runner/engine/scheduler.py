@@ -74,26 +74,27 @@ from runner.engine.core.items import (
     settled_entry,
 )
 from runner.engine.core.outcome import Outcome, settle
-from runner.engine.core.reconcile import reconcile_args, reconcile_context, verdict
+from runner.engine.core.reconcile import left_in_doubt, reconcile_args, reconcile_context, verdict, verdict_entry
 from runner.engine.core.resume import Prior
 from runner.engine.core.state import ItemState, RunState
 from runner.engine.core.steps import Fail, StepMachine
-from runner.engine.core.vocabulary import Decision, FailureKind, StepStatus, Verdict
+from runner.engine.core.vocabulary import Decision, FailureKind, StepStatus
 from runner.engine.journal.notes import LOG_LIMIT, LOG_RATE, PROGRESS_INTERVAL, Notes
 from runner.engine.journal.writer import EventLog, JournalWriteError
-from runner.errors import CallTimeout, MalformedMessage, McpRunError, first_line
+from runner.errors import CallTimeout, MalformedMessage, McpRunError, NotDelivered, first_line
 from runner.protocol.mcp import LogMessage as McpLogMessage
 from runner.protocol.mcp import ToolResult
 from runner.session import Session, SessionOptions
 from runner.session.options import RequestTracer
 from runner.workflow.context import item_entry
-from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, OutputFailure, Plan, PlannedStep
+from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, OutputFailure, Plan, PlannedReconcile, PlannedStep
 from runner.workflow.template import TemplateError
 
 __all__ = ["Outcome", "Scheduler", "SchedulerOptions", "SessionOpener"]
 
 SessionOpener = Callable[[str, SessionOptions], AbstractAsyncContextManager[Session]]
 
+RECONCILE_SENDS: Final = 3  # a reconcile request not delivered goes out on a new session, this many times in all
 IDLE_HINT: Final = " (a slow tool without progress notifications needs a longer idle_timeout, or none)"
 
 
@@ -156,6 +157,7 @@ class Scheduler:
         )
         self._steps_nursery: trio.Nursery | None = None
         self._draining = False
+        self._asked: dict[str, set[str]] = {}  # items of a step asked by its reconcile tool before being called
         self._work_scope: trio.CancelScope | None = None
         self._links: dict[str, ServerLink] = {}
         self._sessions: dict[str, dict[int, Session]] = {}  # every session each server had, for its stats
@@ -363,7 +365,33 @@ class Scheduler:
         async with trio.open_nursery() as pool:
             for _ in range(max(workers, 1)):
                 pool.start_soon(worker)
+        if ps.reconcile is not None and not self._draining:
+            await self._reconcile_left(ps, items, keys, entries, render, workers)
         self._steps.finish(ps, items, keys, entries, draining=self._draining)
+
+    async def _reconcile_left(
+        self, ps: PlannedStep, items: list[Any], keys: list[str], entries: list[Any], render: ArgsRenderer, workers: int
+    ) -> None:
+        """At the end of a step with ``reconcile:``, ask its reconcile tool about each item its calls left in
+        doubt in this attempt (``at_end``: only ``done`` is acted on; see :mod:`runner.engine.core.reconcile`)."""
+        asked = self._asked.pop(ps.id, set())
+        at = {key: i for i, key in enumerate(keys)}
+        left = iter(left_in_doubt(self._state.step(ps.id), keys, asked))
+
+        async def asker() -> None:
+            for key in left:
+                i = at[key]
+                index = i if ps.fan_out else None
+                args = rendered_args(render, items[i], index)
+                if isinstance(args, ArgsFailed) or self._draining:
+                    continue
+                _settled, entry = await self._reconcile(ps, index, key, items[i], args, at_end=True)
+                if entries and entry is not None:
+                    entries[i] = entry
+
+        async with trio.open_nursery() as pool:
+            for _ in range(max(workers, 1)):
+                pool.start_soon(asker)
 
     # -- items -----------------------------------------------------------------------------------------
 
@@ -387,6 +415,7 @@ class Scheduler:
         if action is ItemAction.RECONCILE:
             settled, entry = await self._reconcile(ps, index, key, item, args)
             if settled:
+                self._asked.setdefault(ps.id, set()).add(key)  # (still in doubt: not asked again at the step's end)
                 return entry
             action = ItemAction.CALL  # surely not run: called, as a call never made is
         try:
@@ -414,11 +443,12 @@ class Scheduler:
         return item_entry("succeeded", None, result.raw) if ps.referenced else None
 
     async def _reconcile(
-        self, ps: PlannedStep, index: int | None, key: str, item: Any, args: dict[str, Any]
+        self, ps: PlannedStep, index: int | None, key: str, item: Any, args: dict[str, Any], *, at_end: bool = False
     ) -> tuple[bool, dict[str, Any] | None]:
         """Ask the step's reconcile tool whether the call of an item in doubt happened, and journal the verdict
         (fsynced) before acting on it (:mod:`runner.engine.core.reconcile`). Returns whether that settled the
-        item, and its entry: (True, entry) done or still in doubt, (False, None) not done (to be called now)."""
+        item, and its entry: (True, entry) done or still in doubt, (False, None) not done (to be called now).
+        ``at_end``: asked at the end of the step whose call left it in doubt (a "not done" is not acted on)."""
         spec = ps.reconcile
         assert spec is not None
         context = reconcile_context(self._steps.context(item, index), key, args)
@@ -427,26 +457,37 @@ class Scheduler:
         error = call_args.error if isinstance(call_args, ArgsFailed) else None
         if not isinstance(call_args, ArgsFailed):
             try:
-                session = await self._wait_for(self._link(ps.server))
-                if spec.idempotent or await self._trusted_safe(ps, session, spec.tool):
-                    answer = await session.call_tool(
-                        spec.tool, call_args, timeout=ps.timeout, idle_timeout=ps.idle_timeout
-                    )
-                    result = answer.raw
-                else:
-                    error = f"the server does not annotate {spec.tool!r} as read-only or idempotent"
+                result, error = await self._ask_reconcile(ps, spec, call_args)
             except Drained:
                 return True, None  # the run is stopping: the item did not end (still in doubt)
             except McpRunError as exc:
                 self._log.masker.scrub(exc)
                 error = first_line(exc)
-        record = verdict(spec, context, step=ps.id, key=key, index=index, result=result, error=error)
+        record = verdict(spec, context, step=ps.id, key=key, index=index, result=result, error=error, at_end=at_end)
         await self._log.commit(record)  # durable before it acts: a crash after it cannot call the item twice
-        if record.verdict is Verdict.DONE:
-            return True, item_entry("succeeded", None, result) if ps.referenced else None
-        if record.verdict is Verdict.NOT_DONE:
-            return False, None
-        return True, item_entry("failed", record.error or "in doubt")
+        return verdict_entry(record, referenced=ps.referenced)
+
+    async def _ask_reconcile(
+        self, ps: PlannedStep, spec: PlannedReconcile, args: dict[str, Any]
+    ) -> tuple[dict[str, Any] | None, str | None]:
+        """The reconcile tool's result (or why there is none). A request that surely did not reach the server
+        (its session was lost: the call that left the item in doubt often took it down) goes out again on the
+        next session, up to :data:`RECONCILE_SENDS` times in all (the tool is safe to repeat)."""
+        link = self._link(ps.server)
+        sends = 0
+        while True:
+            sends += 1
+            session = await self._wait_for(link)
+            if not spec.idempotent and not await self._trusted_safe(ps, session, spec.tool):
+                return None, f"the server does not annotate {spec.tool!r} as read-only or idempotent"
+            try:
+                answer = await session.call_tool(spec.tool, args, timeout=ps.timeout, idle_timeout=ps.idle_timeout)
+            except NotDelivered as exc:
+                if sends >= RECONCILE_SENDS:
+                    raise
+                link.lost(session, exc)  # (a later ask waits for the next session)
+                continue
+            return answer.raw, None
 
     async def _trusted_safe(self, ps: PlannedStep, session: Session, tool: str) -> bool:
         """A trusted server annotates ``tool`` as read-only or idempotent (the tool list asked if need be)."""

@@ -27,7 +27,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
 from runner.masking import escape_value
-from runner.temporal.batch import Batch, Sessions
+from runner.temporal.batch import Batch, Sessions, ask_reconcile
 from runner.temporal.bridge import TrioThread
 from runner.temporal.lost import own_outcomes, settled
 from runner.temporal.markers import Markers
@@ -43,6 +43,7 @@ __all__ = [
     "CALL_ACTIVITY",
     "CORE_THROTTLE",
     "NOT_SENT_RETRY",
+    "RECONCILE_ACTIVITY",
     "SLICE_KEYS_ACTIVITY",
     "SPECS_KEPT",
     "CallActivities",
@@ -51,6 +52,7 @@ __all__ = [
 
 CALL_ACTIVITY = "mcp-run.call-batch"
 SLICE_KEYS_ACTIVITY = "mcp-run.slice-keys"
+RECONCILE_ACTIVITY = "mcp-run.reconcile"
 SPECS_KEPT = 32  # runs whose definitions a worker keeps (asked again of the run when dropped)
 CORE_THROTTLE = timedelta(milliseconds=100)  # the worker's max_heartbeat_throttle_interval: under the keeper's
 # interval (0.2 s at least), so the core sends each beat as it is handed over, never a held one later
@@ -85,6 +87,24 @@ class CallActivities:
         settle a batch whose activity failed on every attempt."""
         spec = await self._spec(request, activity.info())
         return [{"key": c["key"], "index": c["index"]} for c in self._render(spec, request)]
+
+    @activity.defn(name=RECONCILE_ACTIVITY)
+    async def reconcile(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        """The step's reconcile tool asked about the request's ``items`` (``{"key", "args"}``): each answer, in
+        order (:func:`~runner.temporal.batch.ask_reconcile`). It heartbeats while it asks (a lost worker is
+        noticed; the workflow asks again: asking is safe to repeat)."""
+        spec = await self._spec(request, activity.info())
+
+        async def beat() -> None:
+            while True:
+                await asyncio.sleep(keeper_interval(spec.heartbeat_timeout))
+                activity.heartbeat()
+
+        beating = asyncio.ensure_future(beat())
+        try:
+            return await self.thread.run(ask_reconcile, self.sessions, spec, request["step"], request["items"])
+        finally:
+            beating.cancel()
 
     def _render(self, spec: RunSpec, request: dict[str, Any]) -> list[dict[str, Any]]:
         try:

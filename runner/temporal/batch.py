@@ -57,8 +57,9 @@ from runner.workflow.plan import Plan, PlannedStep
 if TYPE_CHECKING:
     from runner.engine.telemetry.otel import Tracing
 
-__all__ = ["IN_DOUBT_FOUND", "Batch", "Sessions"]
+__all__ = ["IN_DOUBT_FOUND", "Batch", "Sessions", "ask_reconcile"]
 
+RECONCILE_SENDS: Final = 3  # a reconcile request not delivered goes out on a new session, this many times in all
 IN_DOUBT_FOUND: Final = (
     "dispatched by an earlier attempt of its activity (the worker was lost before it ended); not sent again"
 )
@@ -350,3 +351,60 @@ def _lost(link: ServerLink, exc: McpRunError) -> None:
     session = link.current()
     if session is not None and session.broken is not None:
         link.lost(session, exc)
+
+
+async def ask_reconcile(
+    sessions: Sessions, spec: RunSpec, step: str, asks: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The answers of step ``step``'s reconcile tool about items in doubt (``asks``: ``{"key", "args"}``, the
+    reconcile call's arguments as the workflow rendered them), in order: ``{"key", "result"}`` (its
+    ``tools/call`` result, masked) or ``{"key", "error"}``. The verdict is the workflow's
+    (:func:`runner.engine.core.reconcile.verdict`, as locally); asking is safe to repeat (``validate`` makes
+    sure), so an attempt lost midway is simply asked again."""
+    plan = sessions.plan(spec)
+    ps = plan.steps[step]
+    recon = ps.reconcile
+    assert recon is not None
+    masker = sessions.masker(spec)
+    server = sessions.server(spec, ps.server)
+    out: list[dict[str, Any]] = [{} for _ in asks]
+
+    async def one(i: int) -> None:
+        key, args = asks[i]["key"], masker.decode_value(asks[i]["args"])
+        sends = 0
+        while True:
+            sends += 1
+            session: Session | None = None
+            try:
+                async with server.limit:
+                    session = await server.link.session()
+                    if not recon.idempotent and not await _annotated_safe(sessions, plan, ps, session, recon.tool):
+                        error = f"the server does not annotate {recon.tool!r} as read-only or idempotent"
+                        out[i] = {"key": key, "error": error}
+                        return
+                    answer = await session.call_tool(recon.tool, args, timeout=ps.timeout, idle_timeout=ps.idle_timeout)
+            except NotDelivered as exc:
+                if sends < RECONCILE_SENDS and session is not None:
+                    server.link.lost(session, exc)  # as locally: asked again on the next session
+                    continue
+                out[i] = {"key": key, "error": first_line(exc)}
+                return
+            except McpRunError as exc:
+                out[i] = {"key": key, "error": first_line(exc)}
+                return
+            out[i] = {"key": key, "result": answer.raw}
+            return
+
+    with masking(masker.mask):
+        async with trio.open_nursery() as nursery:
+            for i in range(len(asks)):
+                nursery.start_soon(one, i)
+    return [dict(masker.encode_value(answer)) for answer in out]
+
+
+async def _annotated_safe(sessions: Sessions, plan: Plan, ps: PlannedStep, session: Session, tool: str) -> bool:
+    """A trusted server annotates ``tool`` as read-only or idempotent (as the local engine asks)."""
+    if not plan.servers[ps.server].server.trust_annotations:
+        return False
+    found = await sessions.checks.tool(ps.server, session, tool)
+    return found is not None and (found.annotations.read_only or found.annotations.idempotent)

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from datetime import timedelta
 from typing import Any, Final
 
 from temporalio import workflow
-from temporalio.exceptions import ChildWorkflowError
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ChildWorkflowError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -48,10 +50,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from runner.engine.core.items import ArgsFailed, ItemAction, awaiting_decision, rendered_args, settled_entry
     from runner.engine.core.outcome import settle
+    from runner.engine.core.reconcile import left_in_doubt, reconcile_args, reconcile_context, verdict, verdict_entry
     from runner.engine.core.state import RunState
     from runner.engine.core.steps import Fail, StepMachine
     from runner.engine.core.vocabulary import Decision, FailureKind, RunStatus
     from runner.masking import escape_value, placeholders
+    from runner.temporal.activities import RECONCILE_ACTIVITY
     from runner.temporal.fanout import (
         CALLS_BYTES,
         CHILD_WORKFLOW,
@@ -72,6 +76,7 @@ with workflow.unsafe.imports_passed_through():
 __all__ = ["WORKFLOW_NAME", "DagWorkflow"]
 
 WORKFLOW_NAME: Final = "mcp-run"
+RECONCILE: Final = "reconcile"  # the `decide` update with no decision: items in doubt are asked (resume with no flag)
 QUERY_LIMIT: Final = 5_000  # events per answer of the events query
 
 
@@ -155,7 +160,7 @@ class DagWorkflow:
         # Each output on its own, as a local run renders them: one that fails is named, the others kept.
         outputs, output_failures = plan.render_each_output(steps.context())
         outcome = settle(plan, self._state, outputs=outputs, output_failures=output_failures)
-        counts = self._state.totals(live=False)
+        counts = {**self._state.totals(live=False), **self._state.settled_without_call()}
         del counts["running"]
         code = int(outcome.exit_code)
         if outcome.status.closed:
@@ -210,16 +215,28 @@ class DagWorkflow:
         # As a local resume: the decision is journaled, one record per step naming the items it settles, before
         # anything acts on it; the fold applies it (an accepted item is then succeeded, a skipped one skipped).
         assert self._plan is not None
+        if choice == RECONCILE:
+            return first  # no decision: the pass asks each item's reconcile tool before it would call it
         for sid, keys in awaiting_decision(self._state, self._plan.steps).items():
             self._emit(DoubtDecided(step=sid, keys=keys, decision=Decision(choice)))
         return first
 
     @decide.validator
     def _check_decision(self, choice: str) -> None:
-        if choice not in ("rerun", "skip", "accept"):
-            raise ValueError(f"unknown decision {choice!r}: rerun, skip or accept")
+        if choice not in ("rerun", "skip", "accept", RECONCILE):
+            raise ValueError(f"unknown decision {choice!r}: rerun, skip, accept or reconcile")
         if not self._waiting:
             raise ValueError("the run is not waiting for a decision about items in doubt")
+        if choice == RECONCILE:
+            assert self._plan is not None
+            unasked = [
+                sid for sid in awaiting_decision(self._state, self._plan.steps) if not self._plan.steps[sid].reconcile
+            ]
+            if unasked:
+                raise ValueError(
+                    f"items of step {unasked[0]!r} are in doubt and it has no reconcile: to ask; decide them: "
+                    "--rerun-in-doubt, --skip-in-doubt or --accept-in-doubt"
+                )
 
     def _emit(self, event: AnyEvent) -> None:
         seq = len(self._entries) + 1
@@ -259,7 +276,11 @@ class DagWorkflow:
         items, keys = found
         steps.start(ps, items, keys)
         entries: list[dict[str, Any] | None] = [None] * len(items)
-        calls = self._calls(ps, items, keys, entries)
+        calls, asks = self._calls(ps, items, keys, entries)
+        settled: set[str] = set()
+        if asks:  # in doubt, of a step with reconcile: (a resume): asked first; those not done are called now
+            again = await self._reconcile(ps, items, asks, entries, settled, at_end=False)
+            calls = sorted(calls + again, key=lambda c: int(c["at"]))
         if ps.fan_out and len(calls) > self._spec.child_items:
             by_ref = by_reference(ps)  # then a child gets index ranges, not the calls (runner.temporal.slices)
             parts = slices(calls, self._spec.child_items, None if by_ref else CALLS_BYTES)
@@ -274,26 +295,128 @@ class DagWorkflow:
             return
         for call, outcome in unreached:
             entries[call["at"]] = self._apply(ps, call, {**outcome, "status": "failed"})
+        if ps.reconcile is not None:  # the items its calls left in doubt, asked now (only "done" acted on)
+            left = set(left_in_doubt(self._state.step(ps.id), [c["key"] for c in calls], settled))
+            if left:
+                await self._reconcile(ps, items, [c for c in calls if c["key"] in left], entries, settled, at_end=True)
         steps.finish(ps, items, keys, entries if ps.referenced else [])
+
+    async def _reconcile(
+        self,
+        ps: PlannedStep,
+        items: list[Any],
+        asks: list[dict[str, Any]],
+        entries: list[dict[str, Any] | None],
+        settled: set[str],
+        *,
+        at_end: bool,
+    ) -> list[dict[str, Any]]:
+        """Ask the step's reconcile tool about the items in doubt of ``asks`` (their calls), in a reconcile
+        activity, and journal each verdict (:func:`~runner.engine.core.reconcile.verdict`, as locally; the
+        activity's answer is in the history before anything acts on it). Returns the calls not done (to make
+        now); the entries of the others are set, and their keys added to ``settled``. ``at_end``: asked at
+        the end of the step whose calls left them in doubt ("not done" is not acted on)."""
+        assert self._spec is not None and self._steps is not None and self._pending is not None
+        spec = ps.reconcile
+        assert spec is not None
+        contexts: dict[str, dict[str, Any]] = {}
+        requests: list[dict[str, Any]] = []
+        answers: dict[str, dict[str, Any]] = {}
+        for call in asks:
+            key = call["key"]
+            context = contexts[key] = reconcile_context(
+                self._steps.context(items[call["at"]], call["index"]), key, call["args"]
+            )
+            args = reconcile_args(spec, context)
+            if isinstance(args, ArgsFailed):
+                answers[key] = {"error": args.error}
+            else:
+                requests.append({"key": key, "args": args})
+        for part in slices(requests, self._spec.batch_size):
+            for answer in await self._ask(ps, part):
+                answers[str(answer.get("key"))] = answer
+        again: list[dict[str, Any]] = []
+        for call in asks:
+            key, index = call["key"], call["index"]
+            answer = answers.get(key) or {"error": "no answer"}
+            result = answer.get("result") if isinstance(answer.get("result"), dict) else None
+            error = answer.get("error")
+            record = verdict(
+                spec,
+                contexts[key],
+                step=ps.id,
+                key=key,
+                index=index,
+                result=result,
+                error=str(error) if error is not None else None,
+                at_end=at_end,
+            )
+            self._emit(record)
+            done, entry = verdict_entry(record, referenced=ps.referenced)
+            if not done:
+                again.append(call)
+                continue
+            settled.add(key)
+            entries[call["at"]] = entry
+            if entry is not None and record.result is not None:
+                self._kept[(ps.id, key)] = entry
+        return again
+
+    async def _ask(self, ps: PlannedStep, part: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One reconcile activity (at most ``max_pending`` activities at once); every answer an error when it
+        failed on every attempt."""
+        assert self._spec is not None and self._pending is not None
+        info = workflow.info()
+        request = {
+            "plan_key": self._spec.plan_key,
+            "run": info.workflow_id,
+            "run_id": info.run_id,
+            "step": ps.id,
+            "items": part,
+        }
+        async with self._pending:
+            try:
+                answers: list[dict[str, Any]] = await workflow.execute_activity(
+                    RECONCILE_ACTIVITY,
+                    request,
+                    start_to_close_timeout=timedelta(hours=1),
+                    heartbeat_timeout=timedelta(seconds=self._spec.heartbeat_timeout),
+                    retry_policy=RetryPolicy(
+                        initial_interval=timedelta(seconds=1),
+                        maximum_interval=timedelta(seconds=30),
+                        maximum_attempts=self._spec.max_attempts,
+                    ),
+                    result_type=list,
+                )
+            except ActivityError as exc:
+                error = f"the reconcile activity failed on every attempt: {exc.cause or exc}"
+                return [{"key": ask["key"], "error": error} for ask in part]
+        return answers
 
     def _calls(
         self, ps: PlannedStep, items: list[Any], keys: list[str], entries: list[dict[str, Any] | None]
-    ) -> list[dict[str, Any]]:
-        """The step's calls (``{"key", "index", "args", "at"}``); the entries of items settled without one."""
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The step's calls (``{"key", "index", "args", "at"}``) and those of its items in doubt to ask its
+        reconcile tool about first (``RECONCILE``); the entries of items settled without one."""
         assert self._steps is not None
         render = args_renderer(ps, self._steps.context)
         calls: list[dict[str, Any]] = []
+        asks: list[dict[str, Any]] = []
         for at, item in enumerate(items):
             where, key = at if ps.fan_out else None, keys[at]
             action = self._steps.action(ps.id, key)
-            # (RECONCILE: the local engine asks the reconcile tool first; here a decision is always given for the
-            # items in doubt before a pass, so none arrives undecided: called again, as RERUN.)
             if not action.calls and action is not ItemAction.RECONCILE:
                 entries[at] = self._settled(ps, key, action)
                 continue
             args = rendered_args(render, item, where)
             if isinstance(args, ArgsFailed):
+                if action is ItemAction.RECONCILE:  # it may have run: it stays in doubt, nothing recorded
+                    entries[at] = item_entry("failed", args.error)
+                    continue
                 entries[at] = item_entry("failed", self._failed(ps, where, key, "template-error", args.error))
+                continue
+            if action is ItemAction.RECONCILE:
+                asks.append({"key": key, "index": where, "args": args, "at": at})
                 continue
             try:
                 cached = self._steps.cached(ps, item, where, args)
@@ -308,7 +431,7 @@ class DagWorkflow:
             if cached is not None:
                 self._digests[(ps.id, key)] = cached.digest  # journaled with its result (a later run's cache)
             calls.append({"key": key, "index": where, "args": args, "at": at})
-        return calls
+        return calls, asks
 
     def _settled(self, ps: PlannedStep, key: str, action: ItemAction) -> dict[str, Any] | None:
         """The entry of an item settled without a call (:mod:`runner.engine.core.items`): a success reused (one

@@ -114,12 +114,6 @@ class TemporalEngine:
             heartbeat_timeout=self.options.heartbeat_timeout,
             server_log_level=options.server_log_level,  # carried to the workers (runner.temporal.serverlog)
         )
-        reconciled = [sid for sid, ps in plan.steps.items() if ps.reconcile is not None]
-        if reconciled:
-            say.warn(
-                f"reconcile: of step {reconciled[0]!r} is not used on Temporal yet: its items in doubt wait for a "
-                "decision (mcp-run resume --engine temporal ... --rerun-in-doubt/--skip-in-doubt/--accept-in-doubt)"
-            )
         client = client if client is not None else await self.connect()
         horizon = max((ps.cache for ps in plan.steps.values() if ps.cache is not None), default=None)
         if horizon is not None and not options.no_cache:  # (read once, here: the workflow itself reads nothing)
@@ -140,6 +134,9 @@ class TemporalEngine:
         after = 0
         if options.in_doubt != "ask":
             handle, _plan, after = await remote.decide(client, found.run_id, options.in_doubt)
+        elif any(ps.reconcile is not None for ps in plan.steps.values()) and await remote.waits(found.handle):
+            # No decision: a run waiting on items in doubt of steps with reconcile: asks their reconcile tools.
+            handle, _plan, after = await remote.decide(client, found.run_id, "reconcile")
         say.info(f"following run {found.run_id} on Temporal (workflow {handle.id})")
         return Started(handle, found.run_id, plan, after=after, found=True)
 

@@ -56,7 +56,7 @@ def start_worker(
         task_queue=task_queue,
         interceptors=[interceptor(tracing)] if tracing is not None else [],
         workflows=[DagWorkflow, FanOutWorkflow],
-        activities=[activities.call_batch, activities.slice_keys],
+        activities=[activities.call_batch, activities.slice_keys, activities.reconcile],
         max_concurrent_activities=max_activities,
         max_heartbeat_throttle_interval=CORE_THROTTLE,  # the keeper's beats go out as handed over (.markers)
     )

@@ -68,7 +68,7 @@ def a_run_cut_open(tmp: Path) -> tuple[Path, Path, Path, list[bytes]]:
     (journal,) = (tmp / "state" / "runs").glob("*/journal.jsonl")
     last = json.loads(journal.read_bytes().splitlines()[-1])
     assert last["type"] == "run_finished"
-    assert last["counts"] == {"succeeded": 80, "failed": 0, "in_doubt": 0}
+    assert last["counts"] == {"succeeded": 80, "failed": 0, "in_doubt": 0, "reused": 0, "reconciled": 0}
     lines = journal.read_bytes().splitlines(keepends=True)[:40]
     journal.write_bytes(b"".join(lines))
     return workflow, count, journal, lines

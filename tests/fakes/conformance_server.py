@@ -10,6 +10,9 @@ read by the test per key), then:
   dispatched and ran, the connection is cut before its answer: in doubt), and answers as any key after;
 - any other key answers its own text.
 
+``ran {key}`` (read-only: a reconcile tool) answers ``{"ran": BOOL}`` as JSON text: whether ``act`` executed
+``key`` (the count file); it records nothing.
+
 With ``--refuse`` the server refuses every connection: it appends ``!refused`` to the count file and exits
 with code 3 at ``initialize`` (nothing is ever sent to it; the test counts how many times it was started).
 
@@ -28,7 +31,10 @@ _options.add_argument("--count-file", required=True)
 _options.add_argument("--refuse", action="store_true")
 OPTIONS = _options.parse_args()
 
-TOOLS = [{"name": "act", "inputSchema": {"type": "object", "properties": {"key": {"type": "string"}}}}]
+TOOLS = [
+    {"name": "act", "inputSchema": {"type": "object", "properties": {"key": {"type": "string"}}}},
+    {"name": "ran", "inputSchema": {"type": "object", "properties": {"key": {"type": "string"}}}},
+]
 
 
 def send(obj: object) -> None:
@@ -76,6 +82,17 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": rid, "result": {"tools": TOOLS}})
         elif method == "tools/call" and msg["params"].get("name") == "act":
             act(rid, str(msg["params"].get("arguments", {}).get("key", "")))
+        elif method == "tools/call" and msg["params"].get("name") == "ran":
+            path = Path(OPTIONS.count_file)
+            key = str(msg["params"].get("arguments", {}).get("key", ""))
+            ran = key in (path.read_text().split() if path.exists() else [])
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": rid,
+                    "result": {"content": [{"type": "text", "text": json.dumps({"ran": ran})}]},
+                }
+            )
         else:
             send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"no method {method}"}})
 

@@ -20,6 +20,11 @@ with the ``traceparent`` its request carried in ``params._meta``, or ``none``).
 first time it sees them (a failing-then-succeeding tool), and with ``--gate PATH`` waits for that file to
 exist before executing (a test holds calls in flight with it); a server whose parent died stops waiting.
 
+``--die-once KEYS`` (``count``): a listed key's first execution is made, then the server exits before it answers
+(the call happened, its outcome unknown to the client); ``--lose-once KEYS``: the server exits on a listed key's
+first call before executing it (it never happened). ``was_counted`` (``{key}``) answers ``{"counted": BOOL}`` as JSON
+text from the ``--count-file`` (a reconcile tool).
+
 ``--echo-progress`` (``progress``): the progress messages end with the call's ``text``.
 ``--answer-after S`` (any mode): each tools/call is answered S seconds after it is read (a slow server).
 """
@@ -40,6 +45,8 @@ _options.add_argument("--delay", type=float, default=0.0)
 _options.add_argument("--flood", type=int, default=0)
 _options.add_argument("--answer-after", type=float, default=0.0)
 _options.add_argument("--echo-progress", action="store_true")
+_options.add_argument("--die-once", default="")
+_options.add_argument("--lose-once", default="")
 OPTIONS = _options.parse_args(sys.argv[2:])
 PARENT = os.getppid()
 
@@ -142,6 +149,7 @@ def main() -> None:
                     "result": {
                         "tools": [
                             {"name": "count", "inputSchema": {"type": "object", "properties": {"key": {}}}},
+                            {"name": "was_counted", "inputSchema": {"type": "object", "properties": {"key": {}}}},
                             {
                                 "name": "echo",
                                 "inputSchema": {
@@ -192,9 +200,26 @@ def main() -> None:
                     send({"jsonrpc": "2.0", "method": "notifications/message", "params": log})
                 if OPTIONS.count_file:  # the call was executed: its text goes to the ground truth
                     count(msg["params"]["arguments"].get("text", ""))
-            if MODE == "count" and msg["params"].get("name") == "count":
+            if MODE == "count" and msg["params"].get("name") == "was_counted":
                 key = str(msg["params"]["arguments"].get("key", ""))
+                path = Path(OPTIONS.count_file)
+                counted = key in (path.read_text().split() if path.exists() else [])
+                content = [{"type": "text", "text": json.dumps({"counted": counted})}]
+                send({"jsonrpc": "2.0", "id": rid, "result": {"content": content}})
+            elif MODE == "count" and msg["params"].get("name") == "count":
+                key = str(msg["params"]["arguments"].get("key", ""))
+                lost = Path(OPTIONS.count_file + ".lost")
+                if key in OPTIONS.lose_once.split(",") and key not in (
+                    lost.read_text().split() if lost.exists() else []
+                ):
+                    with lost.open("a") as file:
+                        file.write(key + "\n")
+                    sys.exit(1)  # before executing it: it never happened
+                path = Path(OPTIONS.count_file)
+                first = key not in (path.read_text().split() if path.exists() else [])
                 ok = count(key)
+                if key in OPTIONS.die_once.split(",") and first:
+                    sys.exit(1)  # executed; the answer never goes out
                 text = key if ok else f"{key}: failed on its first call"
                 content = [{"type": "text", "text": text}]
                 send({"jsonrpc": "2.0", "id": rid, "result": {"content": content, "isError": not ok}})

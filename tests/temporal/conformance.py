@@ -61,6 +61,15 @@ AFTER_A_FAILS = """\
   d: {server: svc, tool: act, needs: [a], if: '${{ failure() }}', args: {key: d1}}
 """
 
+RECONCILED = """\
+  a:
+    server: svc
+    tool: act
+    args: {key: doubt1}
+    reconcile: {tool: ran, args: {key: '${{ args.key }}'}, done: '${{ result.json.ran }}', idempotent: true}
+  b: {server: svc, tool: act, needs: [a], args: {key: after}}
+"""
+
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario("success-one-step", "  a: {server: svc, tool: act, args: {key: one}}\n", 0, {"one": 1}),
     Scenario(
@@ -112,9 +121,10 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("resume-rerun", IN_DOUBT, 0, {"doubt1": 2, "after": 1}, "--rerun-in-doubt"),
     Scenario("resume-skip", IN_DOUBT, 1, {"doubt1": 1}, "--skip-in-doubt"),
     Scenario("resume-accept", IN_DOUBT, 0, {"doubt1": 1, "after": 1}, "--accept-in-doubt"),
+    Scenario("reconciled-at-step-end", RECONCILED, 0, {"doubt1": 1, "after": 1}),
 )
 
-COUNTS = ("succeeded", "failed", "in_doubt", "skipped", "reused")
+COUNTS = ("succeeded", "failed", "in_doubt", "skipped", "reused", "reconciled")
 """A step's counts in the ``--json`` summary, beside its ``total``."""
 
 

@@ -82,3 +82,12 @@ def test_a_later_rerun_never_calls_what_a_skip_settled(tmp_path: Path) -> None:
     assert skipped[0] == 5, skipped[2]  # a skipped; b ran and is in doubt now
     assert rerun[0] == 5, rerun[2]  # b called again (its server dies again): a never
     assert _calls(export) == {"a": 1, "b": 2}
+
+
+def test_a_resume_with_no_decision_is_refused_when_a_step_in_doubt_has_no_reconcile(tmp_path: Path) -> None:
+    path = _workflow(tmp_path, "  a: {server: bad, tool: echo, args: {text: a}}\n")
+    (code, _, err), (refused, _, why), (_, export, _) = _decide(path, "refuse", "--quiet")
+    assert code == 5, err
+    assert refused == 2, why
+    assert "items of step 'a' are in doubt and it has no reconcile: to ask" in why
+    assert _calls(export) == {"a": 1}

@@ -54,7 +54,7 @@ def test_runs_show_and_logs_read_a_temporal_run_as_a_local_one(tmp_path: Path) -
     assert [r["run_id"] for r in runs] == [run_id]
     assert runs[0]["status"] == "failed" and runs[0]["exit_code"] == 1
     assert runs[0]["workflow"] == str(workflow.resolve())
-    assert runs[0]["items"] == {"succeeded": 0, "failed": 3, "running": 0, "in_doubt": 0}
+    assert runs[0]["items"] == {"succeeded": 0, "failed": 3, "running": 0, "in_doubt": 0, "reused": 0, "reconciled": 0}
     assert run_id in got["runs_text"][1] and "failed" in got["runs_text"][1]
 
     remote = json.loads(got["show"][1])

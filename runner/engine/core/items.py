@@ -103,15 +103,16 @@ class ArgsFailed:
 
 
 def rendered_args(
-    render: Callable[[Any, int | None], Any], item: Any, index: int | None
+    render: Callable[[Any, int | None], Any], item: Any, index: int | None, *, label: str = "args"
 ) -> dict[str, Any] | ArgsFailed:
-    """The item's arguments, or why they could not be rendered."""
+    """The item's arguments, or why they could not be rendered; ``label`` names them in that message (``args``,
+    a step's; ``reconcile args``, its reconcile tool's)."""
     try:
         args = render(item, index)
     except TemplateError as exc:
         return ArgsFailed(str(exc))
     if not isinstance(args, dict):
-        return ArgsFailed(f"args rendered to {type(args).__name__}, expected an object")
+        return ArgsFailed(f"{label} rendered to {type(args).__name__}, expected an object")
     return args
 
 

@@ -74,6 +74,7 @@ class StepReport:
     reason: str | None
     cause: SkipCause | None
     counts: StepCounts
+    reconciled: int = 0  # of its succeeded items, those its reconcile tool settled
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"status": self.status.value}
@@ -81,7 +82,7 @@ class StepReport:
             out["reason"] = self.reason
         if self.cause is not None:
             out["cause"] = self.cause.value
-        return {**out, **self.counts.as_dict()}
+        return {**out, **self.counts.as_dict(), "reconciled": self.reconciled}
 
 
 def step_report(sid: str, step: StepState | None) -> StepReport:
@@ -91,7 +92,7 @@ def step_report(sid: str, step: StepState | None) -> StepReport:
     if status is StepStatus.PENDING or status is StepStatus.RUNNING:
         status = StepStatus.NOT_RUN
     cause = step.cause if status is StepStatus.SKIPPED else None
-    return StepReport(sid, status, step.reason, cause, step.counts(live=False))
+    return StepReport(sid, status, step.reason, cause, step.counts(live=False), step.reconciled)
 
 
 @dataclass(frozen=True, slots=True)

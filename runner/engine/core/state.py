@@ -150,6 +150,7 @@ class StepState:
     fan_out: bool = False
     total: int = 0  # items in its last attempt (1 for a plain step)
     reused: int = 0
+    reconciled: int = 0  # items its reconcile tool settled as done in its last attempt
     reason: str | None = None  # why it was skipped, or why it failed as a whole
     kind: FailureKind | None = None  # how it failed as a whole
     cause: SkipCause | None = None  # which kind of why it was skipped (None for journals that do not say)
@@ -281,6 +282,15 @@ class RunState:
             total["in_doubt"] += counts.in_doubt
         return total
 
+    def settled_without_call(self) -> dict[str, int]:
+        """The run's items its last attempts settled without calling them, all steps together: ``reused``
+        (results taken from earlier attempts, or by ``cache:`` from an earlier run) and ``reconciled`` (their
+        reconcile tool said the call happened)."""
+        return {
+            "reused": sum(step.reused for step in self.steps.values()),
+            "reconciled": sum(step.reconciled for step in self.steps.values()),
+        }
+
     # -- applying events -----------------------------------------------------------------------------------
 
     def apply(self, entry: Entry) -> StepState | None:
@@ -410,6 +420,7 @@ class RunState:
             item.kind = item.error = item.task_id = None
             item.result = event.result if self._keeps(event.step) else None
             item.reconciled = True
+            step.reconciled += 1
         elif event.verdict is Verdict.NOT_DONE:
             # Surely not run: pending, as an attempt that was never sent (the next attempt calls it).
             self._set_status(step, item, ItemStatus.PENDING)
@@ -448,6 +459,7 @@ class RunState:
         step.fan_out = event.items is not None
         step.total = event.items if event.items is not None else 1
         step.reused = event.reused or 0
+        step.reconciled = 0
         step.reason = None
         step.kind = None
         step.cause = None

@@ -35,7 +35,7 @@ from runner.engine.journal.rundir import RunDir, is_locked, iter_run_dirs
 
 __all__ = ["COUNTS", "RunSummary", "from_state", "list_runs", "prune", "summarize"]
 
-COUNTS: Final = ("succeeded", "failed", "running", "in_doubt")
+COUNTS: Final = ("succeeded", "failed", "running", "in_doubt", "reused", "reconciled")
 """The run's items as ``runs`` counts them (see :meth:`runner.engine.core.state.RunState.totals`)."""
 
 
@@ -43,7 +43,8 @@ COUNTS: Final = ("succeeded", "failed", "running", "in_doubt")
 class RunSummary:
     """A run as ``runs`` lists it. ``status`` is the last run-level record's (None: no such record: the
     run is running or was interrupted by a crash); ``counts`` its items (``succeeded``, ``failed``,
-    ``running``, ``in_doubt``); ``damaged`` why its journal could not be read, if it could not."""
+    ``running``, ``in_doubt``; of the succeeded, ``reused`` and ``reconciled``); ``damaged`` why its journal
+    could not be read, if it could not."""
 
     run_dir: RunDir
     running_pid: int | None
@@ -130,7 +131,7 @@ def from_state(run_dir: RunDir, running_pid: int | None, state: RunState, damage
         status=state.status,
         exit_code=state.exit_code,
         finished=state.finished,
-        counts=state.totals(live=running_pid is not None),
+        counts={**state.totals(live=running_pid is not None), **state.settled_without_call()},
         damaged=damaged,
     )
 
