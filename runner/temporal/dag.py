@@ -77,6 +77,7 @@ __all__ = ["WORKFLOW_NAME", "DagWorkflow"]
 
 WORKFLOW_NAME: Final = "mcp-run"
 RECONCILE: Final = "reconcile"  # the `decide` update with no decision: items in doubt are asked (resume with no flag)
+RECONCILE_PATCH: Final = "reconcile-on-temporal"  # workflow.patched: histories of before it replay unchanged
 QUERY_LIMIT: Final = 5_000  # events per answer of the events query
 
 
@@ -279,7 +280,10 @@ class DagWorkflow:
         calls, asks = self._calls(ps, items, keys, entries)
         settled: set[str] = set()
         if asks:  # in doubt, of a step with reconcile: (a resume): asked first; those not done are called now
-            again = await self._reconcile(ps, items, asks, entries, settled, at_end=False)
+            if workflow.patched(RECONCILE_PATCH):
+                again = await self._reconcile(ps, items, asks, entries, settled, at_end=False)
+            else:  # replaying a history of before reconcile: on Temporal: a decided item was called again
+                again = asks
             calls = sorted(calls + again, key=lambda c: int(c["at"]))
         if ps.fan_out and len(calls) > self._spec.child_items:
             by_ref = by_reference(ps)  # then a child gets index ranges, not the calls (runner.temporal.slices)
@@ -295,7 +299,9 @@ class DagWorkflow:
             return
         for call, outcome in unreached:
             entries[call["at"]] = self._apply(ps, call, {**outcome, "status": "failed"})
-        if ps.reconcile is not None:  # the items its calls left in doubt, asked now (only "done" acted on)
+        # The items its calls left in doubt, asked now (only "done" acted on); not when replaying a history of
+        # before reconcile: on Temporal, which made no reconcile activity here (a replay must do what it did).
+        if ps.reconcile is not None and workflow.patched(RECONCILE_PATCH):
             left = set(left_in_doubt(self._state.step(ps.id), [c["key"] for c in calls], settled))
             if left:
                 await self._reconcile(ps, items, [c for c in calls if c["key"] in left], entries, settled, at_end=True)
