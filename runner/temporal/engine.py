@@ -99,7 +99,7 @@ class TemporalEngine:
         plan = _load_plan(request.path, options)
         spec = replace(
             remote.make_spec(request.path, plan),
-            batch_size=self.options.batch_size,
+            batch_size=self.options.batch_size or 0,  # 0: the workflow sizes each fan-out's batches
             heartbeat_timeout=self.options.heartbeat_timeout,
             server_log_level=options.server_log_level,  # carried to the workers (runner.temporal.serverlog)
         )
