@@ -64,14 +64,20 @@ with workflow.unsafe.imports_passed_through():
     )
     from runner.temporal.lost import UNREACHABLE
     from runner.temporal.slices import by_reference, slice_of
-    from runner.temporal.spec import RunSpec, batch_size_for, build_plan_of, encoded_inputs, env_placeholders
+    from runner.temporal.spec import (
+        WORKFLOW_NAME,
+        RunSpec,
+        batch_size_for,
+        build_plan_of,
+        encoded_inputs,
+        env_placeholders,
+    )
     from runner.workflow.context import item_entry
     from runner.workflow.plan import Plan, PlannedStep
     from runner.workflow.template import TemplateError
 
 __all__ = ["WORKFLOW_NAME", "DagWorkflow"]
 
-WORKFLOW_NAME: Final = "mcp-run"
 QUERY_LIMIT: Final = 5_000  # events per answer of the events query
 
 

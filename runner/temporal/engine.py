@@ -30,7 +30,6 @@ from runner.engine.run import RunOptions
 from runner.engines import EngineName, RunRequest, TemporalOptions, refuse_unsupported
 from runner.errors import OpenRunChanged, RunAlreadyOpen, UsageError
 from runner.temporal import client as remote
-from runner.temporal.cache import earlier_results
 from runner.temporal.changes import changes_since
 from runner.temporal.spec import RunSpec
 from runner.workflow.loader import load_inputs_file, validate
@@ -112,6 +111,8 @@ class TemporalEngine:
         client = client if client is not None else await self.connect()
         horizon = max((ps.cache for ps in plan.steps.values() if ps.cache is not None), default=None)
         if horizon is not None and not options.no_cache:  # (read once, here: the workflow itself reads nothing)
+            from runner.temporal.cache import earlier_results  # (loads the SDK's worker, to replay histories)
+
             now = options.clock()
             cache = await earlier_results(client, spec.workflow, now=now, horizon=horizon)
             spec = replace(spec, cache=cache, cache_now=now)

@@ -21,6 +21,7 @@ __all__ = [
     "CHILD_ITEMS",
     "MAX_BATCH",
     "MAX_PENDING",
+    "WORKFLOW_NAME",
     "RunSpec",
     "batch_size_for",
     "build_plan_of",
@@ -28,6 +29,7 @@ __all__ = [
     "env_placeholders",
 ]
 
+WORKFLOW_NAME: Final = "mcp-run"  # the run's workflow type (runner.temporal.dag); the CLI names it without loading it
 BATCH_SIZE: Final = 100  # items per call activity at least, when the run sizes its batches
 MAX_BATCH: Final = 500  # items per call activity at most, when the run sizes its batches
 BATCHES: Final = 4  # batches a fan-out is cut into, when that leaves them between BATCH_SIZE and MAX_BATCH
