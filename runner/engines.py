@@ -94,19 +94,20 @@ class TemporalOptions:
     """How a run on Temporal is started and followed (the options of ``--engine temporal``).
 
     ``address`` and ``task_queue``: Temporal's frontend and the queue its workers (``mcp-run worker``) serve.
-    ``batch_size``: items per call activity; ``heartbeat_timeout``: a worker silent this long is taken for dead.
+    ``batch_size``: items per call activity (None: sized by each fan-out, see
+    :func:`runner.temporal.spec.batch_size_for`); ``heartbeat_timeout``: a worker silent this long is taken for dead.
     ``open_attempts``: how many times a start is tried when, with ``resume``, the open run found closes before it
     is followed (a run started elsewhere, then ended)."""
 
     address: str = DEFAULT_ADDRESS
     task_queue: str = DEFAULT_TASK_QUEUE
-    batch_size: int = 100
+    batch_size: int | None = None
     heartbeat_timeout: float = 10.0
     open_attempts: int = 3
 
     def check(self) -> None:
         """``UsageError`` for values a run cannot use."""
-        if not 1 <= self.batch_size <= 1000:
+        if self.batch_size is not None and not 1 <= self.batch_size <= 1000:
             raise UsageError("--batch-size must be between 1 and 1000")
         if not self.heartbeat_timeout >= 1:
             raise UsageError("--heartbeat-timeout must be at least 1 second")

@@ -43,7 +43,7 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     default = TemporalOptions()
     on = "with --engine temporal:"
     parser.add_argument("--detach", action="store_true", help=f"{on} start the run and return at once")
-    batch = f"{on} items per call activity (default: {default.batch_size})"
+    batch = f"{on} items per call activity (default: sized by the fan-out, 100 to 500)"
     parser.add_argument("--batch-size", type=int, default=default.batch_size, metavar="N", help=batch)
     silent = f"{on} a worker silent this long is taken for dead (default: {default.heartbeat_timeout:g})"
     parser.add_argument("--heartbeat-timeout", type=float, default=default.heartbeat_timeout, metavar="S", help=silent)

@@ -69,6 +69,7 @@ class CallActivities:
     sessions: Sessions
     specs: dict[str, RunSpec] = field(default_factory=dict)
     tracing: Tracing | None = None
+    asking: dict[str, asyncio.Future[dict[str, Any]]] = field(default_factory=dict)  # definitions being asked
 
     @activity.defn(name=CALL_ACTIVITY)
     async def call_batch(self, request: dict[str, Any]) -> list[dict[str, Any]]:
@@ -201,7 +202,12 @@ class CallActivities:
         key = f"{request['plan_key']}/{run.id}/{run.run_id}"
         spec = self.specs.pop(key, None)
         if spec is None:
-            spec = RunSpec.from_json(await _definition(run, info))
+            # The batches of a run start together: one query answers all of them (each is a workflow task).
+            asking = self.asking.get(key)
+            if asking is None:
+                asking = self.asking[key] = asyncio.ensure_future(_definition(run, info))
+                asking.add_done_callback(lambda _: self.asking.pop(key, None))
+            spec = RunSpec.from_json(await asyncio.shield(asking))
         self.specs[key] = spec  # the newest last: a long-lived worker keeps the last SPECS_KEPT runs' definitions
         while len(self.specs) > SPECS_KEPT:
             del self.specs[next(iter(self.specs))]

@@ -43,7 +43,6 @@ from runner.errors import RunAlreadyOpen, RunEndedWithoutResult, TemporalUnreach
 from runner.exitcodes import ExitCode
 from runner.masking import shown_fields
 from runner.temporal.changes import memo_of
-from runner.temporal.dag import WORKFLOW_NAME, DagWorkflow
 from runner.temporal.runids import (
     Located,
     describe,
@@ -53,7 +52,7 @@ from runner.temporal.runids import (
     workflow_id_of_run,
 )
 from runner.temporal.runtime import runtime
-from runner.temporal.spec import RunSpec, build_plan_of
+from runner.temporal.spec import WORKFLOW_NAME, RunSpec, build_plan_of
 from runner.workflow.fingerprints import fingerprints, workflow_hash
 from runner.workflow.plan import OutputFailure, Plan
 
@@ -133,7 +132,7 @@ async def start_run(client: Client, spec: RunSpec, task_queue: str) -> WorkflowH
 async def waits(handle: WorkflowHandle[Any, Any], timeout: float = 3.0) -> bool | None:
     """Whether the run waits for a decision about items in doubt; None when no worker answers in time."""
     try:
-        answer = await handle.query(DagWorkflow.waiting, rpc_timeout=timedelta(seconds=timeout))
+        answer = await handle.query("waiting", rpc_timeout=timedelta(seconds=timeout))
     except (RPCError, WorkflowQueryFailedError):
         return None
     return bool(answer)
@@ -169,7 +168,7 @@ async def follow(
     async def catch_up() -> None:
         nonlocal seen
         while True:
-            batch: list[dict[str, Any]] = await handle.query(DagWorkflow.events, seen)
+            batch: list[dict[str, Any]] = await handle.query("events", seen)
             for obj in batch:
                 entry = decode(shown_fields(obj))  # the events hold encoded text: shown as a person reads it
                 state.apply(entry)
@@ -219,12 +218,12 @@ async def decide(client: Client, run_id: str, choice: str) -> tuple[WorkflowHand
     located = await locate(client, run_id)  # a short id names its run: the full one from here on
     handle, run_id = located.handle, located.run_id
     try:
-        definition: dict[str, Any] = await handle.query(DagWorkflow.definition)
+        definition: dict[str, Any] = await handle.query("definition")
     except (RPCError, WorkflowQueryFailedError) as exc:
         raise UsageError(f"no run {run_id} on Temporal that a worker can answer for: {exc}") from None
     plan = build_plan_of(RunSpec.from_json(definition))
     try:
-        start: int = await handle.execute_update(DagWorkflow.decide, choice)
+        start: int = await handle.execute_update("decide", choice)
     except WorkflowUpdateFailedError as exc:
         raise UsageError(f"run {run_id}: {exc.cause or exc}") from None
     except RPCError as exc:
@@ -255,7 +254,7 @@ async def events_of_handle(handle: WorkflowHandle[Any, Any], run_id: str, *, sta
     out: list[dict[str, Any]] = []
     while True:
         try:
-            batch: list[dict[str, Any]] = await handle.query(DagWorkflow.events, start + len(out))
+            batch: list[dict[str, Any]] = await handle.query("events", start + len(out))
         except (RPCError, WorkflowQueryFailedError) as exc:
             raise UsageError(
                 f"cannot read run {run_id} on Temporal (a worker of its task queue answers): {exc}"

@@ -68,14 +68,20 @@ with workflow.unsafe.imports_passed_through():
     )
     from runner.temporal.lost import UNREACHABLE
     from runner.temporal.slices import by_reference, slice_of
-    from runner.temporal.spec import RunSpec, build_plan_of, encoded_inputs, env_placeholders
+    from runner.temporal.spec import (
+        WORKFLOW_NAME,
+        RunSpec,
+        batch_size_for,
+        build_plan_of,
+        encoded_inputs,
+        env_placeholders,
+    )
     from runner.workflow.context import item_entry
     from runner.workflow.plan import Plan, PlannedStep
     from runner.workflow.template import TemplateError
 
 __all__ = ["WORKFLOW_NAME", "DagWorkflow"]
 
-WORKFLOW_NAME: Final = "mcp-run"
 RECONCILE: Final = "reconcile"  # the `decide` update with no decision: items in doubt are asked (resume with no flag)
 RECONCILE_PATCH: Final = "reconcile-on-temporal"  # workflow.patched: histories of before it replay unchanged
 QUERY_LIMIT: Final = 5_000  # events per answer of the events query
@@ -285,12 +291,14 @@ class DagWorkflow:
             else:  # replaying a history of before reconcile: on Temporal: a decided item was called again
                 again = asks
             calls = sorted(calls + again, key=lambda c: int(c["at"]))
+        server = self._plan.servers.get(ps.server) if self._plan is not None else None
+        size = batch_size_for(self._spec, len(calls), server.server.max_concurrency if server is not None else 1)
         if ps.fan_out and len(calls) > self._spec.child_items:
             by_ref = by_reference(ps)  # then a child gets index ranges, not the calls (runner.temporal.slices)
             parts = slices(calls, self._spec.child_items, None if by_ref else CALLS_BYTES)
-            await asyncio.gather(*(self._child(ps, number, part, entries) for number, part in enumerate(parts)))
+            await asyncio.gather(*(self._child(ps, number, part, entries, size) for number, part in enumerate(parts)))
         else:
-            batches = slices(calls, self._spec.batch_size)
+            batches = slices(calls, size)
             await asyncio.gather(*(self._batch(ps, batch, entries) for batch in batches))
         unreached = self._unreached.pop(ps.id, [])
         if unreached and len(unreached) == len(calls):
@@ -461,12 +469,13 @@ class DagWorkflow:
             entries[call["at"]] = self._apply(ps, call, outcome)
 
     async def _child(
-        self, ps: PlannedStep, number: int, part: list[dict[str, Any]], entries: list[dict[str, Any] | None]
+        self, ps: PlannedStep, number: int, part: list[dict[str, Any]], entries: list[dict[str, Any] | None], size: int
     ) -> None:
-        """A slice of a large fan-out, as a child workflow: its outcomes are journaled here, as the run's own."""
+        """A slice of a large fan-out, as a child workflow (batches of ``size`` items): its outcomes are journaled
+        here, as the run's own."""
         assert self._spec is not None and self._children is not None
         run = workflow.info().workflow_id
-        arg = child_arg(self._spec, ps, part, run, workflow.info().run_id)
+        arg = child_arg(self._spec, ps, part, run, workflow.info().run_id, batch_size=size)
         self._running.update(((ps.id, c["key"]), None) for c in part)
         async with self._children:
             try:

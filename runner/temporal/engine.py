@@ -32,7 +32,6 @@ from runner.engine.telemetry import from_env as tracing_from_env
 from runner.engines import EngineName, RunRequest, TemporalOptions, refuse_unsupported
 from runner.errors import OpenRunChanged, RunAlreadyOpen, UsageError
 from runner.temporal import client as remote
-from runner.temporal.cache import earlier_results
 from runner.temporal.changes import changes_since
 from runner.temporal.spec import RunSpec
 from runner.temporal.tracing import traced_client
@@ -110,13 +109,15 @@ class TemporalEngine:
         plan = _load_plan(request.path, options)
         spec = replace(
             remote.make_spec(request.path, plan),
-            batch_size=self.options.batch_size,
+            batch_size=self.options.batch_size or 0,  # 0: the workflow sizes each fan-out's batches
             heartbeat_timeout=self.options.heartbeat_timeout,
             server_log_level=options.server_log_level,  # carried to the workers (runner.temporal.serverlog)
         )
         client = client if client is not None else await self.connect()
         horizon = max((ps.cache for ps in plan.steps.values() if ps.cache is not None), default=None)
         if horizon is not None and not options.no_cache:  # (read once, here: the workflow itself reads nothing)
+            from runner.temporal.cache import earlier_results  # (loads the SDK's worker, to replay histories)
+
             now = options.clock()
             cache = await earlier_results(client, spec.workflow, now=now, horizon=horizon)
             spec = replace(spec, cache=cache, cache_now=now)

@@ -29,6 +29,7 @@ Cancelling the run cancels them (their activities too).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from dataclasses import asdict, dataclass
 from datetime import timedelta
@@ -43,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from runner.temporal.activities import CALL_ACTIVITY, SLICE_KEYS_ACTIVITY
     from runner.temporal.lost import lost_outcomes
     from runner.temporal.slices import by_reference, index_batches, slice_of
-    from runner.temporal.spec import RunSpec
+    from runner.temporal.spec import BATCH_SIZE, RunSpec
     from runner.workflow.plan import PlannedStep
 
 __all__ = [
@@ -76,8 +77,10 @@ class BatchOptions:
     max_attempts: int
 
     @classmethod
-    def of(cls, spec: RunSpec) -> BatchOptions:
-        return cls(spec.plan_key, spec.batch_size, spec.max_pending, spec.heartbeat_timeout, spec.max_attempts)
+    def of(cls, spec: RunSpec, batch_size: int | None = None) -> BatchOptions:
+        """``batch_size``: the step's (:func:`~runner.temporal.spec.batch_size_for`), else the run's."""
+        size = batch_size if batch_size is not None else spec.batch_size
+        return cls(spec.plan_key, size, spec.max_pending, spec.heartbeat_timeout, spec.max_attempts)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,12 +107,18 @@ def slices(calls: list[dict[str, Any]], size: int, max_bytes: int | None = CALLS
 
 
 def child_arg(
-    spec: RunSpec, ps: PlannedStep, part: list[dict[str, Any]], parent: str, parent_run: str
+    spec: RunSpec,
+    ps: PlannedStep,
+    part: list[dict[str, Any]],
+    parent: str,
+    parent_run: str,
+    *,
+    batch_size: int | None = None,
 ) -> dict[str, Any]:
     """What the child running ``part`` (calls ``{"key", "index", "args", "at"}``, in item order) is given: a
     reference to its slice when the step allows it, else the calls. ``parent``, ``parent_run``: the run's
     workflow id and Temporal run id (every run of a file has that workflow id: the run id pins this one)."""
-    options = BatchOptions.of(spec).to_json()
+    options = BatchOptions.of(spec, batch_size).to_json()
     base: dict[str, Any] = {"step": ps.id, "parent": parent, "parent_run": parent_run, "options": options}
     if by_reference(ps):
         return {**base, "slice": slice_of(part)}
@@ -187,6 +196,8 @@ class FanOutWorkflow:
         parent: str = arg["parent"]
         parent_run: str | None = arg.get("parent_run")
         options = BatchOptions(**arg["options"])
+        if options.batch_size < 1:  # (a parent gives its step's size; never 0, the run's "sized by the fan-out")
+            options = dataclasses.replace(options, batch_size=BATCH_SIZE)
         pending = asyncio.Semaphore(max(1, options.max_pending))
         if "slice" in arg:
             pieces = index_batches(arg["slice"], options.batch_size)

@@ -12,8 +12,8 @@ from typing import Any
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.service import RPCError
 
-from runner.temporal.dag import WORKFLOW_NAME
 from runner.temporal.runids import PREFIX, TemporalUnreachable, locate
+from runner.temporal.spec import WORKFLOW_NAME
 
 __all__ = ["RemoteRun", "list_runs"]
 

@@ -19,14 +19,20 @@ from runner.workflow.plan import Plan
 __all__ = [
     "BATCH_SIZE",
     "CHILD_ITEMS",
+    "MAX_BATCH",
     "MAX_PENDING",
+    "WORKFLOW_NAME",
     "RunSpec",
+    "batch_size_for",
     "build_plan_of",
     "encoded_inputs",
     "env_placeholders",
 ]
 
-BATCH_SIZE: Final = 100  # items per call activity (the prototype measured 50-200 as the sweet spot)
+WORKFLOW_NAME: Final = "mcp-run"  # the run's workflow type (runner.temporal.dag); the CLI names it without loading it
+BATCH_SIZE: Final = 100  # items per call activity at least, when the run sizes its batches
+MAX_BATCH: Final = 500  # items per call activity at most, when the run sizes its batches
+BATCHES: Final = 4  # batches a fan-out is cut into, when that leaves them between BATCH_SIZE and MAX_BATCH
 MAX_PENDING: Final = 50  # call activities pending at once per workflow (Temporal struggles past ~100)
 CHILD_ITEMS: Final = 2_000  # a fan-out of more calls runs as child workflows of at most this many each
 CHILD_ITEMS_VARIABLE: Final = "MCP_RUN_TEMPORAL_CHILD_ITEMS"  # overrides CHILD_ITEMS where a run starts (tests)
@@ -52,7 +58,7 @@ class RunSpec:
     env: dict[str, bool] = field(default_factory=dict)  # name -> set where the run was started
     fingerprints: dict[str, str] = field(default_factory=dict)
     workflow_hash: str = ""
-    batch_size: int = BATCH_SIZE
+    batch_size: int = 0  # items per call activity; 0: sized by each fan-out (batch_size_for)
     max_pending: int = MAX_PENDING
     heartbeat_timeout: float = 10.0
     max_attempts: int = 5
@@ -86,6 +92,20 @@ class RunSpec:
         """Identifies the plan (text, path, inputs): the worker's cache of plans and sessions is keyed by it."""
         body = json.dumps([self.workflow, self.text, self.inputs], sort_keys=True, default=str)
         return hashlib.sha256(body.encode()).hexdigest()[:24]
+
+
+def batch_size_for(spec: RunSpec, calls: int, max_concurrency: int) -> int:
+    """Items per call activity of a step of ``calls`` calls on a server with ``max_concurrency``: the run's
+    ``batch_size`` when given (``--batch-size``; a definition from before sized batches has 100), else sized by
+    the fan-out. Each activity costs the Temporal server and the worker a schedule, a start, a completion and a
+    workflow task, and a heartbeat per group of dispatch markers; fewer, larger batches group more markers per
+    heartbeat. So a fan-out is cut into ``BATCHES``, of ``BATCH_SIZE`` items at least (and four times the
+    server's ``max_concurrency``, so one batch can keep its calls in flight) and ``MAX_BATCH`` at most (what a
+    heartbeat carries, what a lost worker's retry covers, and several batches for several workers)."""
+    if spec.batch_size > 0:
+        return spec.batch_size
+    wanted = max(-(-calls // BATCHES), BATCH_SIZE, 4 * max_concurrency)
+    return max(1, min(wanted, MAX_BATCH))
 
 
 def build_plan_of(spec: RunSpec) -> Plan:

