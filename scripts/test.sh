@@ -6,8 +6,12 @@ scripts/setup.sh
 .venv/bin/ruff check runner tests scripts
 .venv/bin/ruff format --check runner tests scripts
 .venv/bin/mypy
+# pytest-xdist: one worker per CPU (MCP_RUN_TEST_WORKERS overrides; 0 runs in this one process). Most of the
+# suite's time is spent waiting on real peers, dev servers and children, so the workers overlap well.
+# loadgroup keeps a module marked xdist_group on one worker (one that shares a dev server between its tests).
+# Arguments given after ours win: `scripts/test.sh -n 0` runs serially.
 set +e
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest -n "${MCP_RUN_TEST_WORKERS:-auto}" --dist loadgroup "$@"
 status=$?
 set -e
 # pytest exits 5 when it collected no tests: that is a broken suite here, not a pass.

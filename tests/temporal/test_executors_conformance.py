@@ -21,7 +21,9 @@ from tests.temporal.conformance import SCENARIOS, Scenario, Seen, run_both, tabl
 
 Both = tuple[Seen, Seen]
 
-pytestmark = pytest.mark.slow
+# One worker under pytest-xdist (scripts/test.sh runs --dist loadgroup): the module fixture starts every row a
+# worker collected, so rows split across two workers would each run the whole table.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("executors_conformance")]
 
 
 class Drift(AssertionError):
