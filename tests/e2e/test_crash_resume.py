@@ -207,7 +207,10 @@ steps:
     assert executions["b"] == executions["c"] == 1 and executions["a"] <= 2  # a: in doubt, called again by decision
     final = journal_events(tmp_path)
     assert sorted(succeeded_keys(final)) == ["a", "b", "c"]
-    assert sum(len(json.dumps(e)) for e in final) < 400_000  # 120,000 notifications: ~30 MB one record each
+    # 120,000 notifications: ~30 MB one record each. A stdio server's log messages are kept at 100 a second
+    # after the first 1,000 (runner.engine.journal.notes), so a loaded machine (a slower flood) keeps more:
+    # the bound is 30x under unbounded, not a measure of the machine's speed.
+    assert sum(len(json.dumps(e)) for e in final) < 1_000_000
     for item in "bc":
         progress = [e for e in final if e["type"] == "progress" and e["item"] == item]
         assert sum(1 + p.get("folded", 0) for p in progress) == 20_000 and progress[-1]["progress"] == 20_000
