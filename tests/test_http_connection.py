@@ -40,17 +40,17 @@ async def drain(conn: Connection) -> list[TransportEvent]:
 
 def test_headers_carry_the_session_except_on_initialize() -> None:
     conn = connection()
-    assert conn.headers("text/event-stream") == {"Authorization": "Bearer t", "Accept": "text/event-stream"}
+    assert conn.headers("GET", "text/event-stream") == {"Authorization": "Bearer t", "Accept": "text/event-stream"}
     conn.capture_session("s-1")
     conn.set_protocol_version("2025-11-25")
-    assert conn.headers("a", last_event_id="e7") == {
+    assert conn.headers("GET", "a", last_event_id="e7") == {
         "Authorization": "Bearer t",
         "Accept": "a",
         "Mcp-Session-Id": "s-1",
         "MCP-Protocol-Version": "2025-11-25",
         "Last-Event-ID": "e7",
     }
-    assert "Mcp-Session-Id" not in conn.headers("a", initialize=True)
+    assert "Mcp-Session-Id" not in conn.headers("POST", "a", initialize=True)
 
 
 @pytest.mark.parametrize("value", ["", "has space", "naïve", "tab\t"])
