@@ -616,8 +616,7 @@ def _record_end(log: EventLog, outcome: Outcome, state: RunState) -> None:
     """Closed only with a definite answer for every item; otherwise the run stays open. The record carries
     the run's counts as a process that is gone sees them (``runs`` reads them there)."""
     code = int(outcome.exit_code)
-    counts = {**state.totals(live=False), **state.settled_without_call()}  # (runs reads them here)
-    del counts["running"]
+    counts = state.end_counts()
     if outcome.status is RunStatus.INTERRUPTED:
         log.record(events.RunInterrupted(status=outcome.status, exit_code=code, counts=counts))
     elif outcome.status.closed and not outcome.blocked:

@@ -167,8 +167,7 @@ class DagWorkflow:
         # Each output on its own, as a local run renders them: one that fails is named, the others kept.
         outputs, output_failures = plan.render_each_output(steps.context())
         outcome = settle(plan, self._state, outputs=outputs, output_failures=output_failures)
-        counts = {**self._state.totals(live=False), **self._state.settled_without_call()}
-        del counts["running"]
+        counts = self._state.end_counts()
         code = int(outcome.exit_code)
         if outcome.status.closed:
             self._emit(RunFinished(status=outcome.status, exit_code=code, outputs=outputs, counts=counts))

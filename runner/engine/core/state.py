@@ -272,24 +272,26 @@ class RunState:
 
     def totals(self, *, live: bool) -> dict[str, int]:
         """The run's items, all steps together, as ``runs`` lists them: ``succeeded``, ``failed``,
-        ``running`` (dispatched, while the run's process lives: ``live``) and ``in_doubt``."""
-        total = {"succeeded": 0, "failed": 0, "running": 0, "in_doubt": 0}
+        ``running`` (dispatched, while the run's process lives: ``live``) and ``in_doubt``; and those its last
+        attempts settled without calling them: ``reused`` (results taken from earlier attempts, or by
+        ``cache:`` from an earlier run) and ``reconciled`` (their reconcile tool said the call happened)."""
+        total = {"succeeded": 0, "failed": 0, "running": 0, "in_doubt": 0, "reused": 0, "reconciled": 0}
         for step in self.steps.values():
             counts = step.counts(live=live)
             total["succeeded"] += counts.succeeded
             total["failed"] += counts.failed
             total["running"] += counts.running
             total["in_doubt"] += counts.in_doubt
+            total["reused"] += step.reused
+            total["reconciled"] += step.reconciled
         return total
 
-    def settled_without_call(self) -> dict[str, int]:
-        """The run's items its last attempts settled without calling them, all steps together: ``reused``
-        (results taken from earlier attempts, or by ``cache:`` from an earlier run) and ``reconciled`` (their
-        reconcile tool said the call happened)."""
-        return {
-            "reused": sum(step.reused for step in self.steps.values()),
-            "reconciled": sum(step.reconciled for step in self.steps.values()),
-        }
+    def end_counts(self) -> dict[str, int]:
+        """The counts a run's end record carries (``runs`` reads them there, its process gone): the
+        :meth:`totals` of a process that no longer runs, without ``running``."""
+        counts = self.totals(live=False)
+        del counts["running"]
+        return counts
 
     # -- applying events -----------------------------------------------------------------------------------
 

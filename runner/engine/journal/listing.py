@@ -131,7 +131,7 @@ def from_state(run_dir: RunDir, running_pid: int | None, state: RunState, damage
         status=state.status,
         exit_code=state.exit_code,
         finished=state.finished,
-        counts={**state.totals(live=running_pid is not None), **state.settled_without_call()},
+        counts=state.totals(live=running_pid is not None),
         damaged=damaged,
     )
 
