@@ -52,6 +52,7 @@ from runner.engine.calls.servers import (
     ServerLink,
     answer_policy,
     has_unsafe_calls,
+    until_delivered,
 )
 from runner.engine.calls.tools import ToolChecks
 from runner.engine.core.cache import CacheIndex
@@ -81,7 +82,7 @@ from runner.engine.core.steps import Fail, StepMachine
 from runner.engine.core.vocabulary import Decision, FailureKind, StepStatus
 from runner.engine.journal.notes import LOG_LIMIT, LOG_RATE, PROGRESS_INTERVAL, Notes
 from runner.engine.journal.writer import EventLog, JournalWriteError
-from runner.errors import CallTimeout, MalformedMessage, McpRunError, NotDelivered, first_line
+from runner.errors import CallTimeout, MalformedMessage, McpRunError, first_line
 from runner.protocol.mcp import LogMessage as McpLogMessage
 from runner.protocol.mcp import ToolResult
 from runner.session import Session, SessionOptions
@@ -94,7 +95,6 @@ __all__ = ["Outcome", "Scheduler", "SchedulerOptions", "SessionOpener"]
 
 SessionOpener = Callable[[str, SessionOptions], AbstractAsyncContextManager[Session]]
 
-RECONCILE_SENDS: Final = 3  # a reconcile request not delivered goes out on a new session, this many times in all
 IDLE_HINT: Final = " (a slow tool without progress notifications needs a longer idle_timeout, or none)"
 
 
@@ -472,22 +472,17 @@ class Scheduler:
     ) -> tuple[dict[str, Any] | None, str | None]:
         """The reconcile tool's result (or why there is none). A request that surely did not reach the server
         (its session was lost: the call that left the item in doubt often took it down) goes out again on the
-        next session, up to :data:`RECONCILE_SENDS` times in all (the tool is safe to repeat)."""
+        next session, up to :data:`~runner.engine.calls.servers.SAFE_SENDS` times in all (the tool is safe to
+        repeat): :func:`~runner.engine.calls.servers.until_delivered`."""
         link = self._link(ps.server)
-        sends = 0
-        while True:
-            sends += 1
-            session = await self._wait_for(link)
+
+        async def ask(session: Session) -> tuple[dict[str, Any] | None, str | None]:
             if not spec.idempotent and not await self._trusted_safe(ps, session, spec.tool):
                 return None, f"the server does not annotate {spec.tool!r} as read-only or idempotent"
-            try:
-                answer = await session.call_tool(spec.tool, args, timeout=ps.timeout, idle_timeout=ps.idle_timeout)
-            except NotDelivered as exc:
-                if sends >= RECONCILE_SENDS:
-                    raise
-                link.lost(session, exc)  # (a later ask waits for the next session)
-                continue
+            answer = await session.call_tool(spec.tool, args, timeout=ps.timeout, idle_timeout=ps.idle_timeout)
             return answer.raw, None
+
+        return await until_delivered(link, lambda: self._wait_for(link), ask)
 
     async def _trusted_safe(self, ps: PlannedStep, session: Session, tool: str) -> bool:
         """A trusted server annotates ``tool`` as read-only or idempotent (the tool list asked if need be)."""

@@ -30,7 +30,7 @@ from runner.engine.calls.retry import (
     reads_annotations,
     wants_safety,
 )
-from runner.engine.calls.servers import LinkPolicy, ServerLink, answer_policy, has_unsafe_calls
+from runner.engine.calls.servers import LinkPolicy, ServerLink, answer_policy, has_unsafe_calls, until_delivered
 from runner.engine.calls.tools import ToolChecks
 from runner.engine.core.vocabulary import FailureKind
 from runner.engine.runctl import env_context, make_opener
@@ -59,7 +59,6 @@ if TYPE_CHECKING:
 
 __all__ = ["IN_DOUBT_FOUND", "Batch", "Sessions", "ask_reconcile"]
 
-RECONCILE_SENDS: Final = 3  # a reconcile request not delivered goes out on a new session, this many times in all
 IN_DOUBT_FOUND: Final = (
     "dispatched by an earlier attempt of its activity (the worker was lost before it ended); not sent again"
 )
@@ -371,29 +370,21 @@ async def ask_reconcile(
 
     async def one(i: int) -> None:
         key, args = asks[i]["key"], masker.decode_value(asks[i]["args"])
-        sends = 0
-        while True:
-            sends += 1
-            session: Session | None = None
-            try:
-                async with server.limit:
-                    session = await server.link.session()
-                    if not recon.idempotent and not await _annotated_safe(sessions, plan, ps, session, recon.tool):
-                        error = f"the server does not annotate {recon.tool!r} as read-only or idempotent"
-                        out[i] = {"key": key, "error": error}
-                        return
-                    answer = await session.call_tool(recon.tool, args, timeout=ps.timeout, idle_timeout=ps.idle_timeout)
-            except NotDelivered as exc:
-                if sends < RECONCILE_SENDS and session is not None:
-                    server.link.lost(session, exc)  # as locally: asked again on the next session
-                    continue
-                out[i] = {"key": key, "error": first_line(exc)}
-                return
-            except McpRunError as exc:
-                out[i] = {"key": key, "error": first_line(exc)}
-                return
-            out[i] = {"key": key, "result": answer.raw}
-            return
+
+        async def ask(session: Session) -> dict[str, Any]:
+            async with server.limit:
+                if not recon.idempotent and not await _annotated_safe(sessions, plan, ps, session, recon.tool):
+                    return {
+                        "key": key,
+                        "error": f"the server does not annotate {recon.tool!r} as read-only or idempotent",
+                    }
+                answer = await session.call_tool(recon.tool, args, timeout=ps.timeout, idle_timeout=ps.idle_timeout)
+            return {"key": key, "result": answer.raw}
+
+        try:  # as locally: one not delivered is asked again on the next session
+            out[i] = await until_delivered(server.link, server.link.session, ask)
+        except McpRunError as exc:
+            out[i] = {"key": key, "error": first_line(exc)}
 
     with masking(masker.mask):
         async with trio.open_nursery() as nursery:

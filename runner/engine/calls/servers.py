@@ -38,10 +38,10 @@ Nothing here sends a tool call: what may be sent again is the caller's decision 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypeVar
 
 import trio
 
@@ -75,6 +75,7 @@ __all__ = [
     "ServerLink",
     "answer_policy",
     "has_unsafe_calls",
+    "until_delivered",
 ]
 
 
@@ -468,3 +469,28 @@ def has_unsafe_calls(plan: Plan, name: str) -> bool:
     ``protocol: auto`` then chooses the era where a cut of them survives (``SessionOptions.durable``)."""
     trusted = plan.servers[name].server.trust_annotations
     return any(ps.server == name and not is_safe_to_repeat(ps, trusted, None) for ps in plan.steps.values())
+
+
+_T = TypeVar("_T")
+
+SAFE_SENDS: Final = 3
+"""Sends in all of a request that is safe to repeat (a reconcile tool's) whose session was lost before it was
+delivered: the call that left an item in doubt often took its session down with it."""
+
+
+async def until_delivered(
+    link: ServerLink, next_session: Callable[[], Awaitable[Session]], ask: Callable[[Session], Awaitable[_T]]
+) -> _T:
+    """``ask(session)`` on the session ``next_session`` gives; when it was not delivered (``NotDelivered``), the
+    link is told the session is lost and it is asked again on the next one, :data:`SAFE_SENDS` times in all, then
+    the ``NotDelivered`` is raised. Only for requests safe to repeat: both executors' reconcile asks."""
+    sends = 0
+    while True:
+        sends += 1
+        session = await next_session()
+        try:
+            return await ask(session)
+        except NotDelivered as exc:
+            if sends >= SAFE_SENDS:
+                raise
+            link.lost(session, exc)  # (a later ask waits for the next session)
