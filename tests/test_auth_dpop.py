@@ -260,3 +260,19 @@ async def test_forced_dpop_against_an_unsigning_server_names_the_algorithms() ->
         async with session_with(world, auth):
             pass
     assert world.token_requests == []
+
+
+async def test_a_bound_token_is_not_taken_from_the_cache_by_a_server_that_says_dpop_false() -> None:
+    """One process, one client and resource: a server with ``dpop: true`` caches a DPoP-bound token; another
+    with ``dpop: false`` asks for its own Bearer token rather than sending the bound one (and the reverse)."""
+    world = AuthWorld(dpop_algs=["ES256"])
+    cache = TokenCache()
+    http = AuthHttp(transport=httpx2.MockTransport(world.handler))
+    found = []
+    for setting in (True, False, True, False):
+        config = AuthConfig(client_id="ci-bot", client_secret=SECRET, dpop=setting)
+        auth = OAuthProvider(MCP_URL, config, http=http, cache=cache, proof_key=dpop.run_key)
+        await auth.challenged(401, f'Bearer resource_metadata="{world.prm_url}"', {})
+        found.append((auth.header() or "").split()[0])
+    assert found == ["DPoP", "Bearer", "DPoP", "Bearer"]
+    assert len(world.token_requests) == 2

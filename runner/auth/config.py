@@ -18,6 +18,7 @@ reads an environment variable name too). ``repr`` never shows a secret.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -105,6 +106,19 @@ class AuthConfig:
             return "client_secret_basic"
         return "none"
 
+    def subject_key(self) -> str:
+        """What tells apart, in the process's token cache, the tokens one client obtains for different subjects:
+        a digest of what names the subject (the enterprise grant's ID token; the jwt-bearer grant's assertion,
+        or the audience of the GitHub Actions token it is fetched as), never the value itself (cache keys are
+        not secrets). Empty for the grants whose subject is the client, or a login's person."""
+        if self.grant == "enterprise":
+            return _digest("id-token", self.id_token or "")
+        if self.grant == "jwt_bearer":
+            if self.assertion:
+                return _digest("assertion", self.assertion)
+            return _digest("github-audience", self.github_audience or "")
+        return ""
+
     def secrets(self) -> list[str]:
         """Every secret this configuration holds (to register with the masker)."""
         found = [getattr(self, name) for name in _SECRET_FIELDS]
@@ -118,3 +132,7 @@ class AuthConfig:
                 value = "***" if value else value
             parts.append(f"{f.name}={value!r}")
         return f"AuthConfig({', '.join(parts)})"
+
+
+def _digest(label: str, value: str) -> str:
+    return f"#{label}:{hashlib.sha256(value.encode()).hexdigest()[:16]}"
