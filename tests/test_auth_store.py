@@ -6,19 +6,15 @@ import os
 import stat
 from pathlib import Path
 
-import httpx2
 import pytest
 
 from runner.auth.config import AuthConfig
 from runner.auth.errors import LoginRequired
-from runner.auth.http import AuthHttp
 from runner.auth.provider import OAuthProvider
 from runner.auth.store import StoredLogin, TokenStore, default_store_path
-from runner.auth.tokens import TokenCache
 from runner.errors import ConnectFailed
 from runner.exitcodes import ExitCode
-from tests.auth_world import ISSUER, MCP_URL, AuthWorld, Issued
-from tests.test_auth_provider import session_with
+from tests.auth_world import ISSUER, MCP_URL, AuthWorld, Issued, provider, session_with
 
 
 def test_store_is_private_and_keyed_by_issuer_and_client(tmp_path: Path) -> None:
@@ -51,13 +47,7 @@ def test_default_path_is_under_the_state_directory(tmp_path: Path) -> None:
 
 
 def _login_provider(world: AuthWorld, store: TokenStore) -> OAuthProvider:
-    return OAuthProvider(
-        MCP_URL,
-        AuthConfig(grant="login"),
-        http=AuthHttp(transport=httpx2.MockTransport(world.handler)),
-        cache=TokenCache(),
-        store=store,
-    )
+    return provider(world, AuthConfig(grant="login"), store=store)
 
 
 async def test_login_grant_refreshes_silently_and_keeps_the_rotated_token(tmp_path: Path) -> None:

@@ -5,18 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx2
 import pytest
 
 from runner.auth.config import AuthConfig
-from runner.auth.http import AuthHttp
-from runner.auth.provider import OAuthProvider
-from runner.auth.tokens import TokenCache
 from runner.cli import build_parser, main
 from runner.cli.auth import auth_for
 from runner.errors import UsageError
 from runner.masking import Masker
-from tests.auth_world import MCP_URL, AuthWorld
+from tests.auth_world import CHALLENGE, MCP_URL, AuthWorld, provider
 
 CLIENT = ["--auth", "client_credentials", "--client-id", "ci-bot", "--client-secret", "$CLIENT_SECRET"]
 
@@ -46,10 +42,8 @@ async def test_dpop_forces_bound_tokens_where_the_server_does_not_offer_them() -
     for flags in ([], ["--dpop"]):
         config = config_of(*CLIENT, *flags)
         assert config is not None
-        auth = OAuthProvider(
-            MCP_URL, config, http=AuthHttp(transport=httpx2.MockTransport(world.handler)), cache=TokenCache()
-        )
-        await auth.challenged(401, f'Bearer resource_metadata="{world.prm_url}"', {})
+        auth = provider(world, config)
+        await auth.challenged(401, CHALLENGE, {})
         found.append((auth.header() or "").split()[0])
     assert found == ["Bearer", "DPoP"]
 
