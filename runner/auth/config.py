@@ -108,16 +108,18 @@ class AuthConfig:
 
     def subject_key(self) -> str:
         """What tells apart, in the process's token cache, the tokens one client obtains for different subjects:
-        a digest of what names the subject (the enterprise grant's ID token; the jwt-bearer grant's assertion,
+        the grant (a client's own token is not the token of a person's login with the same client id), and a
+        digest of what names the subject (the enterprise grant's ID token; the jwt-bearer grant's assertion,
         or the audience of the GitHub Actions token it is fetched as), never the value itself (cache keys are
-        not secrets). Empty for the grants whose subject is the client, or a login's person."""
+        not secrets)."""
+        key = f"#{self.grant}"
         if self.grant == "enterprise":
-            return _digest("id-token", self.id_token or "")
-        if self.grant == "jwt_bearer":
-            if self.assertion:
-                return _digest("assertion", self.assertion)
-            return _digest("github-audience", self.github_audience or "")
-        return ""
+            key += _digest("id-token", self.id_token or "")
+        elif self.grant == "jwt_bearer" and self.assertion:
+            key += _digest("assertion", self.assertion)
+        elif self.grant == "jwt_bearer":
+            key += _digest("github-audience", self.github_audience or "")
+        return key
 
     def secrets(self) -> list[str]:
         """Every secret this configuration holds (to register with the masker)."""

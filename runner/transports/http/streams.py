@@ -252,8 +252,8 @@ class StreamReaders:
 
     async def _renewed(self, response: HttpResponse, headers: dict[str, str], what: str) -> bool:
         """Whether OAuth renewed the token a GET was refused for (401/403): the token ran out (or none was held
-        yet), and a GET has no side effects, so it is renewed and the GET sent again. Never raises: a GET
-        stream that cannot be authorized does not take the transport down (its failure is logged)."""
+        yet), and a GET has no side effects, so it is renewed and the GET sent again. A hook that cannot
+        authorize (``McpRunError``) is logged, not raised: a GET stream does not take the transport down."""
         if self._params.auth is None:
             return False
         try:
