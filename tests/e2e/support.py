@@ -13,6 +13,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,13 @@ BIN = Path(sys.executable).parent
 """The test interpreter's scripts directory, put first on the subprocesses' PATH (``mcp-run`` itself)."""
 MODES = ROOT / "tests" / "fakes" / "mcp_modes.py"
 """The stdio fake server whose behaviour is chosen by its first argument (its docstring lists the modes)."""
+
+OAUTH_SERVER = ROOT / "tests" / "fakes" / "oauth_server.py"
+"""The loopback protected MCP server, its authorization server and an enterprise IdP (its docstring)."""
+OAUTH_SECRET = "loopback-client-secret-4711"
+"""The secret of the client ``ci-bot`` at :data:`OAUTH_SERVER`."""
+OAUTH_ID_TOKEN = "eyJhbGciOiJFUzI1NiJ9.alice-signed-in-at-the-idp.c2ln"
+"""The ID token :data:`OAUTH_SERVER`'s IdP exchanges for an ID-JAG (any other it refuses)."""
 
 
 def environment() -> dict[str, str]:
@@ -131,3 +140,37 @@ def wait_for_dispatches(tmp: Path, n: int) -> None:
             return
         time.sleep(0.01)  # polling a file another process writes; bounded
     raise AssertionError("the runner never dispatched")
+
+
+@contextmanager
+def oauth_server(tmp: Path) -> Iterator[tuple[str, Path]]:
+    """:data:`OAUTH_SERVER` on a loopback port of its choosing, until the block ends: its origin
+    (``http://127.0.0.1:PORT``), and the file it appends every token it issues to (``<tmp>/issued-tokens.txt``),
+    so a test can look for them where they must not be."""
+    tokens = tmp / "issued-tokens.txt"
+    env = {
+        **os.environ,
+        "OAUTH_TEST_SECRET": OAUTH_SECRET,
+        "OAUTH_TEST_TOKENS": str(tokens),
+        "OAUTH_TEST_ID_TOKEN": OAUTH_ID_TOKEN,
+    }
+    process = subprocess.Popen(
+        [sys.executable, str(OAUTH_SERVER)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    )
+    try:
+        assert process.stdout is not None
+        origin = process.stdout.readline().strip()
+        assert origin.startswith("http://127.0.0.1:"), origin
+        yield origin, tokens
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def everything_written(tmp: Path) -> str:
+    """The text of every file in ``<tmp>/state`` (a run's journal, results, reports), joined."""
+    return "\n".join(
+        path.read_text(encoding="utf-8", errors="replace") for path in (tmp / "state").rglob("*") if path.is_file()
+    )
