@@ -1,0 +1,82 @@
+"""Throttles (429 / 503 with Retry-After) on Temporal: the worker returns each ``server_throttled`` record its
+link heard with the outcome of the item whose call was refused, built by the local scheduler's own function
+(:func:`runner.engine.calls.servers.throttled_event`), and the workflow journals it before the item's end. No
+server, no Temporal (trio's virtual clock)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import runner.temporal.batch as batch_module
+from runner.errors import Throttled
+from runner.temporal.batch import Batch, Sessions
+from runner.temporal.markers import Markers
+from runner.temporal.spec import RunSpec, build_plan_of
+from tests.harness import Harness, echo_tools, plan_of, run_plan
+
+WORKFLOW = """\
+version: 1
+servers:
+  s: {command: [fake]}
+steps:
+  fan:
+    server: s
+    tool: echo
+    for_each: ["a"]
+    key: ${{ item }}
+    args: {text: "${{ item }}"}
+"""
+
+
+def _refusing_once() -> Harness:
+    harness = Harness({"s": echo_tools})
+    refusals = iter([Throttled("429", status_code=429, retry_after=2.0)])
+    harness.refuse = lambda: next(refusals, None)
+    return harness
+
+
+async def _commit(details: dict[str, Any]) -> None:
+    return None
+
+
+async def test_the_worker_returns_the_throttle_with_the_outcome_as_a_local_run_journals_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.abc.Clock
+) -> None:
+    local: list[dict[str, Any]] = []
+    await run_plan(plan_of(WORKFLOW), _refusing_once(), events=local)
+    [journaled] = [e for e in local if e["type"] == "server_throttled"]
+
+    harness = _refusing_once()
+    monkeypatch.setattr(batch_module, "make_opener", lambda *args, **kwargs: harness.opener)
+    path = tmp_path / "fan.yaml"
+    path.write_text(WORKFLOW)
+    spec = RunSpec(run_id="r", workflow=str(path), text=WORKFLOW)
+    items = [{"key": "a", "index": 0, "args": {"text": "a"}}]
+    async with trio.open_nursery() as nursery:
+        sessions = Sessions(nursery)
+        [outcome] = await Batch(sessions, spec, "fan", items, Markers(_commit)).run()
+        sessions.close()
+    assert outcome["status"] == "succeeded" and len(harness.calls("s")) == 1
+    assert outcome["throttled"] == [{k: v for k, v in journaled.items() if k not in ("seq", "ts")}]
+    assert outcome["throttled"][0]["status"] == 429 and outcome["throttled"][0]["pause_s"] == 2.0
+
+
+def test_the_workflow_journals_an_outcomes_throttles_before_the_items_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    import runner.temporal.dag as dag
+
+    flow = dag.DagWorkflow()
+    emitted: list[Any] = []
+    monkeypatch.setattr(flow, "_emit", emitted.append)
+    ps = build_plan_of(RunSpec(run_id="r", workflow="/w.yaml", text=WORKFLOW)).steps["fan"]
+    record = {"type": "server_throttled", "server": "s", "status": 429, "pause_s": 2.0, "limit": 4, "cut": True}
+    call = {"key": "a", "index": 0}
+    flow._apply(ps, call, {"key": "a", "status": "succeeded", "result": {}, "throttled": [record, {"type": "log"}]})
+    assert [e.type for e in emitted] == ["server_throttled", "item_succeeded"]  # a record of another type: dropped
+    assert (emitted[0].server, emitted[0].status, emitted[0].pause_s, emitted[0].cut) == ("s", 429, 2.0, True)
+    emitted.clear()
+    flow._apply(ps, call, {"key": "a", "status": "succeeded", "result": {}})  # as every outcome of before
+    assert [e.type for e in emitted] == ["item_succeeded"]
