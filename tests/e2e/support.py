@@ -24,6 +24,9 @@ BIN = Path(sys.executable).parent
 """The test interpreter's scripts directory, put first on the subprocesses' PATH (``mcp-run`` itself)."""
 MODES = ROOT / "tests" / "fakes" / "mcp_modes.py"
 """The stdio fake server whose behaviour is chosen by its first argument (its docstring lists the modes)."""
+SDK_PEER = ROOT / "tests" / "peers" / "sdk_server.py"
+"""The official SDK's test server: its ``count`` tool appends the item's key to a file (fsynced) once per
+execution, the ground truth of what ran; ``counted`` says whether the file holds a key."""
 
 
 def environment() -> dict[str, str]:
@@ -131,3 +134,40 @@ def wait_for_dispatches(tmp: Path, n: int) -> None:
             return
         time.sleep(0.01)  # polling a file another process writes; bounded
     raise AssertionError("the runner never dispatched")
+
+
+def counting_peer(count_file: Path, *, max_concurrency: int, guard: Path | None = None) -> str:
+    """The YAML of server ``peer`` (under ``servers:``): :data:`SDK_PEER` over stdio, counting into
+    ``count_file``; ``guard``: it starts only while that file exists (a test removes it to make the server
+    unreachable)."""
+    command = [sys.executable, str(SDK_PEER), "stdio", "--count-file", str(count_file)]
+    if guard is not None:
+        command = ["sh", "-c", 'test -e "$0" && exec "$@"', str(guard), *command]
+    return f"  peer:\n    command: {json.dumps(command)}\n    max_concurrency: {max_concurrency}\n"
+
+
+KEY_ARGS = '{key: "${{ item }}"}'
+"""The arguments of a ``count`` call: the item as its key."""
+
+
+def count_fan_out(tmp: Path, items: list[str], *, peer: str, args: str = KEY_ARGS, step_extra: str = "") -> Path:
+    """``<tmp>/batch.yaml``: step ``each`` calls server ``peer``'s ``count`` once per item of input ``items``
+    (written to ``<tmp>/inputs.json``, for ``--inputs-file``), keyed by the item, with ``args`` and the step's
+    ``step_extra`` lines; ``peer``: the server's YAML (:func:`counting_peer`)."""
+    (tmp / "inputs.json").write_text(json.dumps({"items": items}))
+    workflow = tmp / "batch.yaml"
+    workflow.write_text(
+        f"""version: 1
+servers:
+{peer}inputs:
+  items: {{type: array}}
+steps:
+  each:
+    server: peer
+    tool: count
+    for_each: ${{{{ inputs.items }}}}
+    key: ${{{{ item }}}}
+    args: {args}
+{step_extra}"""
+    )
+    return workflow
