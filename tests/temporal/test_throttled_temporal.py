@@ -16,20 +16,9 @@ from runner.errors import Throttled
 from runner.temporal.batch import Batch, Sessions
 from runner.temporal.markers import Markers
 from runner.temporal.spec import RunSpec, build_plan_of
-from tests.harness import Harness, echo_tools, plan_of, run_plan
+from tests.harness import FANOUT, Harness, echo_tools, plan_of, run_plan
 
-WORKFLOW = """\
-version: 1
-servers:
-  s: {command: [fake]}
-steps:
-  fan:
-    server: s
-    tool: echo
-    for_each: ["a"]
-    key: ${{ item }}
-    args: {text: "${{ item }}"}
-"""
+WORKFLOW = FANOUT.replace("ITEMS", '["a"]')
 
 
 def _refusing_once() -> Harness:
