@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -171,3 +174,28 @@ steps:
 {step_extra}"""
     )
     return workflow
+
+
+@contextmanager
+def throttled_server(rate: float = 20, burst: int = 5, retry_after: float = 1) -> Iterator[str]:
+    """:mod:`tests.fakes.throttled_http` on loopback (``rate`` calls a second, ``burst`` saved, the rest answered 429
+    with ``Retry-After: retry_after``): its MCP URL (its ``/stats`` beside it) while the block runs."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.throttled_http", "--rate", str(rate), "--burst", str(burst),
+         "--retry-after", str(retry_after)],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()  # printed once it accepts connections (or empty if it died)
+        found = re.search(r"http://\S+", line)
+        assert found, line
+        yield found.group(0)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        if process.stderr is not None:
+            process.stderr.close()
