@@ -66,11 +66,13 @@ from runner.workflow.plan import Plan, PlannedStep
 if TYPE_CHECKING:
     from runner.engine.telemetry.otel import Tracing
 
-__all__ = ["IN_DOUBT_FOUND", "Batch", "Sessions", "ask_reconcile"]
+__all__ = ["IN_DOUBT_FOUND", "THROTTLES_KEPT", "Batch", "Sessions", "ask_reconcile"]
 
 IN_DOUBT_FOUND: Final = (
     "dispatched by an earlier attempt of its activity (the worker was lost before it ended); not sent again"
 )
+THROTTLES_KEPT: Final = 8  # server_throttled records an outcome carries (its history stays small however often
+# a server refuses the call: one refusing everything for its whole reconnect budget refuses each call hundreds of times)
 
 
 @dataclass
@@ -304,7 +306,8 @@ class Batch:
                 # Refused before it ran: the link pauses every call to the server; sent again after the pause,
                 # within the server's reconnect budget (not counted as a lost session).
                 again = server.link.throttled(exc, sent_at=sent_at)
-                self._throttles.setdefault(key, []).extend(server.heard)  # what the link heard just now
+                met = self._throttles.setdefault(key, [])
+                met.extend(server.heard[: THROTTLES_KEPT - len(met)])  # what the link heard just now
                 server.heard.clear()
                 if again:
                     await trio.sleep_until(server.link.pace.paused_until)  # (a refused check passed no gate)

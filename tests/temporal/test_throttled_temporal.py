@@ -18,7 +18,7 @@ import trio
 
 import runner.temporal.batch as batch_module
 from runner.errors import Throttled
-from runner.temporal.batch import Batch, Sessions
+from runner.temporal.batch import THROTTLES_KEPT, Batch, Sessions
 from runner.temporal.markers import Markers
 from runner.temporal.spec import RunSpec, build_plan_of
 from tests.e2e.support import throttled_server
@@ -28,9 +28,9 @@ from tests.temporal.support import cli, dev_server, in_process_worker, target_of
 WORKFLOW = FANOUT.replace("ITEMS", '["a"]')
 
 
-def _refusing_once() -> Harness:
+def _refusing_once(times: int = 1) -> Harness:
     harness = Harness({"s": echo_tools})
-    refusals = iter([Throttled("429", status_code=429, retry_after=2.0)])
+    refusals = iter([Throttled("429", status_code=429, retry_after=2.0)] * times)
     harness.refuse = lambda: next(refusals, None)
     return harness
 
@@ -39,14 +39,8 @@ async def _commit(details: dict[str, Any]) -> None:
     return None
 
 
-async def test_the_worker_returns_the_throttle_with_the_outcome_as_a_local_run_journals_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.abc.Clock
-) -> None:
-    local: list[dict[str, Any]] = []
-    await run_plan(plan_of(WORKFLOW), _refusing_once(), events=local)
-    [journaled] = [e for e in local if e["type"] == "server_throttled"]
-
-    harness = _refusing_once()
+async def _batch_outcome(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, harness: Harness) -> dict[str, Any]:
+    """The outcome of item ``a`` called by a worker's batch on ``harness``'s server."""
     monkeypatch.setattr(batch_module, "make_opener", lambda *args, **kwargs: harness.opener)
     path = tmp_path / "fan.yaml"
     path.write_text(WORKFLOW)
@@ -57,8 +51,26 @@ async def test_the_worker_returns_the_throttle_with_the_outcome_as_a_local_run_j
         [outcome] = await Batch(sessions, spec, "fan", items, Markers(_commit)).run()
         sessions.close()
     assert outcome["status"] == "succeeded" and len(harness.calls("s")) == 1
+    return outcome
+
+
+async def test_the_worker_returns_the_throttle_with_the_outcome_as_a_local_run_journals_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.abc.Clock
+) -> None:
+    local: list[dict[str, Any]] = []
+    await run_plan(plan_of(WORKFLOW), _refusing_once(), events=local)
+    [journaled] = [e for e in local if e["type"] == "server_throttled"]
+
+    outcome = await _batch_outcome(tmp_path, monkeypatch, _refusing_once())
     assert outcome["throttled"] == [{k: v for k, v in journaled.items() if k not in ("seq", "ts")}]
     assert outcome["throttled"][0]["status"] == 429 and outcome["throttled"][0]["pause_s"] == 2.0
+
+
+async def test_an_outcome_carries_a_bounded_number_of_throttles(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.abc.Clock
+) -> None:
+    outcome = await _batch_outcome(tmp_path, monkeypatch, _refusing_once(THROTTLES_KEPT + 3))
+    assert len(outcome["throttled"]) == THROTTLES_KEPT  # the history stays small however often it is refused
 
 
 def test_the_workflow_journals_an_outcomes_throttles_before_the_items_end(monkeypatch: pytest.MonkeyPatch) -> None:
