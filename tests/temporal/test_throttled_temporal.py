@@ -28,7 +28,7 @@ from tests.temporal.support import cli, dev_server, in_process_worker, target_of
 WORKFLOW = FANOUT.replace("ITEMS", '["a"]')
 
 
-def _refusing_once(times: int = 1) -> Harness:
+def _refusing(times: int = 1) -> Harness:
     harness = Harness({"s": echo_tools})
     refusals = iter([Throttled("429", status_code=429, retry_after=2.0)] * times)
     harness.refuse = lambda: next(refusals, None)
@@ -58,10 +58,10 @@ async def test_the_worker_returns_the_throttle_with_the_outcome_as_a_local_run_j
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.abc.Clock
 ) -> None:
     local: list[dict[str, Any]] = []
-    await run_plan(plan_of(WORKFLOW), _refusing_once(), events=local)
+    await run_plan(plan_of(WORKFLOW), _refusing(), events=local)
     [journaled] = [e for e in local if e["type"] == "server_throttled"]
 
-    outcome = await _batch_outcome(tmp_path, monkeypatch, _refusing_once())
+    outcome = await _batch_outcome(tmp_path, monkeypatch, _refusing())
     assert outcome["throttled"] == [{k: v for k, v in journaled.items() if k not in ("seq", "ts")}]
     assert outcome["throttled"][0]["status"] == 429 and outcome["throttled"][0]["pause_s"] == 2.0
 
@@ -69,7 +69,7 @@ async def test_the_worker_returns_the_throttle_with_the_outcome_as_a_local_run_j
 async def test_an_outcome_carries_a_bounded_number_of_throttles(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.abc.Clock
 ) -> None:
-    outcome = await _batch_outcome(tmp_path, monkeypatch, _refusing_once(THROTTLES_KEPT + 3))
+    outcome = await _batch_outcome(tmp_path, monkeypatch, _refusing(THROTTLES_KEPT + 3))
     assert len(outcome["throttled"]) == THROTTLES_KEPT  # the history stays small however often it is refused
 
 
