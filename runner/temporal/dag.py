@@ -137,6 +137,7 @@ class DagWorkflow:
                 fingerprints=spec.fingerprints,
                 env=sorted(name for name, is_set in spec.env.items() if is_set),
                 journal=JOURNAL_FORMAT,
+                traceparent=spec.traceparent,
             )
         )
         while True:
