@@ -253,3 +253,28 @@ def test_readiness_starts_each_step_once_after_its_dependencies_and_drops_views_
             dropped.add(name)
     assert started == ended == set(plan.order)
     assert dropped == set(plan.order) - kept  # every view but those the outputs read is dropped in the end
+
+
+def test_a_view_read_only_by_a_cache_key_or_a_reconcile_template_is_kept_for_it() -> None:
+    plan = plan_of(
+        """version: 1
+servers:
+  s: {command: [x]}
+steps:
+  version: {server: s, tool: t}
+  asked: {server: s, tool: t}
+  call:
+    server: s
+    tool: t
+    needs: [version, asked]
+    args: {}
+    cache: 7d
+    cache_key: ${{ steps.version.text }}
+    reconcile: {tool: r, args: {v: "${{ steps.asked.text }}"}, done: "${{ result.json.found }}", idempotent: true}
+"""
+    )
+    assert sorted(reads_of(plan)["call"]) == ["asked", "version"]
+    readiness = Readiness(plan)
+    assert readiness.ended("version") == ([], [])  # kept: `call` reads it and has not ended
+    assert readiness.ended("asked") == (["call"], [])
+    assert readiness.ended("call") == ([], ["version", "asked", "call"])

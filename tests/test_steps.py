@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from runner.engine.core.events import AnyEvent, decode
+from runner.engine.core.cache import CacheHit, CacheIndex, cache_digest
+from runner.engine.core.events import AnyEvent, ItemFailed, ItemSucceeded, decode
 from runner.engine.core.items import (
     ArgsFailed,
     ItemAction,
@@ -19,7 +20,7 @@ from runner.engine.core.items import (
     step_keys,
 )
 from runner.engine.core.state import SKIPPED_IN_DOUBT, ItemState, RunState, StepState
-from runner.engine.core.steps import StepMachine, failed_status, step_outcome, view_status
+from runner.engine.core.steps import Call, Ended, StepMachine, failed_status, step_outcome, view_status
 from runner.engine.core.vocabulary import FailureKind, ItemStatus, StepStatus
 from runner.masking import placeholders
 from runner.workflow.context import make_context
@@ -232,3 +233,41 @@ def test_the_machine_reuses_only_what_a_resume_finds() -> None:
         machine = StepMachine(plan, state, emitted.append, inputs={}, env={}, resumed=resumed, fresh=fresh)
         assert machine.start(ps, ["a", "b"], ["a", "b"]) == reused
         assert machine.action("each", "a") is (ItemAction.REUSE if reused else ItemAction.CALL)
+
+
+CACHED = """
+version: 1
+servers:
+  s: {command: [fake]}
+steps:
+  each:
+    server: s
+    tool: echo
+    for_each: ["1", "2", "c"]
+    key: ${{ item }}
+    args: {x: "${{ item }}"}
+    cache: 7d
+    cache_key: ${{ from_json(item) }}
+"""
+
+
+def test_before_a_call_its_cache_is_asked_the_one_rule_of_both_executors() -> None:
+    plan = plan_of(CACHED)
+    ps = plan.steps["each"]
+    hit_digest = cache_digest("s", "echo", {"x": "1"}, 1)
+    index = CacheIndex(now=100.0)
+    index.offer(hit_digest, CacheHit("earlier-run", {"content": [{"type": "text", "text": "one"}]}, at=99.0))
+    emitted: list[AnyEvent] = []
+    machine = StepMachine(plan, folded([]), emitted.append, inputs={}, env={}, cache=index)
+    hit = machine.call_or_reuse(ps, 0, "1", "1", {"x": "1"})
+    assert isinstance(hit, Ended) and hit.reused and hit.entry is None  # (no template reads the step)
+    miss = machine.call_or_reuse(ps, 1, "2", "2", {"x": "2"})
+    assert miss == Call(cache_digest("s", "echo", {"x": "2"}, 2))
+    broken = machine.call_or_reuse(ps, 2, "c", "c", {"x": "c"})
+    assert isinstance(broken, Ended) and not broken.reused and broken.entry is not None
+    assert broken.entry["status"] == "failed"
+    reused, failed = emitted
+    assert isinstance(reused, ItemSucceeded) and (reused.reused_from, reused.cache) == ("earlier-run", hit_digest)
+    assert isinstance(failed, ItemFailed) and failed.kind is FailureKind.TEMPLATE_ERROR and failed.item == "c"
+    plain = StepMachine(plan_of(FAN.replace("KEY", "")), folded([]), emitted.append, inputs={}, env={})
+    assert plain.call_or_reuse(plan_of(FAN.replace("KEY", "")).steps["each"], 0, "a", "a", {"x": "a"}) == Call(None)

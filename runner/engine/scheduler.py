@@ -78,7 +78,7 @@ from runner.engine.core.outcome import Outcome, settle
 from runner.engine.core.reconcile import left_in_doubt, reconcile_args, reconcile_context, verdict, verdict_entry
 from runner.engine.core.resume import Prior
 from runner.engine.core.state import ItemState, RunState
-from runner.engine.core.steps import Fail, StepMachine
+from runner.engine.core.steps import Ended, Fail, StepMachine
 from runner.engine.core.vocabulary import Decision, FailureKind, StepStatus
 from runner.engine.journal.notes import LOG_LIMIT, LOG_RATE, PROGRESS_INTERVAL, Notes
 from runner.engine.journal.writer import EventLog, JournalWriteError
@@ -89,7 +89,6 @@ from runner.session import Session, SessionOptions
 from runner.session.options import RequestTracer
 from runner.workflow.context import item_entry
 from runner.workflow.plan import DEFAULT_CONNECT_TIMEOUT, OutputFailure, Plan, PlannedReconcile, PlannedStep
-from runner.workflow.template import TemplateError
 
 __all__ = ["Outcome", "Scheduler", "SchedulerOptions", "SessionOpener"]
 
@@ -418,12 +417,12 @@ class Scheduler:
                 self._asked.setdefault(ps.id, set()).add(key)  # (still in doubt: not asked again at the step's end)
                 return entry
             action = ItemAction.CALL  # surely not run: called, as a call never made is
-        try:
-            cached = self._steps.cached(ps, item, index, args) if action.calls else None
-        except TemplateError as exc:
-            return item_entry("failed", self._item_failed(ps, index, key, FailureKind.TEMPLATE_ERROR, str(exc)))
-        if cached is not None and cached.hit is not None:
-            return self._steps.reuse(ps, index, key, cached)
+        digest: str | None = None
+        if action.calls:  # (a task to collect was sent already: it is not looked up)
+            before = self._steps.call_or_reuse(ps, index, key, item, args)
+            if isinstance(before, Ended):
+                return before.entry
+            digest = before.digest
         try:
             result = await self._call(ps, index, key, args, prior, action)
         except Drained:
@@ -437,7 +436,6 @@ class Scheduler:
             self._item_failed(ps, index, key, FailureKind.TOOL_ERROR, text, result.raw)
             return item_entry("failed", text, result.raw)
         self._notes.settle(ps.id, key)  # the item's last progress and its log count, before its result
-        digest = cached.digest if cached is not None else None
         self._log.record(ItemSucceeded(step=ps.id, item=key, index=index, result=result.raw, cache=digest))
         # The entry (its text parsed as JSON, among others) is made only for a step whose results are kept.
         return item_entry("succeeded", None, result.raw) if ps.referenced else None

@@ -55,7 +55,7 @@ with workflow.unsafe.imports_passed_through():
     from runner.engine.core.outcome import settle
     from runner.engine.core.reconcile import left_in_doubt, reconcile_args, reconcile_context, verdict, verdict_entry
     from runner.engine.core.state import RunState
-    from runner.engine.core.steps import Fail, StepMachine
+    from runner.engine.core.steps import Ended, Fail, StepMachine
     from runner.engine.core.vocabulary import Decision, FailureKind, RunStatus
     from runner.masking import escape_value, placeholders
     from runner.temporal.activities import RECONCILE_ACTIVITY
@@ -81,12 +81,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from runner.workflow.context import item_entry
     from runner.workflow.plan import Plan, PlannedStep
-    from runner.workflow.template import TemplateError
 
 __all__ = ["WORKFLOW_NAME", "DagWorkflow"]
 
 RECONCILE: Final = "reconcile"  # the `decide` update with no decision: items in doubt are asked (resume with no flag)
 RECONCILE_PATCH: Final = "reconcile-on-temporal"  # workflow.patched: histories of before it replay unchanged
+RECONCILE_CACHE_PATCH: Final = "reconcile-then-cache"  # an item its reconcile tool says not done: its cache asked
 QUERY_LIMIT: Final = 5_000  # events per answer of the events query
 
 
@@ -140,6 +140,7 @@ class DagWorkflow:
                 fingerprints=spec.fingerprints,
                 env=sorted(name for name, is_set in spec.env.items() if is_set),
                 journal=JOURNAL_FORMAT,
+                traceparent=spec.traceparent,
             )
         )
         while True:
@@ -290,6 +291,9 @@ class DagWorkflow:
         if asks:  # in doubt, of a step with reconcile: (a resume): asked first; those not done are called now
             if workflow.patched(RECONCILE_PATCH):
                 again = await self._reconcile(ps, items, asks, entries, settled, at_end=False)
+                # "not done": called as a call never made is (a history of before it: called with no lookup)
+                if again and workflow.patched(RECONCILE_CACHE_PATCH):
+                    again = [call for call in again if self._to_call(ps, items[call["at"]], call, entries)]
             else:  # replaying a history of before reconcile: on Temporal: a decided item was called again
                 again = asks
             calls = sorted(calls + again, key=lambda c: int(c["at"]))
@@ -434,20 +438,25 @@ class DagWorkflow:
             if action is ItemAction.RECONCILE:
                 asks.append({"key": key, "index": where, "args": args, "at": at})
                 continue
-            try:
-                cached = self._steps.cached(ps, item, where, args)
-            except TemplateError as exc:
-                entries[at] = item_entry("failed", self._failed(ps, where, key, "template-error", str(exc)))
-                continue
-            if cached is not None and cached.hit is not None:
-                entries[at] = self._steps.reuse(ps, where, key, cached)
-                if entries[at] is not None:
-                    self._kept[(ps.id, key)] = entries[at]
-                continue
-            if cached is not None:
-                self._digests[(ps.id, key)] = cached.digest  # journaled with its result (a later run's cache)
-            calls.append({"key": key, "index": where, "args": args, "at": at})
+            call = {"key": key, "index": where, "args": args, "at": at}
+            if self._to_call(ps, item, call, entries):
+                calls.append(call)
         return calls, asks
+
+    def _to_call(self, ps: PlannedStep, item: Any, call: dict[str, Any], entries: list[dict[str, Any] | None]) -> bool:
+        """Whether ``call`` (of ``item``) is made: :meth:`~runner.engine.core.steps.StepMachine.call_or_reuse`,
+        as locally (a step's cache is asked first); the entry of one that is not (reused, or failed) is set."""
+        assert self._steps is not None
+        key, at = call["key"], call["at"]
+        before = self._steps.call_or_reuse(ps, call["index"], key, item, call["args"])
+        if isinstance(before, Ended):
+            entries[at] = before.entry
+            if before.reused and before.entry is not None:
+                self._kept[(ps.id, key)] = before.entry
+            return False
+        if before.digest is not None:
+            self._digests[(ps.id, key)] = before.digest  # journaled with its result (a later run's cache)
+        return True
 
     def _settled(self, ps: PlannedStep, key: str, action: ItemAction) -> dict[str, Any] | None:
         """The entry of an item settled without a call (:mod:`runner.engine.core.items`): a success reused (one

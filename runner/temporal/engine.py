@@ -164,7 +164,7 @@ class TemporalEngine:
     async def _start_run(self, client: Client, spec: RunSpec, tracing: Tracing | None, name: str) -> Any:
         if tracing is None:
             return await remote.start_run(client, spec, self.options.task_queue)
-        tracing.begin(name, run_id=spec.run_id, attempt=1)
+        spec = replace(spec, traceparent=tracing.begin(name, run_id=spec.run_id, attempt=1))  # journaled, as locally
         with tracing.in_run():
             handle = await remote.start_run(traced_client(client, tracing), spec, self.options.task_queue)
         return client.get_workflow_handle(handle.id, run_id=handle.run_id)  # followed untraced: no span per query

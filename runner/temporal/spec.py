@@ -68,6 +68,7 @@ class RunSpec:
     # (seconds since the epoch): the index the step machine looks calls up in (runner.engine.core.cache).
     cache: list[dict[str, Any]] = field(default_factory=list)
     cache_now: float = 0.0
+    traceparent: str | None = None  # the run span of the client that started it traced (run_started journals it)
 
     def to_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}

@@ -18,7 +18,9 @@ with the ``traceparent`` its request carried in ``params._meta``, or ``none``).
 ``count`` serves a ``count`` tool (``{key}``) that records each execution as a line in ``--count-file``
 (the ground truth of what ran), answers a tool error for the keys listed in ``--fail`` (comma-separated) the
 first time it sees them (a failing-then-succeeding tool), and with ``--gate PATH`` waits for that file to
-exist before executing (a test holds calls in flight with it); a server whose parent died stops waiting.
+exist before executing (a test holds calls in flight with it); with ``--hold PATH``, it executes each call, then
+waits for that file before answering (a call that happened, its answer held). A server whose parent died stops
+waiting (and exits).
 
 ``--die-once KEYS`` (``count``): a listed key's first execution is made, then the server exits before it answers
 (the call happened, its outcome unknown to the client); ``--lose-once KEYS``: the server exits on a listed key's
@@ -41,6 +43,7 @@ _options = argparse.ArgumentParser()
 _options.add_argument("--count-file")
 _options.add_argument("--fail", default="")
 _options.add_argument("--gate")
+_options.add_argument("--hold")
 _options.add_argument("--delay", type=float, default=0.0)
 _options.add_argument("--flood", type=int, default=0)
 _options.add_argument("--answer-after", type=float, default=0.0)
@@ -56,19 +59,29 @@ def send(obj: object) -> None:
     sys.stdout.flush()
 
 
+def wait_for(gate: str) -> None:
+    """Until the file ``gate`` exists; the server exits when its client is gone (nobody will open it)."""
+    while not os.path.exists(gate):
+        if os.getppid() != PARENT:
+            sys.exit(0)
+        time.sleep(0.005)  # a test double polling a file the test creates
+
+
 def count(key: str) -> bool:
-    """Execute the ``count`` tool once; False when it fails (a listed key seen for the first time)."""
+    """Execute the ``count`` tool once; False when it fails (a listed key seen for the first time). Nothing once
+    the client is gone (a call read before it died, not executed yet, never is)."""
+    if os.getppid() != PARENT:
+        sys.exit(0)
     if OPTIONS.gate:
-        while not os.path.exists(OPTIONS.gate):
-            if os.getppid() != PARENT:
-                sys.exit(0)  # the client is gone: nobody will open the gate
-            time.sleep(0.005)  # a test double polling a file the test creates
+        wait_for(OPTIONS.gate)
     path = Path(OPTIONS.count_file)
     seen = path.read_text().split() if path.exists() else []
     with path.open("a") as file:
         file.write(key + "\n")
         file.flush()
         os.fsync(file.fileno())
+    if OPTIONS.hold:
+        wait_for(OPTIONS.hold)
     return not (key in OPTIONS.fail.split(",") and key not in seen)
 
 

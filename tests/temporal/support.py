@@ -182,8 +182,9 @@ def lost_under_load(batches: list[tuple[set[str], int]], begun: set[str]) -> set
     return out
 
 
-def fan_out_workflow(folder: Path, items: int, *, mode: str = "ok", extra: str = "") -> Path:
-    """A workflow of one fan-out of ``items`` items over the stdio fake server in ``mode``."""
+def fan_out_workflow(folder: Path, items: int, *, mode: str = "ok", extra: str = "", reconcile: bool = False) -> Path:
+    """A workflow of one fan-out of ``items`` items over the stdio fake server in ``mode``; ``reconcile`` (mode
+    ``count``): the step asks ``was_counted`` about its items in doubt."""
     path = folder / f"fan_out_{items}.yaml"
     command = json.dumps([sys.executable, str(MODES), mode, *extra.split()])
     tool, args = ("count", "{key: '${{ item }}'}") if mode == "count" else ("echo", "{text: 'x${{ item }}'}")
@@ -203,13 +204,21 @@ steps:
     tool: {tool}
     for_each: ${{{{ inputs.items }}}}
     key: ${{{{ item }}}}
-    args: {args}
+    args: {args}{RECONCILE if reconcile else ""}
 outputs:
   texts: ${{{{ steps.call.results[*].text }}}}
   succeeded: ${{{{ length(steps.call.results[?status == 'succeeded']) }}}}
 """
     )
     return path
+
+
+RECONCILE = """
+    reconcile:
+      tool: was_counted
+      args: {key: '${{ key }}'}
+      done: ${{ result.json.counted }}
+      idempotent: true"""
 
 
 async def open_scripted_session(

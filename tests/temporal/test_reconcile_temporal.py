@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from runner.engine.core.cache import cache_digest
 from tests.temporal.support import MODES, cli, dev_server, in_process_worker, target_of
 
 pytestmark = pytest.mark.slow
@@ -81,3 +82,58 @@ def test_reconcile_on_temporal_settles_what_it_can_and_a_resume_with_no_decision
     [at_end] = [e for e in events if e["type"] == "item_reconciled" and e["verdict"] == "error"]
     assert "may still be running" in at_end["error"]
     assert not [e for e in events if e["type"] == "doubt_decided"]
+
+
+def test_an_item_its_reconcile_tool_says_not_done_is_called_as_a_call_never_made_is(tmp_path: Path) -> None:
+    """Its step's cache asked first, as locally (the step machine's ``call_or_reuse``, the rule both executors
+    follow before a call): the call is keyed as it is made. Here its ``cache_key`` reads an earlier step's answer
+    (a version), which changed between the attempts (a tool error first, ``continue_on_error``; called again on
+    resume): the key journaled is that of the call made, so the file's next run reuses its result."""
+    counts = tmp_path / "counts.txt"
+    command = [sys.executable, str(MODES), "count", "--count-file", str(counts), "--lose-once", "b", "--fail", "v"]
+    path = tmp_path / "cached.yaml"
+    path.write_text(
+        f"""version: 1
+servers:
+  modes: {{command: {json.dumps(command)}, max_concurrency: 1}}
+steps:
+  version:
+    server: modes
+    tool: count
+    args: {{key: v}}
+    continue_on_error: true
+  count:
+    server: modes
+    tool: count
+    needs: [version]
+    for_each: [a, b]
+    key: ${{{{ item }}}}
+    args: {{key: '${{{{ item }}}}'}}
+    cache: 7d
+    cache_key: ${{{{ steps.version.text }}}}
+    reconcile:
+      tool: was_counted
+      args: {{key: '${{{{ key }}}}'}}
+      done: ${{{{ result.json.counted }}}}
+      idempotent: true
+"""
+    )
+
+    async def on_temporal() -> list[tuple[int, str, str]]:
+        async with dev_server() as env, in_process_worker(env, "reconcile-cache"):
+            here = ("--temporal-address", target_of(env))
+            first = await cli(str(path), "--engine", "temporal", *here, "--task-queue", "reconcile-cache")
+            run_id = first[2].split()[1]
+            resumed = await cli("resume", run_id, "--engine", "temporal", *here)
+            again = await cli(str(path), "--engine", "temporal", *here, "--task-queue", "reconcile-cache", "--json")
+            return [first, resumed, again, await cli("export", run_id, "--engine", "temporal", *here)]
+
+    (code, _, err), (resumed, _, resume_err), (second, out, second_err), (_, export, _) = asyncio.run(on_temporal())
+    assert (code, resumed, second) == (5, 0, 0), (err, resume_err, second_err)
+    events = [json.loads(line) for line in export.splitlines() if line.strip()]
+    made = [e["cache"] for e in events if e["type"] == "item_succeeded" and e["item"] == "b"]
+    assert made == [cache_digest("modes", "count", {"key": "b"}, "v")]  # keyed with the version the call had
+    # a: executed in the first attempt (version "v: failed..."), again in the next run (version "v"); b, lost before
+    # it ran, executed once, on the resume (version "v"), and reused by the next run
+    assert Counter(counts.read_text().split()) == Counter({"v": 3, "a": 2, "b": 1})
+    assert json.loads(out)["steps"]["count"]["reused"] == 1

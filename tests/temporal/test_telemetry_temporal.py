@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -17,6 +18,7 @@ from runner.engine.core.outcome import Outcome
 from runner.engine.run import RunOptions
 from runner.engine.telemetry.otel import Tracing
 from runner.engines import RunRequest, TemporalOptions
+from runner.temporal.client import workflow_id
 from runner.temporal.engine import TemporalEngine
 from runner.temporal.worker import start_worker
 from tests.spans import check_failed_calls, check_request_span, child_names, named, tree
@@ -31,9 +33,9 @@ def provider_into(exporter: InMemorySpanExporter) -> TracerProvider:
     return provider
 
 
-def run_traced(path: Path, exporter: InMemorySpanExporter) -> Outcome:
+def run_traced(path: Path, exporter: InMemorySpanExporter, events: list[dict[str, Any]] | None = None) -> Outcome:
     """The workflow run on Temporal by a traced client and a traced in-process worker (two tracer providers, as
-    two processes would have, exporting to one place)."""
+    two processes would have, exporting to one place); the run's events into ``events`` when given."""
 
     async def main() -> Outcome:
         async with dev_server() as env:
@@ -43,7 +45,11 @@ def run_traced(path: Path, exporter: InMemorySpanExporter) -> Outcome:
                     options = TemporalOptions(address=target_of(env), task_queue="traced")
                     tracing = Tracing(provider_into(exporter), remote_items=True)
                     engine = TemporalEngine(options, tracing=tracing)
-                    return await asyncio.wait_for(engine.start_and_follow(RunRequest(path, RunOptions())), 120)
+                    outcome = await asyncio.wait_for(engine.start_and_follow(RunRequest(path, RunOptions())), 120)
+                    if events is not None:
+                        handle = env.client.get_workflow_handle(workflow_id(outcome.run_id or ""))
+                        events.extend(await handle.query("events", 0))
+                    return outcome
             finally:
                 thread.stop()
 
@@ -52,11 +58,16 @@ def run_traced(path: Path, exporter: InMemorySpanExporter) -> Outcome:
 
 def test_a_run_on_temporal_is_the_tree_of_a_local_run(tmp_path: Path) -> None:
     exporter = InMemorySpanExporter()
-    outcome = run_traced(fan_out_workflow(tmp_path, 3), exporter)
+    events: list[dict[str, Any]] = []
+    outcome = run_traced(fan_out_workflow(tmp_path, 3), exporter, events)
     assert int(outcome.exit_code) == 0
     spans = exporter.get_finished_spans()
     (run,) = named(spans, "run fan-out")
     assert run.context is not None and run.attributes is not None
+    # run_started journals the run span's traceparent, as a local run's does (a resume's span links to it)
+    assert events[0]["type"] == "run_started"
+    _version, trace_id, span_id, _flags = events[0]["traceparent"].split("-")
+    assert (trace_id, span_id) == (f"{run.context.trace_id:032x}", f"{run.context.span_id:016x}")
     assert run.attributes["mcp_run.run_id"] == outcome.run_id
     assert run.attributes["mcp_run.status"] == "succeeded"
     ours = [s for s in spans if s.context is not None and s.context.trace_id == run.context.trace_id]

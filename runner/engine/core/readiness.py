@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from runner.workflow.plan import Plan
+from runner.workflow.plan import Plan, PlannedStep
 from runner.workflow.template import Compiled
 
 __all__ = ["Readiness", "reads_of"]
@@ -30,10 +30,15 @@ def _steps_read(parts: Iterable[Compiled | None]) -> set[str]:
 
 
 def reads_of(plan: Plan) -> dict[str, tuple[str, ...]]:
-    """step -> the other steps whose views its templates (args, key, if, for_each) read."""
-    return {
-        sid: tuple(_steps_read((ps.args, ps.key, ps.condition, ps.for_each)) - {sid}) for sid, ps in plan.steps.items()
-    }
+    """step -> the other steps whose views its templates (args, key, if, for_each, cache_key, reconcile's args
+    and done) read."""
+    return {sid: tuple(_steps_read(_templates(ps)) - {sid}) for sid, ps in plan.steps.items()}
+
+
+def _templates(ps: PlannedStep) -> tuple[Compiled | None, ...]:
+    spec = ps.reconcile
+    reconcile = (spec.args, spec.done) if spec is not None else ()
+    return (ps.args, ps.key, ps.condition, ps.for_each, ps.cache_key, *reconcile)
 
 
 class Readiness:

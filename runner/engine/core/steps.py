@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from runner.engine.core.cache import CacheIndex, CacheLookup, cache_digest
 from runner.engine.core.conditions import Gate, Skip
-from runner.engine.core.events import AnyEvent, ItemSucceeded, StepFinished, StepSkipped, StepStarted
+from runner.engine.core.events import AnyEvent, ItemFailed, ItemSucceeded, StepFinished, StepSkipped, StepStarted
 from runner.engine.core.items import ItemAction, item_action, step_keys
 from runner.engine.core.readiness import Readiness
 from runner.engine.core.state import ItemState, RunState, StepState
@@ -31,6 +31,8 @@ from runner.workflow.template import TemplateError
 
 __all__ = [
     "RUN",
+    "Call",
+    "Ended",
     "Fail",
     "Run",
     "StepDecision",
@@ -58,6 +60,23 @@ class Fail:
 RUN: Final = Run()
 
 StepDecision = Run | Skip | Fail
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """The item's tool is called; ``digest``: the call's cache key, journaled with its result (``item_succeeded``
+    ``cache``, what a later run reuses), None for a step without ``cache:``."""
+
+    digest: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """The item ended without a call (recorded): a cache hit reused, or a ``cache_key`` that failed. ``entry``: its
+    ``results`` entry (None for a hit when no template reads the step); ``reused``: it succeeded (a hit)."""
+
+    entry: dict[str, Any] | None
+    reused: bool
 
 
 def decide_step(
@@ -220,6 +239,24 @@ class StepMachine:
         digest = cache_digest(ps.server, ps.tool, args, extra)
         hit = self._cache.find(digest, ps.cache) if self._cache is not None else None
         return CacheLookup(digest, hit)
+
+    def call_or_reuse(
+        self, ps: PlannedStep, index: int | None, key: str, item: Any, args: dict[str, Any]
+    ) -> Call | Ended:
+        """What becomes of an item whose tool is about to be called with ``args`` (rendered): an item to call or
+        call again (``CALL``, ``RERUN``), and one whose reconcile tool answered "not done" (called as a call never
+        made is). A step with ``cache:`` asks its cache first (:meth:`cached`): a hit is reused (recorded:
+        :meth:`reuse`), a ``cache_key`` that fails fails the item (recorded, a template error), a miss is called
+        with its key. The one rule both executors follow before a call."""
+        try:
+            lookup = self.cached(ps, item, index, args)
+        except TemplateError as exc:
+            error = str(exc)
+            self._emit(ItemFailed(step=ps.id, item=key, index=index, kind=FailureKind.TEMPLATE_ERROR, error=error))
+            return Ended(item_entry("failed", error), reused=False)
+        if lookup is not None and lookup.hit is not None:
+            return Ended(self.reuse(ps, index, key, lookup), reused=True)
+        return Call(lookup.digest if lookup is not None else None)
 
     def reuse(self, ps: PlannedStep, index: int | None, key: str, lookup: CacheLookup) -> dict[str, Any] | None:
         """Records a cache hit (``item_succeeded`` with the earlier run's result and ``reused_from``: counted
