@@ -31,8 +31,11 @@ def _steps_read(parts: Iterable[Compiled | None]) -> set[str]:
 
 def reads_of(plan: Plan) -> dict[str, tuple[str, ...]]:
     """step -> the other steps whose views its templates (args, key, if, for_each, cache_key, reconcile's args
-    and done) read."""
-    return {sid: tuple(_steps_read(_templates(ps)) - {sid}) for sid, ps in plan.steps.items()}
+    and done) read, in plan order (a set's order would vary from run to run with the hash seed)."""
+    order = {sid: at for at, sid in enumerate(plan.steps)}
+    return {
+        sid: tuple(sorted(_steps_read(_templates(ps)) - {sid}, key=order.__getitem__)) for sid, ps in plan.steps.items()
+    }
 
 
 def _templates(ps: PlannedStep) -> tuple[Compiled | None, ...]:
