@@ -1,4 +1,4 @@
-"""Before and after in one run: the whole-process fan-out (see ``run_whole`` in ``__main__``) of several commits'
+"""Before and after in one run: the whole-process fan-out (see ``run_whole`` in ``whole``) of several commits'
 ``runner/``, rounds interleaved, so that the machine's drift falls on every commit alike.
 
     .venv/bin/python -m tests.benchmarks.compare COMMIT [COMMIT ...] [--items 20000] [--rounds 3]
@@ -13,14 +13,14 @@ ratios of each commit to the first, and of each to the SDK loop.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks.__main__ import REPO, run_whole
+from tests.benchmarks.common import REPO, bytecode_env
+from tests.benchmarks.whole import run_whole
 
 
 def main() -> None:
@@ -35,8 +35,7 @@ def main() -> None:
     ours = [c for c in clients if c != "sdk"]
     with tempfile.TemporaryDirectory(prefix="mcp-run-compare-") as folder:
         tmp = Path(folder)
-        base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        base["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+        base = bytecode_env(tmp)
         envs: dict[str, dict[str, str]] = {}
         for commit in args.commits:
             tree = tmp / f"tree-{commit}"

@@ -11,13 +11,12 @@ Needs ``valgrind``. Each run takes about 15x its normal time (a 3,000-item run: 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import subprocess
 import tempfile
 from pathlib import Path
 
-from tests.benchmarks.__main__ import ECHO, MCP_RUN, REPO, fanout_yaml
+from tests.benchmarks.common import ECHO, MCP_RUN, REPO, bytecode_env, fanout_yaml
 
 IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
@@ -55,8 +54,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mcp-run-instructions-") as folder:
         tmp = Path(folder)
-        base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        base["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+        base = bytecode_env(tmp)
         print(f"{'commit':<12} {'journal':<8} {'per item':>10} {'start-up and fixed steps':>26}")
         for commit in args.commits:
             tree = tmp / f"tree-{commit}"
