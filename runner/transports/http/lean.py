@@ -25,6 +25,7 @@ only when none of them is needed.
 
 from __future__ import annotations
 
+import os
 import select
 import ssl
 from collections.abc import AsyncIterator, Mapping
@@ -43,22 +44,26 @@ _USER_AGENT: Final = b"mcp-run"
 
 
 class _Conn:
-    """One connection: its stream, its socket (to test and to close without awaiting), its h11 state."""
+    """One connection: its stream, its socket (to test and to close without awaiting), its h11 state.
+    ``plain``: the stream is the socket's own (no TLS), so a request can be written to the socket directly."""
 
-    __slots__ = ("h11", "idle_since", "sock", "stream")
+    __slots__ = ("h11", "idle_since", "plain", "poller", "sock", "stream")
 
     def __init__(self, stream: trio.abc.Stream, sock: trio.socket.SocketType) -> None:
         self.stream = stream
         self.sock = sock
+        self.plain = isinstance(stream, trio.SocketStream)
         self.h11 = h11.Connection(h11.CLIENT)
         self.idle_since = 0.0
+        self.poller: select.poll | None = None
 
     def readable(self) -> bool:
         """Whether the idle socket has something to read: the server closed it, or sent what we did not ask."""
-        poller = select.poll()  # not select(): a descriptor past 1023 is fine
         try:
-            poller.register(self.sock.fileno(), select.POLLIN)
-            return bool(poller.poll(0))
+            if self.poller is None:
+                self.poller = select.poll()  # not select(): a descriptor past 1023 is fine
+                self.poller.register(self.sock.fileno(), select.POLLIN)
+            return bool(self.poller.poll(0))
         except (OSError, ValueError):
             return True
 
@@ -99,8 +104,38 @@ class LeanResponse:
                 self._done = True
                 return
 
+    def take_body(self) -> bytes | None:
+        """The whole body when it came in with the head (a ``content-length`` body already read), the response
+        then closed; ``None``, nothing consumed, when some of it is still to come (read it with ``aiter_bytes``)."""
+        conn = self._conn
+        if conn is None or self._done:
+            return None
+        length = self.headers.get("content-length", "")
+        if not length.isdigit():  # chunked, or read to the end of the connection
+            return None
+        if len(conn.h11.trailing_data[0]) < int(length):
+            return None
+        parts: list[bytes] = []
+        event: object
+        try:
+            event = conn.h11.next_event()
+            while type(event) is h11.Data:
+                parts.append(bytes(event.data))
+                event = conn.h11.next_event()
+        except h11.RemoteProtocolError as exc:
+            event = exc
+        self._done = type(event) is h11.EndOfMessage
+        self.close()  # back to the pool, or dropped when the body did not end as its length said
+        if not self._done:
+            raise httpx2.RemoteProtocolError(f"the body did not end as its content-length said: {event!r}")
+        return b"".join(parts)
+
     async def aclose(self) -> None:
         """Release the connection (no checkpoint; idempotent)."""
+        self.close()
+
+    def close(self) -> None:
+        """:meth:`aclose` without awaiting."""
         conn, self._conn = self._conn, None
         if conn is None:
             return
@@ -300,6 +335,20 @@ class LeanClient:
         return tcp
 
     async def _write(self, conn: _Conn, data: bytes) -> None:
+        """Write ``data`` within ``write_timeout``. On a plain TCP connection it is first written to the socket
+        at once: a request fits the socket's buffer, so that is the whole write, without a deadline to keep or a
+        task switch (the task is not cancelled before its first byte goes out: that stays as it was)."""
+        if conn.plain:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            try:
+                sent = os.write(conn.sock.fileno(), data)
+            except BlockingIOError:
+                sent = 0
+            except OSError as exc:
+                raise httpx2.WriteError(str(exc) or type(exc).__name__) from exc
+            if sent == len(data):
+                return
+            data = data[sent:]
         try:
             with trio.fail_after(self._write_timeout):
                 await conn.stream.send_all(data)
