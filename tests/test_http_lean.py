@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 
+import h11
 import httpx2
 import pytest
 import trio
@@ -142,6 +143,48 @@ async def test_a_post_carries_its_body_and_headers_and_the_response_is_read() ->
     assert b"\r\nMcp-Session-Id: s1" in head and b"\r\nContent-Length: 8" in head
     assert f"\r\nHost: 127.0.0.1:{server.port}".encode() in head
     assert body == b'{"id":1}'
+
+
+async def test_requests_with_the_same_headers_go_out_as_h11_writes_each_of_them() -> None:
+    headers = {"Accept": "application/json", "Mcp-Session-Id": "s1"}
+    bodies = [b'{"id":1}', b"", b'{"id":12345,"text":"' + b"y" * 300 + b'"}']
+    async with serving(answer_json) as server:
+        http = client(server)
+        for body in bodies:
+            response = await http.open("POST", headers, body)
+            await response.aclose()
+        response = await http.open("DELETE", headers)
+        await response.aclose()
+        await http.aclose()
+    for body, sent in zip([*bodies, None], server.requests, strict=True):
+        h11_state = h11.Connection(h11.CLIENT)
+        fields = [(b"Host", f"127.0.0.1:{server.port}".encode()), (b"User-Agent", b"mcp-run")]
+        fields += [(k.encode(), v.encode()) for k, v in headers.items()]
+        if body is None:
+            events: list[h11.Event] = [h11.Request(method=b"DELETE", target=b"/mcp", headers=fields)]
+        else:
+            fields.append((b"Content-Length", b"%d" % len(body)))
+            events = [h11.Request(method=b"POST", target=b"/mcp", headers=fields), h11.Data(data=body)]
+        assert sent == b"".join(h11_state.send(e) or b"" for e in [*events, h11.EndOfMessage()])
+    assert server.connections == 1
+
+
+async def test_a_request_that_asks_to_close_the_connection_is_not_followed_on_it() -> None:
+    async def answer_and_close(server: Server, stream: trio.abc.Stream) -> None:
+        buffer = bytearray()
+        while request := await server.read(stream, buffer):
+            await stream.send_all(OK_JSON)
+            if b"\r\nConnection: close\r\n" in request:
+                return
+
+    async with serving(answer_and_close) as server:
+        http = client(server)
+        for _ in range(2):
+            response = await http.open("POST", {"Connection": "close"}, b"{}")
+            assert await body_of(response) == b'{"ok":true}'
+            await response.aclose()
+        await http.aclose()
+    assert (server.connections, len(server.requests)) == (2, 2)
 
 
 async def test_a_header_value_that_is_not_ascii_is_refused_naming_the_header() -> None:

@@ -41,6 +41,8 @@ __all__ = ["LeanClient", "LeanResponse"]
 
 _READ_SIZE: Final = 65536
 _USER_AGENT: Final = b"mcp-run"
+_HEADS_KEPT: Final = 8
+_FRAMING: Final = frozenset({"connection", "content-length", "expect", "host", "te", "transfer-encoding", "upgrade"})
 
 
 class _Conn:
@@ -158,6 +160,34 @@ def _drain_buffered(conn: _Conn) -> bool:
         return False
 
 
+class _Head:
+    """A request head that h11 checked and wrote once, for every request with the same method and headers.
+
+    Its bytes are kept (up to the value of ``Content-Length`` for a request with a body), and h11's state machine
+    is moved by two events made once that frame the exchange as the real request does (its method; a body or
+    none; no ``Connection``, ``Expect`` or other header that changes how h11 reads it: such a head is not kept).
+    h11's events are immutable, so the same two serve every request."""
+
+    __slots__ = ("_events", "_written")
+
+    def __init__(self, request: h11.Request, has_body: bool, authority: bytes, target: bytes) -> None:
+        written = h11.Connection(h11.CLIENT).send(request) or b""
+        framing = [(b"Host", authority)]
+        if has_body:  # Content-Length: 0 was written last
+            written = written.removesuffix(b"0\r\n\r\n")
+            framing.append((b"Transfer-Encoding", b"chunked"))
+        self._written = written
+        self._events = (h11.Request(method=request.method, target=target, headers=framing), h11.EndOfMessage())
+
+    def send(self, state: h11.Connection, body: bytes | None) -> bytes:
+        """This request's bytes with ``body``; ``state`` moved past them as if h11 had written them."""
+        for event in self._events:
+            state.send(event)
+        if body is None:
+            return self._written
+        return b"%s%d\r\n\r\n%s" % (self._written, len(body), body)
+
+
 class LeanClient:
     """Requests to the endpoint ``url``; see the module docstring. Raises httpx2's exceptions."""
 
@@ -189,6 +219,7 @@ class LeanClient:
         self._idle: list[_Conn] = []
         self._closed = False
         self._address: tuple[int, object] | None = None
+        self._heads: dict[tuple[str, tuple[tuple[str, str], ...], bool], _Head] = {}
 
     async def open(self, method: str, headers: Mapping[str, str], body: bytes | None = None) -> LeanResponse:
         """Send a request and return once its response head is in (1xx skipped), the body unread; the
@@ -196,7 +227,8 @@ class LeanClient:
         if self._closed:
             raise httpx2.ConnectError("the HTTP client is closed")
         try:
-            wire = self._encode(method, headers, body)
+            head = self._head(method, headers, body is not None)
+            wire = self._encode(method, headers, body) if head is None else ()
         except (h11.LocalProtocolError, UnicodeEncodeError, ValueError) as exc:
             raise httpx2.LocalProtocolError(f"the request cannot be sent: {exc}") from exc
         await self._slots.acquire()
@@ -206,7 +238,10 @@ class LeanClient:
             if conn is None:
                 conn = await self._connect()
             try:
-                data = b"".join(conn.h11.send(part) or b"" for part in wire)
+                if head is None:
+                    data = b"".join(conn.h11.send(part) or b"" for part in wire)
+                else:
+                    data = head.send(conn.h11, body)
             except h11.LocalProtocolError as exc:
                 raise httpx2.LocalProtocolError(f"the request cannot be sent: {exc}") from exc
             await self._write(conn, data)
@@ -269,6 +304,23 @@ class LeanClient:
         await trio.lowlevel.checkpoint()
 
     # -- inside -------------------------------------------------------------------------------------
+
+    def _head(self, method: str, headers: Mapping[str, str], has_body: bool) -> _Head | None:
+        """The head of a request, checked and written by h11 once for each method and set of headers (the same
+        on every call of a session, until a token changes; a few are kept, the oldest dropped first). ``None``
+        for headers that change how h11 frames the exchange: such a request is written by h11 each time."""
+        key = (method, tuple(headers.items()), has_body)
+        head = self._heads.get(key)
+        if head is None:
+            if any(name.lower() in _FRAMING for name in headers):
+                return None
+            request = self._encode(method, headers, b"" if has_body else None)[0]
+            assert isinstance(request, h11.Request)
+            head = _Head(request, has_body, self._authority, self._target)
+            if len(self._heads) >= _HEADS_KEPT:
+                del self._heads[next(iter(self._heads))]
+            self._heads[key] = head
+        return head
 
     def _encode(self, method: str, headers: Mapping[str, str], body: bytes | None) -> tuple[h11.Event, ...]:
         fields: list[tuple[bytes, bytes]] = [(b"Host", self._authority), (b"User-Agent", _USER_AGENT)]
