@@ -231,7 +231,7 @@ class LeanClient:
             wire = self._encode(method, headers, body) if head is None else ()
         except (h11.LocalProtocolError, UnicodeEncodeError, ValueError) as exc:
             raise httpx2.LocalProtocolError(f"the request cannot be sent: {exc}") from exc
-        await self._slots.acquire()
+        await self._take_slot()
         conn: _Conn | None = None
         try:
             conn = self._take_idle()
@@ -335,6 +335,15 @@ class LeanClient:
             request = h11.Request(method=method.encode("ascii"), target=self._target, headers=fields)
             return (request, h11.Data(data=body), h11.EndOfMessage()) if body else (request, h11.EndOfMessage())
         return (h11.Request(method=method.encode("ascii"), target=self._target, headers=fields), h11.EndOfMessage())
+
+    async def _take_slot(self) -> None:
+        """A connection slot: at once when one is free (no task switch: the request's own reads are the waits
+        that matter), else waiting for one; cancelled before it is taken, as ``Semaphore.acquire`` is."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            self._slots.acquire_nowait()
+        except trio.WouldBlock:
+            await self._slots.acquire()
 
     def _take_idle(self) -> _Conn | None:
         now = trio.current_time()
