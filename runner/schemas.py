@@ -155,7 +155,7 @@ class ValidateReport(BaseModel):
 
     version: Literal[1]
     ok: bool
-    file: str
+    file: str = Field(description="The workflow as the command line named it; empty when it named none.")
     errors: list[Problem] = Field(default_factory=list, description="Each problem, in file order; empty when ok.")
     warnings: list[str] = Field(
         default_factory=list, description="What may fail when run here (a stdio server's program not found)."

@@ -10,6 +10,9 @@ resource or the issuer). DPoP (RFC 9449): ``dpop_algs`` offers it in the metadat
 ``DPoP`` proof gets a token bound to its key (``token_type`` ``DPoP``), which the MCP server accepts only as
 ``Authorization: DPoP`` with a valid proof of that key (:func:`check_proof`, verified with
 ``cryptography``); ``as_nonce`` and ``rs_nonce`` make either server demand its nonce.
+
+The client side, for the tests of :mod:`runner.auth`: :func:`provider` (an ``OAuthProvider`` whose requests
+the world answers) and :func:`session_with` (a session over the real Streamable HTTP transport to it).
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ import base64
 import hashlib
 import json
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 from urllib.parse import parse_qs, unquote
 
 import httpx2
@@ -29,9 +34,18 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
+from runner.auth.config import AuthConfig
+from runner.auth.http import AuthHttp
+from runner.auth.provider import OAuthProvider
+from runner.auth.tokens import TokenCache
+from runner.session import Session, SessionOptions, open_session
+from runner.transports.http.transport import HttpParams, open_http_transport
+
 MCP_URL = "https://mcp.test/mcp"
 ISSUER = "https://auth.test"
 PRM_URL = "https://mcp.test/.well-known/oauth-protected-resource/mcp"
+CHALLENGE = f'Bearer resource_metadata="{PRM_URL}"'
+"""The MCP server's first 401 challenge, for tests that call ``OAuthProvider.challenged`` themselves."""
 
 
 @dataclass
@@ -359,3 +373,53 @@ class AuthWorld:
                 200, json={"jsonrpc": "2.0", "id": body["id"], "error": {"code": -32601, "message": "no"}}
             )
         return httpx2.Response(200, json={"jsonrpc": "2.0", "id": body["id"], "result": result})
+
+
+# -- the client side ------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Served(Protocol):
+    """What answers a provider's and a session's requests: an :class:`AuthWorld`, or a fake in front of one."""
+
+    async def handler(self, request: httpx2.Request) -> httpx2.Response: ...
+
+
+Handler = Callable[[httpx2.Request], Awaitable[httpx2.Response]]
+
+
+def _handler(served: Served | Handler) -> Handler:
+    return served.handler if isinstance(served, Served) else served
+
+
+def provider(
+    served: Served | Handler,
+    config: AuthConfig,
+    secrets: list[str] | None = None,
+    *,
+    cache: TokenCache | None = None,
+    **options: Any,
+) -> OAuthProvider:
+    """An ``OAuthProvider`` for :data:`MCP_URL` whose HTTP requests ``served`` (or a handler) answers, with a
+    token cache of its own unless given; every secret it is handed is appended to ``secrets``. ``options`` go
+    to the provider."""
+    return OAuthProvider(
+        MCP_URL,
+        config,
+        http=AuthHttp(transport=httpx2.MockTransport(_handler(served))),
+        cache=TokenCache() if cache is None else cache,
+        on_secret=(secrets if secrets is not None else []).append,
+        **options,
+    )
+
+
+@asynccontextmanager
+async def session_with(served: Served | Handler, auth: OAuthProvider) -> AsyncIterator[Session]:
+    """A session to :data:`MCP_URL` over the Streamable HTTP transport (no GET stream), authorized by ``auth``."""
+    params = HttpParams(MCP_URL, auth=auth, open_get_stream=False)
+    async with (
+        httpx2.AsyncClient(transport=httpx2.MockTransport(_handler(served))) as client,
+        open_http_transport(params, client=client) as transport,
+        open_session(transport, SessionOptions(server_log_level=None)) as session,
+    ):
+        yield session

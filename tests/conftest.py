@@ -4,8 +4,10 @@ run, a check that every journal it produced reads the same in `runs`, `show` and
 Where things are: test doubles in ``tests/fakes/`` (the in-memory scripted server and the stdio fakes); real
 peers in ``tests/peers/``, started by the integration and end-to-end tests (see ``tests/integration/peers.py``);
 helpers in ``tests/support.py`` (typed journal entries; the ``preexec_fn`` of a child a test interrupts),
-``tests/harness.py`` (the scheduler on fake servers) and ``tests/e2e/support.py`` (``mcp-run`` as a
-subprocess). Test modules import helpers from those, never from each other.
+``tests/harness.py`` (the scheduler on fake servers), ``tests/auth_world.py`` (the scripted OAuth world and
+the providers and sessions that talk to it) and ``tests/e2e/support.py`` (``mcp-run`` as a subprocess, the
+loopback OAuth server; its fixture is in ``tests/e2e/conftest.py``). Test modules import helpers from those,
+never from each other.
 
 Markers: ``integration`` (a real peer over pipes or sockets) and ``slow`` (more than ~5 s on a 2-CPU machine:
 the crash, restart, interrupt and race tests). The default run and CI run everything; for a quick local loop,

@@ -182,6 +182,20 @@ def echo_tools(server: FakeServer) -> None:
     server.tools.update(echo=echo, upper=upper, listing=listing, fail=fail, slow=slow)
 
 
+# A fan-out of ``echo`` on server ``s`` over the items written in place of ITEMS (a JSON list), keyed by the item.
+FANOUT = """
+version: 1
+servers:
+  s: {command: [fake]}
+steps:
+  fan:
+    server: s
+    tool: echo
+    for_each: ITEMS
+    key: ${{ item }}
+    args: {text: "${{ item }}"}
+"""
+
 # A three-step chain on server ``s``: a listing, a fan-out over it, and a report joining the fan-out.
 CHAIN = """
 version: 1

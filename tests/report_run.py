@@ -114,3 +114,23 @@ def write_run_of_file(folder: Path, text: str = WORKFLOW) -> Path:
     path.write_text(text)
     plan = validate(str(path), inputs_file={"token": "s3cret"})
     return write_run(folder / "state", path, fingerprints(plan, dict(plan.input_values or {})))
+
+
+# A fan-out resumed after a crash: of its four items, one was reused from the first attempt, one was in doubt and
+# its reconcile tool said the call happened (reconciled), and two were called: what each step table counts.
+SETTLED: list[dict[str, Any]] = [
+    {"type": "run_started"},
+    {"type": "step_started", "step": "convert", "items": 4},
+    {"type": "item_dispatched", "step": "convert", "item": "f1", "index": 0},
+    {"type": "item_succeeded", "step": "convert", "item": "f1", "index": 0},
+    {"type": "item_dispatched", "step": "convert", "item": "f2", "index": 1},
+    {"type": "run_resumed"},  # the first process died with f2 in flight: in doubt
+    {"type": "step_started", "step": "convert", "items": 4, "reused": 1},
+    {"type": "item_reconciled", "step": "convert", "item": "f2", "verdict": "done"},
+    {"type": "item_dispatched", "step": "convert", "item": "f3", "index": 2},
+    {"type": "item_succeeded", "step": "convert", "item": "f3", "index": 2},
+    {"type": "item_dispatched", "step": "convert", "item": "f4", "index": 3},
+    {"type": "item_succeeded", "step": "convert", "item": "f4", "index": 3},
+    {"type": "step_finished", "step": "convert", "status": "succeeded"},
+    {"type": "run_finished"},
+]

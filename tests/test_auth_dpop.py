@@ -9,8 +9,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx2
@@ -21,39 +19,19 @@ from runner.auth.config import AuthConfig
 from runner.auth.discovery import parse_challenge
 from runner.auth.errors import AuthFailed
 from runner.auth.fromworkflow import auth_config
-from runner.auth.http import AuthHttp
 from runner.auth.provider import OAuthProvider
 from runner.auth.tokens import TokenCache, parse_token_response
 from runner.errors import ConnectFailed, OutcomeUnknown
-from runner.session import Session, SessionOptions, open_session
-from runner.transports.http.transport import HttpParams, open_http_transport
 from runner.workflow.auth import ServerAuth
-from tests.auth_world import MCP_URL, AuthWorld, ProofError, check_proof, thumbprint
+from tests.auth_world import CHALLENGE, AuthWorld, ProofError, check_proof, session_with, thumbprint
+from tests.auth_world import provider as world_provider
 
 SECRET = "s3cret-value-123"
 CLIENT = AuthConfig(client_id="ci-bot", client_secret=SECRET)
 
 
 def provider(world: AuthWorld, config: AuthConfig = CLIENT, secrets: list[str] | None = None) -> OAuthProvider:
-    return OAuthProvider(
-        MCP_URL,
-        config,
-        http=AuthHttp(transport=httpx2.MockTransport(world.handler)),
-        cache=TokenCache(),
-        on_secret=(secrets if secrets is not None else []).append,
-        proof_key=dpop.ProofKey,  # a key of its own per test
-    )
-
-
-@asynccontextmanager
-async def session_with(world: AuthWorld, auth: OAuthProvider) -> AsyncIterator[Session]:
-    params = HttpParams(MCP_URL, auth=auth, open_get_stream=False)
-    async with (
-        httpx2.AsyncClient(transport=httpx2.MockTransport(world.handler)) as client,
-        open_http_transport(params, client=client) as transport,
-        open_session(transport, SessionOptions(server_log_level=None)) as session,
-    ):
-        yield session
+    return world_provider(world, config, secrets, proof_key=dpop.ProofKey)  # a key of its own per test
 
 
 def tool_calls(world: AuthWorld) -> list[str | None]:
@@ -260,3 +238,18 @@ async def test_forced_dpop_against_an_unsigning_server_names_the_algorithms() ->
         async with session_with(world, auth):
             pass
     assert world.token_requests == []
+
+
+async def test_a_bound_token_is_not_taken_from_the_cache_by_a_server_that_says_dpop_false() -> None:
+    """One process, one client and resource: a server with ``dpop: true`` caches a DPoP-bound token; another
+    with ``dpop: false`` asks for its own Bearer token rather than sending the bound one (and the reverse)."""
+    world = AuthWorld(dpop_algs=["ES256"])
+    cache = TokenCache()
+    found = []
+    for setting in (True, False, True, False):
+        config = AuthConfig(client_id="ci-bot", client_secret=SECRET, dpop=setting)
+        auth = world_provider(world, config, cache=cache, proof_key=dpop.run_key)
+        await auth.challenged(401, CHALLENGE, {})
+        found.append((auth.header() or "").split()[0])
+    assert found == ["DPoP", "Bearer", "DPoP", "Bearer"]
+    assert len(world.token_requests) == 2

@@ -8,8 +8,6 @@ the authorization server then accepts as a jwt-bearer assertion.
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
@@ -21,18 +19,14 @@ from runner.auth.config import AuthConfig
 from runner.auth.enterprise import ID_JAG, ID_TOKEN, TOKEN_EXCHANGE
 from runner.auth.errors import AuthFailed
 from runner.auth.fromworkflow import auth_config, auth_secrets
-from runner.auth.http import AuthHttp
-from runner.auth.provider import JWT_BEARER, OAuthProvider
+from runner.auth.provider import JWT_BEARER
 from runner.auth.tokens import TokenCache
-from runner.session import Session, SessionOptions, open_session
-from runner.transports.http.transport import HttpParams, open_http_transport
 from runner.workflow.auth import ServerAuth
-from tests.auth_world import ISSUER, MCP_URL, AuthWorld
+from tests.auth_world import CHALLENGE, ISSUER, MCP_URL, AuthWorld, provider, session_with
 
 SECRET = "s3cret-value-123"
 ID_TOKEN_VALUE = "eyJ.id-token-of-alice.sig"
 IDP = "https://idp.test"
-CHALLENGE = 'Bearer resource_metadata="https://mcp.test/.well-known/oauth-protected-resource/mcp"'
 
 
 @dataclass
@@ -73,27 +67,6 @@ def enterprise(**overrides: Any) -> AuthConfig:
     }
     settings.update(overrides)
     return AuthConfig(**settings)
-
-
-def provider(idp: Idp, config: AuthConfig, secrets: list[str] | None = None) -> OAuthProvider:
-    return OAuthProvider(
-        MCP_URL,
-        config,
-        http=AuthHttp(transport=httpx2.MockTransport(idp.handler)),
-        cache=TokenCache(),
-        on_secret=(secrets if secrets is not None else []).append,
-    )
-
-
-@asynccontextmanager
-async def session_with(idp: Idp, auth: OAuthProvider) -> AsyncIterator[Session]:
-    params = HttpParams(MCP_URL, auth=auth, open_get_stream=False)
-    async with (
-        httpx2.AsyncClient(transport=httpx2.MockTransport(idp.handler)) as client,
-        open_http_transport(params, client=client) as transport,
-        open_session(transport, SessionOptions(server_log_level=None)) as session,
-    ):
-        yield session
 
 
 async def test_the_id_token_becomes_an_id_jag_then_an_access_token() -> None:
@@ -192,9 +165,7 @@ async def test_an_id_jag_the_authorization_server_refuses_fails_the_grant() -> N
         world.workload_tokens.clear()
         return response
 
-    auth = OAuthProvider(
-        MCP_URL, enterprise(), http=AuthHttp(transport=httpx2.MockTransport(refusing)), cache=TokenCache()
-    )
+    auth = provider(refusing, enterprise())
     with pytest.raises(AuthFailed, match=r"the token endpoint refused \(400, invalid_grant\)"):
         await auth.challenged(401, CHALLENGE, None)
     assert len(idp.requests) == 1
@@ -249,10 +220,9 @@ def test_the_workflow_block_resolves_its_references_and_masks_them() -> None:
 async def test_two_users_of_one_client_do_not_share_a_cached_token() -> None:
     idp = Idp(AuthWorld())
     cache = TokenCache()
-    http = AuthHttp(transport=httpx2.MockTransport(idp.handler))
-    alice = OAuthProvider(MCP_URL, enterprise(), http=http, cache=cache)
-    bob = OAuthProvider(MCP_URL, enterprise(id_token="eyJ.id-token-of-bob.sig"), http=http, cache=cache)
-    alice_again = OAuthProvider(MCP_URL, enterprise(), http=http, cache=cache)
+    alice = provider(idp, enterprise(), cache=cache)
+    bob = provider(idp, enterprise(id_token="eyJ.id-token-of-bob.sig"), cache=cache)
+    alice_again = provider(idp, enterprise(), cache=cache)
     for auth in (alice, bob, alice_again):
         await auth.challenged(401, CHALLENGE, None)
     assert [r["subject_token"] for r in idp.requests] == [ID_TOKEN_VALUE, "eyJ.id-token-of-bob.sig"]

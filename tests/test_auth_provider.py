@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx2
@@ -15,38 +13,14 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from runner.auth.config import AuthConfig
 from runner.auth.errors import AuthFailed
-from runner.auth.http import AuthHttp
 from runner.auth.provider import OAuthProvider
-from runner.auth.tokens import TokenCache
+from runner.auth.tokens import Token, TokenCache
 from runner.errors import ConnectFailed, OutcomeUnknown
 from runner.exitcodes import ExitCode
-from runner.session import Session, SessionOptions, open_session
-from runner.transports.http.transport import HttpParams, open_http_transport
-from tests.auth_world import ISSUER, MCP_URL, AuthWorld
+from runner.transports.http.transport import HttpParams
+from tests.auth_world import CHALLENGE, ISSUER, MCP_URL, AuthWorld, provider, session_with
 
 SECRET = "s3cret-value-123"
-
-
-def provider(world: AuthWorld, config: AuthConfig, secrets: list[str] | None = None) -> OAuthProvider:
-    sink = secrets if secrets is not None else []
-    return OAuthProvider(
-        MCP_URL,
-        config,
-        http=AuthHttp(transport=httpx2.MockTransport(world.handler)),
-        cache=TokenCache(),
-        on_secret=sink.append,
-    )
-
-
-@asynccontextmanager
-async def session_with(world: AuthWorld, auth: OAuthProvider) -> AsyncIterator[Session]:
-    params = HttpParams(MCP_URL, auth=auth, open_get_stream=False)
-    async with (
-        httpx2.AsyncClient(transport=httpx2.MockTransport(world.handler)) as client,
-        open_http_transport(params, client=client) as transport,
-        open_session(transport, SessionOptions(server_log_level=None)) as session,
-    ):
-        yield session
 
 
 def pem(key: Any) -> str:
@@ -120,13 +94,7 @@ async def test_github_actions_oidc_token_is_fetched_with_the_audience() -> None:
         return await world.handler(request)
 
     env = {"ACTIONS_ID_TOKEN_REQUEST_URL": "https://gh.test/token?x=1", "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "req-tok"}
-    auth = OAuthProvider(
-        MCP_URL,
-        AuthConfig(grant="jwt_bearer", github_audience="api://mcp"),
-        http=AuthHttp(transport=httpx2.MockTransport(handler)),
-        cache=TokenCache(),
-        environ=env,
-    )
+    auth = provider(handler, AuthConfig(grant="jwt_bearer", github_audience="api://mcp"), environ=env)
     async with session_with(world, auth) as session:
         await session.list_tools()
     assert seen[0].url.params["audience"] == "api://mcp"
@@ -237,10 +205,57 @@ async def test_sessions_share_the_token_cache() -> None:
     cache = TokenCache()
     config = AuthConfig(client_id="ci-bot", client_secret=SECRET)
     for _ in range(2):
-        auth = OAuthProvider(MCP_URL, config, http=AuthHttp(transport=httpx2.MockTransport(world.handler)), cache=cache)
+        auth = provider(world, config, cache=cache)
         async with session_with(world, auth) as session:
             await session.list_tools()
     assert len(world.token_requests) == 1
+
+
+class KeyRecordingCache(TokenCache):
+    """A token cache that remembers every key it was given a token under."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: list[tuple[str, str, str]] = []
+
+    def put(self, issuer: str, client_id: str, resource: str, token: Token) -> None:
+        self.keys.append((issuer, client_id, resource))
+        super().put(issuer, client_id, resource, token)
+
+
+async def test_workloads_with_different_assertions_do_not_share_a_cached_token() -> None:
+    """Two workflows (or two runs in one process) with the jwt-bearer grant, for the same client and server
+    but different workload tokens (different subjects): each gets its own token; the same one again reuses it.
+    The cache's keys hold a digest of the assertion, never the assertion."""
+    world = AuthWorld(workload_tokens={"eyJ.workload-a.sig", "eyJ.workload-b.sig"})
+    cache = KeyRecordingCache()
+    headers = []
+    for assertion in ("eyJ.workload-a.sig", "eyJ.workload-b.sig", "eyJ.workload-a.sig"):
+        config = AuthConfig(grant="jwt_bearer", client_id="ci-bot", assertion=assertion)
+        auth = provider(world, config, cache=cache)
+        await auth.challenged(401, CHALLENGE, {})
+        headers.append(auth.header())
+    assert [f["assertion"] for f in world.token_requests] == ["eyJ.workload-a.sig", "eyJ.workload-b.sig"]
+    assert headers[0] == headers[2] != headers[1]
+    assert len(set(cache.keys)) == 2
+    assert not any("workload" in part for key in cache.keys for part in key)
+
+
+async def test_github_audiences_do_not_share_a_cached_token() -> None:
+    world = AuthWorld(workload_tokens={"gh-jwt-for-api://a", "gh-jwt-for-api://b"})
+
+    async def handler(request: httpx2.Request) -> httpx2.Response:
+        if request.url.host == "gh.test":
+            return httpx2.Response(200, json={"value": f"gh-jwt-for-{request.url.params['audience']}"})
+        return await world.handler(request)
+
+    env = {"ACTIONS_ID_TOKEN_REQUEST_URL": "https://gh.test/token", "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "req-tok"}
+    cache = TokenCache()
+    for audience in ("api://a", "api://b", "api://a"):
+        config = AuthConfig(grant="jwt_bearer", github_audience=audience)
+        auth = provider(handler, config, cache=cache, environ=env)
+        await auth.challenged(401, CHALLENGE, {})
+    assert [f["assertion"] for f in world.token_requests] == ["gh-jwt-for-api://a", "gh-jwt-for-api://b"]
 
 
 def test_repr_shows_no_secret() -> None:

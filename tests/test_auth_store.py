@@ -6,19 +6,16 @@ import os
 import stat
 from pathlib import Path
 
-import httpx2
 import pytest
 
 from runner.auth.config import AuthConfig
 from runner.auth.errors import LoginRequired
-from runner.auth.http import AuthHttp
 from runner.auth.provider import OAuthProvider
 from runner.auth.store import StoredLogin, TokenStore, default_store_path
 from runner.auth.tokens import TokenCache
 from runner.errors import ConnectFailed
 from runner.exitcodes import ExitCode
-from tests.auth_world import ISSUER, MCP_URL, AuthWorld, Issued
-from tests.test_auth_provider import session_with
+from tests.auth_world import CHALLENGE, ISSUER, MCP_URL, AuthWorld, Issued, provider, session_with
 
 
 def test_store_is_private_and_keyed_by_issuer_and_client(tmp_path: Path) -> None:
@@ -51,13 +48,7 @@ def test_default_path_is_under_the_state_directory(tmp_path: Path) -> None:
 
 
 def _login_provider(world: AuthWorld, store: TokenStore) -> OAuthProvider:
-    return OAuthProvider(
-        MCP_URL,
-        AuthConfig(grant="login"),
-        http=AuthHttp(transport=httpx2.MockTransport(world.handler)),
-        cache=TokenCache(),
-        store=store,
-    )
+    return provider(world, AuthConfig(grant="login"), store=store)
 
 
 async def test_login_grant_refreshes_silently_and_keeps_the_rotated_token(tmp_path: Path) -> None:
@@ -91,6 +82,22 @@ async def test_a_revoked_login_says_which_command_to_run(tmp_path: Path) -> None
         async with session_with(world, _login_provider(world, store)):
             pass
     assert isinstance(LoginRequired(MCP_URL, "x"), ConnectFailed)
+
+
+async def test_a_persons_login_is_not_taken_from_the_cache_as_the_clients_own_token(tmp_path: Path) -> None:
+    """One process, one client id: the token of a person's stored login (grant ``login``) is theirs; a server
+    with the client_credentials grant for that client asks for its own."""
+    world = AuthWorld()
+    world.refresh["refresh-stored"] = Issued({"mcp:read"}, "ci-bot")
+    store = TokenStore(tmp_path / "tokens.json")
+    store.save(StoredLogin(MCP_URL, ISSUER, "ci-bot", "refresh-stored"))
+    cache = TokenCache()
+    person = provider(world, AuthConfig(grant="login"), store=store, cache=cache)
+    await person.challenged(401, CHALLENGE, {})
+    client = provider(world, AuthConfig(client_id="ci-bot", client_secret="s3cret-value-123"), cache=cache)
+    await client.challenged(401, CHALLENGE, {})
+    assert [f["grant_type"] for f in world.token_requests] == ["refresh_token", "client_credentials"]
+    assert person.header() != client.header()
 
 
 def test_damaged_entries_are_skipped_not_a_traceback(tmp_path: Path) -> None:

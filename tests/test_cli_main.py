@@ -80,3 +80,35 @@ def test_validate_json_reports_ok_and_errors(tmp_path: Path, capsys: pytest.Capt
     assert (error["file"], error["line"], error["column"]) == (str(bad), 7, 16)
     assert error["message"].startswith("invalid YAML:") and error["path"] is None
     assert "invalid YAML" in out.err  # the human message still goes to stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "file", "message"),
+    [
+        (["validate", "--json"], "", "the following arguments are required: WORKFLOW"),
+        (["validate", "--json", "flow.yaml", "--bogus"], "flow.yaml", "unrecognized arguments: --bogus"),
+        (["validate", "--bogus", "-i", "a=b", "--json", "flow.yaml"], "flow.yaml", "unrecognized arguments: --bogus"),
+        (["validate", "flow.yaml", "--json", "--inputs-file"], "flow.yaml", "argument --inputs-file: expected one"),
+        (["validate", "--json", "missing.yaml"], "missing.yaml", "cannot read the workflow"),
+        (["validate", "--json", "flow.yaml", "--input", "x"], "flow.yaml", "expected --input NAME=VALUE"),
+    ],
+)
+def test_validate_json_reports_every_refusal_in_its_own_shape(
+    argv: list[str],
+    file: str,
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from runner.schemas import validate_schema
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "flow.yaml").write_text("version: 1\nservers: {s: {command: [x]}}\nsteps:\n  a: {server: s, tool: t}\n")
+    assert main(argv) == 2  # a usage error's, as without --json (docs/exit-codes.md)
+    out = capsys.readouterr()
+    report = json.loads(out.out)
+    jsonschema.validate(report, validate_schema())
+    assert (report["ok"], report["file"]) == (False, file)
+    [error] = report["errors"]
+    assert error["message"].startswith(message) and message in out.err

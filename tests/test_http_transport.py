@@ -1322,3 +1322,65 @@ async def test_a_resumption_refused_for_an_expired_token_renews_it_and_resumes(a
         assert await next_event(t) == Response(1, {"value": "ok"})
     assert auth.challenges == [(401, "Bearer t1")]
     assert [g.headers["authorization"] for g in server.of("GET")] == ["Bearer t1", "Bearer t2"]
+
+
+TICK = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "tick"}}
+
+
+def _get_stream_for(accepted: str | None) -> Handler:
+    """A server whose GET stream brings ``TICK`` to a request with ``Authorization: accepted`` and answers 401
+    to any other (to every one, with None)."""
+
+    async def handler(req: Seen) -> httpx2.Response:
+        if req.method == "GET":
+            if accepted is None or req.headers.get("authorization") != accepted:
+                return httpx2.Response(401, headers={"www-authenticate": 'Bearer error="invalid_token"'})
+            return sse(event(TICK, id="g1"), Hang())
+        if req.rpc_method == "initialize":
+            return json_response(result(0), headers={"mcp-session-id": "S"})
+        return httpx2.Response(202) if req.rpc_id is None else json_response(result(req.rpc_id))
+
+    return handler
+
+
+async def _handshake(t: HttpTransport) -> None:
+    """Initialize: then the transport opens its GET stream."""
+    await t.send(INIT)
+    await next_event(t)
+    t.set_protocol_version("2025-11-25")
+    await t.send(Notification("notifications/initialized"))
+
+
+async def test_the_get_stream_refused_for_an_expired_token_renews_it_and_opens_at_once(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """The standalone GET stream hands a 401 to the auth hook, as a POST does, and is sent again at once with
+    the renewed token (not after a reconnect's backoff, and not counted as one)."""
+    auth = _RenewingAuth()
+    handler = _get_stream_for("Bearer t2")
+    async with connect(handler, open_get_stream=True, get_stream_attempts=1, auth=auth) as (t, server):
+        await _handshake(t)
+        with trio.fail_after(100):  # without the renewal the stream gives up and nothing comes
+            assert await next_event(t) == Notification("notifications/message", TICK["params"], None)
+        assert trio.current_time() == 0
+    assert auth.challenges == [(401, "Bearer t1")]
+    assert [g.headers["authorization"] for g in server.of("GET")] == ["Bearer t1", "Bearer t2"]
+
+
+async def test_a_get_stream_the_hook_cannot_authorize_gives_up_without_taking_the_transport_down(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    class Refusing(_RenewingAuth):
+        async def challenged(
+            self, status: int, www_authenticate: str | None, sent: Mapping[str, str], dpop_nonce: str | None = None
+        ) -> bool:
+            self.challenges.append((status, sent.get("Authorization")))
+            raise ConnectFailed("no token for you")
+
+    auth = Refusing()
+    async with connect(_get_stream_for(None), open_get_stream=True, get_stream_attempts=2, auth=auth) as (t, server):
+        await _handshake(t)
+        await nothing_more(t, 100)
+        await t.send(Request(1, "tools/call"))
+        assert await next_event(t) == Response(1, {"value": "ok"})
+    assert len(server.of("GET")) == len(auth.challenges) == 3  # the first GET and its 2 reconnects

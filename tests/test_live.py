@@ -178,3 +178,10 @@ def test_a_narrow_terminal_gets_a_shorter_bar_and_keeps_the_counts() -> None:
     out.print(render(state, ZERO + 1.4, 0, width=60))
     row = out.file.getvalue().splitlines()[0]  # type: ignore[attr-defined]
     assert "━━━─────────" in row and "193/600" in row and len(row.rstrip()) <= 60
+
+
+def test_a_fan_out_counts_its_reused_and_reconciled_items() -> None:
+    from tests.report_run import SETTLED
+
+    state = folded(SETTLED[:-2])  # the step still running: the live view draws it
+    assert "4/4 1 reused 1 reconciled" in draw(state, 1.0, planned=["convert"])

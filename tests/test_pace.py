@@ -16,7 +16,7 @@ from runner.engine.core.events import decode
 from runner.engine.core.state import fold
 from runner.engine.scheduler import throttled_line
 from runner.errors import Throttled
-from tests.harness import Harness, echo_tools, plan_of, run_plan
+from tests.harness import FANOUT, Harness, echo_tools, plan_of, run_plan
 
 # -- the controller (pure) ----------------------------------------------------------------------------------
 
@@ -189,19 +189,6 @@ def test_a_throttle_without_retry_after_waits_the_backoff() -> None:
 
 
 # -- a whole run (virtual clock) ----------------------------------------------------------------------------
-
-FANOUT = """
-version: 1
-servers:
-  s: {command: [fake]}
-steps:
-  fan:
-    server: s
-    tool: echo
-    for_each: ITEMS
-    key: ${{ item }}
-    args: {text: "${{ item }}"}
-"""
 
 
 class Bucket:

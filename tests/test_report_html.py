@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 from runner.cli import main
-from tests.report_run import RUN_ID, SECRET_INPUT, write_run
+from runner.report.html import html_page
+from runner.report.model import build
+from tests.report_run import RUN_ID, SECRET_INPUT, SETTLED, write_run
+from tests.support import entries
 
 
 class Page(HTMLParser):
@@ -93,3 +96,13 @@ def test_with_the_workflow_at_hand_steps_are_in_its_order(tmp_path: Path) -> Non
     assert main(["report", str(flow), "--junit", str(out)]) == 0
     suites = [s.get("name") for s in ET.parse(out).getroot().iter("testsuite")]
     assert suites.index("files") < suites.index("convert") < suites.index("report")
+
+
+def test_the_step_table_counts_the_reused_and_the_reconciled() -> None:
+    source = html_page(build(entries(SETTLED)))
+    header = source[source.index("<th>step</th>") :]
+    header = header[: header.index("</tr>")]
+    assert "<th>reused</th><th>reconciled</th>" in header
+    [row] = [r for r in source.split("<tr>") if r.startswith("<td>convert</td>")]
+    cells = [c.split("</td>")[0] for c in row.split("<td class=n>")[1:]]
+    assert cells[:6] == ["4", "4", "0", "0", "1", "1"]  # calls, succeeded, failed, in doubt, reused, reconciled

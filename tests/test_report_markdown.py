@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from runner.cli import main
-from tests.report_run import RUN_ID, write_run
+from runner.report.markdown import markdown
+from runner.report.model import build
+from tests.report_run import RUN_ID, SETTLED, write_run
+from tests.support import entries
 
 
 def test_markdown_summary_of_a_run_with_failures_and_doubt(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -21,6 +24,7 @@ def test_markdown_summary_of_a_run_with_failures_and_doubt(tmp_path: Path, capsy
     assert text.startswith("### mcp-run report.yaml: in-doubt\n")
     assert "| convert | failed | 6 | 2 | 3 | 1 |" in text
     assert "- tool-error: disk full (convert f1, convert f4)" in text
+    assert "| step | status | calls | succeeded | failed | in doubt | reused | reconciled | duration |" in text
     assert "cannot convert f2 &lt;b&gt;&amp;&lt;/b&gt;" not in text  # & is left as it is
     assert "cannot convert f2 &lt;b&gt;&&lt;/b&gt;" in text  # no HTML reaches the page
     assert "**In doubt** (1)" in text and "- convert `f3`" in text
@@ -29,6 +33,11 @@ def test_markdown_summary_of_a_run_with_failures_and_doubt(tmp_path: Path, capsy
     assert decision is not None and (Path.cwd() / decision.group(1)).resolve() == tmp_path.resolve()
     assert "| report | skipped: dependency 'convert' has calls in doubt |" in text
     capsys.readouterr()
+
+
+def test_the_step_table_counts_the_reused_and_the_reconciled() -> None:
+    text = markdown(build(entries(SETTLED)))
+    assert "| convert | succeeded | 4 | 4 | 0 | 0 | 1 | 1 |" in text
 
 
 def _workflow(tmp_path: Path) -> Path:

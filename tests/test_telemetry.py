@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -20,10 +20,9 @@ import trio
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind, StatusCode
 
 from runner.engine.core.outcome import Outcome
 from runner.engine.run import RunOptions, execute
@@ -31,6 +30,7 @@ from runner.engine.telemetry import from_env, wanted
 from runner.engine.telemetry.otel import Tracing
 from runner.errors import UsageError
 from tests.harness import CHAIN, Harness, echo_tools
+from tests.spans import check_failed_calls, check_request_span, child_names, named, tree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,34 +67,6 @@ async def run_traced(tmp_path: Path, text: str, harness: Harness, tracing: Traci
         )
 
 
-def tree(spans: Sequence[ReadableSpan]) -> list[str]:
-    """The spans as an indented tree, children in the order they started."""
-    children: dict[int | None, list[ReadableSpan]] = {}
-    ids = {s.context.span_id for s in spans if s.context is not None}
-    for span in sorted(spans, key=lambda s: s.start_time or 0):
-        parent = span.parent.span_id if span.parent is not None and span.parent.span_id in ids else None
-        children.setdefault(parent, []).append(span)
-    lines: list[str] = []
-
-    def walk(parent: int | None, depth: int) -> None:
-        for span in children.get(parent, []):
-            lines.append("  " * depth + span.name)
-            assert span.context is not None
-            walk(span.context.span_id, depth + 1)
-
-    walk(None, 0)
-    return lines
-
-
-def named(spans: Sequence[ReadableSpan], name: str) -> list[ReadableSpan]:
-    return [s for s in spans if s.name == name]
-
-
-def child_names(spans: Sequence[ReadableSpan], parent: ReadableSpan) -> list[str]:
-    assert parent.context is not None
-    return sorted(s.name for s in spans if s.parent is not None and s.parent.span_id == parent.context.span_id)
-
-
 async def test_a_run_is_a_tree_of_spans_with_the_mcp_attributes(tmp_path: Path) -> None:
     tracing, exporter, metrics = traced()
     harness = Harness({"s": echo_tools})
@@ -120,14 +92,8 @@ async def test_a_run_is_a_tree_of_spans_with_the_mcp_attributes(tmp_path: Path) 
     assert "initialize" in child_names(spans, run)
 
     (call,) = [s for s in named(spans, "tools/call upper") if s.parent and s.parent.span_id == item.context.span_id]  # type: ignore[union-attr]
-    assert call.kind is SpanKind.CLIENT
-    attributes = dict(call.attributes or {})
-    assert attributes["mcp.method.name"] == "tools/call"
-    assert attributes["gen_ai.tool.name"] == "upper"
+    attributes = check_request_span(call, "upper")
     assert attributes["gen_ai.operation.name"] == "execute_tool"
-    assert attributes["network.transport"] == "pipe"
-    assert attributes["mcp.protocol.version"]
-    assert "error.type" not in attributes
     # The server got the span's context in params._meta (SEP-414), beside the progress token.
     rid = attributes["jsonrpc.request.id"]
     (sent,) = [c for c in harness.calls("s") if str(c.id) == rid]
@@ -155,18 +121,7 @@ async def test_failures_carry_error_type(tmp_path: Path) -> None:
     tracing, exporter, _ = traced()
     outcome = await run_traced(tmp_path, FAILING, Harness({"s": echo_tools}), tracing)
     assert int(outcome.exit_code) == 1
-    spans = exporter.get_finished_spans()
-    calls = named(spans, "tools/call fail")
-    assert len(calls) == 2
-    assert all(c.attributes is not None and c.attributes["error.type"] == "tool_error" for c in calls)
-    assert all(c.status.status_code is StatusCode.ERROR for c in calls)
-    (item,) = named(spans, "item a")
-    assert item.attributes is not None and item.attributes["error.type"] == "tool-error"
-    (step,) = named(spans, "step broken")
-    assert step.status.status_code is StatusCode.ERROR
-    (run,) = named(spans, "run wf")
-    assert run.status.status_code is StatusCode.ERROR and run.attributes is not None
-    assert run.attributes["mcp_run.exit_code"] == 1
+    check_failed_calls(exporter.get_finished_spans(), tool="fail", item="a", step="broken", run="wf", calls=2)
 
 
 async def test_a_resumed_run_links_to_the_attempt_it_continues(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from runner.view.text import (
     group_failures,
     short_key,
 )
+from tests.report_run import SETTLED
 from tests.snapshots import JOURNALS, check, entries
 from tests.support import entry, folded
 
@@ -218,6 +219,24 @@ def test_rich_is_not_imported_without_a_live_view() -> None:
 def test_a_resumed_fanout_counts_reused_items_as_done() -> None:
     lines = lines_of([{"type": "step_started", "step": "convert", "items": 100, "reused": 90}])
     assert lines == ["step convert started: 100 items (90 done earlier)"]
+
+
+def test_a_step_finished_counts_its_reused_and_reconciled_items() -> None:
+    assert "step convert succeeded: 4/4 succeeded (1 reused, 1 reconciled)" in lines_of(SETTLED)
+
+
+def test_the_summary_counts_the_reused_and_the_reconciled() -> None:
+    from runner.cli.report import render_summary
+
+    counts = {"total": 4, "succeeded": 4, "failed": 0, "in_doubt": 0, "skipped": 0}
+    summary = {
+        "status": "succeeded",
+        "duration_s": 2.0,
+        "steps": {"convert": {"status": "succeeded", **counts, "reused": 1, "reconciled": 1}},
+        "failed": [],
+        "in_doubt": [],
+    }
+    assert "4/4 calls done (1 reused, 1 reconciled) in 2.0s" in render_summary(summary)
 
 
 def test_session_events_read_as_sentences_and_stderr_keeps_its_lines() -> None:

@@ -18,6 +18,7 @@ reads an environment variable name too). ``repr`` never shows a secret.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -105,6 +106,21 @@ class AuthConfig:
             return "client_secret_basic"
         return "none"
 
+    def subject_key(self) -> str:
+        """What tells apart, in the process's token cache, the tokens one client obtains for different subjects:
+        the grant (a client's own token is not the token of a person's login with the same client id), and a
+        digest of what names the subject (the enterprise grant's ID token; the jwt-bearer grant's assertion,
+        or the audience of the GitHub Actions token it is fetched as), never the value itself (cache keys are
+        not secrets)."""
+        key = f"#{self.grant}"
+        if self.grant == "enterprise":
+            key += _digest("id-token", self.id_token or "")
+        elif self.grant == "jwt_bearer" and self.assertion:
+            key += _digest("assertion", self.assertion)
+        elif self.grant == "jwt_bearer":
+            key += _digest("github-audience", self.github_audience or "")
+        return key
+
     def secrets(self) -> list[str]:
         """Every secret this configuration holds (to register with the masker)."""
         found = [getattr(self, name) for name in _SECRET_FIELDS]
@@ -118,3 +134,7 @@ class AuthConfig:
                 value = "***" if value else value
             parts.append(f"{f.name}={value!r}")
         return f"AuthConfig({', '.join(parts)})"
+
+
+def _digest(label: str, value: str) -> str:
+    return f"#{label}:{hashlib.sha256(value.encode()).hexdigest()[:16]}"

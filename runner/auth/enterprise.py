@@ -21,7 +21,6 @@ An ID-JAG is short-lived and bound to one audience and resource: a new one is as
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -31,18 +30,11 @@ from runner.auth.errors import AuthFailed
 from runner.auth.http import AuthHttp
 from runner.auth.tokens import token_error
 
-__all__ = ["ID_JAG", "ID_TOKEN", "TOKEN_EXCHANGE", "idp_token_endpoint", "request_id_jag", "subject_key"]
+__all__ = ["ID_JAG", "ID_TOKEN", "TOKEN_EXCHANGE", "idp_token_endpoint", "request_id_jag"]
 
 TOKEN_EXCHANGE: Final = "urn:ietf:params:oauth:grant-type:token-exchange"
 ID_TOKEN: Final = "urn:ietf:params:oauth:token-type:id_token"
 ID_JAG: Final = "urn:ietf:params:oauth:token-type:id-jag"
-
-
-def subject_key(config: AuthConfig) -> str:
-    """What tells apart, in the process's token cache, the tokens of one client for different users: a digest
-    of the ID token (never the token itself: cache keys are not secrets)."""
-    digest = hashlib.sha256((config.id_token or "").encode()).hexdigest()[:16]
-    return f"#id-token:{digest}"
 
 
 async def idp_token_endpoint(http: AuthHttp, config: AuthConfig) -> str:

@@ -8,8 +8,9 @@ server and its metadata. Then it obtains a token by the configured grant, with `
   obtained that is refused at once is not renewed again: ``AuthFailed``;
 - a 403 ``insufficient_scope`` asks for a token with the challenge's scope added, at most
   ``step_up_limit`` times;
-- tokens are cached per issuer, client and resource for the process (:mod:`.tokens`), so the sessions of a
-  run share them; concurrent 401s wait for one renewal (a lock) and re-send with its token.
+- tokens are cached per issuer, client (with the subject it asks for, and the DPoP key a token is bound to)
+  and resource for the process (:mod:`.tokens`), so the sessions of a run share them; concurrent 401s wait
+  for one renewal (a lock) and re-send with its token.
 
 DPoP (RFC 9449, SEP-1932, :mod:`.dpop`): when the authorization server offers it (or ``auth: dpop``
 says so), every token request carries a proof of the run's key and the token issued is bound to it; each
@@ -203,11 +204,13 @@ class OAuthProvider:
         return self.issuer
 
     def _client_key(self) -> str:
+        """The cache's name for whom a token is for: the client, the subject it asks for (one client, many
+        users or workloads: :meth:`AuthConfig.subject_key`), and the DPoP key a token is bound to (a token
+        bound to one key is no use without it, and a server configured ``dpop: false`` takes no bound one)."""
         key = self.client_id or self.config.client_metadata_url or "(dynamic)"
-        if self.config.grant == "enterprise":  # one client, many users: the token is the ID token's user's
-            from runner.auth.enterprise import subject_key
-
-            key += subject_key(self.config)
+        key += self.config.subject_key()
+        if self.dpop is not None:
+            key += f"#dpop:{self.dpop.thumbprint}"
         return key
 
     async def _discover(self, challenge: discovery.Challenge, *, again: bool = False) -> None:

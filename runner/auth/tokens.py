@@ -1,7 +1,9 @@
 """Tokens: reading a token endpoint's answer, and the cache shared by every connection of a process.
 
 The cache is keyed by issuer, client and resource: two servers behind one authorization server with the
-same client share nothing unless they are the same resource. ``repr`` of a token never shows it.
+same client share nothing unless they are the same resource. The client's part names whom the token is for
+(the provider adds the subject a grant asks for and the DPoP key it is bound to, digests, never secrets).
+``repr`` of a token never shows it.
 """
 
 from __future__ import annotations

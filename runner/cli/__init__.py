@@ -172,6 +172,7 @@ def _main(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     json_output = "--json" in _split_server_argv(args_list)[0]
     _never_raise_on_output()
+    options: list[str] = []
     try:
         options, server_argv = _split_server_argv(_as_command(args_list))
         if options == ["--version"]:  # what argparse's version action prints, without building every command
@@ -188,6 +189,10 @@ def _main(argv: Sequence[str] | None) -> int:
             raise UsageError(f"command {args.command!r} is not available yet")
         return handler(args)
     except McpRunError as exc:
+        if json_output and options[:1] == ["validate"]:  # validate's own report, whatever stopped it
+            from runner.cli.run import validate_refused, validate_target
+
+            return validate_refused(validate_target(options[1:]), exc)
         return report_error(exc, json=json_output)
     except KeyboardInterrupt:
         print("mcp-run: interrupted", file=sys.stderr)

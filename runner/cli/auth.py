@@ -43,6 +43,13 @@ def add_auth_options(parser: argparse.ArgumentParser, *, login: bool = False) ->
             "--github-audience", metavar="AUD", help="jwt_bearer: get the workload token from GitHub Actions' OIDC"
         )
         _add_enterprise_options(group)
+        group.add_argument(
+            "--dpop",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="DPoP-bound tokens (RFC 9449), as a workflow's `auth: {dpop: true|false}`: --dpop always, "
+            "--no-dpop never (default: when the authorization server offers them)",
+        )
     group.add_argument("--scope", action="append", default=[], metavar="SCOPE", help="a scope to ask for; repeatable")
     group.add_argument("--issuer", metavar="URL", help="the authorization server (default: the server's first)")
 
@@ -84,6 +91,8 @@ def auth_for(args: argparse.Namespace, url: str, masker: Masker) -> AuthConfig |
     given = _given_secrets(args, masker)
     grant = _grant(args, url, given)
     if grant is None:
+        if args.dpop is not None:
+            raise UsageError("--dpop and --no-dpop need --auth GRANT (or a login stored by `mcp-run login URL`)")
         return None
     return AuthConfig(
         grant=grant,
@@ -99,6 +108,7 @@ def auth_for(args: argparse.Namespace, url: str, masker: Masker) -> AuthConfig |
         idp_issuer=args.idp_issuer,
         idp_client_id=args.idp_client_id,
         idp_client_secret=given["idp_client_secret"],
+        dpop=args.dpop,
     )
 
 

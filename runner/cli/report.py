@@ -35,7 +35,7 @@ from runner.exitcodes import ExitCode, combine
 from runner.jsontext import escape
 from runner.masking import Masker
 from runner.termsafe import terminal
-from runner.view.text import format_group, group_failures, kind_words, one_line, skip_label, where
+from runner.view.text import format_group, group_failures, kept_words, kind_words, one_line, skip_label, where
 from runner.words import plural
 from runner.workflow.plan import Plan
 
@@ -338,10 +338,11 @@ def render_summary(summary: dict[str, Any], *, show: str | None = None) -> str:
     items = sum(s["total"] for s in steps.values())
     done = sum(s["succeeded"] for s in steps.values())
     reused = sum(s.get("reused", 0) for s in steps.values())
+    reconciled = sum(s.get("reconciled", 0) for s in steps.values())
     parts = _step_counts(steps.values())
     lines = [
         f"{summary['status']}: {plural(len(steps), 'step')} ({parts}); "
-        f"{done}/{plural(items, 'call')} done{f' ({reused} reused)' if reused else ''} in {summary['duration_s']:.1f}s"
+        f"{done}/{plural(items, 'call')} done{kept_words(reused, reconciled)} in {summary['duration_s']:.1f}s"
     ]
     lines += _stray_lines(summary.get("stray", {}))
     lines += _throttled_lines(summary.get("throttled", {}))

@@ -250,10 +250,10 @@ def validate_command(args: argparse.Namespace) -> int:
         plan = _load_plan(args, require_inputs=False)
         _servers, errors, warnings = check_launches(plan)
         raise_errors(errors)
-    except WorkflowError as exc:
+    except McpRunError as exc:
         if not args.json:
             raise
-        return _validate_report_error(args.file, exc)
+        return validate_refused(args.file, exc)
     for warning in warnings:
         print(f"mcp-run: warning: {terminal(str(warning))}", file=sys.stderr)
     fan_outs = sum(1 for s in plan.steps.values() if s.fan_out)
@@ -274,16 +274,40 @@ def validate_command(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _validate_report_error(file: str, exc: WorkflowError) -> int:
-    """``validate --json`` of an invalid workflow: the message on stderr, the report (``ok: false``) on stdout."""
+def validate_refused(file: str, exc: McpRunError) -> int:
+    """``validate --json`` that finds a problem (an invalid workflow or input, a usage error, a command line
+    argparse refused): the message on stderr, the report (``ok: false``, each problem located as the error
+    locates it) on stdout; the error's exit code."""
     from runner.jsontext import dumps
     from runner.schemas import Problem, ValidateReport
 
     print(f"mcp-run: error: {terminal(str(exc))}", file=sys.stderr)
-    located = getattr(exc, "errors", None) or [exc]
-    problems = [Problem.model_validate(e, from_attributes=True) for e in located]
+    located = getattr(exc, "errors", None) or ([exc] if isinstance(exc, WorkflowError) else [])
+    problems = [Problem.model_validate(e, from_attributes=True) for e in located] or [
+        Problem.model_validate({"message": str(exc)})
+    ]
     print(dumps(ValidateReport(version=1, ok=False, file=file, errors=problems).model_dump(), indent=2))
     return int(exc.exit_code)
+
+
+def validate_target(words: list[str]) -> str:
+    """The workflow that ``validate``'s arguments ``words`` name ("" when none), read leniently, as the report of
+    a command line that argparse refused can still say which file it was about."""
+    lenient = _Lenient(add_help=False)
+    lenient.add_argument("file", nargs="?", default="")
+    _add_workflow_inputs(lenient)
+    try:
+        named, _rest = lenient.parse_known_args(words)
+    except UsageError:  # an option without its value, at the end: what comes before it may name the file
+        return validate_target(words[:-1]) if words else ""
+    return str(named.file)
+
+
+class _Lenient(argparse.ArgumentParser):
+    """A parser that raises what it cannot read instead of printing usage and exiting."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
 
 
 def plan_command(args: argparse.Namespace) -> int:

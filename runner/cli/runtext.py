@@ -111,6 +111,8 @@ def _head(record: dict[str, Any]) -> str:
 
 
 def _steps(steps: dict[str, dict[str, Any]]) -> str:
+    from runner.view.text import kept_words
+
     if not steps:
         return ""
     lines = ["steps"]
@@ -118,8 +120,8 @@ def _steps(steps: dict[str, dict[str, Any]]) -> str:
     for sid, step in steps.items():
         text = f"  {sid.ljust(width)}  {step['status']}"
         if "items" in step:
-            kept = [f"{step[k]} {k}" for k in ("reused", "reconciled") if step.get(k)]
-            parts = [f"{step['succeeded']} succeeded" + (f" ({', '.join(kept)})" if kept else "")]
+            kept = kept_words(step.get("reused", 0), step.get("reconciled", 0))
+            parts = [f"{step['succeeded']} succeeded{kept}"]
             parts += [f"{step['failed']} failed"] if step["failed"] else []
             parts += [f"{step['in_doubt']} in doubt"] if step["in_doubt"] else []
             text += f"  {plural(step['items'], 'item')}: {', '.join(parts)}"

@@ -169,7 +169,7 @@ def _stdio_target(args: argparse.Namespace) -> tuple[Target, Masker]:
         raise UsageError(f"the server's program after -- is {'empty' if not args.server_argv[0] else 'blank'}")
     if args.header:
         raise UsageError("--header applies to HTTP servers only")
-    if any((args.auth, args.client_id, args.client_secret, args.private_key, args.assertion)):
+    if any((args.auth, args.client_id, args.client_secret, args.private_key, args.assertion)) or args.dpop is not None:
         raise UsageError("--auth and its credentials apply to HTTP servers only")
     env, secrets = _environment(args.env)
     masker = Masker(secrets)

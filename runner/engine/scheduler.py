@@ -52,6 +52,7 @@ from runner.engine.calls.servers import (
     ServerLink,
     answer_policy,
     has_unsafe_calls,
+    throttled_event,
     until_delivered,
 )
 from runner.engine.calls.tools import ToolChecks
@@ -61,7 +62,6 @@ from runner.engine.core.events import (
     DoubtDecided,
     ItemFailed,
     ItemSucceeded,
-    ServerThrottled,
     SessionFailed,
     SessionLost,
     SessionOpened,
@@ -632,16 +632,7 @@ class Scheduler:
         elif isinstance(event, LinkFailed):
             self._log.record(SessionFailed(server=event.server, kind=failure_kind(event.error), error=str(event.error)))
         elif isinstance(event, LinkThrottled):
-            self._log.record(
-                ServerThrottled(
-                    server=event.server,
-                    status=event.status,
-                    pause_s=round(event.pause, 3),
-                    limit=event.limit,
-                    rate=round(event.rate, 3) if event.rate is not None else None,
-                    cut=event.cut or None,
-                )
-            )
+            self._log.record(throttled_event(event))
             if event.cut:
                 self._warn(throttled_line(event))
 

@@ -169,6 +169,7 @@ def _steps(report: RunReportModel) -> str:
         f"<tr><td>{_t(s.id)}</td><td>{_t(s.status)}{': ' + _t(_line(s.reason, 200)) if s.reason else ''}</td>"
         f"<td>{_t(s.server or '-')} / {_t(s.tool or '-')}</td><td class=n>{s.total}</td><td class=n>{s.succeeded}"
         f"</td><td class=n>{s.failed}</td><td class=n>{s.in_doubt}</td><td class=n>{s.reused}</td>"
+        f"<td class=n>{s.reconciled}</td>"
         f"<td class=n>{'-' if s.duration_s is None else f'{s.duration_s:.2f} s'}</td></tr>"
         for s in report.steps
     )
@@ -176,7 +177,7 @@ def _steps(report: RunReportModel) -> str:
     return (
         f"<h2>Steps ({len(report.steps)})</h2>{dag_svg(report)}{note}"
         "<table><tr><th>step</th><th>status</th><th>server / tool</th><th>calls</th><th>succeeded</th>"
-        f"<th>failed</th><th>in doubt</th><th>reused</th><th>duration</th></tr>{rows}</table>"
+        f"<th>failed</th><th>in doubt</th><th>reused</th><th>reconciled</th><th>duration</th></tr>{rows}</table>"
     )
 
 

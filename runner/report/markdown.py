@@ -34,14 +34,14 @@ def markdown(report: RunReportModel) -> str:
         f"Run `{_cell(report.run_id or '-')}`, {_seconds(report.duration_s)}: {counts['succeeded']} succeeded, "
         f"{counts['failed']} failed, {counts['in_doubt']} in doubt of {counts['items']} calls.",
         "",
-        "| step | status | calls | succeeded | failed | in doubt | duration |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| step | status | calls | succeeded | failed | in doubt | reused | reconciled | duration |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for step in report.steps:
         status = step.status + (f": {_cell(step.reason)}" if step.reason else "")
         lines.append(
             f"| {_cell(step.id)} | {status} | {step.total} | {step.succeeded} | {step.failed} | {step.in_doubt} "
-            f"| {_seconds(step.duration_s)} |"
+            f"| {step.reused} | {step.reconciled} | {_seconds(step.duration_s)} |"
         )
     if report.failures:
         lines += ["", f"**Failures** ({sum(max(len(g.items), 1) for g in report.failures)})", ""]

@@ -64,7 +64,8 @@ class ItemRow:
 
 @dataclass(frozen=True, slots=True)
 class StepRow:
-    """One step: its status and its items' counts; ``reason``: why it was skipped, or its own error."""
+    """One step: its status and its items' counts (of the succeeded, ``reused`` were taken from earlier attempts or
+    runs, ``reconciled`` settled by its reconcile tool); ``reason``: why it was skipped, or its own error."""
 
     id: str
     status: str
@@ -75,6 +76,7 @@ class StepRow:
     in_doubt: int
     running: int
     reused: int
+    reconciled: int
     server: str | None
     tool: str | None
     reason: str | None
@@ -337,6 +339,7 @@ def _steps(state: RunState, gather: _Gather, items: tuple[ItemRow, ...], t0: flo
             in_doubt=counts.in_doubt,
             running=counts.running,
             reused=counts.reused,
+            reconciled=step.reconciled,
             server=server,
             tool=tool,
             reason=step.reason,

@@ -57,6 +57,7 @@ SPECS_KEPT = 32  # runs whose definitions a worker keeps (asked again of the run
 CORE_THROTTLE = timedelta(milliseconds=100)  # the worker's max_heartbeat_throttle_interval: under the keeper's
 # interval (0.2 s at least), so the core sends each beat as it is handed over, never a held one later
 NOT_SENT_RETRY = "McpRunNotSentYet"  # the retryable error type: some items of the batch are to be called again
+NOTHING_SENT: dict[str, Any] = {"dispatched": [], "ended": {}}  # markers (heartbeat details) of no dispatch at all
 
 
 @dataclass
@@ -167,9 +168,11 @@ class CallActivities:
         try:
             outcomes = await self.thread.run(attempt)
         except Exception as exc:  # unexpected: a bug, a heartbeat refused... (cancellation is not caught)
-            if not held:
-                raise
-            return await self._lost_attempt(items, held[0], exc, spec, final=final)
+            if held:
+                return await self._lost_attempt(items, held[0], exc, spec, final=final, details=held[0].details())
+            # Never begun (the trio thread is gone): this attempt sent nothing; earlier ones, what their last
+            # recorded heartbeat says (none recorded: none sent, a request goes out only after its mark is).
+            return await self._lost_attempt(items, None, exc, spec, final=final, details=prior or NOTHING_SENT)
         again = [o for o in outcomes if o.get("status") == "retry"]
         if again and not final:
             raise ApplicationError(
@@ -179,18 +182,27 @@ class CallActivities:
         return [settled(o) for o in outcomes]
 
     async def _lost_attempt(
-        self, items: list[dict[str, Any]], markers: Markers, exc: Exception, spec: RunSpec, *, final: bool
+        self,
+        items: list[dict[str, Any]],
+        markers: Markers | None,
+        exc: Exception,
+        spec: RunSpec,
+        *,
+        final: bool,
+        details: Any,
     ) -> list[dict[str, Any]]:
         """An attempt ended by an unexpected exception. Not the last: the ends it knows are recorded (best
         effort) so the next attempt reuses them, and the exception goes to Temporal, which retries. The last
         (or a non-retryable exception): Temporal would give the workflow no heartbeat details, so the activity
-        settles its items itself from its markers (:func:`~runner.temporal.lost.own_outcomes`)."""
+        settles its items itself from ``details`` (:func:`~runner.temporal.lost.own_outcomes`): its markers', or
+        the earlier attempts' when this one never began (``markers`` None)."""
         if not final and not (isinstance(exc, ApplicationError) and exc.non_retryable):
-            with contextlib.suppress(Exception):
-                await self.thread.run(markers.flush)
+            if markers is not None:
+                with contextlib.suppress(Exception):
+                    await self.thread.run(markers.flush)
             raise exc
         masker = self.sessions.masker(spec)
-        outcomes: list[dict[str, Any]] = masker.encode_value(own_outcomes(items, markers.details(), exc))
+        outcomes: list[dict[str, Any]] = masker.encode_value(own_outcomes(items, details, exc))
         activity.logger.warning("the last attempt of a call batch failed; its items are settled from its markers")
         return outcomes
 

@@ -16,7 +16,7 @@ not run, or run and safe to repeat: the activity's next attempt calls it again).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
@@ -30,7 +30,16 @@ from runner.engine.calls.retry import (
     reads_annotations,
     wants_safety,
 )
-from runner.engine.calls.servers import LinkPolicy, ServerLink, answer_policy, has_unsafe_calls, until_delivered
+from runner.engine.calls.servers import (
+    LinkEvent,
+    LinkPolicy,
+    LinkThrottled,
+    ServerLink,
+    answer_policy,
+    has_unsafe_calls,
+    throttled_event,
+    until_delivered,
+)
 from runner.engine.calls.tools import ToolChecks
 from runner.engine.core.vocabulary import FailureKind
 from runner.engine.runctl import env_context, make_opener
@@ -57,17 +66,21 @@ from runner.workflow.plan import Plan, PlannedStep
 if TYPE_CHECKING:
     from runner.engine.telemetry.otel import Tracing
 
-__all__ = ["IN_DOUBT_FOUND", "Batch", "Sessions", "ask_reconcile"]
+__all__ = ["IN_DOUBT_FOUND", "THROTTLES_KEPT", "Batch", "Sessions", "ask_reconcile"]
 
 IN_DOUBT_FOUND: Final = (
     "dispatched by an earlier attempt of its activity (the worker was lost before it ended); not sent again"
 )
+THROTTLES_KEPT: Final = 8  # server_throttled records an outcome carries (its history stays small however often
+# a server refuses the call: one refusing everything for its whole reconnect budget refuses each call hundreds of times)
 
 
 @dataclass
 class _Server:
     link: ServerLink
     limit: trio.CapacityLimiter
+    # server_throttled records of the link (journal form), until the batch whose call was refused takes them
+    heard: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -127,9 +140,15 @@ class Sessions:
         options = session_options(plan, name, policy.connect_timeout, spec.server_log_level, masker)
         if self.tracer is not None:
             options = replace(options, tracer=self.tracer)
-        link = ServerLink(name, lambda: opener(name, options), policy)
+        heard: list[dict[str, Any]] = []
+
+        def on_event(event: LinkEvent) -> None:
+            if isinstance(event, LinkThrottled):  # as the local scheduler journals it
+                heard.append({k: v for k, v in asdict(throttled_event(event)).items() if v is not None})
+
+        link = ServerLink(name, lambda: opener(name, options), policy, on_event=on_event)
         link.start(self.nursery)
-        made = self.servers[key] = _Server(link, trio.CapacityLimiter(planned.server.max_concurrency))
+        made = self.servers[key] = _Server(link, trio.CapacityLimiter(planned.server.max_concurrency), heard)
         return made
 
     def close(self) -> None:
@@ -186,6 +205,7 @@ class Batch:
         self._retry = retry if retry is not None else RetryPolicy()
         self._traced = traced
         self.sent = 0  # requests written by this attempt
+        self._throttles: dict[str, list[dict[str, Any]]] = {}  # per item: the throttles its calls met
 
     async def run(self, on_done: Callable[[], None] | None = None) -> list[dict[str, Any]]:
         outcomes: list[dict[str, Any]] = [{} for _ in self._items]
@@ -221,6 +241,9 @@ class Batch:
         self._markers.progress.done(key)
         if progress is not None:
             out["progress"] = progress  # the workflow journals it before the item's end
+        throttles = self._throttles.pop(key, None)
+        if throttles:
+            out["throttled"] = throttles  # server_throttled records: journaled before the item's end too
         out = dict(masker.encode_value(out))  # secrets masked, and any other mark escaped (even without secrets)
         self._markers.ended(key, out)
         return out
@@ -282,7 +305,11 @@ class Batch:
             except Throttled as exc:
                 # Refused before it ran: the link pauses every call to the server; sent again after the pause,
                 # within the server's reconnect budget (not counted as a lost session).
-                if server.link.throttled(exc, sent_at=sent_at):
+                again = server.link.throttled(exc, sent_at=sent_at)
+                met = self._throttles.setdefault(key, [])
+                met.extend(server.heard[: THROTTLES_KEPT - len(met)])  # what the link heard just now
+                server.heard.clear()
+                if again:
                     await trio.sleep_until(server.link.pace.paused_until)  # (a refused check passed no gate)
                     continue
                 return _failed(exc, await self._verdict(server, None, exc, sent=sent))

@@ -40,6 +40,8 @@ class TrioThread:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self.on_stop: list[Callable[[], Awaitable[None]]] = []  # run in the trio thread before it ends
+        self._watchers: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[BaseException | None]]] = []
+        self._lock = threading.Lock()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._main, name=self._name, daemon=True)
@@ -55,7 +57,12 @@ class TrioThread:
             self._error = exc
         finally:
             self._ready.set()
-            self._stopped.set()
+            with self._lock:
+                self._stopped.set()
+                watchers, self._watchers = self._watchers, []
+            for loop, future in watchers:
+                with contextlib.suppress(RuntimeError):  # that loop is closed
+                    loop.call_soon_threadsafe(_settle, future, self._error)
 
     async def _serve(self) -> None:
         self._token = trio.lowlevel.current_trio_token()
@@ -78,6 +85,18 @@ class TrioThread:
         except trio.RunFinishedError:
             return
         self._stopped.wait(timeout)
+
+    def ended(self) -> asyncio.Future[BaseException | None]:
+        """Done, on the running asyncio loop, when the thread has ended: with the exception that ended it (a
+        task of its nursery failed: every later :meth:`run` fails), or None (:meth:`stop`)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[BaseException | None] = loop.create_future()
+        with self._lock:
+            if self._stopped.is_set():
+                future.set_result(self._error)
+            else:
+                self._watchers.append((loop, future))
+        return future
 
     @property
     def nursery(self) -> trio.Nursery:
@@ -105,16 +124,21 @@ class TrioThread:
                 future.set_result(value)
 
         async def task() -> None:
-            with trio.CancelScope() as scope:
-                scopes.append(scope)
-                try:
-                    value = await fn(*args)
-                except Exception as exc:
-                    loop.call_soon_threadsafe(settle, None, exc, False)
-                    return
-                loop.call_soon_threadsafe(settle, value, None, False)
-                return
-            loop.call_soon_threadsafe(settle, None, None, True)  # cancelled in the trio thread
+            done: list[T] = []
+            error: BaseException | None = None
+            try:
+                with trio.CancelScope() as scope:
+                    scopes.append(scope)
+                    done.append(await fn(*args))
+            except Exception as exc:  # also one raised while being cancelled (the scope took the Cancelled out)
+                error = exc
+            except BaseExceptionGroup as group:  # the thread is stopping: its Cancelled goes on, the rest is the error
+                error, rest = group.split(Exception)
+                if rest is not None:
+                    raise rest from None
+            finally:  # the asyncio side always hears: a value, an error, or cancelled (here or by stop())
+                with contextlib.suppress(RuntimeError):  # its loop is closed: no one is waiting
+                    loop.call_soon_threadsafe(settle, done[0] if done else None, error, not done and error is None)
 
         token.run_sync_soon(nursery.start_soon, task)
         try:
@@ -146,3 +170,8 @@ class TrioThread:
             future.cancel()
             raise
         return future.result()
+
+
+def _settle(future: asyncio.Future[BaseException | None], error: BaseException | None) -> None:
+    if not future.done():
+        future.set_result(error)

@@ -71,6 +71,7 @@ __all__ = [
 ]
 
 POLL: Final = 0.5  # seconds between two queries for new events
+PATIENCE: Final = 120.0  # seconds Temporal may stay unreachable, beyond the SDK's own retries, while a run is followed
 
 
 def workflow_id(run_id: str) -> str:
@@ -159,16 +160,27 @@ def waits_for_decision(state: RunState) -> bool:
 
 
 async def follow(
-    handle: WorkflowHandle[Any, Any], *, on_entry: Callable[[Any], None] | None = None, poll: float = POLL
+    handle: WorkflowHandle[Any, Any],
+    *,
+    on_entry: Callable[[Any], None] | None = None,
+    poll: float = POLL,
+    patience: float = PATIENCE,
 ) -> Followed:
-    """Fold the run's events as they come, until it ends or waits for a decision about items in doubt."""
+    """Fold the run's events as they come, until it ends or waits for a decision about items in doubt.
+
+    Temporal away (a dev server restarting on a loaded machine takes longer than the SDK's retries, ~10 s):
+    the result is asked again, until Temporal has been unreachable for ``patience`` seconds on end (then
+    :class:`TemporalUnreachable`: the run goes on there; following it again picks it up)."""
     state = RunState(keep_results=set())
     seen = 0
+    loop = asyncio.get_running_loop()
+    down_since: float | None = None  # when the result's wait last failed for want of Temporal
 
     async def catch_up() -> None:
-        nonlocal seen
+        nonlocal seen, down_since
         while True:
             batch: list[dict[str, Any]] = await handle.query("events", seen)
+            down_since = None  # it answered
             for obj in batch:
                 entry = decode(shown_fields(obj))  # the events hold encoded text: shown as a person reads it
                 state.apply(entry)
@@ -178,25 +190,32 @@ async def follow(
             if not batch:
                 return
 
-    result_task = asyncio.ensure_future(handle.result())
-    try:
-        while not result_task.done():
-            with contextlib.suppress(RPCError, WorkflowQueryFailedError):
-                await catch_up()  # failing while no worker serves the run yet: the events come later
-            if waits_for_decision(state):
-                stopped = {"run_id": state.run_id, "outputs": state.outputs or {}, "exit_code": state.exit_code}
-                return Followed(state, stopped)
-            await asyncio.wait([result_task], timeout=poll)
+    while True:
+        result_task = asyncio.ensure_future(handle.result())
         try:
-            result: dict[str, Any] = result_task.result()
-        except WorkflowFailureError as exc:  # cancelled, terminated, or timed out
-            raise RunEndedWithoutResult(f"the run ended on Temporal without a result: {exc.cause or exc}") from None
-        except RPCError as exc:  # away longer than the SDK retries: the run goes on there
-            raise TemporalUnreachable(f"lost Temporal while following the run (it goes on there): {exc}") from None
-        with contextlib.suppress(RPCError, WorkflowQueryFailedError):
-            await catch_up()
-    finally:
-        result_task.cancel()
+            while not result_task.done():
+                with contextlib.suppress(RPCError, WorkflowQueryFailedError):
+                    await catch_up()  # failing while no worker serves the run yet: the events come later
+                if waits_for_decision(state):
+                    stopped = {"run_id": state.run_id, "outputs": state.outputs or {}, "exit_code": state.exit_code}
+                    return Followed(state, stopped)
+                await asyncio.wait([result_task], timeout=poll)
+            try:
+                result: dict[str, Any] = result_task.result()
+            except WorkflowFailureError as exc:  # cancelled, terminated, or timed out
+                raise RunEndedWithoutResult(f"the run ended on Temporal without a result: {exc.cause or exc}") from None
+            except RPCError as exc:  # away longer than the SDK retries
+                now = loop.time()
+                down_since = now if down_since is None else down_since
+                if now - down_since < patience:
+                    await asyncio.sleep(poll)
+                    continue  # ask again: the run goes on there, and its events are kept for us
+                raise TemporalUnreachable(f"lost Temporal while following the run (it goes on there): {exc}") from None
+            with contextlib.suppress(RPCError, WorkflowQueryFailedError):
+                await catch_up()
+            break
+        finally:
+            result_task.cancel()
     return Followed(state, result)
 
 

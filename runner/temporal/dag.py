@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from runner.engine.core.events import (
         JOURNAL_FORMAT,
         AnyEvent,
+        BadEvent,
         DoubtDecided,
         Entry,
         ItemFailed,
@@ -46,6 +47,8 @@ with workflow.unsafe.imports_passed_through():
         RunResumed,
         RunStarted,
         RunStopped,
+        ServerThrottled,
+        decode,
         encode,
     )
     from runner.engine.core.items import ArgsFailed, ItemAction, awaiting_decision, rendered_args, settled_entry
@@ -494,6 +497,7 @@ class DagWorkflow:
 
     def _apply(self, ps: PlannedStep, call: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any] | None:
         key, index = call["key"], call["index"]
+        self._throttled(outcome.get("throttled"))
         self._progress(ps, key, outcome.get("progress"))
         status = outcome.get("status")
         result = outcome.get("result")
@@ -511,6 +515,18 @@ class DagWorkflow:
         error = str(outcome.get("error") or "")
         self._failed(ps, index, key, kind, error, result)
         return item_entry("failed", error, result)
+
+    def _throttled(self, records: Any) -> None:
+        """The throttles an item's calls met (``server_throttled`` records, as the worker's link heard them,
+        :func:`~runner.engine.calls.servers.throttled_event`): journaled before the item's end. No command
+        comes of them, so histories of before replay unchanged (an outcome without them journals none)."""
+        for record in records if isinstance(records, list) else ():
+            try:
+                event = decode({**record, "seq": 1, "ts": ""}).event  # checked as a journal line is
+            except (BadEvent, TypeError):
+                continue  # only ever written by the worker: not expected
+            if isinstance(event, ServerThrottled):
+                self._emit(event)
 
     def _progress(self, ps: PlannedStep, key: str, progress: Any, *, running: bool = False) -> None:
         """The item's latest progress notification, as the worker returned it or signalled it while the item

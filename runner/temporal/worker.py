@@ -13,19 +13,20 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from temporalio.client import Client
 from temporalio.worker import Worker
 
 from runner.engine.telemetry import from_env as tracing_from_env
-from runner.errors import first_line
+from runner.errors import McpRunError, first_line
 from runner.temporal.activities import CORE_THROTTLE, CallActivities
 from runner.temporal.batch import Sessions
 from runner.temporal.bridge import TrioThread
 from runner.temporal.client import TemporalUnreachable, connect
 from runner.temporal.dag import DagWorkflow
 from runner.temporal.fanout import FanOutWorkflow
+from runner.temporal.lost import first_words
 from runner.temporal.tracing import interceptor
 
 if TYPE_CHECKING:
@@ -74,15 +75,22 @@ async def serve(address: str, task_queue: str, *, ready: Callable[[], None] | No
     main = threading.current_thread() is threading.main_thread()
     if main:
         loop.add_signal_handler(signal.SIGTERM, stop.set)
+    ended: asyncio.Future[Any] = thread.ended()  # (Any: asyncio.wait takes futures of one type)
+    stopping: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
     try:
         async with worker:
             if ready is not None:
                 ready()
-            await stop.wait()
+            await asyncio.wait([stopping, ended], return_when=asyncio.FIRST_COMPLETED)
+            if ended.done():  # a bug: every activity would fail here; another worker (or this one restarted) can serve
+                error = ended.result()
+                why = first_words(error) if error is not None else "it stopped"
+                raise McpRunError(f"the worker's session thread ended ({why}): the worker stops; start it again")
     except RuntimeError as exc:  # the SDK's "Worker failed": its pollers gave up (Temporal gone for too long)
         cause = exc.__cause__ or exc
         raise TemporalUnreachable(f"the worker stopped, Temporal at {address} lost: {first_line(cause)}") from None
     finally:
+        stopping.cancel()
         if main:
             loop.remove_signal_handler(signal.SIGTERM)
         thread.stop()

@@ -116,8 +116,9 @@ def _fan_out_cells(step: StepState, now: float, frame: int, bar_width: int) -> t
         count.append(f" {counts.failed}✗", style="red")
     if counts.in_doubt:
         count.append(f" {counts.in_doubt}?", style="yellow")
-    if step.reused:
-        count.append(f" {step.reused} reused", style="dim")
+    for kept, word in ((step.reused, "reused"), (step.reconciled, "reconciled")):
+        if kept:
+            count.append(f" {kept} {word}", style="dim")
     rate, eta = rate_and_eta(step, now)
     speed = Text(f"{rate:.1f}/s" if rate is not None else "", style="dim")
     if eta is not None:

@@ -53,6 +53,7 @@ from runner.view.text import (
     format_log,
     format_session,
     github_error,
+    kept_words,
     level_index,
     one_line,
     ts_seconds,
@@ -119,8 +120,7 @@ def finished_detail(step: StepState, error: str | None = None) -> str:
             text += f", {counts.failed} failed"
         if counts.in_doubt:
             text += f", {counts.in_doubt} in doubt"
-        if step.reused:
-            text += f" ({step.reused} reused)"
+        text += kept_words(step.reused, step.reconciled)
     if error:
         text += f": {one_line(error)}"
     return text

@@ -37,6 +37,7 @@ __all__ = [
     "format_session",
     "github_error",
     "group_failures",
+    "kept_words",
     "kind_words",
     "level_index",
     "one_line",
@@ -55,6 +56,13 @@ def dispatch(view: object, entry: Entry) -> None:
     handler: Callable[[Entry], None] | None = getattr(view, f"_on_{entry.event.type}", None)
     if handler is not None:
         handler(entry)
+
+
+def kept_words(reused: int, reconciled: int) -> str:
+    """``" (10 reused, 2 reconciled)"``: of an item count's succeeded, those taken from earlier attempts or runs
+    and those its reconcile tool settled as done; empty when neither."""
+    kept = [f"{n} {word}" for n, word in ((reused, "reused"), (reconciled, "reconciled")) if n]
+    return f" ({', '.join(kept)})" if kept else ""
 
 
 def kind_words(kind: Any) -> str:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +27,16 @@ BIN = Path(sys.executable).parent
 """The test interpreter's scripts directory, put first on the subprocesses' PATH (``mcp-run`` itself)."""
 MODES = ROOT / "tests" / "fakes" / "mcp_modes.py"
 """The stdio fake server whose behaviour is chosen by its first argument (its docstring lists the modes)."""
+SDK_PEER = ROOT / "tests" / "peers" / "sdk_server.py"
+"""The official SDK's test server: its ``count`` tool appends the item's key to a file (fsynced) once per
+execution, the ground truth of what ran; ``counted`` says whether the file holds a key."""
+
+OAUTH_SERVER = ROOT / "tests" / "fakes" / "oauth_server.py"
+"""The loopback protected MCP server, its authorization server and an enterprise IdP (its docstring)."""
+OAUTH_SECRET = "loopback-client-secret-4711"
+"""The secret of the client ``ci-bot`` at :data:`OAUTH_SERVER`."""
+OAUTH_ID_TOKEN = "eyJhbGciOiJFUzI1NiJ9.alice-signed-in-at-the-idp.c2ln"
+"""The ID token :data:`OAUTH_SERVER`'s IdP exchanges for an ID-JAG (any other it refuses)."""
 
 
 def environment() -> dict[str, str]:
@@ -131,3 +144,99 @@ def wait_for_dispatches(tmp: Path, n: int) -> None:
             return
         time.sleep(0.01)  # polling a file another process writes; bounded
     raise AssertionError("the runner never dispatched")
+
+
+@contextmanager
+def oauth_server(tmp: Path) -> Iterator[tuple[str, Path]]:
+    """:data:`OAUTH_SERVER` on a loopback port of its choosing, until the block ends: its origin
+    (``http://127.0.0.1:PORT``), and the file it appends every token it issues to (``<tmp>/issued-tokens.txt``),
+    so a test can look for them where they must not be."""
+    tokens = tmp / "issued-tokens.txt"
+    env = {
+        **os.environ,
+        "OAUTH_TEST_SECRET": OAUTH_SECRET,
+        "OAUTH_TEST_TOKENS": str(tokens),
+        "OAUTH_TEST_ID_TOKEN": OAUTH_ID_TOKEN,
+    }
+    process = subprocess.Popen(
+        [sys.executable, str(OAUTH_SERVER)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    )
+    try:
+        assert process.stdout is not None
+        origin = process.stdout.readline().strip()
+        assert origin.startswith("http://127.0.0.1:"), origin
+        yield origin, tokens
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def everything_written(tmp: Path) -> str:
+    """The text of every file in ``<tmp>/state`` (a run's journal, results, reports), joined."""
+    return "\n".join(
+        path.read_text(encoding="utf-8", errors="replace") for path in (tmp / "state").rglob("*") if path.is_file()
+    )
+
+
+def counting_peer(count_file: Path, *, max_concurrency: int, guard: Path | None = None) -> str:
+    """The YAML of server ``peer`` (under ``servers:``): :data:`SDK_PEER` over stdio, counting into
+    ``count_file``; ``guard``: it starts only while that file exists (a test removes it to make the server
+    unreachable)."""
+    command = [sys.executable, str(SDK_PEER), "stdio", "--count-file", str(count_file)]
+    if guard is not None:
+        command = ["sh", "-c", 'test -e "$0" && exec "$@"', str(guard), *command]
+    return f"  peer:\n    command: {json.dumps(command)}\n    max_concurrency: {max_concurrency}\n"
+
+
+KEY_ARGS = '{key: "${{ item }}"}'
+"""The arguments of a ``count`` call: the item as its key."""
+
+
+def count_fan_out(tmp: Path, items: list[str], *, peer: str, args: str = KEY_ARGS, step_extra: str = "") -> Path:
+    """``<tmp>/batch.yaml``: step ``each`` calls server ``peer``'s ``count`` once per item of input ``items``
+    (written to ``<tmp>/inputs.json``, for ``--inputs-file``), keyed by the item, with ``args`` and the step's
+    ``step_extra`` lines; ``peer``: the server's YAML (:func:`counting_peer`)."""
+    (tmp / "inputs.json").write_text(json.dumps({"items": items}))
+    workflow = tmp / "batch.yaml"
+    workflow.write_text(
+        f"""version: 1
+servers:
+{peer}inputs:
+  items: {{type: array}}
+steps:
+  each:
+    server: peer
+    tool: count
+    for_each: ${{{{ inputs.items }}}}
+    key: ${{{{ item }}}}
+    args: {args}
+{step_extra}"""
+    )
+    return workflow
+
+
+@contextmanager
+def throttled_server(rate: float = 20, burst: int = 5, retry_after: float = 1) -> Iterator[str]:
+    """:mod:`tests.fakes.throttled_http` on loopback (``rate`` calls a second, ``burst`` saved, the rest answered 429
+    with ``Retry-After: retry_after``): its MCP URL (its ``/stats`` beside it) while the block runs."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.throttled_http", "--rate", str(rate), "--burst", str(burst),
+         "--retry-after", str(retry_after)],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()  # printed once it accepts connections (or empty if it died)
+        found = re.search(r"http://\S+", line)
+        assert found, line
+        yield found.group(0)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        if process.stderr is not None:
+            process.stderr.close()

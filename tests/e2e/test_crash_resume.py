@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.support import ROOT, environment, journal_events, run_and_kill_at
+from tests.e2e.support import ROOT, count_fan_out, counting_peer, environment, journal_events, run_and_kill_at
 
 pytestmark = pytest.mark.integration
 
@@ -29,28 +29,8 @@ ITEMS = 500
 def write_workflow(tmp: Path, *, idempotent: bool) -> tuple[Path, Path]:
     count_file = tmp / "executions.txt"
     items = [f"item-{i:03d}" for i in range(ITEMS)]
-    (tmp / "inputs.json").write_text(json.dumps({"items": items}))
-    workflow = tmp / "batch.yaml"
-    workflow.write_text(
-        f"""
-version: 1
-servers:
-  peer:
-    command: [{json.dumps(sys.executable)}, {json.dumps(str(ROOT / "tests/peers/sdk_server.py"))},
-              stdio, --count-file, {json.dumps(str(count_file))}]
-    max_concurrency: 8
-inputs:
-  items: {{type: array}}
-steps:
-  each:
-    server: peer
-    tool: count
-    for_each: ${{{{ inputs.items }}}}
-    key: ${{{{ item }}}}
-    args: {{key: "${{{{ item }}}}"}}
-    idempotent: {str(idempotent).lower()}
-"""
-    )
+    peer = counting_peer(count_file, max_concurrency=8)
+    workflow = count_fan_out(tmp, items, peer=peer, step_extra=f"    idempotent: {str(idempotent).lower()}\n")
     return workflow, count_file
 
 

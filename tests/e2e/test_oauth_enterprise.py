@@ -6,21 +6,16 @@ console, in ``--json`` or in the run's files. An ID token the IdP refuses fails 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.support import ROOT, mcp_run
+from tests.e2e.support import OAUTH_ID_TOKEN as ID_TOKEN
+from tests.e2e.support import OAUTH_SECRET as SECRET
+from tests.e2e.support import everything_written, mcp_run
 
 pytestmark = pytest.mark.integration
 
-SECRET = "loopback-client-secret-4711"
-ID_TOKEN = "eyJhbGciOiJFUzI1NiJ9.alice-signed-in-at-the-idp.c2ln"
-SERVER = ROOT / "tests" / "fakes" / "oauth_server.py"
 
 WORKFLOW = """\
 version: 1
@@ -42,39 +37,14 @@ steps:
 """
 
 
-@pytest.fixture
-def loopback(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    tokens = tmp_path / "issued-tokens.txt"
-    env = {**os.environ, "OAUTH_TEST_SECRET": SECRET, "OAUTH_TEST_TOKENS": str(tokens), "OAUTH_TEST_ID_TOKEN": ID_TOKEN}
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
-    )
-    try:
-        assert process.stdout is not None
-        origin = process.stdout.readline().strip()
-        assert origin.startswith("http://127.0.0.1:"), origin
-        yield origin, tokens
-    finally:
-        process.kill()
-        process.wait(timeout=10)
-        if process.stdout is not None:
-            process.stdout.close()
-
-
-def _everything_written(tmp_path: Path) -> str:
-    return "\n".join(
-        path.read_text(encoding="utf-8", errors="replace") for path in (tmp_path / "state").rglob("*") if path.is_file()
-    )
-
-
 def _workflow(tmp_path: Path, origin: str) -> Path:
     workflow = tmp_path / "flow.yaml"
     workflow.write_text(WORKFLOW.format(origin=origin), encoding="utf-8")
     return workflow
 
 
-def test_the_enterprise_grant_runs_and_shows_no_secret(loopback: tuple[str, Path], tmp_path: Path) -> None:
-    origin, tokens = loopback
+def test_the_enterprise_grant_runs_and_shows_no_secret(oauth_loopback: tuple[str, Path], tmp_path: Path) -> None:
+    origin, tokens = oauth_loopback
     env = {"OAUTH_CLIENT_SECRET": SECRET, "IDP_ID_TOKEN": ID_TOKEN}
     state = str(tmp_path / "state")
     result = mcp_run(str(_workflow(tmp_path, origin)), "--state-dir", state, "--json", env=env, timeout=90)
@@ -82,27 +52,27 @@ def test_the_enterprise_grant_runs_and_shows_no_secret(loopback: tuple[str, Path
     assert "hello" in result.stdout
     issued = tokens.read_text(encoding="utf-8").split()
     assert any(t.startswith("id-jag-") for t in issued) and any(t.startswith("access-") for t in issued)
-    written = _everything_written(tmp_path)
+    written = everything_written(tmp_path)
     for text in (result.stdout, result.stderr, written):
         for secret in (SECRET, ID_TOKEN, *issued):
             assert secret not in text
             assert json.dumps(secret)[1:-1] not in text
 
 
-def test_an_id_token_the_idp_refuses_fails_clearly(loopback: tuple[str, Path], tmp_path: Path) -> None:
-    origin, _ = loopback
+def test_an_id_token_the_idp_refuses_fails_clearly(oauth_loopback: tuple[str, Path], tmp_path: Path) -> None:
+    origin, _ = oauth_loopback
     stale = "eyJhbGciOiJFUzI1NiJ9.an-expired-sign-in.c2ln"
     env = {"OAUTH_CLIENT_SECRET": SECRET, "IDP_ID_TOKEN": stale}
     result = mcp_run(str(_workflow(tmp_path, origin)), "--state-dir", str(tmp_path / "state"), env=env, timeout=90)
     assert result.returncode == 4, (result.stdout, result.stderr)
     output = result.stdout + result.stderr
     assert "the IdP refused the token exchange for an ID-JAG (400, invalid_grant: the ID token has expired)" in output
-    assert stale not in output + _everything_written(tmp_path)
+    assert stale not in output + everything_written(tmp_path)
     assert "Traceback" not in result.stderr
 
 
-def test_call_takes_the_enterprise_grant_as_flags(loopback: tuple[str, Path], tmp_path: Path) -> None:
-    origin, tokens = loopback
+def test_call_takes_the_enterprise_grant_as_flags(oauth_loopback: tuple[str, Path], tmp_path: Path) -> None:
+    origin, tokens = oauth_loopback
     env = {"OAUTH_CLIENT_SECRET": SECRET, "IDP_ID_TOKEN": ID_TOKEN}
     flags = ["--auth", "enterprise", "--client-id", "ci-bot", "--client-secret", "$OAUTH_CLIENT_SECRET"]
     flags += ["--id-token", "$IDP_ID_TOKEN", "--idp-token-url", f"{origin}/idp/token", "--idp-client-id", "agent"]

@@ -14,7 +14,6 @@ from pathlib import Path
 import httpx2
 
 from tests.e2e.support import BIN, ROOT, mcp_run
-from tests.e2e.test_oauth_loopback import loopback  # noqa: F401  (the fixture)
 
 
 def _login(url: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -43,8 +42,8 @@ def _login(url: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(process.args, process.returncode, out, "".join(lines) + err)
 
 
-def test_login_then_silent_refresh_then_logout(loopback: tuple[str, Path], tmp_path: Path) -> None:  # noqa: F811
-    origin, tokens = loopback
+def test_login_then_silent_refresh_then_logout(oauth_loopback: tuple[str, Path], tmp_path: Path) -> None:
+    origin, tokens = oauth_loopback
     url = f"{origin}/mcp"
     store = tmp_path / "user-state" / "tokens.json"
     env = {"MCP_RUN_TOKEN_STORE": str(store)}

@@ -15,38 +15,18 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.support import journal_events, run_and_kill_at, run_cli
-from tests.integration.peers import SDK_SERVER
+from tests.e2e.support import count_fan_out, counting_peer, journal_events, run_and_kill_at, run_cli
 
 pytestmark = pytest.mark.integration
 
 
-def write(tmp: Path, *, items: list[str], step_extra: str = "", server_extra: str = "") -> tuple[Path, Path]:
+def write(tmp: Path, *, items: list[str], step_extra: str = "") -> tuple[Path, Path]:
+    """The fan-out of ``items`` on the counting peer, which starts only while ``<tmp>/server-enabled`` exists;
+    item ``hang`` takes 30 s, the others 0.05 s."""
     count_file = tmp / "executions.txt"
-    (tmp / "inputs.json").write_text(json.dumps({"items": items}))
-    workflow = tmp / "batch.yaml"
-    workflow.write_text(
-        f"""
-version: 1
-servers:
-  peer:
-    command: [sh, -c, 'test -e "$0" && exec "$@"', {json.dumps(str(tmp / "server-enabled"))},
-              {json.dumps(sys.executable)}, {json.dumps(str(SDK_SERVER))}, stdio,
-              --count-file, {json.dumps(str(count_file))}]
-    max_concurrency: 2
-{server_extra}
-inputs:
-  items: {{type: array}}
-steps:
-  each:
-    server: peer
-    tool: count
-    for_each: ${{{{ inputs.items }}}}
-    key: ${{{{ item }}}}
-    args: {{key: "${{{{ item }}}}", delay: "${{{{ item == 'hang' && `30` || `0.05` }}}}"}}
-{step_extra}
-"""
-    )
+    peer = counting_peer(count_file, max_concurrency=2, guard=tmp / "server-enabled")
+    args = """{key: "${{ item }}", delay: "${{ item == 'hang' && `30` || `0.05` }}"}"""
+    workflow = count_fan_out(tmp, items, peer=peer, args=args, step_extra=step_extra)
     (tmp / "server-enabled").touch()
     return workflow, count_file
 

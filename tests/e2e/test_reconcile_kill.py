@@ -17,41 +17,27 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.support import ROOT, environment, journal_events, run_and_kill_at
+from tests.e2e.support import count_fan_out, counting_peer, environment, journal_events, run_and_kill_at
 
 pytestmark = pytest.mark.integration
 
 ITEMS = 200
 
 
-def write_workflow(tmp: Path) -> tuple[Path, Path]:
-    count_file = tmp / "executions.txt"
-    (tmp / "inputs.json").write_text(json.dumps({"items": [f"item-{i:03d}" for i in range(ITEMS)]}))
-    workflow = tmp / "batch.yaml"
-    workflow.write_text(
-        f"""
-version: 1
-servers:
-  peer:
-    command: [{json.dumps(sys.executable)}, {json.dumps(str(ROOT / "tests/peers/sdk_server.py"))},
-              stdio, --count-file, {json.dumps(str(count_file))}]
-    max_concurrency: 8
-inputs:
-  items: {{type: array}}
-steps:
-  each:
-    server: peer
-    tool: count
-    for_each: ${{{{ inputs.items }}}}
-    key: ${{{{ item }}}}
-    args: {{key: "${{{{ item }}}}", delay: 0.02}}
+RECONCILE = """\
     reconcile:
       tool: counted
-      args: {{key: "${{{{ args.key }}}}"}}
-      done: ${{{{ result.json.counted }}}}
+      args: {key: "${{ args.key }}"}
+      done: ${{ result.json.counted }}
       idempotent: true
 """
-    )
+
+
+def write_workflow(tmp: Path) -> tuple[Path, Path]:
+    count_file = tmp / "executions.txt"
+    items = [f"item-{i:03d}" for i in range(ITEMS)]
+    peer = counting_peer(count_file, max_concurrency=8)
+    workflow = count_fan_out(tmp, items, peer=peer, args='{key: "${{ item }}", delay: 0.02}', step_extra=RECONCILE)
     return workflow, count_file
 
 

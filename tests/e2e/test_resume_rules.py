@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.support import ROOT, environment, journal_events, run_and_kill_at, run_cli
+from tests.e2e.support import ROOT, counting_peer, environment, journal_events, run_and_kill_at, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -137,11 +137,7 @@ def test_env_values_in_inputs_and_json_like_secrets_survive_a_resume(
         f"""
 version: 1
 servers:
-  peer:
-    command: [{json.dumps(sys.executable)}, {json.dumps(str(ROOT / "tests/peers/sdk_server.py"))},
-              stdio, --count-file, {json.dumps(str(count))}]
-    max_concurrency: 2
-inputs:
+{counting_peer(count, max_concurrency=2)}inputs:
   out: {{type: string}}
   items: {{type: array, default: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]}}
 steps:

@@ -8,42 +8,15 @@ the whole 300 items); this one checks the wire (429, Retry-After, the body) end 
 from __future__ import annotations
 
 import json
-import re
-import subprocess
-import sys
 import time
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.support import ROOT, run_cli
+from tests.e2e.support import run_cli, throttled_server
 
 ITEMS = 60
-
-
-@contextmanager
-def throttled_server() -> Iterator[str]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.throttled_http", "--rate", "20", "--burst", "5", "--retry-after", "1"],
-        cwd=ROOT,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert process.stderr is not None
-        line = process.stderr.readline()  # printed once it accepts connections (or empty if it died)
-        found = re.search(r"http://\S+", line)
-        assert found, line
-        yield found.group(0)
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        if process.stderr is not None:
-            process.stderr.close()
 
 
 @pytest.mark.slow  # about 7 s on the real clock: a second's pause, then the server's pace

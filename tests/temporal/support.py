@@ -102,7 +102,7 @@ async def start_worker(address: str, queue: str) -> asyncio.subprocess.Process:
         preexec_fn=sigint_default,  # tests stop it with SIGINT
     )  # fmt: skip
     assert proc.stderr is not None
-    line = await asyncio.wait_for(proc.stderr.readline(), 30)
+    line = await asyncio.wait_for(proc.stderr.readline(), 90)  # (a loaded machine: the SDK import and connect are slow)
     assert b"worker on task queue" in line, line
     WORKER_LOGS[proc.pid] = log = [line.decode()]
     _DRAINS.add(asyncio.ensure_future(_drain(proc.stderr, log)))  # a full pipe would block the worker

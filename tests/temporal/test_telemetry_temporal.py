@@ -12,7 +12,6 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind, StatusCode
 
 from runner.engine.core.outcome import Outcome
 from runner.engine.run import RunOptions
@@ -20,8 +19,8 @@ from runner.engine.telemetry.otel import Tracing
 from runner.engines import RunRequest, TemporalOptions
 from runner.temporal.engine import TemporalEngine
 from runner.temporal.worker import start_worker
+from tests.spans import check_failed_calls, check_request_span, child_names, named, tree
 from tests.temporal.support import dev_server, fan_out_workflow, target_of
-from tests.test_telemetry import child_names, named, tree
 
 pytestmark = pytest.mark.slow
 
@@ -75,13 +74,7 @@ def test_a_run_on_temporal_is_the_tree_of_a_local_run(tmp_path: Path) -> None:
     assert step.start_time is not None and item.start_time is not None and step.start_time <= item.start_time
 
     (call,) = [s for s in named(ours, "tools/call echo") if _child_of(s, item)]
-    assert call.kind is SpanKind.CLIENT
-    attributes = dict(call.attributes or {})
-    assert attributes["mcp.method.name"] == "tools/call"
-    assert attributes["gen_ai.tool.name"] == "echo"
-    assert attributes["network.transport"] == "pipe"
-    assert attributes["mcp.protocol.version"]
-    assert "error.type" not in attributes
+    check_request_span(call, "echo")
     # Temporal's own spans (the interceptor's) are in the same trace, under the run.
     assert any(name.startswith("StartWorkflow:") for name in child_names(ours, run))
     assert any(s.name.startswith("RunActivity:") for s in ours)
@@ -105,21 +98,9 @@ def test_the_server_receives_the_request_spans_traceparent(tmp_path: Path) -> No
 
 
 def test_failures_carry_error_type_on_temporal_too(tmp_path: Path) -> None:
-    """As tests/test_telemetry.py::test_failures_carry_error_type: the request's ``error.type`` is
-    ``tool_error``, the item's the failure kind, and the step and run spans are errors."""
+    """As tests/test_telemetry.py::test_failures_carry_error_type (the same checks): the request's
+    ``error.type`` is ``tool_error``, the item's the failure kind, and the step and run spans are errors."""
     exporter = InMemorySpanExporter()
     outcome = run_traced(fan_out_workflow(tmp_path, 2, mode="tool-error"), exporter)
     assert int(outcome.exit_code) == 1
-    spans = exporter.get_finished_spans()
-    calls = named(spans, "tools/call echo")
-    assert len(calls) == 2
-    assert all(c.attributes is not None and c.attributes["error.type"] == "tool_error" for c in calls)
-    assert all(c.status.status_code is StatusCode.ERROR for c in calls)
-    (item,) = named(spans, "item k0000")
-    assert item.attributes is not None and item.attributes["error.type"] == "tool-error"
-    assert item.status.status_code is StatusCode.ERROR
-    (step,) = named(spans, "step call")
-    assert step.status.status_code is StatusCode.ERROR
-    (run,) = named(spans, "run fan-out")
-    assert run.status.status_code is StatusCode.ERROR and run.attributes is not None
-    assert run.attributes["mcp_run.exit_code"] == 1
+    check_failed_calls(exporter.get_finished_spans(), tool="echo", item="k0000", step="call", run="fan-out", calls=2)

@@ -49,6 +49,7 @@ from runner.backoff import Backoff
 from runner.engine.calls.current import CURRENT_ITEM
 from runner.engine.calls.pace import Gate, Pace
 from runner.engine.calls.retry import is_safe_to_repeat
+from runner.engine.core.events import ServerThrottled
 from runner.errors import (
     ConnectFailed,
     McpRunError,
@@ -75,6 +76,7 @@ __all__ = [
     "ServerLink",
     "answer_policy",
     "has_unsafe_calls",
+    "throttled_event",
     "until_delivered",
 ]
 
@@ -176,6 +178,19 @@ class LinkThrottled:
 
 
 LinkEvent = LinkOpened | LinkLost | LinkRetrying | LinkFailed | LinkThrottled
+
+
+def throttled_event(event: LinkThrottled) -> ServerThrottled:
+    """The journal's record of a throttle (``server_throttled``), whichever executor heard it: the local
+    scheduler journals it as it happens, the Temporal worker returns it with the outcome of the call refused."""
+    return ServerThrottled(
+        server=event.server,
+        status=event.status,
+        pause_s=round(event.pause, 3),
+        limit=event.limit,
+        rate=round(event.rate, 3) if event.rate is not None else None,
+        cut=event.cut or None,
+    )
 
 
 class ServerUnreachable(ConnectFailed):

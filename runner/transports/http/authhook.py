@@ -8,6 +8,9 @@ or 403 means the server refused the request before running it, so sending it aga
 with a proof carrying the nonce a DPoP server asked for (``use_dpop_nonce``), is safe: that re-send happens
 inside ``send`` and the session never sees the refusal. When the hook cannot authorize it raises an error
 that says the request was not sent (a ``ConnectFailed``), never one that puts the call in doubt.
+
+:func:`answer_refusal` is how every request of the transport hands a refusal to the hook: a POST, the GET
+that resumes a request's stream, and the session's standalone GET stream.
 """
 
 from __future__ import annotations
@@ -15,10 +18,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final, Protocol
 
-__all__ = ["MAX_AUTH_RETRIES", "AuthHook"]
+__all__ = ["MAX_AUTH_RETRIES", "AuthHook", "answer_refusal"]
 
 MAX_AUTH_RETRIES: Final = 4
-"""Re-sends of one POST after 401/403 (the hook has its own, smaller limits; this bounds a faulty one)."""
+"""Re-sends of one request after 401/403 (the hook has its own, smaller limits; this bounds a faulty one)."""
+
+_SENT: Final = ("Authorization", "DPoP")
+"""The headers of a request that the hook gave it (:meth:`AuthHook.headers`)."""
 
 
 class AuthHook(Protocol):
@@ -39,3 +45,15 @@ class AuthHook(Protocol):
     def nonce(self, dpop_nonce: str) -> None:
         """An accepted request's answer carried ``DPoP-Nonce``: the nonce to put in the next proofs."""
         ...
+
+
+async def answer_refusal(auth: AuthHook, status: int, answer: Mapping[str, str], sent: Mapping[str, str]) -> bool:
+    """Hand a 401 or 403 to ``auth``: ``answer`` is the response's headers (looked up by lower-case name),
+    ``sent`` the refused request's (what of them the hook gave it is passed on). True when new headers are
+    ready and the request should be sent again (:meth:`AuthHook.challenged`); may raise ``ConnectFailed``."""
+    return await auth.challenged(
+        status,
+        answer.get("www-authenticate"),
+        {name: value for name, value in sent.items() if name in _SENT},
+        answer.get("dpop-nonce"),
+    )

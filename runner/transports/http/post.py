@@ -30,7 +30,7 @@ from runner.errors import (
     TransportError,
 )
 from runner.protocol.jsonrpc import ErrorResponse, decode
-from runner.transports.http.authhook import MAX_AUTH_RETRIES
+from runner.transports.http.authhook import MAX_AUTH_RETRIES, answer_refusal
 from runner.transports.http.body import ACCEPT_POST, aclose_response, content_type, read_error_body
 from runner.transports.http.classify import (
     Action,
@@ -54,14 +54,11 @@ class _Challenged(Exception):
     """The server answered 401 or 403 and an auth hook is configured: ``error`` is what the caller sees
     when the hook gives up. The request was refused before it ran: sending it again is safe."""
 
-    def __init__(
-        self, error: HTTPStatusError, www_authenticate: str | None, dpop_nonce: str | None, sent: Mapping[str, str]
-    ) -> None:
+    def __init__(self, error: HTTPStatusError, answer: Mapping[str, str], sent: Mapping[str, str]) -> None:
         super().__init__(str(error))
         self.error = error
-        self.www_authenticate = www_authenticate
-        self.dpop_nonce = dpop_nonce
-        self.sent = sent
+        self.answer = answer  # the response's headers
+        self.sent = sent  # the request's
 
 
 class _RateLimited(Exception):
@@ -111,8 +108,8 @@ class Poster:
                 challenges += 1
                 assert p.auth is not None
                 status = challenge.error.status_code
-                if challenges > MAX_AUTH_RETRIES or not await p.auth.challenged(
-                    status, challenge.www_authenticate, challenge.sent, challenge.dpop_nonce
+                if challenges > MAX_AUTH_RETRIES or not await answer_refusal(
+                    p.auth, status, challenge.answer, challenge.sent
                 ):
                     raise challenge.error from None
                 continue
@@ -174,12 +171,7 @@ class Poster:
         if isinstance(status_error, HTTPStatusError):
             status_error.rpc_error = rpc_error
         if challenge and isinstance(refused, HTTPStatusError):
-            raise _Challenged(
-                refused,
-                response.headers.get("www-authenticate"),
-                response.headers.get("dpop-nonce"),
-                {k: v for k, v in headers.items() if k in ("Authorization", "DPoP")},
-            )
+            raise _Challenged(refused, response.headers, headers)
         raise refused
 
     def _not_sent_or_lost(self, exc: Exception) -> TransportError:

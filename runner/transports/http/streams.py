@@ -8,7 +8,8 @@
   POSTed again; without an event id, with the budget spent, or when the GET is refused, the call ends as
   ``RequestLost(OutcomeUnknown)``;
 - the standalone GET stream of the session (server messages unrelated to a request), reconnected with
-  backoff until it stops bringing anything; it never takes the transport down.
+  backoff until it stops bringing anything; it never takes the transport down. A 401 or 403 to it goes to
+  the auth hook as a POST's does (:func:`.authhook.answer_refusal`), and the GET is sent again at once.
 
 What the readers parse goes to the :class:`.connection.Connection`, which decides what is handed on; each
 reader runs in its stream's cancel scope, which the connection cancels when it is no longer needed.
@@ -27,6 +28,7 @@ from runner.errors import FrameTooLarge, McpRunError, OutcomeUnknown, TransportE
 from runner.protocol.jsonrpc import decode
 from runner.protocol.sse import SSEParser
 from runner.transports.base import StreamResumed
+from runner.transports.http.authhook import MAX_AUTH_RETRIES, answer_refusal
 from runner.transports.http.body import ACCEPT_SSE, aclose_response, content_type, pump_body
 from runner.transports.http.classify import ResumeBudget
 from runner.transports.http.connection import Connection, Stream
@@ -265,17 +267,13 @@ class StreamReaders:
         return None
 
     async def _renewed(self, response: HttpResponse, headers: dict[str, str], what: str) -> bool:
-        """Whether OAuth renewed the token a GET was refused for (401/403): the token ran out while the call
-        ran, and a GET has no side effects, so it is renewed and the stream resumed again."""
+        """Whether OAuth renewed the token a GET was refused for (401/403): the token ran out (or none was held
+        yet), and a GET has no side effects, so it is renewed and the GET sent again. A hook that cannot
+        authorize (``McpRunError``) is logged, not raised: a GET stream does not take the transport down."""
         if self._params.auth is None:
             return False
         try:
-            return await self._params.auth.challenged(
-                response.status_code,
-                response.headers.get("www-authenticate"),
-                {k: v for k, v in headers.items() if k in ("Authorization", "DPoP")},
-                response.headers.get("dpop-nonce"),
-            )
+            return await answer_refusal(self._params.auth, response.status_code, response.headers, headers)
         except McpRunError as exc:
             log.debug("%s: the token could not be renewed: %s", what, exc)
             return False
@@ -308,20 +306,29 @@ class StreamReaders:
     async def _get_once(self, stream: Stream, session_id: str | None, answered: trio.Event, what: str) -> bool | None:
         """One GET of the standalone stream: whether it made progress (a new event id, as a polling server
         moves our cursor, or any message); None when the stream is over (405: none offered; 404: the session
-        expired)."""
-        headers = self._connection.headers("GET", ACCEPT_SSE, last_event_id=stream.last_event_id)
+        expired). A 401 or 403 goes to the auth hook, as a POST's does, and the GET is sent again at once with
+        the renewed token (at most ``MAX_AUTH_RETRIES`` times)."""
         delivered = stream.delivered
-        try:
-            response = await self._client.open("GET", headers)
-        except httpx2.TransportError as exc:
-            answered.set()
-            log.debug("%s: %r", what, exc)
-            return False
+        challenges = 0
+        while True:
+            headers = self._connection.headers("GET", ACCEPT_SSE, last_event_id=stream.last_event_id)
+            try:
+                response = await self._client.open("GET", headers)
+            except httpx2.TransportError as exc:
+                answered.set()
+                log.debug("%s: %r", what, exc)
+                return False
+            status = response.status_code
+            if status == 200 and content_type(response) == ACCEPT_SSE:
+                answered.set()
+                return await self._consume(response, stream) or stream.delivered > delivered
+            await aclose_response(response, self._params.close_timeout)
+            if status not in (401, 403) or challenges >= MAX_AUTH_RETRIES:
+                break
+            challenges += 1
+            if not await self._renewed(response, headers, what):
+                break
         answered.set()
-        status = response.status_code
-        if status == 200 and content_type(response) == ACCEPT_SSE:
-            return await self._consume(response, stream) or stream.delivered > delivered
-        await aclose_response(response, self._params.close_timeout)
         if status == 405:
             log.debug("%s: the server offers no GET stream (405)", what)
             return None
