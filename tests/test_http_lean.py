@@ -16,15 +16,20 @@ from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 
+import h11
 import httpx2
 import pytest
 import trio
 import trio.testing
 
+from runner.errors import OutcomeUnknown
+from runner.protocol.jsonrpc import Notification, Request, Response
+from runner.transports.base import RequestLost
 from runner.transports.http.classify import Action, classify_exception
 from runner.transports.http.lean import LeanClient
 from runner.transports.http.params import HttpParams
-from runner.transports.http.wire import HttpxClient, make_client, wants_full_client
+from runner.transports.http.transport import open_http_transport
+from runner.transports.http.wire import HttpxClient, make_client, take_body, wants_full_client
 
 Handler = Callable[[trio.abc.Stream], Awaitable[None]]
 
@@ -140,6 +145,48 @@ async def test_a_post_carries_its_body_and_headers_and_the_response_is_read() ->
     assert body == b'{"id":1}'
 
 
+async def test_requests_with_the_same_headers_go_out_as_h11_writes_each_of_them() -> None:
+    headers = {"Accept": "application/json", "Mcp-Session-Id": "s1"}
+    bodies = [b'{"id":1}', b"", b'{"id":12345,"text":"' + b"y" * 300 + b'"}']
+    async with serving(answer_json) as server:
+        http = client(server)
+        for body in bodies:
+            response = await http.open("POST", headers, body)
+            await response.aclose()
+        response = await http.open("DELETE", headers)
+        await response.aclose()
+        await http.aclose()
+    for body, sent in zip([*bodies, None], server.requests, strict=True):
+        h11_state = h11.Connection(h11.CLIENT)
+        fields = [(b"Host", f"127.0.0.1:{server.port}".encode()), (b"User-Agent", b"mcp-run")]
+        fields += [(k.encode(), v.encode()) for k, v in headers.items()]
+        if body is None:
+            events: list[h11.Event] = [h11.Request(method=b"DELETE", target=b"/mcp", headers=fields)]
+        else:
+            fields.append((b"Content-Length", b"%d" % len(body)))
+            events = [h11.Request(method=b"POST", target=b"/mcp", headers=fields), h11.Data(data=body)]
+        assert sent == b"".join(h11_state.send(e) or b"" for e in [*events, h11.EndOfMessage()])
+    assert server.connections == 1
+
+
+async def test_a_request_that_asks_to_close_the_connection_is_not_followed_on_it() -> None:
+    async def answer_and_close(server: Server, stream: trio.abc.Stream) -> None:
+        buffer = bytearray()
+        while request := await server.read(stream, buffer):
+            await stream.send_all(OK_JSON)
+            if b"\r\nConnection: close\r\n" in request:
+                return
+
+    async with serving(answer_and_close) as server:
+        http = client(server)
+        for _ in range(2):
+            response = await http.open("POST", {"Connection": "close"}, b"{}")
+            assert await body_of(response) == b'{"ok":true}'
+            await response.aclose()
+        await http.aclose()
+    assert (server.connections, len(server.requests)) == (2, 2)
+
+
 async def test_a_header_value_that_is_not_ascii_is_refused_naming_the_header() -> None:
     http = LeanClient("http://127.0.0.1:9/mcp", max_connections=1, connect_timeout=5.0, write_timeout=5.0)
     with pytest.raises(httpx2.LocalProtocolError) as info:
@@ -174,6 +221,70 @@ async def test_a_response_closed_unread_does_not_leave_its_connection_in_the_poo
             await response.aclose()  # 99,990 bytes still to come: the connection cannot carry another request
         await http.aclose()
     assert server.connections == 2
+
+
+async def test_a_body_that_came_with_its_head_is_taken_at_once_and_its_connection_reused() -> None:
+    async with serving(answer_json) as server:
+        http = client(server)
+        for _ in range(3):
+            response = await http.open("POST", {}, b"{}")
+            assert take_body(response) == b'{"ok":true}'
+            assert take_body(response) is None  # taken, and the response closed
+            await response.aclose()
+        await http.aclose()
+    assert (server.connections, len(server.requests)) == (1, 3)
+
+
+async def test_a_body_still_to_come_or_chunked_is_not_taken_and_reads_as_before() -> None:
+    rest = trio.Event()
+
+    async def slow_then_chunked(server: Server, stream: trio.abc.Stream) -> None:
+        buffer = bytearray()
+        await server.read(stream, buffer)
+        await stream.send_all(b'HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{"ok"')
+        await rest.wait()
+        await stream.send_all(b":true}")
+        await server.read(stream, buffer)
+        await stream.send_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
+        await server.read(stream, buffer)
+
+    async with serving(slow_then_chunked) as server:
+        http = client(server)
+        response = await http.open("POST", {}, b"{}")
+        assert take_body(response) is None  # 11 bytes said, at most 5 in
+        rest.set()
+        assert await body_of(response) == b'{"ok":true}'
+        await response.aclose()
+        response = await http.open("POST", {}, b"{}")
+        assert take_body(response) is None  # chunked: its length is not known from the head
+        assert await body_of(response) == b"{}"
+        await response.aclose()
+        await http.aclose()
+    assert server.connections == 1
+
+
+async def test_a_body_larger_than_the_socket_buffer_is_written_whole() -> None:
+    big = b"x" * 8_000_000  # far past a loopback socket's send buffer: the direct write is partial
+
+    async with serving(answer_json) as server:
+        http = client(server)
+        response = await http.open("POST", {}, big)
+        assert await body_of(response) == b'{"ok":true}'
+        await response.aclose()
+        await http.aclose()
+    assert server.requests[0].endswith(b"\r\n\r\n" + big)
+
+
+async def test_a_cancelled_request_writes_nothing() -> None:
+    async with serving(answer_json) as server:
+        http = client(server)
+        response = await http.open("POST", {}, b"{}")  # a connection in the pool
+        await response.aclose()
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await http.open("POST", {}, b"{}")
+        await http.aclose()
+    assert len(server.requests) == 1
 
 
 async def test_an_event_stream_is_read_as_it_arrives() -> None:
@@ -529,3 +640,43 @@ async def test_a_url_with_characters_outside_ascii_is_sent_percent_encoded_as_th
 def test_an_internationalized_host_name_is_sent_in_its_ascii_form() -> None:
     http = LeanClient("http://b\u00fccher.example:8080/mcp", max_connections=1, connect_timeout=5, write_timeout=5)
     assert (http._host, http._port, http._authority) == ("xn--bcher-kva.example", 8080, b"xn--bcher-kva.example:8080")
+
+
+# -- through the transport ---------------------------------------------------------------------------
+
+
+def json_answer(body: bytes) -> Callable[[Server, trio.abc.Stream], Awaitable[None]]:
+    async def handler(server: Server, stream: trio.abc.Stream) -> None:
+        buffer = bytearray()
+        while await server.read(stream, buffer):
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+            await stream.send_all(head + body)
+
+    return handler
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (b'{"jsonrpc":"2.0","id":1,"result":{"ok":true}}', None),
+        (b'{"jsonrpc":"2.0","id":1,"result":{"text":"' + b"x" * 5000 + b'"}}', "was lost: a JSON response exceeded"),
+        (b'{"jsonrpc":"2.0","method":"notifications/progress"}', "the JSON body held no response to 1"),
+    ],
+    ids=["answered", "too-large", "no-response"],
+)
+async def test_a_json_answer_read_with_its_head_is_handed_on_as_a_read_one_is(body: bytes, said: str | None) -> None:
+    async with (
+        serving(json_answer(body)) as server,
+        open_http_transport(HttpParams(server.url, open_get_stream=False, max_event_bytes=1000)) as transport,
+    ):
+        await transport.send(Request(1, "tools/call"))
+        event = await transport.receive()
+        while isinstance(event, Notification):
+            event = await transport.receive()
+        if said is None:
+            assert isinstance(event, Response) and event.result == {"ok": True}
+        else:
+            assert isinstance(event, RequestLost) and isinstance(event.error, OutcomeUnknown)
+            assert said in str(event.error)
+        await transport.send(Request(2, "tools/call"))  # the connection went back to the pool
+    assert server.connections == 1

@@ -17,26 +17,28 @@ import argparse
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks import http_rounds, steps
+from tests.benchmarks import http_rounds, steps, whole
+from tests.benchmarks.common import (
+    ECHO,
+    MCP_RUN,
+    PY,
+    REPO,
+    fanout_yaml,
+    http_server,
+    target_row,
+    timed_child,
+)
 
-REPO = Path(__file__).resolve().parents[2]
-PY = sys.executable
-MCP_RUN = str(Path(PY).with_name("mcp-run"))
-ECHO = [PY, str(REPO / "tests" / "benchmarks" / "echo_server.py")]
 SDK_STDIO = [PY, str(REPO / "tests" / "peers" / "sdk_server.py"), "stdio"]
-URL_RE = re.compile(r"(http://\S+/mcp)")
+
 SECTIONS = ("stdio", "http", "engine", "whole", "startup")  # "engine" includes "whole"
 
 
@@ -53,10 +55,27 @@ class Sizes:
     whole_rounds: int = 1  # each is run this many times, interleaved; the median is reported, with the spread
     chain_steps: int = 20_000  # a chain of this many steps, next to a fan-out of as many items (steps.py)
     http_rounds: int = 3  # the http section's clients take turns this many times; medians (http_rounds.py)
+    whole_http: tuple[int, ...] = ()  # whole-process fan-outs over Streamable HTTP (whole.WHOLE_HTTP clients)
+    temporal_items: int = 0  # a fan-out of this many items, local engine then Temporal (whole_rounds times)
 
 
-FULL = Sizes(10_000, 2_000, (1_000, 10_000, 100_000), (10_000, 100_000), 10_000, 50_000, 7, (2_000, 20_000), 3)
-SMOKE = Sizes(100, 100, (200, 200), (200,), 200, 200, 3, (100, 400), 1, chain_steps=200, http_rounds=1)
+FULL = Sizes(
+    10_000,
+    2_000,
+    (1_000, 10_000, 100_000),
+    (10_000, 100_000),
+    10_000,
+    50_000,
+    7,
+    (2_000, 20_000),
+    3,
+    whole_http=(2_000, 10_000),
+    temporal_items=1_000,
+)
+SMOKE = Sizes(
+    100, 100, (200, 200), (200,), 200, 200, 3, (100, 400), 1, chain_steps=200, http_rounds=1, whole_http=(100,),
+    temporal_items=10,
+)  # fmt: skip
 
 
 # -- running things --------------------------------------------------------------------------------
@@ -70,58 +89,6 @@ def client_run(client: str, transport: str, target: str, calls: int, inflight: i
     if out.returncode != 0:
         raise RuntimeError(f"{client} {transport} failed ({out.returncode}):\n{out.stderr[-3000:]}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
-
-
-@contextmanager
-def http_server(argv: list[str]) -> Iterator[str]:
-    """Start a server that prints its URL on stderr; yield the URL; stop it."""
-    proc = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert proc.stderr is not None
-    try:
-        line = proc.stderr.readline().decode()
-        match = URL_RE.search(line)
-        if not match:
-            raise RuntimeError(f"server {argv} did not print its URL: {line!r}")
-        threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep its stderr pipe from filling
-        yield match.group(1)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def timed_child_cpu(argv: list[str], **kwargs: Any) -> tuple[float, int, str, int, float]:
-    """Run ``argv``; return wall seconds, exit code, stdout, peak RSS in KiB and CPU seconds (user + system),
-    both of the child and the children it reaped (from wait4)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
-    out: list[bytes] = []
-    err: list[bytes] = []
-    readers = [
-        threading.Thread(target=lambda: out.append(proc.stdout.read())),  # type: ignore[union-attr]
-        threading.Thread(target=lambda: err.append(proc.stderr.read())),  # type: ignore[union-attr]
-    ]
-    for t in readers:
-        t.start()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    for t in readers:
-        t.join()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0 and err and err[0]:
-        sys.stderr.write(err[0].decode(errors="replace")[-2000:])
-    cpu = usage.ru_utime + usage.ru_stime
-    return wall, proc.returncode, out[0].decode() if out else "", usage.ru_maxrss, cpu
-
-
-def timed_child(argv: list[str], **kwargs: Any) -> tuple[float, int, str, int]:
-    """Run ``argv``; return wall seconds, exit code, stdout, and peak RSS in KiB (of the child and the
-    children it reaped, from wait4)."""
-    wall, code, out, rss, _ = timed_child_cpu(argv, **kwargs)
-    return wall, code, out, rss
 
 
 # -- sections --------------------------------------------------------------------------------------
@@ -162,40 +129,6 @@ def bench_http(sizes: Sizes) -> list[dict[str, Any]]:
     return http_rounds.bench_http(sizes.http_calls, sizes.http_rounds, http_server)
 
 
-FANOUT_YAML = """\
-version: 1
-servers:
-  echo:
-    command: {command}
-    max_concurrency: {inflight}
-steps:
-  list:
-    server: echo
-    tool: range
-    args: {{n: {items}}}
-  fan:
-    server: echo
-    tool: echo
-    for_each: ${{{{ steps.list.structured.items }}}}
-    key: ${{{{ item }}}}
-    args: {{text: "n${{{{ item }}}}"}}
-    idempotent: {idempotent}
-  done:
-    server: echo
-    tool: echo
-    needs: [fan]
-    args: {{text: done}}
-"""
-
-
-def fanout_yaml(command: list[str], items: int, *, inflight: int = 64, idempotent: bool = True) -> str:
-    """The fan-out workflow: a ``range`` step, ``items`` echo calls (``inflight`` at a time; ``idempotent: false``
-    makes every dispatch wait for its fsync, the default durability of a call not safe to repeat), a last step."""
-    return FANOUT_YAML.format(
-        command=json.dumps(command), items=items, inflight=inflight, idempotent=str(idempotent).lower()
-    )
-
-
 def fanout_file(tmp: Path, items: int) -> Path:
     path = tmp / f"fanout-{items}.yaml"
     path.write_text(fanout_yaml(ECHO, items))
@@ -222,95 +155,6 @@ def run_fanout(tmp: Path, items: int, *, journal: bool, state: Path | None = Non
         "calls_per_s": items / run_s,
         "peak_rss_mib": rss / 1024,
     }
-
-
-WHOLE = ("mcp-run", "mcp-run idempotent", "mcp-run --no-journal", "sdk")
-WHOLE_INFLIGHT = (8, 64)  # the default max_concurrency, and a server that allows more
-
-
-def run_whole(tmp: Path, items: int, client: str, env: dict[str, str], inflight: int = 64) -> dict[str, Any]:
-    """One whole process making ``items`` echo calls, ``inflight`` at a time, against the minimal stdio server;
-    its CPU is ``os.wait4``'s (the process and the children it reaped: the server) less the server's own, which
-    the server writes at exit (``--cpu-file``). ``mcp-run``: the fan-out workflow through the CLI (start-up, the
-    ``range`` and last steps included), its step not declared safe to repeat (each dispatch durable before its
-    call: the default, the case the journal exists for); ``mcp-run idempotent``: the same step
-    ``idempotent: true``; ``mcp-run --no-journal``: no journal at all; ``sdk``: the official SDK client loop
-    (``clients.py sdk``, no warm-up: start-up included as well)."""
-    cpu_file = tmp / f"server-cpu-{items}"
-    cpu_file.unlink(missing_ok=True)
-    server = [*ECHO, "--cpu-file", str(cpu_file)]
-    if client == "sdk":
-        argv = [PY, "-m", "tests.benchmarks.clients", "sdk", "stdio", json.dumps(server), "--calls", str(items)]
-        argv += ["--inflight", str(inflight), "--warmup", "0"]
-        cwd = REPO
-    else:
-        path = tmp / f"whole-{items}.yaml"
-        path.write_text(fanout_yaml(server, items, inflight=inflight, idempotent=client != "mcp-run"))
-        argv = [MCP_RUN, str(path), "--no-progress", "--quiet", "--json", "--concurrency", "64", "--new-run"]
-        argv += ["--no-journal"] if client.endswith("--no-journal") else ["--state-dir", str(tmp / "state-whole")]
-        cwd = tmp
-    wall, code, out, _rss, cpu = timed_child_cpu(argv, cwd=cwd, env=env)
-    if code != 0:
-        raise RuntimeError(f"{client}: {items} calls exited {code}")
-    server_cpu = float(cpu_file.read_text())
-    if client == "sdk":
-        run_s = json.loads(out.strip().splitlines()[-1])["wall_s"]
-    else:
-        summary = json.loads(out)
-        assert summary["steps"]["fan"]["succeeded"] == items, summary["steps"]
-        run_s = summary["duration_s"]
-    return {
-        "section": "whole",
-        "client": client,
-        "inflight": inflight,
-        "items": items,
-        "wall_s": wall,
-        "calls_per_s": items / run_s,
-        "cpu_s": cpu,
-        "server_cpu_s": server_cpu,
-        "cpu_us_per_item": (cpu - server_cpu) / items * 1e6,
-    }
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
-def bench_whole(sizes: Sizes, tmp: Path) -> list[dict[str, Any]]:
-    """The fan-out of the issue's comparison, as whole processes, server CPU subtracted: each size, each client,
-    ``whole_rounds`` times, interleaved (so that the machine's drift falls on every client alike); per client
-    and size the median round is kept, with the spread of its CPU per item."""
-    if not sizes.whole:
-        return []
-    print("whole process (server CPU subtracted)", flush=True)
-    # Start-up counts here, so every client starts from cached bytecode, as an installed program does: the SDK's
-    # from its site-packages, mcp-run's (an editable install) from a cache of this run's, even where the
-    # environment says not to write bytecode. A small run of each fills it.
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
-    for client in WHOLE:
-        run_whole(tmp, 10, client, env)
-    rows: list[dict[str, Any]] = []
-    for items in sizes.whole:
-        for inflight in WHOLE_INFLIGHT:
-            runs: dict[str, list[dict[str, Any]]] = {client: [] for client in WHOLE}
-            for _ in range(sizes.whole_rounds):
-                for client in WHOLE:
-                    runs[client].append(run_whole(tmp, items, client, env, inflight))
-            for client, done in runs.items():
-                cpus = [r["cpu_us_per_item"] for r in done]
-                row = min(done, key=lambda r: abs(r["cpu_us_per_item"] - _median(cpus)))
-                row = {**row, "cpu_us_per_item": _median(cpus), "spread": (min(cpus), max(cpus)), "rounds": len(done)}
-                rows.append(row)
-                print(
-                    f"  {items:>7,} {inflight:>2} in flight {client:<22} {row['wall_s']:>6.2f} s wall  "
-                    f"{row['calls_per_s']:>8,.0f} calls/s  {row['cpu_us_per_item']:>7.1f} µs CPU/item "
-                    f"({min(cpus):.1f}-{max(cpus):.1f}, {len(cpus)} runs)",
-                    flush=True,
-                )
-    return rows
 
 
 def bench_engine(sizes: Sizes, tmp: Path) -> list[dict[str, Any]]:
@@ -424,56 +268,6 @@ def find(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
     return None
 
 
-WHOLE_PAIRS = (
-    ("mcp-run", "sdk"),
-    ("mcp-run idempotent", "sdk"),
-    ("mcp-run --no-journal", "sdk"),
-    ("mcp-run", "mcp-run --no-journal"),
-)
-
-
-def whole_ratios(rows: list[dict[str, Any]], sizes: Sizes) -> list[dict[str, Any]]:
-    """Whole-process fan-outs: each client against the others, per size and concurrency (CPU per item and
-    calls/s), and the marginal CPU per item between the smallest and the largest size (start-up cancels out)."""
-    out: list[dict[str, Any]] = []
-    for items in sizes.whole:
-        for inflight in WHOLE_INFLIGHT:
-            for ours, theirs in WHOLE_PAIRS:
-                a = find(rows, section="whole", items=items, inflight=inflight, client=ours)
-                b = find(rows, section="whole", items=items, inflight=inflight, client=theirs)
-                if a and b:
-                    out.append(
-                        {
-                            "what": f"fan-out {items:,}, {inflight} in flight, whole process: {ours} / {theirs}",
-                            "cpu_per_call": a["cpu_us_per_item"] / b["cpu_us_per_item"],
-                            "calls_per_s": a["calls_per_s"] / b["calls_per_s"],
-                        }
-                    )
-    if len(sizes.whole) >= 2:
-        small, big = sizes.whole[0], sizes.whole[-1]
-        for inflight in WHOLE_INFLIGHT:
-
-            def marginal(client: str, inflight: int = inflight) -> float | None:
-                a = find(rows, section="whole", items=small, inflight=inflight, client=client)
-                b = find(rows, section="whole", items=big, inflight=inflight, client=client)
-                if not (a and b):
-                    return None
-                return float(b["cpu_us_per_item"] * big - a["cpu_us_per_item"] * small) / (big - small)
-
-            for ours, theirs in WHOLE_PAIRS:
-                x, y = marginal(ours), marginal(theirs)
-                if x is not None and y is not None and y > 0:
-                    out.append(
-                        {
-                            "what": f"fan-out {small:,} -> {big:,}, {inflight} in flight, marginal CPU per item: "
-                            f"{ours} / {theirs}",
-                            "cpu_per_call": x / y,
-                            "calls_per_s": None,
-                        }
-                    )
-    return out
-
-
 def ratios_and_targets(rows: list[dict[str, Any]], sizes: Sizes) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     ratios: list[dict[str, Any]] = []
     for section, server in (
@@ -493,14 +287,11 @@ def ratios_and_targets(rows: list[dict[str, Any]], sizes: Sizes) -> tuple[list[d
                         }
                     )
     ratios += http_rounds.ratios(rows, find)
-    ratios += whole_ratios(rows, sizes)
+    ratios += whole.whole_ratios(rows, sizes)
     targets: list[dict[str, Any]] = []
 
     def target(name: str, value: float | None, limit: float, unit: str, at_most: bool = True) -> None:
-        if value is None:
-            return
-        ok = value <= limit if at_most else value >= limit
-        targets.append({"target": name, "value": value, "limit": limit, "unit": unit, "met": ok, "at_most": at_most})
+        targets.extend(target_row(name, value, limit, unit, at_most))
 
     def ratio(what: str) -> float | None:
         r = next((r for r in ratios if r["what"] == what), None)
@@ -542,35 +333,7 @@ def ratios_and_targets(rows: list[dict[str, Any]], sizes: Sizes) -> tuple[list[d
             "x",
             at_most=False,
         )
-    if sizes.whole:
-        n = sizes.whole[-1]
-        for inflight in WHOLE_INFLIGHT:
-            on = find(rows, section="whole", items=n, inflight=inflight, client="mcp-run")
-            off = find(rows, section="whole", items=n, inflight=inflight, client="mcp-run --no-journal")
-            sdk = find(rows, section="whole", items=n, inflight=inflight, client="sdk")
-            if on and sdk:
-                target(
-                    f"{n:,}-item fan-out not safe to repeat, {inflight} in flight, whole process: CPU/item "
-                    "mcp-run / SDK loop (bar 0.35 x)",
-                    on["cpu_us_per_item"] / sdk["cpu_us_per_item"],
-                    0.25,
-                    "x",
-                )
-            if on and off and inflight == 64:
-                target(
-                    f"{n:,}-item fan-out not safe to repeat, {inflight} in flight, whole process: CPU/item "
-                    "journal on / off",
-                    on["cpu_us_per_item"] / off["cpu_us_per_item"],
-                    1.3,
-                    "x",
-                )
-                target(
-                    f"{n:,}-item fan-out not safe to repeat, {inflight} in flight: throughput journal on / off",
-                    on["calls_per_s"] / off["calls_per_s"],
-                    0.8,
-                    "x",
-                    at_most=False,
-                )
+    targets += whole.whole_targets(rows, sizes)
     targets += steps.chain_targets(rows)
     v = find(rows, section="startup", what="mcp-run --version")
     if v:
@@ -620,17 +383,7 @@ def render(result: dict[str, Any]) -> str:
             )
         out.append("")
     out += http_rounds.render(result["rows"])
-    whole = [r for r in result["rows"] if r["section"] == "whole"]
-    if whole:
-        out.append("| fan-out, whole process | in flight | items | wall s | calls/s | client CPU µs/item | spread |")
-        out.append("|---|--:|--:|--:|--:|--:|--:|")
-        for r in whole:
-            low, high = r["spread"]
-            out.append(
-                f"| {r['client']} | {r['inflight']} | {r['items']:,} | {r['wall_s']:.2f} | {r['calls_per_s']:,.0f} | "
-                f"{r['cpu_us_per_item']:.1f} | {low:.1f}-{high:.1f} ({r['rounds']}) |"
-            )
-        out.append("")
+    out += whole.render(result["rows"])
     engine = [r for r in result["rows"] if r["section"] in ("engine", "startup")]
     if engine:
         out.append("| engine / start-up | wall s | calls/s | peak RSS MiB |")
@@ -680,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
         if "http" in only:
             rows += bench_http(sizes)
         if "engine" in only or "whole" in only:
-            rows += bench_whole(sizes, Path(tmp))
+            rows += whole.bench_whole(sizes, Path(tmp))
         if "engine" in only:
             rows += bench_engine(sizes, Path(tmp))
         if "startup" in only:

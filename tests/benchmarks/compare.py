@@ -1,8 +1,8 @@
-"""Before and after in one run: the whole-process fan-out (see ``run_whole`` in ``__main__``) of several commits'
+"""Before and after in one run: the whole-process fan-out (see ``run_whole`` in ``whole``) of several commits'
 ``runner/``, rounds interleaved, so that the machine's drift falls on every commit alike.
 
     .venv/bin/python -m tests.benchmarks.compare COMMIT [COMMIT ...] [--items 20000] [--rounds 3]
-        [--clients "mcp-run,mcp-run idempotent,mcp-run --no-journal,sdk"] [--inflight 8]
+        [--clients "mcp-run,mcp-run idempotent,mcp-run --no-journal,sdk"] [--inflight 8] [--http]
 
 Each commit's ``runner/`` is extracted with ``git archive`` into a temporary folder and put first on
 ``PYTHONPATH`` (the venv's ``mcp-run`` then runs that code); the benchmark harness and the echo server are this
@@ -13,14 +13,15 @@ ratios of each commit to the first, and of each to the SDK loop.
 from __future__ import annotations
 
 import argparse
-import os
+import contextlib
 import statistics
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from tests.benchmarks.__main__ import REPO, run_whole
+from tests.benchmarks.common import HTTP_ECHO, REPO, bytecode_env, http_server_process
+from tests.benchmarks.whole import run_whole
 
 
 def main() -> None:
@@ -30,13 +31,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", default="mcp-run,mcp-run idempotent,mcp-run --no-journal,sdk")
     parser.add_argument("--inflight", type=int, default=64, help="calls in flight (the server's max_concurrency)")
+    parser.add_argument("--http", action="store_true", help="over Streamable HTTP (http_echo_server.py, one process)")
     args = parser.parse_args()
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     ours = [c for c in clients if c != "sdk"]
-    with tempfile.TemporaryDirectory(prefix="mcp-run-compare-") as folder:
+    with tempfile.TemporaryDirectory(prefix="mcp-run-compare-") as folder, contextlib.ExitStack() as stack:
         tmp = Path(folder)
-        base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        base["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+        http = stack.enter_context(http_server_process(HTTP_ECHO)) if args.http else None
+        base = bytecode_env(tmp)
         envs: dict[str, dict[str, str]] = {}
         for commit in args.commits:
             tree = tmp / f"tree-{commit}"
@@ -48,11 +50,11 @@ def main() -> None:
         if "sdk" in clients:
             runs.append(("sdk", "sdk"))
         for commit, client in runs:  # bytecode cached, as for an installed program
-            run_whole(tmp, 10, client, envs.get(commit, base), args.inflight)
+            run_whole(tmp, 10, client, envs.get(commit, base), args.inflight, http)
         found: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for round_ in range(args.rounds):
             for commit, client in runs:
-                row = run_whole(tmp, args.items, client, envs.get(commit, base), args.inflight)
+                row = run_whole(tmp, args.items, client, envs.get(commit, base), args.inflight, http)
                 found.setdefault((commit, client), []).append(row)
                 print(
                     f"round {round_}: {commit} {client}: {row['cpu_us_per_item']:.1f} µs/item, "

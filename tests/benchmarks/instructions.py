@@ -4,6 +4,9 @@ server it starts) runs the fan-out at two sizes, with the journal and without; t
 is the cost per item, and what is left is start-up and the fixed steps.
 
     .venv/bin/python -m tests.benchmarks.instructions COMMIT [COMMIT ...] [--small 1000] [--big 3000]
+        [--inflight 64] [--not-idempotent] [--http] [--journal both|on|off]
+
+``--http``: the fan-out over Streamable HTTP against ``http_echo_server.py`` (a process of its own, not counted).
 
 Needs ``valgrind``. Each run takes about 15x its normal time (a 3,000-item run: 30-60 s).
 """
@@ -11,21 +14,23 @@ Needs ``valgrind``. Each run takes about 15x its normal time (a 3,000-item run: 
 from __future__ import annotations
 
 import argparse
-import os
+import contextlib
 import re
 import subprocess
 import tempfile
 from pathlib import Path
 
-from tests.benchmarks.__main__ import ECHO, MCP_RUN, REPO, fanout_yaml
+from tests.benchmarks.common import ECHO, HTTP_ECHO, MCP_RUN, REPO, bytecode_env, fanout_yaml, http_server
 
 IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 
-def instructions(tmp: Path, env: dict[str, str], items: int, journal: bool, inflight: int, idempotent: bool) -> int:
-    """The instructions of one CLI run of an ``items``-item fan-out."""
+def instructions(
+    tmp: Path, env: dict[str, str], items: int, journal: bool, inflight: int, idempotent: bool, server: list[str] | str
+) -> int:
+    """The instructions of one CLI run of an ``items``-item fan-out against ``server`` (argv or URL)."""
     path = tmp / f"fan-{items}.yaml"
-    path.write_text(fanout_yaml(ECHO, items, inflight=inflight, idempotent=idempotent))
+    path.write_text(fanout_yaml(server, items, inflight=inflight, idempotent=idempotent))
     argv = [MCP_RUN, str(path), "--no-progress", "--quiet", "--json", "--concurrency", str(inflight), "--new-run"]
     argv += ["--state-dir", str(tmp / "state")] if journal else ["--no-journal"]
     subprocess.run(argv, cwd=tmp, env=env, capture_output=True, check=True)  # bytecode cached first
@@ -52,11 +57,16 @@ def main() -> None:
     parser.add_argument(
         "--not-idempotent", action="store_true", help="the fanned-out step is not safe to repeat: dispatches fsynced"
     )
+    parser.add_argument(
+        "--http", action="store_true", help="over Streamable HTTP, against http_echo_server.py (not counted)"
+    )
+    parser.add_argument("--journal", choices=("both", "on", "off"), default="both")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="mcp-run-instructions-") as folder:
+    journals = {"both": (False, True), "on": (True,), "off": (False,)}[args.journal]
+    with tempfile.TemporaryDirectory(prefix="mcp-run-instructions-") as folder, contextlib.ExitStack() as stack:
+        server: list[str] | str = stack.enter_context(http_server(HTTP_ECHO)) if args.http else ECHO
         tmp = Path(folder)
-        base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        base["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+        base = bytecode_env(tmp)
         print(f"{'commit':<12} {'journal':<8} {'per item':>10} {'start-up and fixed steps':>26}")
         for commit in args.commits:
             tree = tmp / f"tree-{commit}"
@@ -64,9 +74,9 @@ def main() -> None:
             archive = subprocess.run(["git", "archive", commit, "runner"], cwd=REPO, capture_output=True, check=True)
             subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
             env = {**base, "PYTHONPATH": str(tree)}
-            for journal in (False, True):
-                small = instructions(tmp, env, args.small, journal, args.inflight, not args.not_idempotent)
-                big = instructions(tmp, env, args.big, journal, args.inflight, not args.not_idempotent)
+            for journal in journals:
+                small = instructions(tmp, env, args.small, journal, args.inflight, not args.not_idempotent, server)
+                big = instructions(tmp, env, args.big, journal, args.inflight, not args.not_idempotent, server)
                 per_item = (big - small) / (args.big - args.small)
                 fixed = small - per_item * args.small
                 print(

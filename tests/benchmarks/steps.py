@@ -26,10 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-PY = sys.executable
-MCP_RUN = str(Path(PY).with_name("mcp-run"))
-ECHO = [PY, str(REPO / "tests" / "benchmarks" / "echo_server.py")]
+from tests.benchmarks.common import ECHO, MCP_RUN, PY, REPO, fanout_yaml
+
 WIDTH = 100  # steps per layer of a wide DAG
 
 VALIDATE = (
@@ -39,27 +37,11 @@ VALIDATE = (
 )
 
 
-FANOUT = """\
-version: 1
-servers:
-  echo: {{command: {command}, max_concurrency: 64}}
-steps:
-  list: {{server: echo, tool: range, args: {{n: {items}}}}}
-  fan:
-    server: echo
-    tool: echo
-    for_each: ${{{{ steps.list.structured.items }}}}
-    key: ${{{{ item }}}}
-    args: {{text: "n${{{{ item }}}}"}}
-    idempotent: true
-"""
-
-
 def workflow_text(shape: str, steps: int) -> str:
     """A workflow of ``steps`` trivial ``echo`` steps against the minimal stdio server (``fanout``: one step of
-    ``steps`` items)."""
+    ``steps`` items: the whole-process section's, ``idempotent``, between a ``range`` step and a last step)."""
     if shape == "fanout":
-        return FANOUT.format(command=json.dumps(ECHO), items=steps)
+        return fanout_yaml(ECHO, steps)
     lines = [
         "version: 1",
         "servers:",

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -29,15 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.benchmarks.common import REPO as ROOT
+from tests.benchmarks.common import bytecode_env, process_cpu
+
 CHILD_ITEMS = 2_000  # runner.temporal.spec.CHILD_ITEMS (not imported: the extra may be missing for a local run)
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (its children not included)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def _children_cpu() -> float:
@@ -47,7 +41,8 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _workflow(folder: Path, items: int) -> Path:
+def workflow(folder: Path, items: int) -> Path:
+    """The fan-out of ``items`` echo calls (``bench.yaml`` in ``folder``; its server writes ``server-cpu`` there)."""
     path = folder / "bench.yaml"
     server = json.dumps([sys.executable, str(ROOT / "tests/benchmarks/echo_server.py"), "--cpu-file",
                          str(folder / "server-cpu")])  # fmt: skip
@@ -89,19 +84,17 @@ def _wait_port(port: int, deadline: float) -> None:
     raise SystemExit(f"the dev server did not listen on {port}")
 
 
-def _bytecode_env(folder: Path) -> None:
-    """Bytecode cached for every process of the benchmark (in ``folder``), compiled once here."""
-    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    os.environ["PYTHONPYCACHEPREFIX"] = str(folder / "pycache")
+def warm_bytecode(env: dict[str, str]) -> None:
+    """Compile what the processes of the benchmark import into ``env``'s bytecode cache (``bytecode_env``)."""
     warm = "import runner.cli, runner.engine.run, runner.temporal.engine, runner.temporal.worker, temporalio.worker"
-    subprocess.run([sys.executable, "-c", warm], check=False, cwd=ROOT, stderr=subprocess.DEVNULL)
+    subprocess.run([sys.executable, "-c", warm], check=False, cwd=ROOT, stderr=subprocess.DEVNULL, env=env)
 
 
-def local(path: Path, items: int, state: Path) -> dict[str, object]:
+def local(path: Path, items: int, state: Path, env: dict[str, str]) -> dict[str, object]:
     before = _children_cpu()
     started = time.monotonic()
     subprocess.run([sys.executable, "-m", "runner", str(path), "--state-dir", str(state), "--quiet", "--no-progress"],
-                   check=True, cwd=ROOT, stdout=subprocess.DEVNULL)  # fmt: skip
+                   check=True, cwd=ROOT, stdout=subprocess.DEVNULL, env=env)  # fmt: skip
     wall = time.monotonic() - started
     server = float((path.parent / "server-cpu").read_text())
     cpu = _children_cpu() - before - server  # mcp-run's process (its MCP server, reaped with it, taken off)
@@ -110,7 +103,14 @@ def local(path: Path, items: int, state: Path) -> dict[str, object]:
 
 
 def on_temporal(
-    path: Path, items: int, folder: Path, batch: int | None, child_items: int | None = None, profile: str | None = None
+    path: Path,
+    items: int,
+    folder: Path,
+    batch: int | None,
+    child_items: int | None = None,
+    profile: str | None = None,
+    *,
+    env: dict[str, str],
 ) -> dict[str, object]:
     from runner.temporal.devserver import dev_server_argv, find_temporal, prepare_state
 
@@ -119,27 +119,28 @@ def on_temporal(
 
     port = _free_port()
     dev = subprocess.Popen(dev_server_argv(find_temporal(), port=port, state_dir=folder),
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)  # fmt: skip
     address = f"127.0.0.1:{port}"
     worker = None
     try:
         _wait_port(port, time.monotonic() + 30)
         worker = subprocess.Popen([sys.executable, "-m", "runner", "worker", "--engine", "temporal",
-                                   "--temporal-address", address], cwd=ROOT, stderr=subprocess.PIPE)  # fmt: skip
+                                   "--temporal-address", address],
+                                  cwd=ROOT, stderr=subprocess.PIPE, env=env)  # fmt: skip
         assert worker.stderr is not None
         worker.stderr.readline()
         spy = _profile(worker.pid, profile) if profile else None
-        dev0 = _cpu(dev.pid)
-        worker0 = _cpu(worker.pid)
+        dev0 = process_cpu(dev.pid)
+        worker0 = process_cpu(worker.pid)
         client0 = _children_cpu()
         started = time.monotonic()
         sized = ["--batch-size", str(batch)] if batch else []
         subprocess.run([sys.executable, "-m", "runner", str(path), "--engine", "temporal", "--temporal-address",
                         address, "--quiet", "--no-progress", *sized],
-                       check=True, cwd=ROOT, stdout=subprocess.DEVNULL, env=_child_env(child_items))  # fmt: skip
+                       check=True, cwd=ROOT, stdout=subprocess.DEVNULL, env=_child_env(child_items, env))  # fmt: skip
         wall = time.monotonic() - started
-        server_cpu = _cpu(dev.pid) - dev0
-        worker_cpu = _cpu(worker.pid) - worker0
+        server_cpu = process_cpu(dev.pid) - dev0
+        worker_cpu = process_cpu(worker.pid) - worker0
         client = _children_cpu() - client0
         if spy is not None:
             spy.send_signal(signal.SIGINT)
@@ -172,11 +173,11 @@ def _profile(pid: int, out: str) -> subprocess.Popen[bytes]:
     return spy
 
 
-def _child_env(child_items: int | None) -> dict[str, str]:
-    """The CLI's environment: the size of a child workflow, when given (runner.temporal.fanout)."""
+def _child_env(child_items: int | None, base: dict[str, str]) -> dict[str, str]:
+    """The CLI's environment: ``base`` with the size of a child workflow, when given (runner.temporal.fanout)."""
     from runner.temporal.spec import CHILD_ITEMS_VARIABLE
 
-    env = {k: v for k, v in os.environ.items() if k != CHILD_ITEMS_VARIABLE}
+    env = {k: v for k, v in base.items() if k != CHILD_ITEMS_VARIABLE}
     if child_items:
         env[CHILD_ITEMS_VARIABLE] = str(child_items)
     return env
@@ -193,14 +194,15 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        path = _workflow(folder, args.items)
-        _bytecode_env(folder)
+        path = workflow(folder, args.items)
+        env = bytecode_env(folder)
+        warm_bytecode(env)
         for n in range(max(1, args.repeat)):
             there = folder / f"temporal-{n}"
-            lo = None if args.no_local else local(path, args.items, folder / "state")
+            lo = None if args.no_local else local(path, args.items, folder / "state", env)
             if lo is not None:
                 print(json.dumps(lo), flush=True)
-            te = on_temporal(path, args.items, there, args.batch_size, args.child_items, args.profile)
+            te = on_temporal(path, args.items, there, args.batch_size, args.child_items, args.profile, env=env)
             print(json.dumps(te), flush=True)
             if lo is not None:
                 ratio = float(te["items_per_s"]) / float(lo["items_per_s"])  # type: ignore[arg-type]

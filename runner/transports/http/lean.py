@@ -25,6 +25,7 @@ only when none of them is needed.
 
 from __future__ import annotations
 
+import os
 import select
 import ssl
 from collections.abc import AsyncIterator, Mapping
@@ -40,25 +41,31 @@ __all__ = ["LeanClient", "LeanResponse"]
 
 _READ_SIZE: Final = 65536
 _USER_AGENT: Final = b"mcp-run"
+_HEADS_KEPT: Final = 8
+_FRAMING: Final = frozenset({"connection", "content-length", "expect", "host", "te", "transfer-encoding", "upgrade"})
 
 
 class _Conn:
-    """One connection: its stream, its socket (to test and to close without awaiting), its h11 state."""
+    """One connection: its stream, its socket (to test and to close without awaiting), its h11 state.
+    ``plain``: the stream is the socket's own (no TLS), so a request can be written to the socket directly."""
 
-    __slots__ = ("h11", "idle_since", "sock", "stream")
+    __slots__ = ("h11", "idle_since", "plain", "poller", "sock", "stream")
 
     def __init__(self, stream: trio.abc.Stream, sock: trio.socket.SocketType) -> None:
         self.stream = stream
         self.sock = sock
+        self.plain = isinstance(stream, trio.SocketStream)
         self.h11 = h11.Connection(h11.CLIENT)
         self.idle_since = 0.0
+        self.poller: select.poll | None = None
 
     def readable(self) -> bool:
         """Whether the idle socket has something to read: the server closed it, or sent what we did not ask."""
-        poller = select.poll()  # not select(): a descriptor past 1023 is fine
         try:
-            poller.register(self.sock.fileno(), select.POLLIN)
-            return bool(poller.poll(0))
+            if self.poller is None:
+                self.poller = select.poll()  # not select(): a descriptor past 1023 is fine
+                self.poller.register(self.sock.fileno(), select.POLLIN)
+            return bool(self.poller.poll(0))
         except (OSError, ValueError):
             return True
 
@@ -99,8 +106,38 @@ class LeanResponse:
                 self._done = True
                 return
 
+    def take_body(self) -> bytes | None:
+        """The whole body when it came in with the head (a ``content-length`` body already read), the response
+        then closed; ``None``, nothing consumed, when some of it is still to come (read it with ``aiter_bytes``)."""
+        conn = self._conn
+        if conn is None or self._done:
+            return None
+        length = self.headers.get("content-length", "")
+        if not length.isdigit():  # chunked, or read to the end of the connection
+            return None
+        if len(conn.h11.trailing_data[0]) < int(length):
+            return None
+        parts: list[bytes] = []
+        event: object
+        try:
+            event = conn.h11.next_event()
+            while type(event) is h11.Data:
+                parts.append(bytes(event.data))
+                event = conn.h11.next_event()
+        except h11.RemoteProtocolError as exc:
+            event = exc
+        self._done = type(event) is h11.EndOfMessage
+        self.close()  # back to the pool, or dropped when the body did not end as its length said
+        if not self._done:
+            raise httpx2.RemoteProtocolError(f"the body did not end as its content-length said: {event!r}")
+        return b"".join(parts)
+
     async def aclose(self) -> None:
         """Release the connection (no checkpoint; idempotent)."""
+        self.close()
+
+    def close(self) -> None:
+        """:meth:`aclose` without awaiting."""
         conn, self._conn = self._conn, None
         if conn is None:
             return
@@ -121,6 +158,34 @@ def _drain_buffered(conn: _Conn) -> bool:
                 return True
     except h11.RemoteProtocolError:
         return False
+
+
+class _Head:
+    """A request head that h11 checked and wrote once, for every request with the same method and headers.
+
+    Its bytes are kept (up to the value of ``Content-Length`` for a request with a body), and h11's state machine
+    is moved by two events made once that frame the exchange as the real request does (its method; a body or
+    none; no ``Connection``, ``Expect`` or other header that changes how h11 reads it: such a head is not kept).
+    h11's events are immutable, so the same two serve every request."""
+
+    __slots__ = ("_events", "_written")
+
+    def __init__(self, request: h11.Request, has_body: bool, authority: bytes, target: bytes) -> None:
+        written = h11.Connection(h11.CLIENT).send(request) or b""
+        framing = [(b"Host", authority)]
+        if has_body:  # Content-Length: 0 was written last
+            written = written.removesuffix(b"0\r\n\r\n")
+            framing.append((b"Transfer-Encoding", b"chunked"))
+        self._written = written
+        self._events = (h11.Request(method=request.method, target=target, headers=framing), h11.EndOfMessage())
+
+    def send(self, state: h11.Connection, body: bytes | None) -> bytes:
+        """This request's bytes with ``body``; ``state`` moved past them as if h11 had written them."""
+        for event in self._events:
+            state.send(event)
+        if body is None:
+            return self._written
+        return b"%s%d\r\n\r\n%s" % (self._written, len(body), body)
 
 
 class LeanClient:
@@ -154,6 +219,7 @@ class LeanClient:
         self._idle: list[_Conn] = []
         self._closed = False
         self._address: tuple[int, object] | None = None
+        self._heads: dict[tuple[str, tuple[tuple[str, str], ...], bool], _Head] = {}
 
     async def open(self, method: str, headers: Mapping[str, str], body: bytes | None = None) -> LeanResponse:
         """Send a request and return once its response head is in (1xx skipped), the body unread; the
@@ -161,17 +227,21 @@ class LeanClient:
         if self._closed:
             raise httpx2.ConnectError("the HTTP client is closed")
         try:
-            wire = self._encode(method, headers, body)
+            head = self._head(method, headers, body is not None)
+            wire = self._encode(method, headers, body) if head is None else ()
         except (h11.LocalProtocolError, UnicodeEncodeError, ValueError) as exc:
             raise httpx2.LocalProtocolError(f"the request cannot be sent: {exc}") from exc
-        await self._slots.acquire()
+        await self._take_slot()
         conn: _Conn | None = None
         try:
             conn = self._take_idle()
             if conn is None:
                 conn = await self._connect()
             try:
-                data = b"".join(conn.h11.send(part) or b"" for part in wire)
+                if head is None:
+                    data = b"".join(conn.h11.send(part) or b"" for part in wire)
+                else:
+                    data = head.send(conn.h11, body)
             except h11.LocalProtocolError as exc:
                 raise httpx2.LocalProtocolError(f"the request cannot be sent: {exc}") from exc
             await self._write(conn, data)
@@ -235,6 +305,23 @@ class LeanClient:
 
     # -- inside -------------------------------------------------------------------------------------
 
+    def _head(self, method: str, headers: Mapping[str, str], has_body: bool) -> _Head | None:
+        """The head of a request, checked and written by h11 once for each method and set of headers (the same
+        on every call of a session, until a token changes; a few are kept, the oldest dropped first). ``None``
+        for headers that change how h11 frames the exchange: such a request is written by h11 each time."""
+        key = (method, tuple(headers.items()), has_body)
+        head = self._heads.get(key)
+        if head is None:
+            if any(name.lower() in _FRAMING for name in headers):
+                return None
+            request = self._encode(method, headers, b"" if has_body else None)[0]
+            assert isinstance(request, h11.Request)
+            head = _Head(request, has_body, self._authority, self._target)
+            if len(self._heads) >= _HEADS_KEPT:
+                del self._heads[next(iter(self._heads))]
+            self._heads[key] = head
+        return head
+
     def _encode(self, method: str, headers: Mapping[str, str], body: bytes | None) -> tuple[h11.Event, ...]:
         fields: list[tuple[bytes, bytes]] = [(b"Host", self._authority), (b"User-Agent", _USER_AGENT)]
         for name, value in headers.items():
@@ -248,6 +335,15 @@ class LeanClient:
             request = h11.Request(method=method.encode("ascii"), target=self._target, headers=fields)
             return (request, h11.Data(data=body), h11.EndOfMessage()) if body else (request, h11.EndOfMessage())
         return (h11.Request(method=method.encode("ascii"), target=self._target, headers=fields), h11.EndOfMessage())
+
+    async def _take_slot(self) -> None:
+        """A connection slot: at once when one is free (no task switch: the request's own reads are the waits
+        that matter), else waiting for one; cancelled before it is taken, as ``Semaphore.acquire`` is."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            self._slots.acquire_nowait()
+        except trio.WouldBlock:
+            await self._slots.acquire()
 
     def _take_idle(self) -> _Conn | None:
         now = trio.current_time()
@@ -300,6 +396,20 @@ class LeanClient:
         return tcp
 
     async def _write(self, conn: _Conn, data: bytes) -> None:
+        """Write ``data`` within ``write_timeout``. On a plain TCP connection it is first written to the socket
+        at once: a request fits the socket's buffer, so that is the whole write, without a deadline to keep or a
+        task switch (the task is not cancelled before its first byte goes out: that stays as it was)."""
+        if conn.plain:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            try:
+                sent = os.write(conn.sock.fileno(), data)
+            except BlockingIOError:
+                sent = 0
+            except OSError as exc:
+                raise httpx2.WriteError(str(exc) or type(exc).__name__) from exc
+            if sent == len(data):
+                return
+            data = data[sent:]
         try:
             with trio.fail_after(self._write_timeout):
                 await conn.stream.send_all(data)

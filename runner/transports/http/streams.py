@@ -33,7 +33,7 @@ from runner.transports.http.body import ACCEPT_SSE, aclose_response, content_typ
 from runner.transports.http.classify import ResumeBudget
 from runner.transports.http.connection import Connection, Stream
 from runner.transports.http.params import HttpParams
-from runner.transports.http.wire import HttpClient, HttpResponse
+from runner.transports.http.wire import HttpClient, HttpResponse, take_body
 
 __all__ = ["DRAIN_AFTER_RESPONSE", "GET_HEAD_WAIT", "StreamReaders"]
 
@@ -69,9 +69,31 @@ class StreamReaders:
         self._nursery.start_soon(self._run_request_stream, response, stream)
 
     def read_json(self, response: HttpResponse, stream: Stream) -> None:
-        """Hand ``response`` (a JSON body) to a background reader, which owns it from now on."""
+        """Hand on what ``response`` (a JSON body) holds: at once when the body came in with the head (no task
+        to start: the usual case of a small answer), else from a background reader, which owns it from now on."""
         stream.open = True
-        self._nursery.start_soon(self._run_json_body, response, stream)
+        try:
+            body = take_body(response)
+            if body is not None and len(body) > self._params.max_event_bytes:
+                raise FrameTooLarge.over("a JSON response", self._params.max_event_bytes, len(body))
+        except (FrameTooLarge, httpx2.HTTPError) as exc:
+            self._json_lost(stream, exc)
+            return
+        if body is None:
+            self._nursery.start_soon(self._run_json_body, response, stream)
+        else:
+            self._deliver_json(body, stream)
+
+    def _json_lost(self, stream: Stream, exc: FrameTooLarge | httpx2.HTTPError) -> None:
+        """A JSON body that could not be read whole (too large, or broken off) loses its call."""
+        what = f"was lost: {exc}" if isinstance(exc, FrameTooLarge) else "broke off"
+        self._connection.lose(stream, OutcomeUnknown(f"the JSON response to {stream.request_id!r} {what}"), exc)
+
+    def _deliver_json(self, body: bytes, stream: Stream) -> None:
+        """Every message of a JSON body; a body without the response loses the call."""
+        for item in decode(body):
+            self._connection.dispatch(item, stream)
+        self._connection.lose(stream, OutcomeUnknown(f"the JSON body held no response to {stream.request_id!r}"))
 
     def start_get_stream(self) -> None:
         """Open the GET stream for server messages unrelated to a request, in the background (once per
@@ -105,20 +127,14 @@ class StreamReaders:
             chunks.append(chunk)
             return False
 
-        rid = stream.request_id
         try:
             with stream.scope:
                 try:
                     await pump_body(response, on_chunk)
-                except FrameTooLarge as exc:
-                    self._connection.lose(stream, OutcomeUnknown(f"the JSON response to {rid!r} was lost: {exc}"), exc)
+                except (FrameTooLarge, httpx2.HTTPError) as exc:
+                    self._json_lost(stream, exc)
                     return
-                except httpx2.HTTPError as exc:
-                    self._connection.lose(stream, OutcomeUnknown(f"the JSON response to {rid!r} broke off"), exc)
-                    return
-                for item in decode(b"".join(chunks)):
-                    self._connection.dispatch(item, stream)
-                self._connection.lose(stream, OutcomeUnknown(f"the JSON body held no response to {rid!r}"))
+                self._deliver_json(b"".join(chunks), stream)
         finally:
             await aclose_response(response, self._params.close_timeout)
 

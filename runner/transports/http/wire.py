@@ -20,10 +20,18 @@ from typing import Final, Protocol
 
 import httpx2
 
-from runner.transports.http.lean import LeanClient
+from runner.transports.http.lean import LeanClient, LeanResponse
 from runner.transports.http.params import HttpParams
 
-__all__ = ["CLIENT_VARIABLE", "HttpClient", "HttpResponse", "HttpxClient", "make_client", "wants_full_client"]
+__all__ = [
+    "CLIENT_VARIABLE",
+    "HttpClient",
+    "HttpResponse",
+    "HttpxClient",
+    "make_client",
+    "take_body",
+    "wants_full_client",
+]
 
 CLIENT_VARIABLE: Final = "MCP_RUN_HTTP_CLIENT"
 """``httpx2`` forces the full client, ``lean`` the lean one (proxies are then ignored); unset: automatic."""
@@ -48,6 +56,13 @@ class HttpResponse(Protocol):
     def aiter_bytes(self) -> AsyncIterator[bytes]: ...
 
     async def aclose(self) -> None: ...
+
+
+def take_body(response: HttpResponse) -> bytes | None:
+    """The whole body of ``response`` when it is already in hand, read with the head (the lean client, a
+    ``content-length`` body that came in the same reads), the response then closed, its connection back in the
+    pool; ``None`` otherwise, nothing consumed: read it with ``aiter_bytes``."""
+    return response.take_body() if type(response) is LeanResponse else None
 
 
 class HttpClient(Protocol):
