@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import threading
 from pathlib import Path
@@ -278,7 +279,7 @@ async def test_sync_soon_fsyncs_now(tmp_path: Path, autojump_clock: trio.abc.Clo
 
 
 async def test_the_disk_thread_runs_jobs_in_its_own_thread_and_finishes_a_job_it_started() -> None:
-    thread = DiskThread()
+    thread = DiskThread(inline_under=0)  # no job is quick enough: after the first, inline, they run in the thread
     ran_in: list[int] = []
     gate = threading.Event()
     finished: list[str] = []
@@ -295,8 +296,9 @@ async def test_the_disk_thread_runs_jobs_in_its_own_thread_and_finishes_a_job_it
     with trio.fail_after(10):
         thread.start()
         try:
+            await thread.run(job, "first")
             await thread.run(job, "plain")
-            assert ran_in == [ran_in[0]] and ran_in[0] != threading.get_ident()
+            assert ran_in == [threading.get_ident(), ran_in[1]] and ran_in[1] != threading.get_ident()
             with pytest.raises(OSError, match="I/O error"):
                 await thread.run(fails)
             async with trio.open_nursery() as nursery:
@@ -310,6 +312,35 @@ async def test_the_disk_thread_runs_jobs_in_its_own_thread_and_finishes_a_job_it
                 nursery.start_soon(cancelled)
                 await trio.testing.wait_all_tasks_blocked()
                 gate.set()
-            assert finished == ["plain", "held", "caller"]
+            assert finished == ["first", "plain", "held", "caller"]
         finally:
             thread.stop()
+
+
+async def test_the_disk_thread_runs_jobs_inline_while_they_are_quick() -> None:
+    """Jobs run inline, in the trio thread, while each is quicker than ``inline_under``; one that is not (here, one
+    that raised: a failing disk is no quick one) sends the next ``slow_jobs`` to the thread, then inline is tried
+    again."""
+    thread = DiskThread(inline_under=math.inf, slow_jobs=2)
+    ran_in: list[int] = []
+
+    def job() -> None:
+        ran_in.append(threading.get_ident())
+
+    def fails() -> None:
+        ran_in.append(threading.get_ident())
+        raise OSError(5, "I/O error")
+
+    here = threading.get_ident()
+    with trio.fail_after(10):
+        thread.start()
+        try:
+            await thread.run(job)
+            await thread.run(job)
+            with pytest.raises(OSError, match="I/O error"):
+                await thread.run(fails)
+            for _ in range(4):
+                await thread.run(job)
+        finally:
+            thread.stop()
+    assert [t == here for t in ran_in] == [True, True, True, False, False, True, True]
