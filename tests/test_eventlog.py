@@ -344,3 +344,38 @@ async def test_the_disk_thread_runs_jobs_inline_while_they_are_quick() -> None:
         finally:
             thread.stop()
     assert [t == here for t in ran_in] == [True, True, True, False, False, True, True]
+
+
+async def test_the_disk_thread_sends_jobs_to_the_thread_once_they_typically_are_slow() -> None:
+    """The odd slow job (one in eight at 6 ms, the rest at 0.3 ms) keeps the jobs inline; jobs that take 10 ms
+    go to the thread after a few (their moving average passes 5 ms), ``slow_jobs`` at a time with one tried inline
+    between; quick ones bring them back."""
+    now = [0.0]
+    thread = DiskThread(slow_jobs=3, clock=lambda: now[0])
+    here = threading.get_ident()
+    ran: list[bool] = []
+
+    def job(seconds: float) -> None:
+        inline = threading.get_ident() == here
+        ran.append(inline)
+        if inline:
+            now[0] += seconds
+
+    with trio.fail_after(10):
+        thread.start()
+        try:
+            for i in range(24):
+                await thread.run(job, 0.006 if i % 8 == 7 else 0.0003)
+            assert all(ran)
+            ran.clear()
+            for _ in range(12):
+                await thread.run(job, 0.010)
+            # five inline (the average passes 5 ms), three in the thread, one tried inline (still slow), three more
+            assert ran == [True] * 5 + [False] * 3 + [True] + [False] * 3
+            ran.clear()
+            for _ in range(6):
+                await thread.run(job, 0.0003)
+            # each quick one tried inline lowers the average: the second brings it under 5 ms
+            assert ran == [True] + [False] * 3 + [True, True]
+        finally:
+            thread.stop()
