@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import threading
 from pathlib import Path
@@ -278,7 +279,7 @@ async def test_sync_soon_fsyncs_now(tmp_path: Path, autojump_clock: trio.abc.Clo
 
 
 async def test_the_disk_thread_runs_jobs_in_its_own_thread_and_finishes_a_job_it_started() -> None:
-    thread = DiskThread()
+    thread = DiskThread(inline_under=0)  # no job is quick enough: after the first, inline, they run in the thread
     ran_in: list[int] = []
     gate = threading.Event()
     finished: list[str] = []
@@ -295,8 +296,9 @@ async def test_the_disk_thread_runs_jobs_in_its_own_thread_and_finishes_a_job_it
     with trio.fail_after(10):
         thread.start()
         try:
+            await thread.run(job, "first")
             await thread.run(job, "plain")
-            assert ran_in == [ran_in[0]] and ran_in[0] != threading.get_ident()
+            assert ran_in == [threading.get_ident(), ran_in[1]] and ran_in[1] != threading.get_ident()
             with pytest.raises(OSError, match="I/O error"):
                 await thread.run(fails)
             async with trio.open_nursery() as nursery:
@@ -310,6 +312,70 @@ async def test_the_disk_thread_runs_jobs_in_its_own_thread_and_finishes_a_job_it
                 nursery.start_soon(cancelled)
                 await trio.testing.wait_all_tasks_blocked()
                 gate.set()
-            assert finished == ["plain", "held", "caller"]
+            assert finished == ["first", "plain", "held", "caller"]
+        finally:
+            thread.stop()
+
+
+async def test_the_disk_thread_runs_jobs_inline_while_they_are_quick() -> None:
+    """Jobs run inline, in the trio thread, while each is quicker than ``inline_under``; one that is not (here, one
+    that raised: a failing disk is no quick one) sends the next ``slow_jobs`` to the thread, then inline is tried
+    again."""
+    thread = DiskThread(inline_under=math.inf, slow_jobs=2)
+    ran_in: list[int] = []
+
+    def job() -> None:
+        ran_in.append(threading.get_ident())
+
+    def fails() -> None:
+        ran_in.append(threading.get_ident())
+        raise OSError(5, "I/O error")
+
+    here = threading.get_ident()
+    with trio.fail_after(10):
+        thread.start()
+        try:
+            await thread.run(job)
+            await thread.run(job)
+            with pytest.raises(OSError, match="I/O error"):
+                await thread.run(fails)
+            for _ in range(4):
+                await thread.run(job)
+        finally:
+            thread.stop()
+    assert [t == here for t in ran_in] == [True, True, True, False, False, True, True]
+
+
+async def test_the_disk_thread_sends_jobs_to_the_thread_once_they_typically_are_slow() -> None:
+    """The odd slow job (one in eight at 6 ms, the rest at 0.3 ms) keeps the jobs inline; jobs that take 10 ms
+    go to the thread after a few (their moving average passes 5 ms), ``slow_jobs`` at a time with one tried inline
+    between; quick ones bring them back."""
+    now = [0.0]
+    thread = DiskThread(slow_jobs=3, clock=lambda: now[0])
+    here = threading.get_ident()
+    ran: list[bool] = []
+
+    def job(seconds: float) -> None:
+        inline = threading.get_ident() == here
+        ran.append(inline)
+        if inline:
+            now[0] += seconds
+
+    with trio.fail_after(10):
+        thread.start()
+        try:
+            for i in range(24):
+                await thread.run(job, 0.006 if i % 8 == 7 else 0.0003)
+            assert all(ran)
+            ran.clear()
+            for _ in range(12):
+                await thread.run(job, 0.010)
+            # five inline (the average passes 5 ms), three in the thread, one tried inline (still slow), three more
+            assert ran == [True] * 5 + [False] * 3 + [True] + [False] * 3
+            ran.clear()
+            for _ in range(6):
+                await thread.run(job, 0.0003)
+            # each quick one tried inline lowers the average: the second brings it under 5 ms
+            assert ran == [True] + [False] * 3 + [True, True]
         finally:
             thread.stop()

@@ -326,3 +326,13 @@ def test_quoted_text_and_json_literals_do_not_count_as_nesting() -> None:
     text = "'" + "(" * 500 + "'"
     literal = "`" + "[" * 500 + "]" * 500 + "`"
     assert compile_value("${{ [" + text + ", " + literal + "] }}") is not None
+
+
+@pytest.mark.parametrize("text", ["item", "index", '"item"', "inputs"])
+@given(value=st.none() | st.integers() | st.text(max_size=5) | st.dictionaries(st.text(max_size=3), st.integers()))
+def test_a_bare_name_reads_as_the_interpreter_reads_it(text: str, value: Any) -> None:
+    """A bare name is looked up without the JMESPath interpreter: the same value, whatever it holds."""
+    context = {"item": value, "index": 3, "inputs": {"x": value}}
+    expected = Parser().parse(text).search(context)
+    assert compile_value(f"${{{{ {text} }}}}").render(context) == expected
+    assert compile_value(f"n${{{{ {text} }}}}").render(context) == "n" + render_text(expected)

@@ -155,11 +155,14 @@ class Compiled:
 class _Expression:
     """One compiled JMESPath expression; ``where`` is its place in the workflow file, for errors."""
 
-    __slots__ = ("_ast", "_loc", "_where", "text")
+    __slots__ = ("_ast", "_field", "_loc", "_where", "text")
 
     def __init__(self, text: str, parsed: ParsedResult) -> None:
         self.text = text
         self._ast = parsed.parsed
+        # A bare name (``item``, ``index``: a fan-out's key and arguments, once per item) is looked up directly:
+        # what the interpreter's ``visit_field`` does, without its dispatch.
+        self._field: str | None = self._ast["value"] if self._ast["type"] == "field" else None
         self._where: Where | None = None
         self._loc: Loc = ()
 
@@ -169,6 +172,8 @@ class _Expression:
         return self._where(self._loc) if self._where is not None else None
 
     def evaluate(self, context: Mapping[str, Any]) -> Any:
+        if self._field is not None:
+            return context.get(self._field)
         try:
             return _INTERPRETER.visit(self._ast, context)
         except (jp_exceptions.JMESPathError, TypeError, ValueError, ArithmeticError, RecursionError) as exc:

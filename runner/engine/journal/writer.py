@@ -34,10 +34,10 @@ never make an unsafe call twice, because a record is lost only with every record
 call's dispatch is durable before the call. A result that later calls read (a template) was emitted before
 their dispatch, so it is durable whenever they are.
 
-The disk work runs in one long-lived thread (:class:`~runner.engine.journal.disk.DiskThread`), never in the
-scheduler's: the writer task hands it one job at a time (one write of everything emitted since the last job,
-and one fsync when a commit waits or the sync timer is due). Commits that arrive while a job runs wait for
-the next one and share its fsync: group commit by design.
+The disk work runs in the trio thread while the disk is quick, else in one long-lived thread
+(:class:`~runner.engine.journal.disk.DiskThread`): the writer task hands it one job at a time (one write of
+everything emitted since the last job, and one fsync when a commit waits or the sync timer is due). Commits
+that arrive while a job runs wait for the next one and share its fsync: group commit by design.
 
 Secrets never reach the file or an observer in clear: every event is masked value by value before it is
 serialized (:class:`~runner.masking.Masker`: each form of each secret by its named placeholder,
@@ -219,7 +219,7 @@ class EventLog:
         self._failed: JournalWriteError | None = None
         self.lines_written = 0
         self.fsyncs = 0
-        self.handoffs = 0  # jobs handed to the disk thread (each a write, an fsync, or both)
+        self.handoffs = 0  # jobs handed to the disk (each a write, an fsync, or both)
 
     @property
     def seq(self) -> int:
