@@ -11,14 +11,22 @@ PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+# A .venv (or peers/node_modules) that is a link is another checkout's, shared (a git worktree's): installing
+# into it would point that checkout's editable install here, or empty its peers while it runs them.
+if [ -L .venv ]; then
+    echo "setup: .venv is a link to a shared environment: not reinstalling into it" >&2
+else
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+fi
 
 if [ "${MCP_RUN_SKIP_NPM:-}" != 1 ]; then
     if ! command -v npm >/dev/null 2>&1; then
         echo "setup: npm is needed for the real test peers; installing Debian's nodejs and npm" >&2
         apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null
     fi
-    if [ ! -d peers/node_modules ] || [ peers/package-lock.json -nt peers/node_modules ]; then
+    if [ -L peers/node_modules ]; then
+        :  # shared (see above)
+    elif [ ! -d peers/node_modules ] || [ peers/package-lock.json -nt peers/node_modules ]; then
         (cd peers && npm ci --no-audit --no-fund --loglevel=error)
     fi
 fi

@@ -9,8 +9,10 @@ checked by ``jsonschema``), not by the reader under test.
 
 from __future__ import annotations
 
+import functools
 import json
 import typing
+from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from runner import cli
 from runner.cli import main
 from runner.engine.core.events import JOURNAL_FORMAT, AnyEvent, encode
 from runner.schemas import JOURNAL_SCHEMA_PATH
@@ -31,6 +34,15 @@ RUN_ID = "20260101T000000.000000Z-fuzzed"
 WORKFLOW = "wf.yaml"
 WRONG: list[Any] = [None, [1, 2], {"a": [1]}, -1, 1.5, "x", "x" * 200_000]
 """Values put in place of a field: of every JSON type, a negative number, and a string of 200,000 characters."""
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_parser() -> Iterator[None]:
+    """``main`` builds its argparse parser once (not 5,000 times, which was most of this module's time): the
+    commands' options are the same, only what argparse parses from them is under test here."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cli, "build_parser", functools.cache(cli.build_parser))
+        yield
 
 
 def sample(cls: Any) -> dict[str, Any]:

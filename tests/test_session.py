@@ -140,7 +140,8 @@ async def test_list_tools_pages_and_caches() -> None:
         assert len([m for m in server.received if isinstance(m, Request) and m.method == "tools/list"]) == 6
 
 
-async def test_list_tools_stops_on_repeated_cursor() -> None:
+async def test_list_tools_stops_on_repeated_cursor(autojump_clock: trio.abc.Clock) -> None:
+    # Virtual time: this server ignores the ``server/discover`` probe, which waits out PROBE_TIMEOUT (10 s).
     async with memory_transport_pair() as (client, end), trio.open_nursery() as nursery:
         server = FakeServer(end)
 
