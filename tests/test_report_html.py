@@ -3,13 +3,15 @@ in-doubt item, gives the commands that decide, shows inputs masked, and loads no
 
 from __future__ import annotations
 
+import html
+import json
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 from runner.cli import main
-from runner.report.html import html_page
+from runner.report.html import VALUES_SHOWN, html_page
 from runner.report.model import build
 from tests.report_run import RUN_ID, SECRET_INPUT, SETTLED, write_run
 from tests.support import entries
@@ -106,3 +108,23 @@ def test_the_step_table_counts_the_reused_and_the_reconciled() -> None:
     [row] = [r for r in source.split("<tr>") if r.startswith("<td>convert</td>")]
     cells = [c.split("</td>")[0] for c in row.split("<td class=n>")[1:]]
     assert cells[:6] == ["4", "4", "0", "0", "1", "1"]  # calls, succeeded, failed, in doubt, reused, reconciled
+
+
+def test_inputs_too_long_for_a_page_are_cut_saying_how_much_is_left_out() -> None:
+    """An input list of 100,000 paths would be most of the page: the page shows the first VALUES_SHOWN
+    characters, cut at a line end, and says how many more the journal holds."""
+    events = [dict(e) for e in SETTLED]
+    started = next(e for e in events if e["type"] == "run_started")
+    started["inputs"] = {"paths": [f"/srv/docs/{i:06d}.md" for i in range(100_000)]}
+    source = html_page(build(entries(events)))
+    shown = source[source.index("<h2>Inputs</h2>") :]
+    shown = html.unescape(shown[: shown.index("</pre>")])
+    assert "/srv/docs/000000.md" in shown and "/srv/docs/099999.md" not in shown
+    assert len(shown) < VALUES_SHOWN + 1_000
+    whole = json.dumps(started["inputs"], indent=2)
+    kept = shown[shown.index("<pre>") + 5 : shown.index("\n…")]
+    assert whole.startswith(kept) and whole[len(kept)] == "\n"  # cut at a line end
+    assert f"… {len(whole) - len(kept):,} more characters, left out of this page" in shown
+    assert "run_started record" in shown
+    small = html_page(build(entries(SETTLED)))
+    assert "left out of this page" not in small

@@ -21,6 +21,7 @@ from runner.report.svg import COLORS, dag_svg, lanes_svg, throughput_svg
 __all__ = ["LISTED", "html_page"]
 
 LISTED: Final = 200  # items listed per failure group, and items in doubt; the rest are counted
+VALUES_SHOWN: Final = 20_000  # characters of the inputs, and of the outputs, shown; the rest is counted
 
 _CSS: Final = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2127;background:#f5f6f8}
@@ -59,10 +60,6 @@ def _status_color(status: str) -> str:
         "in-doubt": COLORS["in-doubt"],
         "running": COLORS["running"],
     }.get(status, COLORS["skipped"])
-
-
-def _json(value: Any) -> str:
-    return _t(json.dumps(value, indent=2, ensure_ascii=False, default=str))
 
 
 def html_page(report: RunReportModel) -> str:
@@ -215,8 +212,23 @@ def _servers(report: RunReportModel) -> str:
 
 def _values(report: RunReportModel) -> str:
     out = (
-        f"<h2>Inputs</h2><p class=meta>As the journal holds them: secrets masked.</p><pre>{_json(report.inputs)}</pre>"
+        "<h2>Inputs</h2><p class=meta>As the journal holds them: secrets masked.</p>"
+        f"<pre>{_shown_json(report.inputs, 'run_started')}</pre>"
     )
     if report.outputs is not None:
-        out += f"<h2>Outputs</h2><pre>{_json(report.outputs)}</pre>"
+        out += f"<h2>Outputs</h2><pre>{_shown_json(report.outputs, 'last')}</pre>"
     return out
+
+
+def _shown_json(value: Any, record: str) -> str:
+    """``value`` as indented JSON, cut at a line end before :data:`VALUES_SHOWN` characters (an input list of
+    100,000 paths would otherwise be most of the page), saying how much was left out and where it is whole."""
+    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    if len(text) <= VALUES_SHOWN:
+        return _t(text)
+    cut = text.rfind("\n", 0, VALUES_SHOWN)
+    cut = cut if cut > 0 else VALUES_SHOWN
+    left = len(text) - cut
+    return _t(
+        f"{text[:cut]}\n… {left:,} more characters, left out of this page (whole in the journal's {record} record)"
+    )
