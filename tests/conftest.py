@@ -30,6 +30,19 @@ settings.register_profile("dev", deadline=None, max_examples=100)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A clock given by ``usefixtures("autojump_clock")`` never reaches ``trio.run``: pytest-trio hands it only a
+    test's own arguments, so such a test ran on the real clock, waiting out every timeout (two modules did).
+    Refused here, so the virtual clock is always asked for as an argument."""
+    for item in items:
+        for mark in item.iter_markers("usefixtures"):
+            if any("clock" in str(name) for name in mark.args):
+                raise pytest.UsageError(
+                    f"{item.nodeid}: usefixtures{mark.args} does not reach trio.run (pytest-trio passes only a "
+                    "test's own arguments): take the clock as an argument, e.g. autojump_clock: trio.abc.Clock"
+                )
+
+
 @pytest.fixture(autouse=True)
 def no_ci_step_summary(monkeypatch: pytest.MonkeyPatch) -> None:
     """In a GitHub Actions job, ``mcp-run FILE`` appends its summary to ``$GITHUB_STEP_SUMMARY``: the suite's

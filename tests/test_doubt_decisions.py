@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from runner.engine.core.outcome import RERUN_PENDING
 from runner.engine.core.state import RunState
@@ -21,8 +22,6 @@ from runner.exitcodes import ExitCode
 from tests.fakes.server import FakeCall, FakeServer
 from tests.harness import CHAIN, Harness, Resume, echo_tools, plan_of, run_plan
 from tests.support import entry, folded
-
-pytestmark = pytest.mark.usefixtures("autojump_clock")
 
 
 def _converted(harness: Harness) -> list[str]:
@@ -67,7 +66,9 @@ async def _resume(
     return outcome, harness, journal + events
 
 
-async def test_a_skip_survives_a_crash_and_a_later_rerun_calls_only_what_is_in_doubt_now() -> None:
+async def test_a_skip_survives_a_crash_and_a_later_rerun_calls_only_what_is_in_doubt_now(
+    autojump_clock: trio.abc.Clock,
+) -> None:
     journal = await _two_in_doubt()
     outcome, _harness, _ = await _resume(journal)
     assert outcome.blocked and sorted(d["item"] for d in outcome.in_doubt) == ["f0", "f1"]
@@ -90,7 +91,7 @@ async def test_a_skip_survives_a_crash_and_a_later_rerun_calls_only_what_is_in_d
     assert {f["kind"] for f in outcome.failures} == {"skipped-in-doubt"}
 
 
-async def test_accept_records_the_items_as_done_and_their_dependents_run() -> None:
+async def test_accept_records_the_items_as_done_and_their_dependents_run(autojump_clock: trio.abc.Clock) -> None:
     journal = await _two_in_doubt()
     outcome, harness, after = await _resume(journal, "accept")
     assert sorted(_converted(harness)) == ["f2", "f3"]  # f0 and f1 happened: not called again
@@ -105,7 +106,7 @@ async def test_accept_records_the_items_as_done_and_their_dependents_run() -> No
 
 
 @pytest.mark.parametrize("decision", ["skip", "rerun", "accept"])
-async def test_a_crash_at_any_point_of_a_decision_keeps_it(decision: str) -> None:
+async def test_a_crash_at_any_point_of_a_decision_keeps_it(decision: str, autojump_clock: trio.abc.Clock) -> None:
     journal = await _two_in_doubt()
     _outcome, _harness, after = await _resume(journal, decision, concurrency=1)
     at = next(i for i, e in enumerate(after) if e["type"] == "doubt_decided")
@@ -133,7 +134,7 @@ async def test_a_crash_at_any_point_of_a_decision_keeps_it(decision: str) -> Non
             assert not any(d["item"] in ("f0", "f1") for d in outcome.in_doubt)
 
 
-async def test_the_decision_is_durable_before_any_call(tmp_path: Path) -> None:
+async def test_the_decision_is_durable_before_any_call(tmp_path: Path, autojump_clock: trio.abc.Clock) -> None:
     journal = await _two_in_doubt()
     path = tmp_path / "journal.jsonl"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)

@@ -38,8 +38,6 @@ from tests.fakes.server import FakeCall, FakeServer, text_result
 from tests.harness import Harness, Resume, plan_of, run_plan
 from tests.support import folded
 
-pytestmark = pytest.mark.usefixtures("autojump_clock")
-
 N = 6
 WORKFLOW = f"""
 version: 1
@@ -116,7 +114,9 @@ async def _crashed(n: int, reached: int) -> tuple[list[dict[str, Any]], Bank]:
 
 
 @pytest.mark.parametrize(("n", "reached"), [(n, r) for n in range(1, N + 1) for r in (n - 1, n)])
-async def test_a_resume_after_a_kill_charges_every_key_exactly_once(n: int, reached: int) -> None:
+async def test_a_resume_after_a_kill_charges_every_key_exactly_once(
+    n: int, reached: int, autojump_clock: trio.abc.Clock
+) -> None:
     journal, bank = await _crashed(n, reached)
     assert len(folded(journal).in_doubt()) == n
     events: list[dict[str, Any]] = []
@@ -134,7 +134,7 @@ async def test_a_resume_after_a_kill_charges_every_key_exactly_once(n: int, reac
     assert state.steps["total"].items[""].result["content"][0]["text"] == str(N)  # type: ignore[index]
 
 
-async def test_each_verdict_is_journaled_before_it_acts() -> None:
+async def test_each_verdict_is_journaled_before_it_acts(autojump_clock: trio.abc.Clock) -> None:
     journal, bank = await _crashed(3, 2)
     events: list[dict[str, Any]] = []
     await run_plan(plan_of(WORKFLOW), Harness({"s": bank.setup}), prior=Resume(events=journal), events=events)
@@ -143,7 +143,7 @@ async def test_each_verdict_is_journaled_before_it_acts() -> None:
     assert [e["type"] for e in mine[:3]] == ["item_reconciled", "item_dispatched", "item_succeeded"]
 
 
-async def test_a_reconcile_tool_that_fails_leaves_the_item_in_doubt() -> None:
+async def test_a_reconcile_tool_that_fails_leaves_the_item_in_doubt(autojump_clock: trio.abc.Clock) -> None:
     journal, bank = await _crashed(3, 3)
     bank.broken = True
     events: list[dict[str, Any]] = []
@@ -166,7 +166,7 @@ async def test_a_reconcile_tool_that_fails_leaves_the_item_in_doubt() -> None:
     assert all(settled.item("charge", key).status is ItemStatus.SUCCEEDED for key in dispatched)  # type: ignore[union-attr]
 
 
-async def test_a_decision_given_wins_over_the_reconcile_tool() -> None:
+async def test_a_decision_given_wins_over_the_reconcile_tool(autojump_clock: trio.abc.Clock) -> None:
     journal, bank = await _crashed(2, 2)
     events: list[dict[str, Any]] = []
     outcome = await run_plan(
@@ -219,7 +219,9 @@ class SlowBank(Bank):
         server.tools["charge"] = slow_charge
 
 
-async def test_at_the_end_of_the_step_a_done_settles_an_item_its_call_left_in_doubt() -> None:
+async def test_at_the_end_of_the_step_a_done_settles_an_item_its_call_left_in_doubt(
+    autojump_clock: trio.abc.Clock,
+) -> None:
     bank = SlowBank(slow={"k1", "k4"})
     events: list[dict[str, Any]] = []
     outcome = await run_plan(plan_of(SLOW), Harness({"s": bank.setup}), events=events)
@@ -236,7 +238,9 @@ async def test_at_the_end_of_the_step_a_done_settles_an_item_its_call_left_in_do
     assert types.index("item_reconciled") < types.index("step_finished")
 
 
-async def test_at_the_end_of_the_step_a_not_done_is_not_acted_on_the_resume_asks_again() -> None:
+async def test_at_the_end_of_the_step_a_not_done_is_not_acted_on_the_resume_asks_again(
+    autojump_clock: trio.abc.Clock,
+) -> None:
     bank = SlowBank(late={"k2"})
     events: list[dict[str, Any]] = []
     outcome = await run_plan(plan_of(SLOW), Harness({"s": bank.setup}), events=events)
@@ -258,7 +262,7 @@ async def test_at_the_end_of_the_step_a_not_done_is_not_acted_on_the_resume_asks
         assert verdict == ("done" if happened else "not-done")
 
 
-async def test_show_and_runs_count_the_reconciled_items(tmp_path: Path) -> None:
+async def test_show_and_runs_count_the_reconciled_items(tmp_path: Path, autojump_clock: trio.abc.Clock) -> None:
     bank = SlowBank(slow={"k1", "k4"})
     events: list[dict[str, Any]] = []
     await run_plan(plan_of(SLOW), Harness({"s": bank.setup}), events=events)
