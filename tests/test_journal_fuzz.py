@@ -29,7 +29,22 @@ from runner.schemas import JOURNAL_SCHEMA_PATH
 from tests.support import entry
 
 CLASSES = typing.get_args(AnyEvent)
-SCHEMA = jsonschema.Draft202012Validator(json.loads(JOURNAL_SCHEMA_PATH.read_text()))
+_SCHEMA = json.loads(JOURNAL_SCHEMA_PATH.read_text())
+SCHEMA = jsonschema.Draft202012Validator(_SCHEMA)
+BY_TYPE = {
+    kind: jsonschema.Draft202012Validator({"$defs": _SCHEMA["$defs"], "$ref": ref})
+    for kind, ref in _SCHEMA["discriminator"]["mapping"].items()
+}
+"""The schema's own discriminator: an object whose ``type`` names an event is valid when that event's schema
+takes it (what the ``oneOf`` decides, without trying the other 22 first); any other ``type`` goes to the whole."""
+
+
+def schema_valid(obj: dict[str, Any]) -> bool:
+    kind = obj.get("type")
+    validator = BY_TYPE.get(kind) if isinstance(kind, str) else None
+    return (validator or SCHEMA).is_valid(obj)
+
+
 RUN_ID = "20260101T000000.000000Z-fuzzed"
 WORKFLOW = "wf.yaml"
 WRONG: list[Any] = [None, [1, 2], {"a": [1]}, -1, 1.5, "x", "x" * 200_000]
@@ -138,7 +153,7 @@ def test_a_field_of_the_wrong_type_is_named_by_line_everywhere(
         workflow, state, line = write_run(tmp_path, obj)
         if kind == "run_started" and name == "workflow" and isinstance(value, str):
             continue  # a run of another workflow: not this one's to resume (runs and show read it fine)
-        valid = SCHEMA.is_valid(obj) and (line > 1 or obj.get("type") == "run_started")
+        valid = schema_valid(obj) and (line > 1 or obj.get("type") == "run_started")
         if name == "journal" and isinstance(value, int) and value > JOURNAL_FORMAT:
             valid = False  # a format this version cannot read: refused by name, at its line
         journal = state / "runs" / RUN_ID / "journal.jsonl"

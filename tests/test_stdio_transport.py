@@ -181,7 +181,7 @@ async def test_a_failed_write_is_not_delivered() -> None:
     # A server that closed its stdin but still runs: the write itself fails (EPIPE).
     script = 'import os, sys, time\nos.close(0)\nprint(\'{"jsonrpc":"2.0","method":"ready"}\', flush=True)\n'
     script += "time.sleep(60)\n"
-    p = StdioParams([*fake_command("stdio_echo")[:1], "-c", script], shutdown_timeout=0.5)
+    p = StdioParams([*fake_command("stdio_echo")[:1], "-c", script], shutdown_timeout=0.1)
     with trio.fail_after(LIMIT):
         async with open_stdio_transport(p) as transport:
             assert await transport.receive() == Notification("ready")
@@ -341,7 +341,7 @@ async def test_a_gate_that_cannot_open_fails_its_batch_as_not_delivered() -> Non
 async def test_a_queued_line_whose_write_fails_is_told_not_delivered() -> None:
     script = 'import os, sys, time\nos.close(0)\nprint(\'{"jsonrpc":"2.0","method":"ready"}\', flush=True)\n'
     script += "time.sleep(60)\n"
-    p = StdioParams([*fake_command("stdio_echo")[:1], "-c", script], shutdown_timeout=0.5)
+    p = StdioParams([*fake_command("stdio_echo")[:1], "-c", script], shutdown_timeout=0.1)
     told: list[NotDelivered | None] = []
     with trio.fail_after(LIMIT):
         async with open_stdio_transport(p) as transport:
