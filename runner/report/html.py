@@ -183,7 +183,7 @@ def _timeline(report: RunReportModel) -> str:
         return ""
     legend = "".join(
         f'<span><i style="background:{COLORS[k]}"></i>{_t(k)}</span>'
-        for k in ("succeeded", "retried", "failed", "in-doubt")
+        for k in ("succeeded", "reconciled", "retried", "failed", "in-doubt")
     )
     return (
         "<h2>Calls per server over time</h2>"

@@ -21,6 +21,7 @@ class Outcome(enum.StrEnum):
     FAILED = "failed"
     RETRIED = "retried"  # the attempt failed, another followed
     IN_DOUBT = "in-doubt"  # no answer (or the outcome is unknown)
+    RECONCILED = "reconciled"  # no answer, then the step's reconcile tool said the call happened
 
 
 @dataclass(slots=True)  # not frozen: built once per call, and a frozen one costs three times as much to build
@@ -50,12 +51,13 @@ class Bucket:
     failed: int = 0
     retried: int = 0
     in_doubt: int = 0
+    reconciled: int = 0
     busy: float = 0.0
     waiting: float = 0.0
 
     @property
     def ended(self) -> int:
-        return self.succeeded + self.failed + self.retried + self.in_doubt
+        return self.succeeded + self.failed + self.retried + self.in_doubt + self.reconciled
 
 
 @dataclass(slots=True)
@@ -106,6 +108,8 @@ def _count(bucket: Bucket, outcome: Outcome) -> None:
         bucket.failed += 1
     elif outcome is Outcome.RETRIED:
         bucket.retried += 1
+    elif outcome is Outcome.RECONCILED:
+        bucket.reconciled += 1
     else:
         bucket.in_doubt += 1
 

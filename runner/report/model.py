@@ -20,7 +20,9 @@ from runner.engine.core.events import (
     Entry,
     ItemDispatched,
     ItemFailed,
+    ItemReconciled,
     ItemSucceeded,
+    RunResumed,
     RunStarted,
     SessionFailed,
     SessionLost,
@@ -28,7 +30,7 @@ from runner.engine.core.events import (
     SessionRetrying,
 )
 from runner.engine.core.state import ItemState, RunState
-from runner.engine.core.vocabulary import Decision, ItemStatus, StepStatus
+from runner.engine.core.vocabulary import Decision, ItemStatus, StepStatus, Verdict
 from runner.report.lanes import CallSpan, Lane, Outcome, WaitSpan, lanes_of
 from runner.view.text import ts_seconds
 
@@ -167,14 +169,20 @@ class _Gather:
     step_server: dict[str, tuple[str, str]] = field(default_factory=dict)
     sessions: dict[str, SessionOpened] = field(default_factory=dict)
     reconnects: dict[str, int] = field(default_factory=dict)
+    doubted: dict[tuple[str, str], int] = field(default_factory=dict)  # an item's last in-doubt span (its index)
     first_text: str | None = None  # the first and last entries' ts
     last_text: str | None = None
+
+    def in_doubt(self, key: tuple[str, str], server: str, start: float, end: float) -> None:
+        self.doubted[key] = len(self.spans)
+        self.spans.append(CallSpan(server, start, end, Outcome.IN_DOUBT))
 
     def take(self, entry: Entry) -> None:
         event = entry.event
         kind = type(event)
         if self.first_text is None:
             self.first_text = entry.ts
+        before = self.last_text  # the previous entry's ts: a killed attempt's last sign of life
         self.last_text = entry.ts
         if kind is ItemDispatched:
             assert isinstance(event, ItemDispatched)
@@ -185,7 +193,7 @@ class _Gather:
             if timing is None:
                 timing = self.times[(event.step, event.item)] = _Timing(first=now)
             if timing.open_since is not None:  # dispatched again with no answer: that attempt is in doubt
-                self.spans.append(CallSpan(event.server, timing.open_since, now, Outcome.IN_DOUBT))
+                self.in_doubt((event.step, event.item), event.server, timing.open_since, now)
             if timing.waiting_since is not None and timing.server is not None:  # the retry's wait ends
                 self.waits.append(WaitSpan(timing.server, timing.waiting_since, now))
                 timing.waiting_since = None
@@ -208,10 +216,26 @@ class _Gather:
                 outcome = Outcome.IN_DOUBT
             else:
                 outcome = Outcome.FAILED
-            self.spans.append(CallSpan(timing.server, timing.open_since, now, outcome))
+            if outcome is Outcome.IN_DOUBT:
+                self.in_doubt((event.step, event.item), timing.server, timing.open_since, now)
+            else:
+                self.spans.append(CallSpan(timing.server, timing.open_since, now, outcome))
             timing.open_since, timing.last_end = None, now
             if outcome is Outcome.RETRIED:
                 timing.waiting_since = now
+        elif kind is RunResumed:
+            # The calls an earlier attempt left unanswered ended with it (in doubt), not with this one: drawn up
+            # to that attempt's last entry, not across the time it was down.
+            end = ts_seconds(before) if before is not None else None
+            for key, timing in self.times.items():
+                if timing.open_since is not None and timing.server is not None and end is not None:
+                    self.in_doubt(key, timing.server, timing.open_since, max(end, timing.open_since))
+                    timing.open_since = None
+        elif kind is ItemReconciled:
+            assert isinstance(event, ItemReconciled)
+            at = self.doubted.pop((event.step, event.item), None)
+            if at is not None and event.verdict == Verdict.DONE:  # the call happened: its reconcile tool says so
+                self.spans[at].outcome = Outcome.RECONCILED
         elif kind is SessionOpened:
             assert isinstance(event, SessionOpened)
             self.sessions[event.server] = event
@@ -269,7 +293,7 @@ def build(
     t1 = gather.last_ts or t0
     for timing in gather.times.values():  # calls never answered: in doubt (or running) until the journal's end
         if timing.open_since is not None and timing.server is not None:
-            gather.spans.append(CallSpan(timing.server, timing.open_since, t1, Outcome.IN_DOUBT))
+            gather.spans.append(CallSpan(timing.server, timing.open_since, t1, Outcome.IN_DOUBT))  # (or running)
         elif timing.waiting_since is not None and timing.server is not None:  # waiting when the journal ends
             gather.waits.append(WaitSpan(timing.server, timing.waiting_since, t1))
     items = tuple(_items(state, gather, t0, live))

@@ -20,6 +20,7 @@ COLORS: Final = {
     "failed": "#d2413a",
     "retried": "#e8a33d",
     "in-doubt": "#8e5bd0",
+    "reconciled": "#8fd1a8",  # succeeded's green, lighter: it happened, said by the reconcile tool
     "skipped": "#8a8f98",
     "running": "#3a7bd5",
     "other": "#b8bcc4",
@@ -108,11 +109,21 @@ def dag_svg(report: RunReportModel) -> str:
     return "".join(parts)
 
 
+def _reconciled(totals: Bucket) -> str:
+    return f" · {totals.reconciled} reconciled" if totals.reconciled else ""
+
+
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-_STACK: Final = (("succeeded", "succeeded"), ("retried", "retried"), ("failed", "failed"), ("in_doubt", "in-doubt"))
+_STACK: Final = (
+    ("succeeded", "succeeded"),
+    ("reconciled", "reconciled"),
+    ("retried", "retried"),
+    ("failed", "failed"),
+    ("in_doubt", "in-doubt"),
+)
 
 
 def lanes_svg(report: RunReportModel) -> str:
@@ -137,7 +148,8 @@ def lanes_svg(report: RunReportModel) -> str:
             f'<text x="4" y="{top + 16}" class="name">{_t(_cut(lane.server, 16))}</text>'
             f'<text x="4" y="{top + 32}">{lane.calls} calls</text>'
             f'<text x="4" y="{top + 48}">{totals.retried} retried{_waited(lane)}</text>'
-            f'<text x="4" y="{top + 64}">{totals.failed} failed · {totals.in_doubt} in doubt</text>'
+            f'<text x="4" y="{top + 64}">{totals.failed} failed · {totals.in_doubt} in doubt'
+            f"{_reconciled(totals)}</text>"
             f'<line x1="{_LEFT}" y1="{base}" x2="{_WIDTH - 10}" y2="{base}" class="axis"/>'
         )
         for i, bucket in enumerate(lane.buckets):
