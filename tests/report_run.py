@@ -9,13 +9,16 @@ is never delivered (retried). ``notes`` is a plain step that succeeds; ``report`
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+import pytest
 import trio
 import trio.testing
 
 from runner.engine.core.events import JOURNAL_FORMAT
+from runner.engine.journal import writer
 from tests.fakes.server import FakeCall, FakeServer, text_result
 from tests.harness import Harness, echo_tools, plan_of, run_plan
 
@@ -75,11 +78,23 @@ async def _events() -> list[dict[str, Any]]:
     return events
 
 
+EPOCH: Final = datetime(2026, 12, 3, 12, tzinfo=UTC)
+"""When the run of :func:`write_run` starts: its records are timed on trio's virtual clock from here, so the
+report's times (durations, waits, buckets) are the run's own, the same on every machine."""
+
+
+def _virtual_now() -> str:
+    moment = EPOCH + timedelta(seconds=trio.current_time())
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
 def write_run(state_dir: Path, workflow: Path | None = None, fingerprints: dict[str, str] | None = None) -> Path:
     """The run's directory in ``state_dir`` (``runs/RUN_ID/journal.jsonl``), its journal framed by the records
     the lifecycle writes around the scheduler's: ``run_started`` (``workflow``, default a file that is not there,
     and the steps' ``fingerprints``) and ``run_stopped`` (in doubt)."""
-    events = trio.run(_events, clock=trio.testing.MockClock(autojump_threshold=0))
+    with pytest.MonkeyPatch.context() as patch:  # records timed by the virtual clock the run keeps, from EPOCH
+        patch.setattr(writer, "_now", _virtual_now)
+        events = trio.run(_events, clock=trio.testing.MockClock(autojump_threshold=0))
     first_ts = events[0]["ts"]
     start = {
         "seq": 0,

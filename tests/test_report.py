@@ -58,9 +58,8 @@ def test_lanes_count_every_call_and_the_retry(model: RunReportModel) -> None:
     # 1 listing + 2 attempts of notes + 6 conversions; the first attempt of notes was retried.
     assert (lane.calls, totals.succeeded, totals.failed, totals.retried, totals.in_doubt) == (9, 4, 3, 1, 1)
     assert sum(b.ended for b in lane.buckets) == 9
-    # The retried call's wait: from its failed attempt's answer to the next dispatch. The run is on the virtual
-    # clock and its records' times are the wall clock's, so that wait can be shorter than their microsecond (0).
-    assert lane.waits == 1 and lane.totals.waiting >= 0
+    # The retried call's wait: from its failed attempt's answer to the next dispatch.
+    assert lane.waits == 1 and lane.totals.waiting > 0
     assert sum(b.waiting for b in lane.buckets) == pytest.approx(lane.totals.waiting)
     (server,) = model.servers
     assert (server.name, server.server_name, server.reconnects) == ("s", "fake", 1)

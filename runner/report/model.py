@@ -227,10 +227,11 @@ class _Gather:
             # The calls an earlier attempt left unanswered ended with it (in doubt), not with this one: drawn up
             # to that attempt's last entry, not across the time it was down.
             end = ts_seconds(before) if before is not None else None
-            for key, timing in self.times.items():
-                if timing.open_since is not None and timing.server is not None and end is not None:
-                    self.in_doubt(key, timing.server, timing.open_since, max(end, timing.open_since))
-                    timing.open_since = None
+            if end is not None:
+                for key, timing in self.times.items():
+                    if timing.open_since is not None and timing.server is not None:
+                        self.in_doubt(key, timing.server, timing.open_since, max(end, timing.open_since))
+                        timing.open_since = None
         elif kind is ItemReconciled:
             assert isinstance(event, ItemReconciled)
             at = self.doubted.pop((event.step, event.item), None)
