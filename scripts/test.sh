@@ -18,7 +18,7 @@ scripts/setup.sh
 .venv/bin/ruff check runner tests scripts
 .venv/bin/ruff format --check runner tests scripts
 .venv/bin/mypy
-# pytest-xdist: $workers (MCP_RUN_TEST_WORKERS overrides; 0 runs in this one process).
+# pytest-xdist with the workers chosen above (MCP_RUN_TEST_WORKERS overrides; 0 runs in this one process).
 # loadgroup keeps a module marked xdist_group on one worker (one that shares a dev server between its tests).
 # Arguments given after ours win: `scripts/test.sh -n 0` runs serially.
 # Bytecode is written even when the environment forbids it (PYTHONDONTWRITEBYTECODE): each xdist worker and each
