@@ -52,7 +52,7 @@ from runner.temporal.runids import (
     workflow_id_of_run,
 )
 from runner.temporal.runtime import runtime
-from runner.temporal.spec import WORKFLOW_NAME, RunSpec, build_plan_of
+from runner.temporal.spec import QUERY_LIMIT, WORKFLOW_NAME, RunSpec, build_plan_of
 from runner.workflow.fingerprints import fingerprints, workflow_hash
 from runner.workflow.plan import OutputFailure, Plan
 
@@ -187,7 +187,7 @@ async def follow(
                 if on_entry is not None:
                     on_entry(entry)
             seen += len(batch)
-            if not batch:
+            if len(batch) < QUERY_LIMIT:  # all there is for now: no query more (on a closed run, each is a replay)
                 return
 
     while True:
@@ -278,6 +278,6 @@ async def events_of_handle(handle: WorkflowHandle[Any, Any], run_id: str, *, sta
             raise UsageError(
                 f"cannot read run {run_id} on Temporal (a worker of its task queue answers): {exc}"
             ) from None
-        if not batch:
-            return out
         out.extend(batch)
+        if len(batch) < QUERY_LIMIT:  # all there is (see follow)
+            return out

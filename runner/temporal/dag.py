@@ -72,6 +72,7 @@ with workflow.unsafe.imports_passed_through():
     from runner.temporal.lost import UNREACHABLE
     from runner.temporal.slices import by_reference, slice_of
     from runner.temporal.spec import (
+        QUERY_LIMIT,
         WORKFLOW_NAME,
         RunSpec,
         batch_size_for,
@@ -87,7 +88,6 @@ __all__ = ["WORKFLOW_NAME", "DagWorkflow"]
 RECONCILE: Final = "reconcile"  # the `decide` update with no decision: items in doubt are asked (resume with no flag)
 RECONCILE_PATCH: Final = "reconcile-on-temporal"  # workflow.patched: histories of before it replay unchanged
 RECONCILE_CACHE_PATCH: Final = "reconcile-then-cache"  # an item its reconcile tool says not done: its cache asked
-QUERY_LIMIT: Final = 5_000  # events per answer of the events query
 
 
 @workflow.defn(name=WORKFLOW_NAME, sandboxed=False)

@@ -21,6 +21,7 @@ __all__ = [
     "CHILD_ITEMS",
     "MAX_BATCH",
     "MAX_PENDING",
+    "QUERY_LIMIT",
     "WORKFLOW_NAME",
     "RunSpec",
     "batch_size_for",
@@ -30,6 +31,7 @@ __all__ = [
 ]
 
 WORKFLOW_NAME: Final = "mcp-run"  # the run's workflow type (runner.temporal.dag); the CLI names it without loading it
+QUERY_LIMIT: Final = 5_000  # events per answer of the run's events query: a shorter answer holds all there is so far
 BATCH_SIZE: Final = 100  # items per call activity at least, when the run sizes its batches
 MAX_BATCH: Final = 500  # items per call activity at most, when the run sizes its batches
 BATCHES: Final = 4  # batches a fan-out is cut into, when that leaves them between BATCH_SIZE and MAX_BATCH
