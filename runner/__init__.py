@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     )
     from runner.engine.journal.reader import JournalCorrupt
     from runner.engine.journal.rundir import AmbiguousRun, UnknownRun, WorkflowBusy
-    from runner.engine.journal.writer import JournalWriteError
     from runner.engine.preflight import OutputUnusable, StateDirUnusable
     from runner.engines import Engine, LocalEngine, RunRequest, TemporalOptions
     from runner.errors import (
@@ -51,6 +50,7 @@ if TYPE_CHECKING:
         FrameTooLarge,
         HTTPStatusError,
         InvalidCall,
+        JournalWriteError,
         JsonRpcError,
         MalformedMessage,
         McpRunError,
@@ -81,10 +81,10 @@ _FROM: Final[dict[str, tuple[str, ...]]] = {
     "runner.engines": ("Engine", "LocalEngine", "RunRequest", "TemporalOptions"),
     "runner.errors": (
         "BusyError", "CallTimeout", "ConnectFailed", "FrameTooLarge", "HTTPStatusError", "InvalidCall",
-        "JsonRpcError", "MalformedMessage", "McpRunError", "NotDelivered", "OpenRunChanged", "OutcomeUnknown",
-        "ProtocolError", "RunAlreadyOpen", "RunEndedWithoutResult", "ServerError", "SessionExpired",
-        "TemporalUnreachable", "Throttled", "TransportError", "UnsupportedProtocolVersion", "UsageError",
-        "WorkflowError",
+        "JournalWriteError", "JsonRpcError", "MalformedMessage", "McpRunError", "NotDelivered", "OpenRunChanged",
+        "OutcomeUnknown", "ProtocolError", "RunAlreadyOpen", "RunEndedWithoutResult", "ServerError",
+        "SessionExpired", "TemporalUnreachable", "Throttled", "TransportError", "UnsupportedProtocolVersion",
+        "UsageError", "WorkflowError",
     ),
     "runner.auth.errors": ("AuthFailed", "LoginRequired"),
     "runner.protocol.mcp": ("ToolError",),
@@ -96,7 +96,6 @@ _FROM: Final[dict[str, tuple[str, ...]]] = {
     ),
     "runner.engine.journal.reader": ("JournalCorrupt",),
     "runner.engine.journal.rundir": ("AmbiguousRun", "UnknownRun", "WorkflowBusy"),
-    "runner.engine.journal.writer": ("JournalWriteError",),
     "runner.engine.preflight": ("OutputUnusable", "StateDirUnusable"),
     "runner.engine.calls.servers": ("ServerUnreachable",),
     "runner.launch": ("LaunchError",),

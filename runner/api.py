@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.engine.core.outcome import Outcome
-from runner.engine.run import Reporter, RunOptions
+from runner.engine.options import Reporter, RunOptions
 from runner.engines import ENGINES, Engine, EngineName, LocalEngine, RunRequest, TemporalOptions, need_temporal
 from runner.errors import UsageError
 

@@ -27,7 +27,7 @@ from runner.errors import UsageError
 if TYPE_CHECKING:
     from runner.engine.core.outcome import Outcome
     from runner.engine.core.state import RunState
-    from runner.engine.run import Reporter, RunOptions, Watcher
+    from runner.engine.options import Reporter, RunOptions, Watcher
     from runner.workflow.plan import Plan
 
 __all__ = [

@@ -77,6 +77,7 @@ __all__ = [
     "FrameTooLarge",
     "HTTPStatusError",
     "InvalidCall",
+    "JournalWriteError",
     "JsonRpcError",
     "MalformedMessage",
     "McpRunError",
@@ -349,6 +350,13 @@ class UnsupportedProtocolVersion(ProtocolError):
         super().__init__(
             f"server chose protocol version {chosen!r}, which mcp-run does not support (we offered {offered!r})"
         )
+
+
+class JournalWriteError(McpRunError):
+    """The journal could not be written (disk full, permissions): the run stops rather than go on blind.
+    ``run_id``: the run, when the lifecycle knows it (the CLI prints how to resume it)."""
+
+    run_id: str | None = None
 
 
 class TemporalUnreachable(McpRunError):

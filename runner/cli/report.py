@@ -29,8 +29,7 @@ from runner.engine.core.resume import (
 )
 from runner.engine.core.vocabulary import RunStatus
 from runner.engine.journal.rundir import WorkflowBusy
-from runner.engine.journal.writer import JournalWriteError
-from runner.errors import BusyError, McpRunError, UsageError
+from runner.errors import BusyError, JournalWriteError, McpRunError, UsageError
 from runner.exitcodes import ExitCode, combine
 from runner.jsontext import escape
 from runner.masking import Masker

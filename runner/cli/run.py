@@ -23,7 +23,7 @@ from runner.words import plural
 
 if TYPE_CHECKING:
     from runner.engine.core.state import RunState
-    from runner.engine.run import RunOptions, Watcher
+    from runner.engine.options import RunOptions, Watcher
     from runner.workflow.plan import Plan
 
 STATE_HELP = """\
@@ -383,7 +383,7 @@ def _started_from(recorded: Path, state_dir: Path, run_id: str) -> Path:
 def _options(args: argparse.Namespace, **overrides: Any) -> RunOptions:
     """The run's options, typed, built once from the command line (nothing below sees ``args``)."""
     from runner.cli.where import in_doubt_decision
-    from runner.engine.run import RunOptions
+    from runner.engine.options import RunOptions
 
     in_doubt = in_doubt_decision(args)
     fields: dict[str, Any] = {

@@ -33,7 +33,7 @@ P = ParamSpec("P")
 
 if TYPE_CHECKING:
     from runner.cli.report import Console
-    from runner.engine.run import RunOptions
+    from runner.engine.options import RunOptions
     from runner.temporal.engine import Started, TemporalEngine
 
 

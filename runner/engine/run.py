@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
@@ -36,9 +36,9 @@ from runner._trio import single_error
 from runner.engine.calls.retry import RetryPolicy
 from runner.engine.core import events
 from runner.engine.core.cache import CacheIndex
-from runner.engine.core.events import JOURNAL_FORMAT, Entry, RunResumed, RunStarted
+from runner.engine.core.events import JOURNAL_FORMAT, RunResumed, RunStarted
 from runner.engine.core.outcome import Outcome
-from runner.engine.core.resume import InDoubt, Prior, RunDamaged, RunInfo, choose_run, resume_plan
+from runner.engine.core.resume import Prior, RunDamaged, RunInfo, choose_run, resume_plan
 from runner.engine.core.state import RunState
 from runner.engine.core.vocabulary import RunStatus
 from runner.engine.interrupts import signal_exit_code, watch_signals
@@ -54,6 +54,7 @@ from runner.engine.journal.rundir import (
     runs_of,
 )
 from runner.engine.journal.writer import EventLog, JournalWriteError, Masker
+from runner.engine.options import Reporter, RunOptions, Watcher
 from runner.engine.preflight import StateDirUnusable, check_state_dir, state_dir_named_by
 from runner.engine.runctl import env_context, make_opener
 from runner.engine.scheduler import Scheduler, SchedulerOptions, SessionOpener
@@ -62,7 +63,6 @@ from runner.errors import UsageError
 from runner.exitcodes import combine
 from runner.launch import passed_through
 from runner.masking import placeholder
-from runner.protocol.framing import DEFAULT_MAX_MESSAGE_SIZE
 from runner.quoting import masking
 from runner.secrets_of import collect_secrets, oauth_secret_sink
 from runner.workflow.fingerprints import fingerprints, workflow_hash
@@ -77,86 +77,6 @@ __all__ = ["Reporter", "RunOptions", "Watcher", "execute"]
 
 WORKFLOW_LOCK_WAIT: Final = 30.0  # how long to wait for another invocation still deciding whether to run
 RUN_LOCK_WAIT: Final = 0.5  # `runs`/`show` take a run's lock for an instant to see whether it is live
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How to run a workflow; built once (by the CLI from its arguments, or by :func:`runner.run_workflow`).
-
-    ``inputs`` are values by name (typed as the workflow declares); ``input_pairs`` are ``NAME=VALUE`` texts
-    and ``inputs_file`` a YAML or JSON file of them, as on the command line. ``resume``: continue the newest
-    open run, else start one; ``run_id``: continue that run; ``start_new=False`` (``resume WORKFLOW``): never
-    start one. ``in_doubt``: what to do with items an earlier attempt left in doubt (``ask`` stops before
-    anything runs). ``journal=False``: a throwaway run, neither journaled nor locked. ``no_cache``: steps with
-    ``cache:`` make every call (``--no-cache``); ``clock``: the time earlier results' ages are measured from.
-    """
-
-    inputs: Mapping[str, Any] | None = None
-    input_pairs: tuple[str, ...] = ()
-    inputs_file: str | None = None
-    state_dir: str | Path | None = None
-    resume: bool = False
-    new_run: bool = False
-    retry_failed: bool = False
-    run_id: str | None = None
-    start_new: bool = True
-    in_doubt: InDoubt = "ask"
-    allow_changed: bool = False
-    journal: bool = True
-    concurrency: int = 16
-    retry_attempts: int = 5
-    retry_max_time: float = 120.0
-    connect_timeout: float | None = None
-    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
-    server_log_level: str | None = "info"
-    elicitation: str | None = None
-    protocol: str | None = None  # --protocol-version: pins every server (None: each server's protocol:)
-    grace: float = 10.0
-    watch_signals: bool = False
-    no_cache: bool = False  # --no-cache: steps with `cache:` reuse nothing this run (their results are still keyed)
-    clock: Callable[[], float] = time.time  # the wall clock a cache's durations are measured by (tests choose it)
-
-    def check(self) -> None:
-        """``UsageError`` for options that contradict each other or make no sense."""
-        self._check_choice()
-        if self.in_doubt not in ("ask", "rerun", "skip", "accept"):
-            raise UsageError(f"in_doubt must be 'ask', 'rerun', 'skip' or 'accept', not {self.in_doubt!r}")
-        if self.concurrency < 1:
-            raise UsageError("--concurrency must be at least 1")
-        if self.connect_timeout is not None and not self.connect_timeout > 0:
-            raise UsageError("--connect-timeout must be a positive number of seconds")
-        if self.max_message_size < 1:
-            raise UsageError("--max-message-size must be a positive number of bytes")
-
-    def _check_choice(self) -> None:
-        """The options that choose the run (new, resumed, none) must not contradict each other."""
-        if self.resume and self.new_run:
-            raise UsageError("--resume and --new-run contradict each other")
-        if self.retry_failed and self.new_run:
-            raise UsageError("--retry-failed and --new-run contradict each other: --retry-failed resumes a run")
-        if not self.journal and (self.resume or self.retry_failed or self.run_id is not None):
-            raise UsageError("--no-journal cannot resume: there is no journal")
-
-
-class Reporter(Protocol):
-    """What a run says as it goes: ``info`` (its id, "resuming"), ``warn`` (a server's odd output, a
-    session renewed), ``error`` (an interrupt). Masking secrets in the text is the reporter's job."""
-
-    def info(self, text: str) -> None: ...
-
-    def warn(self, text: str) -> None: ...
-
-    def error(self, text: str) -> None: ...
-
-
-class Watcher(Protocol):
-    """A view of the run: sees every entry after the run's state applied it, draws in ``run``."""
-
-    def observe(self, entry: Entry) -> None: ...
-
-    async def run(self) -> None: ...
-
-    def close(self) -> None: ...
 
 
 class _Quiet:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio.client import Client, WorkflowHandle
 
 from runner.engine.core.outcome import Outcome
-from runner.engine.run import RunOptions
+from runner.engine.options import RunOptions
 from runner.engine.telemetry import from_env as tracing_from_env
 from runner.engines import EngineName, RunRequest, TemporalOptions, refuse_unsupported
 from runner.errors import OpenRunChanged, RunAlreadyOpen, UsageError

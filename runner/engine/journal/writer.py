@@ -63,7 +63,7 @@ import trio
 
 from runner.engine.core.events import JOURNAL_FORMAT, AnyEvent, Entry, decode, encode, written_fields
 from runner.engine.journal.disk import DiskThread
-from runner.errors import McpRunError
+from runner.errors import JournalWriteError
 from runner.jsontext import escape
 from runner.masking import MARK, MARKED_FORMAT, UNMASKED_FIELDS, Masker, shown_value
 
@@ -126,13 +126,6 @@ def _line(entry: Entry) -> str:
 
 
 # UNMASKED_FIELDS (runner.masking): the fields mcp-run fills itself, never masked nor encoded.
-
-
-class JournalWriteError(McpRunError):
-    """The journal could not be written (disk full, permissions): the run stops rather than go on blind.
-    ``run_id``: the run, when the lifecycle knows it (the CLI prints how to resume it)."""
-
-    run_id: str | None = None
 
 
 _clock: list[Any] = [-1, "", -1, ""]  # the last millisecond and its text, the last second and its text
