@@ -31,7 +31,7 @@ from runner.engine.core.reconcile import (
 )
 from runner.engine.core.vocabulary import ItemStatus
 from runner.engine.journal.rundir import RunDir
-from runner.errors import WorkflowError
+from runner.errors import Throttled, WorkflowError
 from runner.exitcodes import ExitCode
 from runner.workflow.loader import parse_workflow, validate
 from tests.fakes.server import FakeCall, FakeServer, text_result
@@ -68,6 +68,7 @@ class Bank:
     def __init__(self) -> None:
         self.charged: Counter[str] = Counter()
         self.asked: list[str] = []
+        self.asked_at: list[float] = []  # when (trio's clock)
         self.broken = False  # was_charged answers with a tool error
 
     def setup(self, server: FakeServer) -> None:
@@ -77,6 +78,7 @@ class Bank:
 
         async def was_charged(call: FakeCall) -> dict[str, Any]:
             self.asked.append(call.arguments["id"])
+            self.asked_at.append(trio.current_time())
             assert call.arguments["amount"] == 5
             if self.broken:
                 return text_result("ledger unavailable", is_error=True)
@@ -313,3 +315,37 @@ def test_left_in_doubt_names_the_items_a_step_left_in_doubt_not_asked_yet() -> N
         ]
     )
     assert left_in_doubt(state.steps["s"], ["a", "b", "c", "d"], asked={"b"}) == ["a"]
+
+
+async def test_a_reconcile_ask_refused_for_now_waits_the_pause_and_is_journaled_as_a_throttle(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    journal, bank = await _crashed(1, 1)  # k0 in doubt; the server did charge it
+    harness = Harness({"s": bank.setup})
+    refusals = iter([Throttled("429", status_code=429, retry_after=2.0)])
+    harness.refuse = lambda: next(refusals, None)  # the resume's first call is the ask about k0
+    events: list[dict[str, Any]] = []
+    start = trio.current_time()
+    outcome = await run_plan(plan_of(WORKFLOW), harness, prior=Resume(events=journal), events=events)
+    assert outcome.exit_code == ExitCode.OK
+    assert bank.charged == Counter({f"k{i}": 1 for i in range(N)})
+    assert bank.asked == ["k0"]  # refused before it ran, then asked once, after the pause the server asked for
+    assert [e["verdict"] for e in events if e["type"] == "item_reconciled"] == ["done"]
+    throttles = [e for e in events if e["type"] == "server_throttled"]
+    assert [(e["server"], e["status"], e["pause_s"]) for e in throttles] == [("s", 429, 2.0)]
+    assert not [e for e in events if e["type"] in ("session_lost", "session_retrying")]  # a refusal is no loss
+    assert harness.opened == ["s"] and bank.asked_at[0] - start == pytest.approx(2.0)
+
+
+async def test_a_reconcile_ask_refused_past_the_budget_leaves_the_item_in_doubt(autojump_clock: trio.abc.Clock) -> None:
+    journal, bank = await _crashed(1, 1)
+    harness = Harness({"s": bank.setup})
+    harness.refuse = lambda: Throttled("429", status_code=429, retry_after=30.0)  # every call, for good
+    text = WORKFLOW.replace("{command: [fake]}", "{command: [fake], reconnect: 100s}")
+    events: list[dict[str, Any]] = []
+    outcome = await run_plan(plan_of(text), harness, prior=Resume(events=journal), events=events)
+    assert outcome.exit_code != ExitCode.OK and not bank.asked
+    [record] = [e for e in events if e["type"] == "item_reconciled"]
+    assert record["verdict"] == "error" and "429" in record["error"]
+    assert [item.key for _sid, item in folded(journal + events).in_doubt()] == ["k0"]
+    assert bank.charged == Counter({"k0": 1})  # the others were refused too: never run

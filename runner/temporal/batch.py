@@ -384,7 +384,8 @@ async def ask_reconcile(
 ) -> list[dict[str, Any]]:
     """The answers of step ``step``'s reconcile tool about items in doubt (``asks``: ``{"key", "args"}``, the
     reconcile call's arguments as the workflow rendered them), in order: ``{"key", "result"}`` (its
-    ``tools/call`` result, masked) or ``{"key", "error"}``. The verdict is the workflow's
+    ``tools/call`` result, masked) or ``{"key", "error"}``, with ``"throttled"``: the ``server_throttled``
+    records the server's link heard meanwhile, journaled before the verdict. The verdict is the workflow's
     (:func:`runner.engine.core.reconcile.verdict`, as locally); asking is safe to repeat (``validate`` makes
     sure), so an attempt lost midway is simply asked again."""
     plan = sessions.plan(spec)
@@ -408,10 +409,13 @@ async def ask_reconcile(
                 answer = await session.call_tool(recon.tool, args, timeout=ps.timeout, idle_timeout=ps.idle_timeout)
             return {"key": key, "result": answer.raw}
 
-        try:  # as locally: one not delivered is asked again on the next session
+        try:  # as locally: one not delivered is asked again on the next session, one refused for now after the pause
             out[i] = await until_delivered(server.link, server.link.session, ask)
         except McpRunError as exc:
             out[i] = {"key": key, "error": first_line(exc)}
+        if server.heard:  # what the link heard that no refused call took (this ask's throttles): journaled with it
+            out[i]["throttled"] = server.heard[:THROTTLES_KEPT]
+            server.heard.clear()
 
     with masking(masker.mask):
         async with trio.open_nursery() as nursery:

@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         DoubtDecided,
         Entry,
         ItemFailed,
+        ItemReconciled,
         ItemSucceeded,
         ProgressNoted,
         RunFinished,
@@ -357,21 +358,8 @@ class DagWorkflow:
                 answers[str(answer.get("key"))] = answer
         again: list[dict[str, Any]] = []
         for call in asks:
-            key, index = call["key"], call["index"]
-            answer = answers.get(key) or {"error": "no answer"}
-            result = answer.get("result") if isinstance(answer.get("result"), dict) else None
-            error = answer.get("error")
-            record = verdict(
-                spec,
-                contexts[key],
-                step=ps.id,
-                key=key,
-                index=index,
-                result=result,
-                error=str(error) if error is not None else None,
-                at_end=at_end,
-            )
-            self._emit(record)
+            key = call["key"]
+            record = self._verdict(ps, call, contexts[key], answers.get(key) or {"error": "no answer"}, at_end=at_end)
             done, entry = verdict_entry(record, referenced=ps.referenced)
             if not done:
                 again.append(call)
@@ -381,6 +369,29 @@ class DagWorkflow:
             if entry is not None and record.result is not None:
                 self._kept[(ps.id, key)] = entry
         return again
+
+    def _verdict(
+        self, ps: PlannedStep, call: dict[str, Any], context: dict[str, Any], answer: dict[str, Any], *, at_end: bool
+    ) -> ItemReconciled:
+        """Journal the verdict on one answer of the reconcile activity (:func:`~runner.engine.core.reconcile.verdict`,
+        as locally), after the throttles the ask met (as an item's before its end)."""
+        spec = ps.reconcile
+        assert spec is not None
+        self._throttled(answer.get("throttled"))
+        result = answer.get("result") if isinstance(answer.get("result"), dict) else None
+        error = answer.get("error")
+        record = verdict(
+            spec,
+            context,
+            step=ps.id,
+            key=call["key"],
+            index=call["index"],
+            result=result,
+            error=str(error) if error is not None else None,
+            at_end=at_end,
+        )
+        self._emit(record)
+        return record
 
     async def _ask(self, ps: PlannedStep, part: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """One reconcile activity (at most ``max_pending`` activities at once); every answer an error when it

@@ -118,3 +118,50 @@ def test_a_run_on_temporal_journals_each_throttle_its_worker_met(tmp_path: Path)
     assert stats["throttled"] > 0 and len(throttles) == stats["throttled"], (stats, throttles)
     assert all(e["server"] == "api" and e["status"] == 429 and e["pause_s"] == 1.0 for e in throttles), throttles
     assert any(e.get("cut") for e in throttles)  # the pace was lowered
+
+
+async def test_a_reconcile_ask_refused_for_now_is_asked_after_the_pause_and_its_throttle_returned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.abc.Clock
+) -> None:
+    from runner.temporal.batch import ask_reconcile
+    from tests.test_reconcile import WORKFLOW as RECONCILED
+    from tests.test_reconcile import Bank
+
+    bank = Bank()
+    bank.charged["k0"] = 1
+    harness = Harness({"s": bank.setup})
+    refusals = iter([Throttled("429", status_code=429, retry_after=2.0)])
+    harness.refuse = lambda: next(refusals, None)
+    monkeypatch.setattr(batch_module, "make_opener", lambda *args, **kwargs: harness.opener)
+    path = tmp_path / "charge.yaml"
+    path.write_text(RECONCILED)
+    spec = RunSpec(run_id="r", workflow=str(path), text=RECONCILED)
+    async with trio.open_nursery() as nursery:
+        sessions = Sessions(nursery)
+        [answer] = await ask_reconcile(sessions, spec, "charge", [{"key": "k0", "args": {"id": "k0", "amount": 5}}])
+        sessions.close()
+    assert bank.asked == ["k0"] and bank.asked_at == [pytest.approx(2.0)]  # once, after the pause asked for
+    assert answer["result"]["content"][0]["text"] == '{"charged": true}'
+    [record] = answer["throttled"]
+    assert (record["type"], record["server"], record["status"]) == ("server_throttled", "s", 429)
+    assert record["pause_s"] == 2.0
+    assert harness.opened == ["s"]  # a refusal is no lost session
+
+
+def test_the_workflow_journals_a_reconcile_asks_throttles_before_its_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    import runner.temporal.dag as dag
+    from tests.test_reconcile import WORKFLOW as RECONCILED
+
+    flow = dag.DagWorkflow()
+    emitted: list[Any] = []
+    monkeypatch.setattr(flow, "_emit", emitted.append)
+    ps = build_plan_of(RunSpec(run_id="r", workflow="/w.yaml", text=RECONCILED)).steps["charge"]
+    record = {"type": "server_throttled", "server": "s", "status": 429, "pause_s": 2.0, "limit": 4, "cut": True}
+    call = {"key": "k0", "index": 0}
+    context = {"key": "k0", "args": {"id": "k0", "amount": 5}, "item": "k0"}
+    answer = {"key": "k0", "result": {"content": [{"type": "text", "text": '{"charged": true}'}]}}
+    verdict = flow._verdict(ps, call, context, {**answer, "throttled": [record]}, at_end=False)
+    assert [e.type for e in emitted] == ["server_throttled", "item_reconciled"] and verdict.verdict == "done"
+    emitted.clear()
+    flow._verdict(ps, call, context, answer, at_end=False)  # as every answer of before
+    assert [e.type for e in emitted] == ["item_reconciled"]

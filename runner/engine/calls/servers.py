@@ -498,14 +498,26 @@ async def until_delivered(
 ) -> _T:
     """``ask(session)`` on the session ``next_session`` gives; when it was not delivered (``NotDelivered``), the
     link is told the session is lost and it is asked again on the next one, :data:`SAFE_SENDS` times in all, then
-    the ``NotDelivered`` is raised. Only for requests safe to repeat: both executors' reconcile asks."""
+    the ``NotDelivered`` is raised. One refused for now (``Throttled``: 429, 503 with Retry-After) is no loss: the
+    link pauses every call to the server (and its record is journaled, ``server_throttled``) and it is asked again
+    after the pause, within the server's ``reconnect`` budget, as a call would be. Only for requests safe to
+    repeat: both executors' reconcile asks."""
     sends = 0
     while True:
-        sends += 1
         session = await next_session()
+        started = trio.current_time()
         try:
-            return await ask(session)
+            answer = await ask(session)
+        except Throttled as exc:
+            if not link.throttled(exc, sent_at=started):
+                raise  # refused for longer than the budget
+            await trio.sleep_until(link.pace.paused_until)
+            continue
         except NotDelivered as exc:
+            sends += 1
             if sends >= SAFE_SENDS:
                 raise
             link.lost(session, exc)  # (a later ask waits for the next session)
+            continue
+        link.healthy(sent_at=started)  # it answered: the outage or the server's refusals (if any) are over
+        return answer
