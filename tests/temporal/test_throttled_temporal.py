@@ -21,6 +21,7 @@ from runner.errors import Throttled
 from runner.temporal.batch import THROTTLES_KEPT, Batch, Sessions
 from runner.temporal.markers import Markers
 from runner.temporal.spec import RunSpec, build_plan_of
+from runner.workflow.plan import PlannedStep
 from tests.e2e.support import throttled_server
 from tests.harness import FANOUT, Harness, echo_tools, plan_of, run_plan
 from tests.temporal.support import cli, dev_server, in_process_worker, target_of
@@ -28,8 +29,8 @@ from tests.temporal.support import cli, dev_server, in_process_worker, target_of
 WORKFLOW = FANOUT.replace("ITEMS", '["a"]')
 
 
-def _refusing(times: int = 1) -> Harness:
-    harness = Harness({"s": echo_tools})
+def _refusing(times: int = 1, setup: Any = echo_tools) -> Harness:
+    harness = Harness({"s": setup})
     refusals = iter([Throttled("429", status_code=429, retry_after=2.0)] * times)
     harness.refuse = lambda: next(refusals, None)
     return harness
@@ -73,16 +74,23 @@ async def test_an_outcome_carries_a_bounded_number_of_throttles(
     assert len(outcome["throttled"]) == THROTTLES_KEPT  # the history stays small however often it is refused
 
 
-def test_the_workflow_journals_an_outcomes_throttles_before_the_items_end(monkeypatch: pytest.MonkeyPatch) -> None:
+RECORD = {"type": "server_throttled", "server": "s", "status": 429, "pause_s": 2.0, "limit": 4, "cut": True}
+
+
+def _flow(monkeypatch: pytest.MonkeyPatch, text: str, step: str) -> tuple[Any, PlannedStep, list[Any]]:
+    """A workflow object outside Temporal, step ``step`` of ``text`` planned, and the events it journals."""
     import runner.temporal.dag as dag
 
     flow = dag.DagWorkflow()
     emitted: list[Any] = []
     monkeypatch.setattr(flow, "_emit", emitted.append)
-    ps = build_plan_of(RunSpec(run_id="r", workflow="/w.yaml", text=WORKFLOW)).steps["fan"]
-    record = {"type": "server_throttled", "server": "s", "status": 429, "pause_s": 2.0, "limit": 4, "cut": True}
+    return flow, build_plan_of(RunSpec(run_id="r", workflow="/w.yaml", text=text)).steps[step], emitted
+
+
+def test_the_workflow_journals_an_outcomes_throttles_before_the_items_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    flow, ps, emitted = _flow(monkeypatch, WORKFLOW, "fan")
     call = {"key": "a", "index": 0}
-    flow._apply(ps, call, {"key": "a", "status": "succeeded", "result": {}, "throttled": [record, {"type": "log"}]})
+    flow._apply(ps, call, {"key": "a", "status": "succeeded", "result": {}, "throttled": [RECORD, {"type": "log"}]})
     assert [e.type for e in emitted] == ["server_throttled", "item_succeeded"]  # a record of another type: dropped
     assert (emitted[0].server, emitted[0].status, emitted[0].pause_s, emitted[0].cut) == ("s", 429, 2.0, True)
     emitted.clear()
@@ -129,9 +137,7 @@ async def test_a_reconcile_ask_refused_for_now_is_asked_after_the_pause_and_its_
 
     bank = Bank()
     bank.charged["k0"] = 1
-    harness = Harness({"s": bank.setup})
-    refusals = iter([Throttled("429", status_code=429, retry_after=2.0)])
-    harness.refuse = lambda: next(refusals, None)
+    harness = _refusing(setup=bank.setup)
     monkeypatch.setattr(batch_module, "make_opener", lambda *args, **kwargs: harness.opener)
     path = tmp_path / "charge.yaml"
     path.write_text(RECONCILED)
@@ -149,18 +155,13 @@ async def test_a_reconcile_ask_refused_for_now_is_asked_after_the_pause_and_its_
 
 
 def test_the_workflow_journals_a_reconcile_asks_throttles_before_its_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
-    import runner.temporal.dag as dag
     from tests.test_reconcile import WORKFLOW as RECONCILED
 
-    flow = dag.DagWorkflow()
-    emitted: list[Any] = []
-    monkeypatch.setattr(flow, "_emit", emitted.append)
-    ps = build_plan_of(RunSpec(run_id="r", workflow="/w.yaml", text=RECONCILED)).steps["charge"]
-    record = {"type": "server_throttled", "server": "s", "status": 429, "pause_s": 2.0, "limit": 4, "cut": True}
+    flow, ps, emitted = _flow(monkeypatch, RECONCILED, "charge")
     call = {"key": "k0", "index": 0}
     context = {"key": "k0", "args": {"id": "k0", "amount": 5}, "item": "k0"}
     answer = {"key": "k0", "result": {"content": [{"type": "text", "text": '{"charged": true}'}]}}
-    verdict = flow._verdict(ps, call, context, {**answer, "throttled": [record]}, at_end=False)
+    verdict = flow._verdict(ps, call, context, {**answer, "throttled": [RECORD]}, at_end=False)
     assert [e.type for e in emitted] == ["server_throttled", "item_reconciled"] and verdict.verdict == "done"
     emitted.clear()
     flow._verdict(ps, call, context, answer, at_end=False)  # as every answer of before
