@@ -193,9 +193,8 @@ class ItemCall:
         try:
             await self._site.check(self._ps, self._args, session)
         except Throttled as exc:
-            if not self._link.throttled(exc, sent_at=trio.current_time()):
+            if not await self._link.wait_out(exc, sent_at=trio.current_time()):
                 raise
-            await trio.sleep_until(self._link.pace.paused_until)
             return False
         except NotDelivered as exc:
             self._link.lost(session, exc)

@@ -324,6 +324,14 @@ class ServerLink:
         self._emit(LinkThrottled(self.name, error.status_code, pause, asked, cut.limit, cut.rate, cut.cut))
         return True
 
+    async def wait_out(self, error: Throttled, *, sent_at: float) -> bool:
+        """:meth:`throttled`, then the pause it set, for a request that passes no :attr:`gate` (a check, a
+        reconcile ask): True once it may go out again, False at once when the budget is spent."""
+        if not self.throttled(error, sent_at=sent_at):
+            return False
+        await trio.sleep_until(self.pace.paused_until)
+        return True
+
     def close(self) -> None:
         """Close the session (if any) and stop reconnecting; calls waiting get ``NotDelivered``."""
         self._closing = True
@@ -509,9 +517,8 @@ async def until_delivered(
         try:
             answer = await ask(session)
         except Throttled as exc:
-            if not link.throttled(exc, sent_at=started):
+            if not await link.wait_out(exc, sent_at=started):
                 raise  # refused for longer than the budget
-            await trio.sleep_until(link.pace.paused_until)
             continue
         except NotDelivered as exc:
             sends += 1
